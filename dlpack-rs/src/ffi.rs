@@ -1,0 +1,364 @@
+//! The DLPack 1.3 C ABI, written by hand: plain `#[repr(C)]` data and constants, no logic.
+//!
+//! Every type here has the size, alignment and field offsets of its counterpart in the
+//! official `dlpack.h` (version 1.3); the test suite proves it with a C compiler.
+//!
+//! Enumerations of the C header (`DLDeviceType`, `DLDataTypeCode`) are integer newtypes, not
+//! Rust `enum`s: a foreign producer may send a value this crate does not know (a device type
+//! added by a newer header, say), and such a value must be holdable without undefined
+//! behaviour.
+//!
+//! ```
+//! use dlpack_rs::ffi::{DLDataType, DLDevice, DLTensor, K_DL_CPU, K_DL_FLOAT};
+//!
+//! let device = DLDevice { device_type: K_DL_CPU, device_id: 0 };
+//! let dtype  = DLDataType { code: K_DL_FLOAT, bits: 32, lanes: 1 };
+//! assert_eq!(device.device_type.0, 1);
+//! assert_eq!(dtype.code.0, 2);
+//! # let _ = core::mem::size_of::<DLTensor>();
+//! ```
+
+use core::ffi::{c_char, c_int, c_void};
+use core::fmt;
+
+/// The DLPack major version this crate implements (`DLPACK_MAJOR_VERSION`).
+pub const DLPACK_MAJOR_VERSION: u32 = 1;
+/// The DLPack minor version this crate implements (`DLPACK_MINOR_VERSION`).
+pub const DLPACK_MINOR_VERSION: u32 = 3;
+
+/// Bit of [`DLManagedTensorVersioned::flags`]: the tensor must not be written to.
+pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+/// Bit of [`DLManagedTensorVersioned::flags`]: the producer copied the data for this export.
+pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
+/// Bit of [`DLManagedTensorVersioned::flags`]: a sub-byte type whose elements are padded to a
+/// byte each instead of being packed.
+pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
+/// All flag bits DLPack 1.3 defines.
+pub const DLPACK_FLAG_BITMASK_ALL_KNOWN: u64 = DLPACK_FLAG_BITMASK_READ_ONLY
+    | DLPACK_FLAG_BITMASK_IS_COPIED
+    | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+
+/// The ABI version of a managed tensor or of an exchange API table (`DLPackVersion`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DLPackVersion {
+    /// Major version: a change here breaks the ABI.
+    pub major: u32,
+    /// Minor version: additions that keep the ABI.
+    pub minor: u32,
+}
+
+impl DLPackVersion {
+    /// The version this crate implements: 1.3.
+    pub const CURRENT: DLPackVersion = DLPackVersion {
+        major: DLPACK_MAJOR_VERSION,
+        minor: DLPACK_MINOR_VERSION,
+    };
+}
+
+impl fmt::Display for DLPackVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The kind of device a tensor lives on (the C enum `DLDeviceType`, a 32-bit integer).
+///
+/// Any `i32` is a valid value; the associated constants name the ones DLPack defines.
+#[repr(transparent)]
+#[derive(Copy, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DLDeviceType(pub i32);
+
+/// The data type code of a tensor's elements (the C enum `DLDataTypeCode`, stored as `u8`).
+///
+/// Any `u8` is a valid value; the associated constants name the ones DLPack defines.
+#[repr(transparent)]
+#[derive(Copy, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DLDataTypeCode(pub u8);
+
+macro_rules! named_values {
+    ($ty:ident, $inner:ty, $( $(#[$doc:meta])* $assoc:ident = $konst:ident = $value:expr, $cname:literal; )*) => {
+        impl $ty {
+            $( $(#[$doc])* pub const $assoc: $ty = $ty($value); )*
+
+            /// The C name of this value (`"kDLCPU"`, ...), or `None` if DLPack does not define it.
+            pub const fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $( $value => Some($cname), )*
+                    _ => None,
+                }
+            }
+        }
+        $( $(#[$doc])* pub const $konst: $ty = $ty::$assoc; )*
+
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.name() {
+                    Some(name) => f.write_str(name),
+                    None => write!(f, "{}({})", stringify!($ty), self.0),
+                }
+            }
+        }
+
+        impl From<$inner> for $ty {
+            fn from(value: $inner) -> Self {
+                $ty(value)
+            }
+        }
+
+        impl From<$ty> for $inner {
+            fn from(value: $ty) -> Self {
+                value.0
+            }
+        }
+    };
+}
+
+named_values! { DLDeviceType, i32,
+    /// CPU memory (`kDLCPU`).
+    CPU = K_DL_CPU = 1, "kDLCPU";
+    /// CUDA GPU memory (`kDLCUDA`).
+    CUDA = K_DL_CUDA = 2, "kDLCUDA";
+    /// Pinned CUDA host memory, allocated by `cudaMallocHost` (`kDLCUDAHost`).
+    CUDA_HOST = K_DL_CUDA_HOST = 3, "kDLCUDAHost";
+    /// OpenCL device memory (`kDLOpenCL`).
+    OPENCL = K_DL_OPENCL = 4, "kDLOpenCL";
+    /// Vulkan buffer (`kDLVulkan`).
+    VULKAN = K_DL_VULKAN = 7, "kDLVulkan";
+    /// Metal buffer on Apple GPUs (`kDLMetal`).
+    METAL = K_DL_METAL = 8, "kDLMetal";
+    /// Verilog simulator buffer (`kDLVPI`).
+    VPI = K_DL_VPI = 9, "kDLVPI";
+    /// ROCm GPU memory (`kDLROCM`).
+    ROCM = K_DL_ROCM = 10, "kDLROCM";
+    /// Pinned ROCm host memory, allocated by `hipMallocHost` (`kDLROCMHost`).
+    ROCM_HOST = K_DL_ROCM_HOST = 11, "kDLROCMHost";
+    /// Reserved for extension devices, for testing (`kDLExtDev`).
+    EXT_DEV = K_DL_EXT_DEV = 12, "kDLExtDev";
+    /// CUDA managed (unified) memory, allocated by `cudaMallocManaged` (`kDLCUDAManaged`).
+    CUDA_MANAGED = K_DL_CUDA_MANAGED = 13, "kDLCUDAManaged";
+    /// Unified shared memory of oneAPI (`kDLOneAPI`).
+    ONE_API = K_DL_ONE_API = 14, "kDLOneAPI";
+    /// WebGPU buffer (`kDLWebGPU`).
+    WEBGPU = K_DL_WEBGPU = 15, "kDLWebGPU";
+    /// Qualcomm Hexagon DSP (`kDLHexagon`).
+    HEXAGON = K_DL_HEXAGON = 16, "kDLHexagon";
+    /// Microsoft MAIA device (`kDLMAIA`).
+    MAIA = K_DL_MAIA = 17, "kDLMAIA";
+    /// AWS Trainium (`kDLTrn`).
+    TRN = K_DL_TRN = 18, "kDLTrn";
+    /// Google TPU memory (`kDLTPU`, added after 1.3).
+    TPU = K_DL_TPU = 19, "kDLTPU";
+    /// Google TPU host memory (`kDLTPUHost`, added after 1.3).
+    TPU_HOST = K_DL_TPU_HOST = 20, "kDLTPUHost";
+}
+
+impl DLDeviceType {
+    /// Whether memory of this device type can be read and written by the CPU directly
+    /// (CPU, CUDA host, CUDA managed and ROCm host memory).
+    pub const fn is_host_accessible(self) -> bool {
+        matches!(self.0, 1 | 3 | 11 | 13)
+    }
+}
+
+named_values! { DLDataTypeCode, u8,
+    /// Signed integer (`kDLInt`).
+    INT = K_DL_INT = 0, "kDLInt";
+    /// Unsigned integer (`kDLUInt`).
+    UINT = K_DL_UINT = 1, "kDLUInt";
+    /// IEEE floating point (`kDLFloat`).
+    FLOAT = K_DL_FLOAT = 2, "kDLFloat";
+    /// Opaque handle (`kDLOpaqueHandle`); only meaningful to the producer.
+    OPAQUE_HANDLE = K_DL_OPAQUE_HANDLE = 3, "kDLOpaqueHandle";
+    /// bfloat16 (`kDLBfloat`).
+    BFLOAT = K_DL_BFLOAT = 4, "kDLBfloat";
+    /// Complex number, real and imaginary parts of `bits / 2` each (`kDLComplex`).
+    COMPLEX = K_DL_COMPLEX = 5, "kDLComplex";
+    /// Boolean, one byte per element (`kDLBool`).
+    BOOL = K_DL_BOOL = 6, "kDLBool";
+    /// FP8 e3m4 (`kDLFloat8_e3m4`).
+    FLOAT8_E3M4 = K_DL_FLOAT8_E3M4 = 7, "kDLFloat8_e3m4";
+    /// FP8 e4m3 (`kDLFloat8_e4m3`).
+    FLOAT8_E4M3 = K_DL_FLOAT8_E4M3 = 8, "kDLFloat8_e4m3";
+    /// FP8 e4m3b11fnuz (`kDLFloat8_e4m3b11fnuz`).
+    FLOAT8_E4M3B11FNUZ = K_DL_FLOAT8_E4M3B11FNUZ = 9, "kDLFloat8_e4m3b11fnuz";
+    /// FP8 e4m3fn (`kDLFloat8_e4m3fn`).
+    FLOAT8_E4M3FN = K_DL_FLOAT8_E4M3FN = 10, "kDLFloat8_e4m3fn";
+    /// FP8 e4m3fnuz (`kDLFloat8_e4m3fnuz`).
+    FLOAT8_E4M3FNUZ = K_DL_FLOAT8_E4M3FNUZ = 11, "kDLFloat8_e4m3fnuz";
+    /// FP8 e5m2 (`kDLFloat8_e5m2`).
+    FLOAT8_E5M2 = K_DL_FLOAT8_E5M2 = 12, "kDLFloat8_e5m2";
+    /// FP8 e5m2fnuz (`kDLFloat8_e5m2fnuz`).
+    FLOAT8_E5M2FNUZ = K_DL_FLOAT8_E5M2FNUZ = 13, "kDLFloat8_e5m2fnuz";
+    /// FP8 e8m0fnu (`kDLFloat8_e8m0fnu`).
+    FLOAT8_E8M0FNU = K_DL_FLOAT8_E8M0FNU = 14, "kDLFloat8_e8m0fnu";
+    /// FP6 e2m3fn, packed (`kDLFloat6_e2m3fn`).
+    FLOAT6_E2M3FN = K_DL_FLOAT6_E2M3FN = 15, "kDLFloat6_e2m3fn";
+    /// FP6 e3m2fn, packed (`kDLFloat6_e3m2fn`).
+    FLOAT6_E3M2FN = K_DL_FLOAT6_E3M2FN = 16, "kDLFloat6_e3m2fn";
+    /// FP4 e2m1fn, packed (`kDLFloat4_e2m1fn`).
+    FLOAT4_E2M1FN = K_DL_FLOAT4_E2M1FN = 17, "kDLFloat4_e2m1fn";
+    /// Complex of two bfloat16 (`kDLBcomplex`, added after 1.3).
+    BCOMPLEX = K_DL_BCOMPLEX = 18, "kDLBcomplex";
+}
+
+/// A device: its type and an index among devices of that type (`DLDevice`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DLDevice {
+    /// The kind of device.
+    pub device_type: DLDeviceType,
+    /// The device index (0 for the CPU).
+    pub device_id: i32,
+}
+
+/// The element type of a tensor (`DLDataType`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DLDataType {
+    /// The type code, the kind of number.
+    pub code: DLDataTypeCode,
+    /// Number of bits of one lane (8 for bool, 16 for bfloat16, 64 for complex64).
+    pub bits: u8,
+    /// Number of lanes, for vector types; 1 for ordinary tensors.
+    pub lanes: u16,
+}
+
+/// A tensor's memory and layout, without ownership (`DLTensor`).
+///
+/// `shape` and `strides` point at `ndim` elements each; `strides` counts elements, not bytes,
+/// and may be NULL (compact row-major, from producers older than 1.2).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct DLTensor {
+    /// Opaque data pointer; the first element is at `data + byte_offset`.
+    pub data: *mut c_void,
+    /// Where the memory lives.
+    pub device: DLDevice,
+    /// Number of dimensions.
+    pub ndim: i32,
+    /// Element type.
+    pub dtype: DLDataType,
+    /// Extent of each dimension, `ndim` values (may be NULL when `ndim == 0`).
+    pub shape: *mut i64,
+    /// Step of each dimension in elements, `ndim` values, or NULL for compact row-major.
+    pub strides: *mut i64,
+    /// Offset in bytes from `data` to the first element.
+    pub byte_offset: u64,
+}
+
+/// A tensor together with the means to release it (`DLManagedTensor`, the legacy form).
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensor {
+    /// The tensor.
+    pub dl_tensor: DLTensor,
+    /// Producer-private context.
+    pub manager_ctx: *mut c_void,
+    /// Called by the consumer, exactly once, when it no longer needs the tensor.
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+}
+
+/// A versioned managed tensor with flags (`DLManagedTensorVersioned`, DLPack >= 1.0).
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensorVersioned {
+    /// The ABI version of this struct; a consumer must check `major` before reading further.
+    pub version: DLPackVersion,
+    /// Producer-private context.
+    pub manager_ctx: *mut c_void,
+    /// Called by the consumer, exactly once, when it no longer needs the tensor.
+    pub deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+    /// Bit mask of `DLPACK_FLAG_BITMASK_*` values.
+    pub flags: u64,
+    /// The tensor.
+    pub dl_tensor: DLTensor,
+}
+
+/// Error callback given to a [`DLPackManagedTensorAllocator`]: `(error_ctx, kind, message)`.
+pub type DLPackSetError = Option<
+    unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char),
+>;
+
+/// Allocates a new managed tensor shaped like `prototype` (`DLPackManagedTensorAllocator`).
+/// Returns 0 on success, -1 on failure after calling `set_error`.
+pub type DLPackManagedTensorAllocator = Option<
+    unsafe extern "C" fn(
+        prototype: *mut DLTensor,
+        out: *mut *mut DLManagedTensorVersioned,
+        error_ctx: *mut c_void,
+        set_error: DLPackSetError,
+    ) -> c_int,
+>;
+
+/// Exports a Python object (a `PyObject*`) as a new managed tensor without stream
+/// synchronisation (`DLPackManagedTensorFromPyObjectNoSync`). 0 on success, -1 with a Python
+/// exception set on failure.
+pub type DLPackManagedTensorFromPyObjectNoSync = Option<
+    unsafe extern "C" fn(py_object: *mut c_void, out: *mut *mut DLManagedTensorVersioned) -> c_int,
+>;
+
+/// Wraps a managed tensor in a new Python object (`DLPackManagedTensorToPyObjectNoSync`),
+/// taking ownership of it. 0 on success, -1 with a Python exception set on failure.
+pub type DLPackManagedTensorToPyObjectNoSync = Option<
+    unsafe extern "C" fn(
+        tensor: *mut DLManagedTensorVersioned,
+        out_py_object: *mut *mut c_void,
+    ) -> c_int,
+>;
+
+/// Fills a non-owning `DLTensor` view of a Python object (`DLPackDLTensorFromPyObjectNoSync`).
+/// 0 on success, -1 with a Python exception set on failure.
+pub type DLPackDLTensorFromPyObjectNoSync =
+    Option<unsafe extern "C" fn(py_object: *mut c_void, out: *mut DLTensor) -> c_int>;
+
+/// Returns the producer's current work stream for a device (`DLPackCurrentWorkStream`);
+/// NULL for devices without streams. 0 on success, -1 with a Python exception set on failure.
+pub type DLPackCurrentWorkStream = Option<
+    unsafe extern "C" fn(
+        device_type: DLDeviceType,
+        device_id: i32,
+        out_current_stream: *mut *mut c_void,
+    ) -> c_int,
+>;
+
+/// Header of an exchange API table: its version and a link to an older table
+/// (`DLPackExchangeAPIHeader`).
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLPackExchangeAPIHeader {
+    /// Version of the table this header starts.
+    pub version: DLPackVersion,
+    /// An older table for consumers that do not know `version`, or NULL.
+    pub prev_api: *mut DLPackExchangeAPIHeader,
+}
+
+/// The C exchange API a Python type exposes as `__dlpack_c_exchange_api__`
+/// (`DLPackExchangeAPI`, DLPack 1.3).
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLPackExchangeAPI {
+    /// Version and link to older tables.
+    pub header: DLPackExchangeAPIHeader,
+    /// Allocates tensors of the producer's kind.
+    pub managed_tensor_allocator: DLPackManagedTensorAllocator,
+    /// Object to managed tensor (the fast `__dlpack__`).
+    pub managed_tensor_from_py_object_no_sync: DLPackManagedTensorFromPyObjectNoSync,
+    /// Managed tensor to object (the fast `from_dlpack`).
+    pub managed_tensor_to_py_object_no_sync: DLPackManagedTensorToPyObjectNoSync,
+    /// Object to a borrowed `DLTensor` view; may be NULL.
+    pub dltensor_from_py_object_no_sync: DLPackDLTensorFromPyObjectNoSync,
+    /// The producer's current stream for a device.
+    pub current_work_stream: DLPackCurrentWorkStream,
+}
+
+/// Name of the capsule `__dlpack__` returns for a [`DLManagedTensor`].
+pub const DLPACK_CAPSULE_NAME: &core::ffi::CStr = c"dltensor";
+/// Name of the capsule `__dlpack__` returns for a [`DLManagedTensorVersioned`].
+pub const DLPACK_VERSIONED_CAPSULE_NAME: &core::ffi::CStr = c"dltensor_versioned";
+/// Name a consumer gives a legacy capsule once it owns the tensor.
+pub const DLPACK_USED_CAPSULE_NAME: &core::ffi::CStr = c"used_dltensor";
+/// Name a consumer gives a versioned capsule once it owns the tensor.
+pub const DLPACK_USED_VERSIONED_CAPSULE_NAME: &core::ffi::CStr = c"used_dltensor_versioned";
+/// Name of the capsule held by `type(x).__dlpack_c_exchange_api__`.
+pub const DLPACK_EXCHANGE_API_CAPSULE_NAME: &core::ffi::CStr = c"dlpack_exchange_api";

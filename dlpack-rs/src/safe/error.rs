@@ -1,0 +1,141 @@
+//! The one error type of the safe layer.
+
+use core::fmt;
+
+use crate::ffi::{DLDataType, DLDevice, DLPackVersion};
+
+/// Everything that can be wrong with a tensor handed to, or built by, the safe layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// A NULL managed-tensor pointer was given.
+    NullPointer,
+    /// The producer's ABI major version is not one this crate reads (only 1 is).
+    UnsupportedVersion(DLPackVersion),
+    /// A producer of version `version` set flag bits that version does not define.
+    UnknownFlags {
+        /// The producer's version.
+        version: DLPackVersion,
+        /// The undefined bits.
+        bits: u64,
+    },
+    /// `ndim` is negative.
+    NegativeNdim(i32),
+    /// `ndim` is larger than [`MAX_NDIM`](super::MAX_NDIM).
+    TooManyDims(i32),
+    /// `ndim > 0` but the shape pointer is NULL.
+    NullShape,
+    /// A dimension has a negative extent.
+    NegativeDim {
+        /// The axis.
+        axis: usize,
+        /// Its extent.
+        extent: i64,
+    },
+    /// Shape and strides do not have the same number of dimensions.
+    StridesLength {
+        /// Number of dimensions of the shape.
+        shape: usize,
+        /// Number of strides given.
+        strides: usize,
+    },
+    /// The element count, byte size or addressed range overflows.
+    Overflow,
+    /// The data pointer is NULL but the tensor has elements.
+    NullData,
+    /// The data type is malformed (zero bits or lanes, or bits that do not fit the type code).
+    InvalidDtype(DLDataType),
+    /// A typed view asked for one element type, the tensor holds another.
+    DtypeMismatch {
+        /// The element type asked for.
+        expected: DLDataType,
+        /// The tensor's element type.
+        found: DLDataType,
+    },
+    /// A slice view needs compact row-major layout.
+    NotContiguous,
+    /// The memory is on a device the CPU cannot address.
+    NotHostAccessible(DLDevice),
+    /// A mutable view of a read-only tensor was asked for.
+    ReadOnly,
+    /// The first element is not aligned for the element type.
+    Misaligned {
+        /// Required alignment in bytes.
+        align: usize,
+        /// The address of the first element.
+        address: usize,
+    },
+    /// A bool tensor holds a byte that is neither 0 nor 1.
+    InvalidBool,
+    /// The shape and strides address elements outside the exported buffer.
+    OutOfBounds {
+        /// Elements the buffer holds.
+        len: usize,
+        /// Lowest element index addressed (may be negative).
+        min: i64,
+        /// Highest element index addressed.
+        max: i64,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NullPointer => f.write_str("managed tensor pointer is NULL"),
+            Error::UnsupportedVersion(v) => write!(
+                f,
+                "unsupported DLPack version {v}: this consumer reads major version {}",
+                crate::ffi::DLPACK_MAJOR_VERSION
+            ),
+            Error::UnknownFlags { version, bits } => {
+                write!(f, "flag bits {bits:#x} are not defined by DLPack {version}")
+            }
+            Error::NegativeNdim(n) => write!(f, "ndim is negative ({n})"),
+            Error::TooManyDims(n) => {
+                write!(
+                    f,
+                    "ndim {n} exceeds the supported maximum of {}",
+                    super::MAX_NDIM
+                )
+            }
+            Error::NullShape => f.write_str("shape pointer is NULL but ndim > 0"),
+            Error::NegativeDim { axis, extent } => {
+                write!(f, "dimension {axis} has negative extent {extent}")
+            }
+            Error::StridesLength { shape, strides } => write!(
+                f,
+                "shape has {shape} dimensions but {strides} strides were given"
+            ),
+            Error::Overflow => f.write_str("tensor size or addressed memory range overflows"),
+            Error::NullData => f.write_str("data pointer is NULL but the tensor is not empty"),
+            Error::InvalidDtype(d) => write!(
+                f,
+                "invalid dtype: code {:?}, bits {}, lanes {}",
+                d.code, d.bits, d.lanes
+            ),
+            Error::DtypeMismatch { expected, found } => write!(
+                f,
+                "dtype mismatch: asked for {:?}/{}x{}, tensor holds {:?}/{}x{}",
+                expected.code, expected.bits, expected.lanes, found.code, found.bits, found.lanes
+            ),
+            Error::NotContiguous => f.write_str("tensor is not C-contiguous"),
+            Error::NotHostAccessible(d) => write!(
+                f,
+                "memory on device {:?}:{} is not accessible from the CPU",
+                d.device_type, d.device_id
+            ),
+            Error::ReadOnly => f.write_str("tensor is read-only"),
+            Error::Misaligned { align, address } => write!(
+                f,
+                "data at {address:#x} is not aligned to {align} bytes for the element type"
+            ),
+            Error::InvalidBool => f.write_str("bool tensor holds a byte other than 0 or 1"),
+            Error::OutOfBounds { len, min, max } => write!(
+                f,
+                "shape and strides address elements {min}..={max}, outside the buffer of {len}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for Error {}

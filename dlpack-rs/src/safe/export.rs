@@ -1,0 +1,529 @@
+//! Export: a Rust value (the keepalive) plus its metadata become one managed tensor whose
+//! deleter drops exactly that value.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use super::dtype::cpu_device;
+use super::import::{ManagedTensor, ManagedTensorVersioned};
+use super::layout::{check, compact_strides};
+use super::{Element, Error};
+use crate::ffi::{
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+
+/// A tensor's metadata, for export: where its first element is, where it lives, its element
+/// type, shape, strides (elements) and byte offset.
+///
+/// The data pointer is raw; the value that keeps it alive is given separately to [`pack`] or
+/// [`pack_versioned`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Base pointer of the data; the first element is at `data + byte_offset`.
+    pub data: *mut c_void,
+    /// Where the memory lives.
+    pub device: DLDevice,
+    /// Element type.
+    pub dtype: DLDataType,
+    /// Extent of each dimension.
+    pub shape: Vec<i64>,
+    /// Step of each dimension in elements; `None` means compact row-major.
+    pub strides: Option<Vec<i64>>,
+    /// Offset in bytes from `data` to the first element.
+    pub byte_offset: u64,
+}
+
+// SAFETY: `TensorInfo` is plain metadata; its pointer is never dereferenced by this crate on
+// its own, only described to a consumer, so moving or sharing it across threads is harmless.
+unsafe impl Send for TensorInfo {}
+// SAFETY: as above; `&TensorInfo` gives no access to the pointee.
+unsafe impl Sync for TensorInfo {}
+
+impl TensorInfo {
+    /// Metadata of a compact row-major tensor.
+    ///
+    /// ```
+    /// use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
+    /// let mut data = vec![1.0f32, 2.0, 3.0, 4.0];
+    /// let info = TensorInfo::contiguous(data.as_mut_ptr().cast(), cpu_device(), dtype_f32(), vec![2, 2]);
+    /// assert_eq!(info.numel(), Ok(4));
+    /// ```
+    pub fn contiguous(
+        data: *mut c_void,
+        device: DLDevice,
+        dtype: DLDataType,
+        shape: Vec<i64>,
+    ) -> Self {
+        TensorInfo {
+            data,
+            device,
+            dtype,
+            shape,
+            strides: None,
+            byte_offset: 0,
+        }
+    }
+
+    /// Metadata of a tensor with explicit strides, in elements.
+    pub fn strided(
+        data: *mut c_void,
+        device: DLDevice,
+        dtype: DLDataType,
+        shape: Vec<i64>,
+        strides: Vec<i64>,
+    ) -> Self {
+        TensorInfo {
+            data,
+            device,
+            dtype,
+            shape,
+            strides: Some(strides),
+            byte_offset: 0,
+        }
+    }
+
+    /// The same metadata with the first element `byte_offset` bytes after `data`.
+    pub fn with_byte_offset(mut self, byte_offset: u64) -> Self {
+        self.byte_offset = byte_offset;
+        self
+    }
+
+    /// Checks the metadata: strides as many as dimensions, no negative extent, a well-formed
+    /// dtype, no overflow of the element count or of the addressed byte range, and a non-NULL
+    /// data pointer unless the tensor is empty. Returns the element count.
+    pub fn numel(&self) -> Result<usize, Error> {
+        check(
+            &self.shape,
+            self.strides.as_deref(),
+            self.dtype,
+            self.byte_offset,
+            self.data.is_null(),
+        )
+        .map(|extent| extent.numel)
+    }
+}
+
+/// One heap block per export: the managed struct first (so a pointer to it is a pointer to the
+/// block), then the shape and strides it points into, then the keepalive.
+#[repr(C)]
+struct Holder<M, K> {
+    managed: M,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+    keepalive: K,
+}
+
+/// Drops an export's keepalive. Under `std` a panic is caught and reported so that it never
+/// unwinds into the C caller of the deleter; without `std` the `extern "C"` deleter aborts.
+fn drop_contained<T>(value: T) {
+    #[cfg(feature = "std")]
+    {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(value)));
+        if result.is_err() {
+            std::eprintln!(
+                "dlpack-rs: a keepalive panicked while being dropped by a DLPack deleter"
+            );
+        }
+    }
+    #[cfg(not(feature = "std"))]
+    drop(value);
+}
+
+unsafe extern "C" fn delete_legacy<K>(ptr: *mut DLManagedTensor) {
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: `ptr` came from `Box::into_raw(Box<Holder<DLManagedTensor, K>>)` in `build` (the
+    // managed struct is the first field of the `repr(C)` holder), and the DLPack contract lets
+    // the consumer call the deleter only once, so the box is reclaimed exactly once.
+    let holder = unsafe { Box::from_raw(ptr.cast::<Holder<DLManagedTensor, K>>()) };
+    drop_contained(holder);
+}
+
+unsafe extern "C" fn delete_versioned<K>(ptr: *mut DLManagedTensorVersioned) {
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: as in `delete_legacy`, for `Holder<DLManagedTensorVersioned, K>`.
+    let holder = unsafe { Box::from_raw(ptr.cast::<Holder<DLManagedTensorVersioned, K>>()) };
+    drop_contained(holder);
+}
+
+/// The two managed-struct kinds an export can produce.
+trait Managed: Sized {
+    fn new(tensor: DLTensor, flags: u64, deleter: unsafe extern "C" fn(*mut Self)) -> Self;
+    fn parts_mut(&mut self) -> (&mut DLTensor, &mut *mut c_void);
+}
+
+impl Managed for DLManagedTensor {
+    fn new(dl_tensor: DLTensor, _flags: u64, deleter: unsafe extern "C" fn(*mut Self)) -> Self {
+        DLManagedTensor {
+            dl_tensor,
+            manager_ctx: core::ptr::null_mut(),
+            deleter: Some(deleter),
+        }
+    }
+    fn parts_mut(&mut self) -> (&mut DLTensor, &mut *mut c_void) {
+        (&mut self.dl_tensor, &mut self.manager_ctx)
+    }
+}
+
+impl Managed for DLManagedTensorVersioned {
+    fn new(dl_tensor: DLTensor, flags: u64, deleter: unsafe extern "C" fn(*mut Self)) -> Self {
+        DLManagedTensorVersioned {
+            version: DLPackVersion::CURRENT,
+            manager_ctx: core::ptr::null_mut(),
+            deleter: Some(deleter),
+            flags,
+            dl_tensor,
+        }
+    }
+    fn parts_mut(&mut self) -> (&mut DLTensor, &mut *mut c_void) {
+        (&mut self.dl_tensor, &mut self.manager_ctx)
+    }
+}
+
+/// Validates `info` and moves it with `keepalive` into one heap block. Strides are always
+/// written out (DLPack >= 1.2 asks producers for non-NULL strides).
+fn build<M: Managed, K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+    deleter: unsafe extern "C" fn(*mut M),
+) -> Result<NonNull<M>, Error> {
+    info.numel()?;
+    let TensorInfo {
+        data,
+        device,
+        dtype,
+        shape,
+        strides,
+        byte_offset,
+    } = info;
+    let strides = strides.unwrap_or_else(|| compact_strides(&shape));
+    let tensor = DLTensor {
+        data,
+        device,
+        ndim: shape.len() as i32, // validated: at most MAX_NDIM
+        dtype,
+        shape: core::ptr::null_mut(),
+        strides: core::ptr::null_mut(),
+        byte_offset,
+    };
+    let raw = Box::into_raw(Box::new(Holder {
+        managed: M::new(tensor, flags, deleter),
+        shape,
+        strides,
+        keepalive,
+    }));
+    // SAFETY: `raw` is the unique, live pointer just made from a Box. The Vecs' buffers do not
+    // move when the holder does and live exactly as long as it; the context points at the
+    // holder itself.
+    unsafe {
+        let holder = &mut *raw;
+        let (tensor, ctx) = holder.managed.parts_mut();
+        tensor.shape = holder.shape.as_mut_ptr();
+        tensor.strides = holder.strides.as_mut_ptr();
+        *ctx = raw.cast();
+    }
+    // SAFETY: Box::into_raw never returns NULL; the holder starts with the managed struct.
+    Ok(unsafe { NonNull::new_unchecked(raw.cast::<M>()) })
+}
+
+/// Wraps `keepalive` and `info` in a heap-allocated legacy [`DLManagedTensor`] whose deleter
+/// drops `keepalive` (and the block itself) exactly once.
+///
+/// The caller hands the pointer to a consumer, which calls `deleter` when done; if it never
+/// reaches a consumer, wrap it in [`ManagedTensor::from_raw`] or call the deleter to free it.
+///
+/// # Panics
+///
+/// If `info` is invalid (see [`TensorInfo::numel`]); [`try_pack`] returns the error instead.
+///
+/// ```
+/// use dlpack_rs::safe::{pack, cpu_device, dtype_f32, TensorInfo};
+///
+/// let mut data = vec![1.0f32, 2.0, 3.0, 4.0];
+/// let info = TensorInfo::contiguous(data.as_mut_ptr() as *mut _, cpu_device(), dtype_f32(), vec![2, 2]);
+/// let mt: *mut dlpack_rs::ffi::DLManagedTensor = pack(data, info);
+/// // The consumer calls the deleter exactly once when done.
+/// unsafe { ((*mt).deleter.unwrap())(mt) };
+/// ```
+pub fn pack<K: Send + 'static>(keepalive: K, info: TensorInfo) -> *mut DLManagedTensor {
+    match try_pack(keepalive, info) {
+        Ok(ptr) => ptr,
+        Err(e) => panic!("dlpack_rs::safe::pack: invalid TensorInfo: {e}"),
+    }
+}
+
+/// Like [`pack`], returning an error for invalid metadata (and dropping `keepalive`).
+pub fn try_pack<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+) -> Result<*mut DLManagedTensor, Error> {
+    build(keepalive, info, 0, delete_legacy::<K>).map(NonNull::as_ptr)
+}
+
+/// Wraps `keepalive` and `info` in a heap-allocated [`DLManagedTensorVersioned`] stamped with
+/// the version this crate implements (1.3) and the given `flags`
+/// (`DLPACK_FLAG_BITMASK_*`); its deleter drops `keepalive` exactly once.
+///
+/// # Panics
+///
+/// If `info` is invalid; [`try_pack_versioned`] returns the error instead.
+///
+/// ```
+/// use dlpack_rs::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
+/// use dlpack_rs::safe::{pack_versioned, cpu_device, dtype_u8, TensorInfo};
+///
+/// let mut data = vec![0u8; 6];
+/// let info = TensorInfo::contiguous(data.as_mut_ptr().cast(), cpu_device(), dtype_u8(), vec![2, 3]);
+/// let mt = pack_versioned(data, info, DLPACK_FLAG_BITMASK_READ_ONLY);
+/// unsafe {
+///     assert_eq!((*mt).version.minor, 3);
+///     ((*mt).deleter.unwrap())(mt);
+/// }
+/// ```
+pub fn pack_versioned<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+) -> *mut DLManagedTensorVersioned {
+    match try_pack_versioned(keepalive, info, flags) {
+        Ok(ptr) => ptr,
+        Err(e) => panic!("dlpack_rs::safe::pack_versioned: invalid TensorInfo: {e}"),
+    }
+}
+
+/// Like [`pack_versioned`], returning an error for invalid metadata (and dropping `keepalive`).
+pub fn try_pack_versioned<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+) -> Result<*mut DLManagedTensorVersioned, Error> {
+    build(keepalive, info, flags, delete_versioned::<K>).map(NonNull::as_ptr)
+}
+
+/// Owned memory of [`Element`]s that can back an exported tensor: `Vec<T>`, `Box<[T]>`,
+/// `Arc<[T]>` (exported read-only), `&'static [T]` (read-only), or a user container.
+///
+/// # Safety
+///
+/// `data_ptr` must point at `num_elements` initialised elements (it may dangle, but must not be
+/// NULL, when there are none), and that memory must stay valid and in place for as long as the
+/// value lives and is not accessed mutably, even when the value itself is moved. If
+/// `is_writable` returns true, a consumer may write through the pointer while it holds the
+/// export, so nothing else may hold a shared reference to those elements that it relies on.
+pub unsafe trait Buffer {
+    /// The element type; it decides the exported dtype.
+    type Elem: Element;
+    /// Pointer to the first element.
+    fn data_ptr(&self) -> *mut Self::Elem;
+    /// Number of elements.
+    fn num_elements(&self) -> usize;
+    /// Whether consumers may write to the elements (false exports with `READ_ONLY`).
+    fn is_writable(&self) -> bool {
+        true
+    }
+}
+
+// SAFETY: a Vec's elements live in their own heap allocation, which moving the Vec does not
+// move; `as_ptr` reads the Vec's raw pointer (it does not go through a reference to the
+// elements), so writes through it by a consumer are writes to memory the Vec owns uniquely.
+unsafe impl<T: Element> Buffer for Vec<T> {
+    type Elem = T;
+    fn data_ptr(&self) -> *mut T {
+        self.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: as for Vec: a boxed slice owns its heap allocation uniquely and never moves it.
+unsafe impl<T: Element> Buffer for Box<[T]> {
+    type Elem = T;
+    fn data_ptr(&self) -> *mut T {
+        self.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: the slice lives in the Arc's heap block, which no clone moves; it is shared, so it is
+// exported read-only.
+unsafe impl<T: Element> Buffer for Arc<[T]> {
+    type Elem = T;
+    fn data_ptr(&self) -> *mut T {
+        self.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.len()
+    }
+    fn is_writable(&self) -> bool {
+        false
+    }
+}
+
+// SAFETY: static memory never moves or dies; it is shared, so it is exported read-only.
+unsafe impl<T: Element> Buffer for &'static [T] {
+    type Elem = T;
+    fn data_ptr(&self) -> *mut T {
+        self.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.len()
+    }
+    fn is_writable(&self) -> bool {
+        false
+    }
+}
+
+/// An integer usable as a dimension extent or stride (`i64`, `i32`, `isize`, `usize`, `u32`,
+/// `u64`); conversion is checked.
+pub trait Dim: Copy {
+    /// The value as `i64`, or `None` if it does not fit.
+    fn to_i64(self) -> Option<i64>;
+}
+
+macro_rules! dims {
+    ($($t:ty),*) => {$(
+        impl Dim for $t {
+            fn to_i64(self) -> Option<i64> {
+                i64::try_from(self).ok()
+            }
+        }
+    )*};
+}
+dims!(i64, i32, isize, usize, u32, u64);
+
+fn to_i64s<D: Dim>(values: &[D]) -> Result<Vec<i64>, Error> {
+    values
+        .iter()
+        .map(|v| v.to_i64().ok_or(Error::Overflow))
+        .collect()
+}
+
+/// A fully safe export of an owned [`Buffer`]: no raw pointer, no `unsafe`. The element type
+/// decides the dtype; shape and strides are checked against the buffer's length so that no
+/// consumer can be told to read outside it.
+///
+/// ```
+/// use dlpack_rs::safe::Export;
+///
+/// let t = Export::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).shape(&[2, 3]).versioned()?;
+/// assert_eq!(t.shape(), &[2, 3]);
+/// assert_eq!(t.as_slice::<f32>()?, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+///
+/// // Transposed view of the same buffer.
+/// let t = Export::new(vec![1u8, 2, 3, 4, 5, 6]).shape(&[3, 2]).strides(&[1, 3]).legacy()?;
+/// assert!(!t.is_contiguous());
+///
+/// // Hand it to a consumer as a raw pointer; the consumer's call to the deleter frees it.
+/// let raw = t.into_raw();
+/// unsafe { ((*raw).deleter.unwrap())(raw) };
+/// # Ok::<(), dlpack_rs::safe::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Export<B> {
+    buffer: B,
+    shape: Result<Option<Vec<i64>>, Error>,
+    strides: Result<Option<Vec<i64>>, Error>,
+    read_only: bool,
+}
+
+impl<B: Buffer + Send + 'static> Export<B> {
+    /// Starts an export of `buffer`, by default one-dimensional over all its elements.
+    pub fn new(buffer: B) -> Self {
+        Export {
+            buffer,
+            shape: Ok(None),
+            strides: Ok(None),
+            read_only: false,
+        }
+    }
+
+    /// Sets the shape.
+    pub fn shape<D: Dim>(mut self, shape: &[D]) -> Self {
+        self.shape = to_i64s(shape).map(Some);
+        self
+    }
+
+    /// Sets the strides, in elements (negative strides address elements before the first).
+    pub fn strides<D: Dim>(mut self, strides: &[D]) -> Self {
+        self.strides = to_i64s(strides).map(Some);
+        self
+    }
+
+    /// Marks the export read-only even if the buffer is writable.
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    fn into_parts(self) -> Result<(B, TensorInfo, u64), Error> {
+        let len = self.buffer.num_elements();
+        let shape = match self.shape? {
+            Some(shape) => shape,
+            None => alloc::vec![i64::try_from(len).map_err(|_| Error::Overflow)?],
+        };
+        let strides = self.strides?;
+        let data = self.buffer.data_ptr().cast::<c_void>();
+        let info = TensorInfo {
+            data,
+            device: cpu_device(),
+            dtype: B::Elem::DTYPE,
+            shape,
+            strides,
+            byte_offset: 0,
+        };
+        let extent = check(
+            &info.shape,
+            info.strides.as_deref(),
+            info.dtype,
+            0,
+            data.is_null(),
+        )?;
+        // Every addressed element must be inside the buffer.
+        if extent.numel != 0 && (extent.min < 0 || extent.max as u64 >= len as u64) {
+            return Err(Error::OutOfBounds {
+                len,
+                min: extent.min,
+                max: extent.max,
+            });
+        }
+        let read_only = self.read_only || !self.buffer.is_writable();
+        let flags = if read_only {
+            DLPACK_FLAG_BITMASK_READ_ONLY
+        } else {
+            0
+        };
+        Ok((self.buffer, info, flags))
+    }
+
+    /// Builds a versioned managed tensor (DLPack 1.3, `READ_ONLY` set when the buffer or the
+    /// builder says so).
+    pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
+        let (buffer, info, flags) = self.into_parts()?;
+        let ptr = build(buffer, info, flags, delete_versioned::<B>)?;
+        // SAFETY: `ptr` is a fresh, valid export of ours that nobody else owns.
+        Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
+    }
+
+    /// Builds a legacy managed tensor. A read-only export cannot be legacy (the legacy struct
+    /// has no way to say so): [`Error::ReadOnly`].
+    pub fn legacy(self) -> Result<ManagedTensor, Error> {
+        let (buffer, info, flags) = self.into_parts()?;
+        if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+            return Err(Error::ReadOnly);
+        }
+        let ptr = build(buffer, info, 0, delete_legacy::<B>)?;
+        // SAFETY: `ptr` is a fresh, valid export of ours that nobody else owns.
+        Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
+    }
+}

@@ -1,0 +1,127 @@
+//! Shape and stride arithmetic: element counts, addressed ranges and contiguity, all overflow-checked.
+
+use alloc::vec::Vec;
+
+use super::dtype::{element_bits, validate_dtype};
+use super::Error;
+use crate::ffi::DLDataType;
+
+/// The largest `ndim` this crate accepts (numpy allows 64, torch fewer).
+pub const MAX_NDIM: usize = 1024;
+
+/// What a validated layout addresses.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Extent {
+    /// Number of elements.
+    pub numel: usize,
+    /// Lowest element index addressed, relative to the first element (0 or negative).
+    pub min: i64,
+    /// Highest element index addressed, relative to the first element (-1 when empty).
+    pub max: i64,
+}
+
+/// Validates a tensor's layout: dimension extents, dtype, overflow of the element count, of
+/// the byte size and of every addressed byte (including `byte_offset`) within `isize`, and a
+/// non-NULL data pointer for a non-empty tensor.
+pub(crate) fn check(
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    dtype: DLDataType,
+    byte_offset: u64,
+    data_is_null: bool,
+) -> Result<Extent, Error> {
+    if shape.len() > MAX_NDIM {
+        return Err(Error::TooManyDims(
+            i32::try_from(shape.len()).unwrap_or(i32::MAX),
+        ));
+    }
+    if let Some(strides) = strides {
+        if strides.len() != shape.len() {
+            return Err(Error::StridesLength {
+                shape: shape.len(),
+                strides: strides.len(),
+            });
+        }
+    }
+    validate_dtype(dtype)?;
+    let mut numel: usize = 1;
+    for (axis, &extent) in shape.iter().enumerate() {
+        if extent < 0 {
+            return Err(Error::NegativeDim { axis, extent });
+        }
+        numel = numel.checked_mul(extent as usize).ok_or(Error::Overflow)?;
+    }
+    let bits = element_bits(dtype);
+    let (min, max) = if numel == 0 {
+        (0, -1)
+    } else if let Some(strides) = strides {
+        let (mut min, mut max) = (0i64, 0i64);
+        for (&extent, &stride) in shape.iter().zip(strides) {
+            let span = stride.checked_mul(extent - 1).ok_or(Error::Overflow)?;
+            if span >= 0 {
+                max = max.checked_add(span).ok_or(Error::Overflow)?;
+            } else {
+                min = min.checked_add(span).ok_or(Error::Overflow)?;
+            }
+        }
+        (min, max)
+    } else {
+        (0, i64::try_from(numel - 1).map_err(|_| Error::Overflow)?)
+    };
+    // Every addressed byte, relative to `data`, must lie within an `isize` of it.
+    let bit_offset = |index: i64| (index as i128) * (bits as i128);
+    let low = byte_offset as i128 + bit_offset(min).div_euclid(8);
+    let high = byte_offset as i128 + (bit_offset(max + 1) + 7).div_euclid(8);
+    let limit = isize::MAX as i128;
+    if byte_offset as i128 > limit || low < -limit || high > limit {
+        return Err(Error::Overflow);
+    }
+    // The dense byte size must also be representable.
+    (numel as u128)
+        .checked_mul(bits as u128)
+        .filter(|b| b.div_ceil(8) <= limit as u128)
+        .ok_or(Error::Overflow)?;
+    if data_is_null && numel != 0 {
+        return Err(Error::NullData);
+    }
+    Ok(Extent { numel, min, max })
+}
+
+/// Compact row-major (C order) strides, in elements, for `shape`.
+///
+/// ```
+/// assert_eq!(dlpack_rs::safe::compact_strides(&[2, 3, 4]), vec![12, 4, 1]);
+/// ```
+pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
+    let mut strides = alloc::vec![0i64; shape.len()];
+    let mut acc: i64 = 1;
+    for (s, &extent) in strides.iter_mut().zip(shape).rev() {
+        *s = acc;
+        acc = acc.wrapping_mul(extent.max(1));
+    }
+    strides
+}
+
+/// Whether `strides` describe compact row-major layout for `shape`. Dimensions of extent 1
+/// may carry any stride, and an empty tensor is always contiguous.
+///
+/// ```
+/// use dlpack_rs::safe::is_c_contiguous;
+/// assert!(is_c_contiguous(&[2, 1, 3], &[3, 99, 1]));
+/// assert!(!is_c_contiguous(&[2, 3], &[1, 2]));
+/// ```
+pub fn is_c_contiguous(shape: &[i64], strides: &[i64]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut expected: i64 = 1;
+    for (&extent, &stride) in shape.iter().zip(strides).rev() {
+        if extent != 1 {
+            if stride != expected {
+                return false;
+            }
+            expected = expected.saturating_mul(extent);
+        }
+    }
+    true
+}
