@@ -15,7 +15,8 @@ fn roundtrip_raw(bytes: Vec<u8>, dtype: DLDataType, shape: Vec<i64>) -> ManagedT
 
 #[test]
 fn every_dtype_helper_round_trips() {
-    let helpers: [(fn() -> DLDataType, DLDataTypeCode, u8); 15] = [
+    type Helper = fn() -> DLDataType;
+    let helpers: [(Helper, DLDataTypeCode, u8); 15] = [
         (dtype_bool, DLDataTypeCode::BOOL, 8),
         (dtype_i8, DLDataTypeCode::INT, 8),
         (dtype_i16, DLDataTypeCode::INT, 16),

@@ -37,7 +37,7 @@ unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
 
 /// # Safety
 /// `t.ndim >= 0`, and `t.shape` points at `ndim` `i64`s when `ndim > 0`.
-unsafe fn raw_shape<'a>(t: &'a DLTensor) -> &'a [i64] {
+unsafe fn raw_shape(t: &DLTensor) -> &[i64] {
     if t.ndim <= 0 || t.shape.is_null() {
         &[]
     } else {
@@ -48,7 +48,7 @@ unsafe fn raw_shape<'a>(t: &'a DLTensor) -> &'a [i64] {
 
 /// # Safety
 /// `t.ndim >= 0`, and `t.strides` is NULL or points at `ndim` `i64`s.
-unsafe fn raw_strides<'a>(t: &'a DLTensor) -> Option<&'a [i64]> {
+unsafe fn raw_strides(t: &DLTensor) -> Option<&[i64]> {
     if t.strides.is_null() {
         None
     } else if t.ndim <= 0 {
