@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Every test of the project, in order, failing fast:
+#   format, clippy, tests (all features, then none), the no_std proof, docs, the C ABI proof
+#   against the official dlpack.h, valgrind over the test binaries, and the Python interop
+#   suite (numpy, torch, jax, pyarrow, array-api-strict) in a local .venv.
+#
+# Needs: Rust stable, gcc, valgrind, CPython 3.11 (on PATH or through pyenv), and network
+# access to the Rust and Python package registries on the first run.
+#
+# Environment:
+#   PYTHON   the CPython 3.11 to use (default: pyenv's 3.11, else python3.11 on PATH)
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+
+total=9
+step_no=0
+current="setup"
+t_start=$(date +%s)
+t_step=$t_start
+passed=()
+skipped=0
+
+trap 'echo; echo "run-all: FAILED at step [$step_no/$total] $current"' ERR
+
+step() {
+  finish_step
+  step_no=$((step_no + 1))
+  current="$1"
+  t_step=$(date +%s)
+  echo
+  echo "==> [$step_no/$total] $current"
+}
+
+finish_step() {
+  if [[ $step_no -gt 0 ]]; then
+    local took=$(($(date +%s) - t_step))
+    passed+=("[$step_no/$total] $current: ${step_result:-ok} (${took}s)")
+    echo "--> ${step_result:-ok} (${took}s)"
+  fi
+  step_result=""
+}
+
+# A CPython 3.11: $PYTHON, pyenv's newest 3.11, or python3.11 on PATH.
+find_python() {
+  if [[ -n "${PYTHON:-}" ]]; then
+    echo "$PYTHON"
+    return
+  fi
+  if command -v pyenv >/dev/null 2>&1; then
+    local v
+    v=$(pyenv versions --bare 2>/dev/null | grep -E '^3\.11(\.[0-9]+)?$' | sort -V | tail -n1 || true)
+    if [[ -n "$v" && -x "$(pyenv root)/versions/$v/bin/python3.11" ]]; then
+      echo "$(pyenv root)/versions/$v/bin/python3.11"
+      return
+    fi
+  fi
+  if command -v python3.11 >/dev/null 2>&1 && python3.11 -c '' >/dev/null 2>&1; then
+    command -v python3.11
+    return
+  fi
+  echo "run-all: no CPython 3.11 found (install it, e.g. with pyenv, or set PYTHON)" >&2
+  return 1
+}
+
+PY=$(find_python)
+echo "run-all: using $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+export PYTHON="$PY"
+# pyo3 builds against `python3` unless told otherwise; point it at the same 3.11 if needed.
+if [[ -z "${PYO3_PYTHON:-}" ]] && [[ "$(python3 -c 'import sys; print(sys.version_info[:2] == (3, 11))' 2>/dev/null)" != "True" ]]; then
+  export PYO3_PYTHON="$PY"
+fi
+# Test binaries built with the pyo3 feature link libpython; a shared one (pyenv's) lives
+# outside the default library path.
+py_libdir=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
+if [[ -n "$py_libdir" ]]; then
+  export LD_LIBRARY_PATH="$py_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+step "cargo fmt --all --check"
+cargo fmt --all --check
+
+step "cargo clippy --workspace --all-targets --all-features -- -D warnings"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+step "cargo test --workspace --all-features"
+cargo test --workspace --all-features
+
+step "cargo test -p dlpack-rs (no features)"
+cargo test -p dlpack-rs
+
+step "no_std: dlpack-rs builds with --no-default-features and has no dependencies"
+# Without features the crate is #![no_std]: any use of std would not compile.
+cargo build -p dlpack-rs --no-default-features
+deps=$(cargo tree -p dlpack-rs --no-default-features -e normal --prefix none | sed 1d | sed '/^$/d')
+if [[ -n "$deps" ]]; then
+  echo "dlpack-rs without features must have no dependencies, but has:" >&2
+  echo "$deps" >&2
+  false
+fi
+echo "no dependencies"
+
+step "cargo doc --workspace --all-features --no-deps (warnings are errors)"
+RUSTDOCFLAGS="-Dwarnings" cargo doc --workspace --all-features --no-deps
+
+step "C ABI: dlpack_rs::ffi vs the official dlpack.h, compiled with gcc"
+bash tests/abi/check.sh
+
+step "valgrind: dlpack-rs test binaries (no features, all features)"
+for features in "" "--all-features"; do
+  # shellcheck disable=SC2086 # $features is one flag or none
+  cargo test -p dlpack-rs $features --no-run
+  # shellcheck disable=SC2086 # $features is one flag or none
+  mapfile -t bins < <(cargo test -p dlpack-rs $features --no-run --message-format=json 2>/dev/null \
+    | "$PY" -c '
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("reason") == "compiler-artifact" and msg.get("profile", {}).get("test") and msg.get("executable"):
+        print(msg["executable"])
+')
+  if [[ ${#bins[@]} -eq 0 ]]; then
+    echo "no test binaries found for dlpack-rs ${features:-(no features)}" >&2
+    false
+  fi
+  for bin in "${bins[@]}"; do
+    echo "valgrind ${features:-(no features)}: $(basename "$bin")"
+    valgrind --quiet --leak-check=full --error-exitcode=1 --suppressions=tests/valgrind.supp "$bin" -q
+  done
+done
+
+step "Python interop suite (.venv, maturin, pytest)"
+if [[ ! -d tests/python && ! -f tests/pyext/Cargo.toml ]]; then
+  echo "tests/python and tests/pyext do not exist yet: nothing to run"
+  step_result="skipped (no Python suite yet)"
+  skipped=$((skipped + 1))
+else
+  if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null; then
+    echo "creating .venv with $PY"
+    rm -rf .venv
+    "$PY" -m venv .venv
+  fi
+  if .venv/bin/python -c 'import pytest, numpy, torch, jax, pyarrow, array_api_strict' 2>/dev/null \
+    && [[ -x .venv/bin/maturin ]]; then
+    echo "Python packages already installed"
+  else
+    echo "installing Python packages (torch is large; the first run takes a few minutes)"
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet maturin pytest numpy torch "jax[cpu]" pyarrow array-api-strict
+  fi
+  if [[ -f tests/pyext/Cargo.toml ]]; then
+    VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" \
+      .venv/bin/maturin develop --release -m tests/pyext/Cargo.toml
+  fi
+  if [[ -d tests/python ]]; then
+    .venv/bin/python -m pytest tests/python -q
+  else
+    echo "tests/python does not exist yet: built the extension only"
+    step_result="partial (no tests/python yet)"
+    skipped=$((skipped + 1))
+  fi
+fi
+
+finish_step
+trap - ERR
+echo
+echo "==================== summary ===================="
+printf '%s\n' "${passed[@]}"
+took=$(($(date +%s) - t_start))
+if [[ $skipped -eq 0 ]]; then
+  echo "run-all: PASSED, all $total steps, in ${took}s"
+else
+  echo "run-all: PASSED, but $skipped of $total steps skipped or partial (see above), in ${took}s"
+fi
