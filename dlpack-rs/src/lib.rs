@@ -36,5 +36,18 @@ extern crate alloc;
 pub mod ffi;
 pub mod safe;
 
+mod into_dlpack;
+pub use into_dlpack::IntoDLPack;
+/// `#[derive(IntoDLPack)]` (feature `derive`): see the macro's documentation.
+#[cfg(feature = "derive")]
+pub use dlpack_rs_derive::IntoDLPack;
+
+#[doc(hidden)]
+pub mod derive_support;
+
 #[cfg(feature = "pyo3")]
 pub mod pyo3_glue;
+
+/// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
+#[cfg(feature = "pyo3")]
+pub use pyo3;

@@ -1,2 +1,65 @@
 //! The Python side of DLPack (feature `pyo3`): export with the `__dlpack__` protocol and import
 //! of any object that implements it.
+//!
+//! - Export: implement [`IntoDLPack`] and call [`IntoDLPack::into_capsule`] /
+//!   [`IntoDLPack::into_capsule_versioned`], or make a frozen `#[pyclass]` a full producer whose
+//!   `__dlpack__` / `__dlpack_device__` delegate to [`export_dlpack`] /
+//!   [`export_dlpack_device`] (the derive macro generates exactly that). [`DLPackTensor`]
+//!   (`dlpack_rs.Tensor` in Python) is a ready-made producer owning any managed tensor.
+//! - Import: [`PyTensor::from_pyany`] (or a `PyTensor` `#[pyfunction]` argument) takes a
+//!   tensor from any object with `__dlpack__`, or from a capsule; [`ImportOptions`] asks the
+//!   producer for a device or a copy.
+//! - Capsule lifecycle: the consumer renames the capsule to `used_dltensor[_versioned]`
+//!   before anything that can fail, then owns the tensor; our capsules' destructors call the
+//!   deleter only while the capsule still has its unused name, and keep any pending Python
+//!   exception intact.
+//! - Threads: deleters of our exports may run on any thread, with or without the GIL, and
+//!   during interpreter shutdown; a Python keepalive ([`PyKeepalive`]) is released by
+//!   attaching when possible and leaked when the interpreter is going away.
+//! - Errors: safe-layer errors become `BufferError` (or `TypeError` for a dtype mismatch);
+//!   bad `__dlpack__` arguments `TypeError` / `ValueError`.
+//!
+//! ```
+//! use dlpack_rs::pyo3_glue::{IntoDLPack, PyTensor};
+//! use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
+//! use pyo3::prelude::*;
+//! use std::ffi::c_void;
+//!
+//! struct MyTensor(Vec<f32>);
+//!
+//! impl IntoDLPack for MyTensor {
+//!     fn tensor_info(&self) -> TensorInfo {
+//!         TensorInfo::contiguous(
+//!             self.0.as_ptr() as *mut c_void,
+//!             cpu_device(),
+//!             dtype_f32(),
+//!             vec![self.0.len() as i64],
+//!         )
+//!     }
+//! }
+//!
+//! Python::initialize();
+//! Python::attach(|py| {
+//!     let t = MyTensor(vec![1.0, 2.0, 3.0]);
+//!     let capsule = t.into_capsule(py).unwrap();
+//!     // Round trip: import our own capsule.
+//!     let tensor = PyTensor::from_pyany(py, capsule.as_any()).unwrap();
+//!     assert_eq!(tensor.shape(), &[3]);
+//!     assert_eq!(tensor.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
+//!     // Dropping `tensor` calls the deleter, which drops the MyTensor.
+//! });
+//! ```
+
+pub(crate) mod capsule;
+mod errors;
+mod export;
+mod import;
+mod protocol;
+mod tensor;
+
+pub use crate::into_dlpack::IntoDLPack;
+pub use capsule::{consume_capsule, legacy_capsule, versioned_capsule, Consumed, PyKeepalive};
+pub use export::{export_dlpack, export_dlpack_device, export_with_args};
+pub use import::{ImportOptions, PyTensor};
+pub use protocol::{export_capsule, DLPackArgs};
+pub use tensor::{dtype_name, register, DLPackTensor};

@@ -1,0 +1,280 @@
+//! Import: [`PyTensor`] takes a tensor from any Python object with `__dlpack__` (or a raw
+//! capsule), negotiating the DLPack version, and owns it until dropped.
+
+use alloc::borrow::Cow;
+use core::ffi::c_void;
+
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict};
+use pyo3::Borrowed;
+
+use super::capsule::{consume_capsule, Consumed};
+use crate::ffi::{DLDataType, DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+use crate::safe::{Element, Error, ManagedTensor, ManagedTensorVersioned, TensorView};
+
+/// A tensor imported from Python: owns the producer's managed tensor (legacy or versioned)
+/// and calls its deleter exactly once when dropped.
+///
+/// The producer's deleter is called on the thread that drops the `PyTensor`, with or without
+/// the GIL; DLPack requires producers' deleters to cope with both (numpy, torch, jax and
+/// pyarrow do).
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::PyTensor;
+/// use pyo3::prelude::*;
+///
+/// Python::initialize();
+/// Python::attach(|py| -> PyResult<()> {
+///     // Any object with `__dlpack__` works: numpy arrays, torch tensors, jax arrays, ...
+///     // Here, one of ours.
+///     let t = dlpack_rs::safe::Export::new(vec![1i32, 2, 3, 4, 5, 6]).shape(&[2, 3]).versioned()?;
+///     let obj = Bound::new(py, dlpack_rs::pyo3_glue::DLPackTensor::from(t))?.into_any();
+///
+///     let tensor = PyTensor::from_pyany(py, &obj)?;
+///     assert_eq!(tensor.shape(), &[2, 3]);
+///     assert_eq!(tensor.nbytes(), 24);
+///     assert_eq!(tensor.as_slice::<i32>()?, &[1, 2, 3, 4, 5, 6]);
+///     Ok(())
+/// })
+/// .unwrap();
+/// ```
+#[derive(Debug)]
+pub struct PyTensor {
+    inner: Consumed,
+}
+
+/// Options for an import: the device the data should be on, whether to copy, the
+/// consumer's stream. They are passed to the producer's `__dlpack__`.
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{ImportOptions, PyTensor};
+/// use dlpack_rs::safe::cpu_device;
+/// use pyo3::prelude::*;
+///
+/// Python::initialize();
+/// Python::attach(|py| -> PyResult<()> {
+///     let t = dlpack_rs::safe::Export::new(vec![1.0f64, 2.0]).versioned()?;
+///     let obj = Bound::new(py, dlpack_rs::pyo3_glue::DLPackTensor::from(t))?.into_any();
+///     let copy = ImportOptions::new().device(cpu_device()).copy(true).import(&obj)?;
+///     assert!(copy.is_copied());
+///     Ok(())
+/// })
+/// .unwrap();
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    device: Option<DLDevice>,
+    copy: Option<bool>,
+    stream: Option<i64>,
+}
+
+impl ImportOptions {
+    /// No options: the data where it is, copied only if the producer must.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks for the data on `device` (`dl_device=`).
+    pub fn device(mut self, device: DLDevice) -> Self {
+        self.device = Some(device);
+        self
+    }
+
+    /// `copy=True` (always copy) or `copy=False` (never copy).
+    pub fn copy(mut self, copy: bool) -> Self {
+        self.copy = Some(copy);
+        self
+    }
+
+    /// The consumer's stream (`stream=`), for device memory.
+    pub fn stream(mut self, stream: i64) -> Self {
+        self.stream = Some(stream);
+        self
+    }
+
+    /// Imports `obj` (an object with `__dlpack__`, or a DLPack capsule) with these options.
+    ///
+    /// Calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
+    /// (a producer older than DLPack 1.0), retries `obj.__dlpack__(stream=...)` without the
+    /// newer keywords and then checks the device itself. A raw capsule is consumed as is.
+    pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let py = obj.py();
+        if let Ok(capsule) = obj.cast::<PyCapsule>() {
+            return self.check(PyTensor::from_capsule(capsule)?);
+        }
+        let method = obj.getattr(pyo3::intern!(py, "__dlpack__")).map_err(|_| {
+            PyTypeError::new_err(format!(
+                "expected an object with __dlpack__ or a DLPack capsule, got {}",
+                obj.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })?;
+        let kwargs = PyDict::new(py);
+        if let Some(stream) = self.stream {
+            kwargs.set_item("stream", stream)?;
+        }
+        let legacy_kwargs = kwargs.copy()?;
+        kwargs.set_item("max_version", (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION))?;
+        if let Some(device) = self.device {
+            kwargs.set_item("dl_device", (device.device_type.0, device.device_id))?;
+        }
+        if let Some(copy) = self.copy {
+            kwargs.set_item("copy", copy)?;
+        }
+        let result = match method.call((), Some(&kwargs)) {
+            Ok(result) => result,
+            Err(err) if err.is_instance_of::<PyTypeError>(py) => {
+                method.call((), Some(&legacy_kwargs))?
+            }
+            Err(err) => return Err(err),
+        };
+        let capsule = result
+            .cast::<PyCapsule>()
+            .map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?;
+        self.check(PyTensor::from_capsule(capsule)?)
+    }
+
+    /// Enforces what an older producer (or a raw capsule) could not be asked for.
+    fn check(&self, tensor: PyTensor) -> PyResult<PyTensor> {
+        if let Some(device) = self.device {
+            if tensor.device() != device {
+                return Err(PyBufferError::new_err(format!(
+                    "the producer exported to {:?}:{}, not the requested {:?}:{}",
+                    tensor.device().device_type,
+                    tensor.device().device_id,
+                    device.device_type,
+                    device.device_id
+                )));
+            }
+        }
+        Ok(tensor)
+    }
+}
+
+impl PyTensor {
+    /// Imports a tensor from any object with `__dlpack__` or from a DLPack capsule, with
+    /// default options (see [`ImportOptions::import`]).
+    pub fn from_pyany(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let _ = py;
+        ImportOptions::new().import(obj)
+    }
+
+    /// Takes the tensor out of a `"dltensor"` or `"dltensor_versioned"` capsule, renaming it
+    /// to its `used_` name first. A consumed capsule raises `ValueError`; an unsupported major
+    /// version `BufferError` (after calling the producer's deleter).
+    pub fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
+        consume_capsule(capsule).map(|inner| PyTensor { inner })
+    }
+
+    /// A validated view of the metadata and data.
+    pub fn view(&self) -> TensorView<'_> {
+        match &self.inner {
+            Consumed::Legacy(t) => t.view(),
+            Consumed::Versioned(t) => t.view(),
+        }
+    }
+
+    /// Whether the producer sent a versioned (DLPack >= 1.0) tensor.
+    pub fn is_versioned(&self) -> bool {
+        matches!(self.inner, Consumed::Versioned(_))
+    }
+
+    /// The owned legacy managed tensor, if the producer sent one.
+    pub fn as_legacy(&self) -> Option<&ManagedTensor> {
+        match &self.inner {
+            Consumed::Legacy(t) => Some(t),
+            Consumed::Versioned(_) => None,
+        }
+    }
+
+    /// The owned versioned managed tensor, if the producer sent one.
+    pub fn as_versioned(&self) -> Option<&ManagedTensorVersioned> {
+        match &self.inner {
+            Consumed::Versioned(t) => Some(t),
+            Consumed::Legacy(_) => None,
+        }
+    }
+
+    /// The owned managed tensor, legacy or versioned.
+    pub fn into_inner(self) -> Consumed {
+        self.inner
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.view().ndim()
+    }
+    /// Extent of each dimension.
+    pub fn shape(&self) -> &[i64] {
+        self.view().shape()
+    }
+    /// Strides in elements (synthesised when the producer sent NULL).
+    pub fn strides(&self) -> Cow<'_, [i64]> {
+        self.view().strides()
+    }
+    /// Offset in bytes from the data pointer to the first element.
+    pub fn byte_offset(&self) -> u64 {
+        self.view().byte_offset()
+    }
+    /// Element type.
+    pub fn dtype(&self) -> DLDataType {
+        self.view().dtype()
+    }
+    /// Where the memory lives.
+    pub fn device(&self) -> DLDevice {
+        self.view().device()
+    }
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.view().numel()
+    }
+    /// Bytes the elements occupy when packed densely.
+    pub fn nbytes(&self) -> usize {
+        self.view().nbytes()
+    }
+    /// Whether the layout is compact row-major.
+    pub fn is_contiguous(&self) -> bool {
+        self.view().is_contiguous()
+    }
+    /// Whether the producer forbids writes (always false for a legacy tensor, which cannot
+    /// say so).
+    pub fn is_read_only(&self) -> bool {
+        self.view().is_read_only()
+    }
+    /// Whether the producer copied the data for this export (versioned tensors only).
+    pub fn is_copied(&self) -> bool {
+        self.view().is_copied()
+    }
+    /// The `DLPACK_FLAG_BITMASK_*` flags (0 for a legacy tensor).
+    pub fn flags(&self) -> u64 {
+        self.view().flags()
+    }
+    /// The address of the first element.
+    pub fn data_ptr(&self) -> *mut c_void {
+        self.view().data_ptr()
+    }
+    /// The elements as a slice (see [`TensorView::as_slice`]).
+    pub fn as_slice<T: Element>(&self) -> Result<&[T], Error> {
+        self.view().as_slice()
+    }
+    /// The elements as a mutable slice, when the data is host-accessible, C-contiguous, of
+    /// `T`'s dtype and not read-only.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], Error> {
+        match &mut self.inner {
+            Consumed::Legacy(t) => t.as_mut_slice(),
+            Consumed::Versioned(t) => t.as_mut_slice(),
+        }
+    }
+}
+
+/// `PyTensor` as a `#[pyfunction]` argument: imports with default options.
+impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
+        ImportOptions::new().import(&obj)
+    }
+}

@@ -1,0 +1,340 @@
+//! The `__dlpack__(*, stream, max_version, dl_device, copy)` keyword arguments: parsing,
+//! validation against the data, and the export they ask for (legacy or versioned capsule,
+//! zero-copy or a real copy).
+
+use core::ffi::c_void;
+
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyCapsule, PyTuple};
+
+use crate::ffi::{
+    DLDevice, DLDeviceType, DLPackVersion, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::safe::{self, compact_strides, cpu_device, is_c_contiguous, TensorInfo};
+
+use super::capsule::{legacy_capsule, versioned_capsule};
+
+/// The parsed and type-checked keyword arguments of one `__dlpack__` call.
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::DLPackArgs;
+/// use pyo3::prelude::*;
+///
+/// Python::initialize();
+/// Python::attach(|py| -> PyResult<()> {
+///     let max_version = (1, 3).into_pyobject(py)?.into_any();
+///     let args = DLPackArgs::parse(None, Some(max_version), None, None)?;
+///     assert!(args.versioned());
+///     assert!(DLPackArgs::default().copy.is_none());
+///     Ok(())
+/// })
+/// .unwrap();
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DLPackArgs {
+    /// The consumer's stream (`None` = the producer's default; only valid value for CPU data).
+    pub stream: Option<i64>,
+    /// The highest DLPack version the consumer reads; `None` asks for a legacy capsule.
+    pub max_version: Option<DLPackVersion>,
+    /// The device the consumer wants the data on; `None` = where it is.
+    pub dl_device: Option<DLDevice>,
+    /// `Some(true)`: always copy; `Some(false)`: never copy; `None`: copy only if needed.
+    pub copy: Option<bool>,
+}
+
+impl DLPackArgs {
+    /// Parses the four keyword arguments as Python passed them.
+    ///
+    /// - `stream`: `None` or an `int` (TypeError otherwise);
+    /// - `max_version`: `None` or a 2-tuple of non-negative `int`s (TypeError otherwise);
+    /// - `dl_device`: `None` or a 2-tuple of `int`s (TypeError otherwise);
+    /// - `copy`: `None`, `True` or `False` (ValueError otherwise).
+    pub fn parse(
+        stream: Option<Bound<'_, PyAny>>,
+        max_version: Option<Bound<'_, PyAny>>,
+        dl_device: Option<Bound<'_, PyAny>>,
+        copy: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let stream = match stream.filter(|s| !s.is_none()) {
+            None => None,
+            Some(s) => Some(s.extract::<i64>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "stream must be None or an int, not {}",
+                    type_name(&s)
+                ))
+            })?),
+        };
+        let max_version = match max_version.filter(|m| !m.is_none()) {
+            None => None,
+            Some(m) => {
+                let (major, minor) = int_pair(&m).ok_or_else(|| {
+                    PyTypeError::new_err(
+                        "max_version must be None or a tuple of two ints (major, minor)",
+                    )
+                })?;
+                let major = u32::try_from(major)
+                    .map_err(|_| PyValueError::new_err("max_version major is out of range"))?;
+                let minor = u32::try_from(minor)
+                    .map_err(|_| PyValueError::new_err("max_version minor is out of range"))?;
+                Some(DLPackVersion { major, minor })
+            }
+        };
+        let dl_device = match dl_device.filter(|d| !d.is_none()) {
+            None => None,
+            Some(d) => {
+                let (device_type, device_id) = int_pair(&d).ok_or_else(|| {
+                    PyTypeError::new_err(
+                        "dl_device must be None or a tuple of two ints (device_type, device_id)",
+                    )
+                })?;
+                let device_type = i32::try_from(device_type)
+                    .map_err(|_| PyValueError::new_err("dl_device type is out of range"))?;
+                let device_id = i32::try_from(device_id)
+                    .map_err(|_| PyValueError::new_err("dl_device id is out of range"))?;
+                Some(DLDevice {
+                    device_type: DLDeviceType(device_type),
+                    device_id,
+                })
+            }
+        };
+        let copy = match copy.filter(|c| !c.is_none()) {
+            None => None,
+            Some(c) => match c.cast::<PyBool>() {
+                Ok(b) => Some(b.is_true()),
+                Err(_) => {
+                    return Err(PyValueError::new_err(format!(
+                        "copy must be None, True or False, not {}",
+                        type_name(&c)
+                    )))
+                }
+            },
+        };
+        Ok(DLPackArgs {
+            stream,
+            max_version,
+            dl_device,
+            copy,
+        })
+    }
+
+    /// Whether the consumer reads versioned capsules (`max_version` major >= 1).
+    pub fn versioned(&self) -> bool {
+        self.max_version.is_some_and(|v| v.major >= 1)
+    }
+
+    /// Checks `stream` against the device of the data: CPU (and other host) memory only
+    /// accepts `None`; CUDA accepts `None`, -1, 1, 2 and handles > 2 (0 is disallowed); ROCm
+    /// accepts `None`, -1, 0 and handles > 2 (1 and 2 are disallowed). Raises `ValueError`.
+    pub fn check_stream(&self, device: DLDevice) -> PyResult<()> {
+        let Some(stream) = self.stream else {
+            return Ok(());
+        };
+        let t = device.device_type;
+        let ok = if t == DLDeviceType::CUDA || t == DLDeviceType::CUDA_MANAGED {
+            stream != 0 && stream >= -1
+        } else if t == DLDeviceType::ROCM {
+            stream != 1 && stream != 2 && stream >= -1
+        } else {
+            !t.is_host_accessible()
+        };
+        if ok {
+            Ok(())
+        } else if t.is_host_accessible() && t != DLDeviceType::CUDA_MANAGED {
+            Err(PyValueError::new_err(format!(
+                "stream must be None for data on {t:?}, got {stream}"
+            )))
+        } else {
+            Err(PyValueError::new_err(format!(
+                "stream {stream} is not valid for data on {t:?}"
+            )))
+        }
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// A tuple of exactly two Python ints (bools excluded), as i64s.
+fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    let t = obj.cast::<PyTuple>().ok()?;
+    if t.len() != 2 {
+        return None;
+    }
+    let a = t.get_item(0).ok()?;
+    let b = t.get_item(1).ok()?;
+    if a.is_instance_of::<PyBool>() || b.is_instance_of::<PyBool>() {
+        return None;
+    }
+    Some((a.extract().ok()?, b.extract().ok()?))
+}
+
+/// 64-byte aligned storage for copies (enough for every DLPack element type).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Chunk([u8; 64]);
+
+/// A compact, host-resident copy of a tensor's elements.
+struct CopiedBuffer(Vec<Chunk>);
+
+/// Copies the elements `info` describes into a new, compact row-major, 64-byte aligned
+/// allocation. Returns the buffer and the metadata describing it (on the CPU).
+///
+/// # Safety
+///
+/// `info` must describe valid, host-readable memory (the [`IntoDLPack`](crate::IntoDLPack)
+/// contract), and it must have been validated ([`TensorInfo::numel`]).
+unsafe fn copy_tensor(info: &TensorInfo, numel: usize) -> PyResult<(CopiedBuffer, TensorInfo)> {
+    let bits = safe::element_bits(info.dtype);
+    if bits % 8 != 0 {
+        return Err(PyBufferError::new_err(
+            "cannot copy a tensor of a sub-byte element type",
+        ));
+    }
+    let esize = (bits / 8) as usize;
+    let nbytes = numel * esize; // validated not to overflow
+    let mut buf = CopiedBuffer(vec![Chunk([0; 64]); nbytes.div_ceil(64).max(1)]);
+    let dst = buf.0.as_mut_ptr().cast::<u8>();
+    if numel > 0 {
+        // Validated: data + byte_offset stays within an isize of data.
+        let src = info
+            .data
+            .cast::<u8>()
+            .wrapping_add(info.byte_offset as usize);
+        let strides = info
+            .strides
+            .clone()
+            .unwrap_or_else(|| compact_strides(&info.shape));
+        if is_c_contiguous(&info.shape, &strides) {
+            // SAFETY: the source holds `numel` contiguous elements (caller's contract); the
+            // destination was just allocated with at least `nbytes` bytes; they do not overlap.
+            unsafe { core::ptr::copy_nonoverlapping(src, dst, nbytes) };
+        } else {
+            let ndim = info.shape.len();
+            let mut index = vec![0i64; ndim];
+            for i in 0..numel {
+                let offset: i64 = index.iter().zip(&strides).map(|(&k, &s)| k * s).sum();
+                // SAFETY: `index` is within `shape`, so the element at `offset` is one the
+                // validated layout addresses in the caller's memory; the destination slot
+                // `i` is inside the new allocation.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        src.offset(offset as isize * esize as isize),
+                        dst.add(i * esize),
+                        esize,
+                    )
+                };
+                for axis in (0..ndim).rev() {
+                    index[axis] += 1;
+                    if index[axis] < info.shape[axis] {
+                        break;
+                    }
+                    index[axis] = 0;
+                }
+            }
+        }
+    }
+    let copy = TensorInfo::contiguous(
+        dst.cast::<c_void>(),
+        cpu_device(),
+        info.dtype,
+        info.shape.clone(),
+    );
+    Ok((buf, copy))
+}
+
+/// Exports the tensor described by `info`, kept alive by `keepalive`, as the capsule that
+/// `args` ask for. This is the whole producer side of `__dlpack__`:
+///
+/// 1. `stream` is checked against the data's device ([`DLPackArgs::check_stream`]);
+/// 2. `dl_device` must be the data's device, or the CPU for host-accessible data when a
+///    copy is allowed; anything else raises `BufferError`;
+/// 3. `copy=True` (or a device change) makes a real, compact copy flagged `IS_COPIED`
+///    (`copy=False` with a needed copy raises `BufferError`); otherwise the export is
+///    zero-copy and `keepalive` lives until the consumer's deleter call;
+/// 4. `max_version` with major >= 1 gives a `"dltensor_versioned"` capsule (flags
+///    `READ_ONLY` / `IS_COPIED`), else a legacy `"dltensor"` capsule, which read-only data
+///    cannot have (`BufferError`).
+///
+/// # Safety
+///
+/// `info` must describe memory that stays valid (and, unless `read_only`, writable by the
+/// consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack) contract.
+pub unsafe fn export_capsule<'py, K: Send + 'static>(
+    py: Python<'py>,
+    info: TensorInfo,
+    read_only: bool,
+    keepalive: K,
+    args: &DLPackArgs,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    args.check_stream(info.device)?;
+    let numel = info.numel()?;
+    let device = info.device;
+    let mut must_copy = args.copy == Some(true);
+    if let Some(wanted) = args.dl_device {
+        if wanted != device {
+            let to_host = wanted == cpu_device() && device.device_type.is_host_accessible();
+            if !to_host {
+                return Err(PyBufferError::new_err(format!(
+                    "cannot export data on {:?}:{} to device {:?}:{}",
+                    device.device_type, device.device_id, wanted.device_type, wanted.device_id
+                )));
+            }
+            if args.copy == Some(false) {
+                return Err(PyBufferError::new_err(
+                    "copy=False, but exporting to the requested device needs a copy",
+                ));
+            }
+            must_copy = true;
+        }
+    }
+    if must_copy {
+        if !device.device_type.is_host_accessible() {
+            return Err(PyBufferError::new_err(format!(
+                "cannot copy data on {:?}:{} (not accessible from the CPU)",
+                device.device_type, device.device_id
+            )));
+        }
+        // SAFETY: forwarded from this function's contract; `info` was validated above.
+        let (buffer, copy_info) = unsafe { copy_tensor(&info, numel) }?;
+        drop(keepalive);
+        return pack_capsule(py, buffer, copy_info, DLPACK_FLAG_BITMASK_IS_COPIED, args);
+    }
+    let flags = if read_only {
+        DLPACK_FLAG_BITMASK_READ_ONLY
+    } else {
+        0
+    };
+    pack_capsule(py, keepalive, info, flags, args)
+}
+
+fn pack_capsule<'py, K: Send + 'static>(
+    py: Python<'py>,
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+    args: &DLPackArgs,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    if args.versioned() {
+        let ptr = safe::try_pack_versioned(keepalive, info, flags)?;
+        // SAFETY: a fresh, valid export of ours, owned by nobody else.
+        let mt = unsafe { safe::ManagedTensorVersioned::from_raw(ptr) }?;
+        versioned_capsule(py, mt)
+    } else {
+        if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+            return Err(PyBufferError::new_err(
+                "cannot export read-only data as a legacy DLPack capsule (it cannot signal \
+                 read-only); ask for max_version=(1, x)",
+            ));
+        }
+        let ptr = safe::try_pack(keepalive, info)?;
+        // SAFETY: as above.
+        let mt = unsafe { safe::ManagedTensor::from_raw(ptr) }?;
+        legacy_capsule(py, mt)
+    }
+}
