@@ -51,3 +51,8 @@ pub mod pyo3_glue;
 /// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
 #[cfg(feature = "pyo3")]
 pub use pyo3;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
