@@ -1,0 +1,140 @@
+//! Code generation: the `IntoDLPack` impl and the call of the `#[pymethods]` hook.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{DeriveInput, Member, Result};
+
+use crate::ast::{Field, Input};
+use crate::attr::Role;
+
+/// Entry point: parse, validate, generate.
+pub fn derive(input: &DeriveInput) -> Result<TokenStream> {
+    let input = Input::from_syn(input)?;
+    input.validate()?;
+    Ok(expand(&input))
+}
+
+fn access(field: &Field<'_>) -> TokenStream {
+    let member = &field.member;
+    quote!(&self.#member)
+}
+
+fn member_name(member: &Member) -> String {
+    match member {
+        Member::Named(ident) => ident.to_string(),
+        Member::Unnamed(index) => index.index.to_string(),
+    }
+}
+
+/// `<Ty as Trait>::method(&self.field)`, spanned at the field's type so that a type that does
+/// not fit the role is reported there.
+fn role_call(field: &Field<'_>, trait_name: &str, method: &str) -> TokenStream {
+    let ty = field.ty;
+    let trait_ident = syn::Ident::new(trait_name, ty.span());
+    let method = syn::Ident::new(method, ty.span());
+    let value = access(field);
+    quote_spanned! {ty.span()=>
+        <#ty as ::dlpack_rs::derive_support::#trait_ident>::#method(#value)
+    }
+}
+
+fn expand(input: &Input<'_>) -> TokenStream {
+    let ident = input.ident;
+    let data = input.field(Role::Data).expect("validated: one data field");
+    let data_ty = data.ty;
+    let data_value = access(data);
+    let data_expr = quote_spanned! {data_ty.span()=>
+        ::dlpack_rs::derive_support::data_field::<#data_ty>(#data_value)
+    };
+
+    let dtype = match input.field(Role::Dtype) {
+        Some(f) => role_call(f, "DtypeField", "dtype"),
+        None => quote!(::dlpack_rs::derive_support::element_dtype(__dlpack_data)),
+    };
+    let device = match (input.field(Role::Device), &input.attrs.device) {
+        (Some(f), _) => role_call(f, "DeviceField", "device"),
+        (None, Some((_, spec))) => spec.to_tokens(),
+        (None, None) => quote!(::dlpack_rs::safe::cpu_device()),
+    };
+    let shape = match input.field(Role::Shape) {
+        Some(f) => role_call(f, "ShapeField", "dims"),
+        None => quote!(::dlpack_rs::derive_support::whole_buffer_shape(
+            __dlpack_data,
+            __dlpack_dtype
+        )),
+    };
+    let strides = match input.field(Role::Strides) {
+        Some(f) => role_call(f, "StridesField", "strides"),
+        None => quote!(::core::option::Option::None),
+    };
+    let byte_offset = match input.field(Role::ByteOffset) {
+        Some(f) => role_call(f, "ByteOffsetField", "byte_offset"),
+        None => quote!(0u64),
+    };
+    let read_only = input.attrs.read_only.is_some();
+    let type_name = ident.to_string();
+    let field_name = member_name(&data.member);
+
+    // Generic structs: bound each role field's type by the trait it is used through, so that
+    // `struct Tensor<T> { #[dlpack(data)] data: Vec<T> }` needs no bound of its own.
+    let mut generics = input.generics.clone();
+    if !generics.params.is_empty() {
+        let where_clause = generics.make_where_clause();
+        for field in &input.fields {
+            let Some(attr) = field.attr else { continue };
+            let ty = field.ty;
+            let bound = match attr.role {
+                Role::Data => quote!(::dlpack_rs::safe::Buffer),
+                Role::Shape => quote!(::dlpack_rs::derive_support::ShapeField),
+                Role::Strides => quote!(::dlpack_rs::derive_support::StridesField),
+                Role::Dtype => quote!(::dlpack_rs::derive_support::DtypeField),
+                Role::Device => quote!(::dlpack_rs::derive_support::DeviceField),
+                Role::ByteOffset => quote!(::dlpack_rs::derive_support::ByteOffsetField),
+            };
+            where_clause
+                .predicates
+                .push(syn::parse_quote_spanned!(ty.span()=> #ty: #bound));
+        }
+    }
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+
+    let imp = quote! {
+        #[automatically_derived]
+        impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
+            fn tensor_info(&self) -> ::dlpack_rs::safe::TensorInfo {
+                let __dlpack_data = #data_expr;
+                let __dlpack_dtype: ::dlpack_rs::ffi::DLDataType = #dtype;
+                let __dlpack_info = ::dlpack_rs::safe::TensorInfo {
+                    data: ::dlpack_rs::derive_support::data_ptr(__dlpack_data),
+                    device: #device,
+                    dtype: __dlpack_dtype,
+                    shape: #shape,
+                    strides: #strides,
+                    byte_offset: #byte_offset,
+                };
+                ::dlpack_rs::derive_support::within_buffer(
+                    __dlpack_data,
+                    __dlpack_info,
+                    #type_name,
+                    #field_name,
+                )
+            }
+
+            fn is_read_only(&self) -> bool {
+                #read_only || !::dlpack_rs::safe::Buffer::is_writable(#data_value)
+            }
+        }
+    };
+    // pyo3 classes cannot be generic, so generic structs only get the trait impl.
+    let pymethods = input.generics.params.is_empty() && input.attrs.no_pymethods.is_none();
+    let hook = if pymethods {
+        quote!(::dlpack_rs::__impl_dlpack_pymethods!(#ident);)
+    } else {
+        TokenStream::new()
+    };
+    quote! {
+        #imp
+        #hook
+    }
+}

@@ -1,0 +1,250 @@
+//! `#[derive(IntoDLPack)]` on plain Rust structs: the `TensorInfo` it describes and a round
+//! trip through a managed tensor.
+#![cfg(feature = "derive")]
+
+use std::sync::Arc;
+
+use dlpack_rs::ffi::{DLDataType, DLDevice, DLDeviceType};
+use dlpack_rs::safe::{cpu_device, cuda_device, dtype_f32, dtype_u16, dtype_u8, Buffer, Element};
+use dlpack_rs::IntoDLPack;
+
+// With feature `pyo3` a non-generic struct also gets `__dlpack__` pymethods, which need a
+// `#[pyclass(frozen)]`; these are plain Rust types, so they opt out there.
+
+#[derive(IntoDLPack)]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    shape: [usize; 3],
+    label: &'static str,
+}
+
+#[derive(IntoDLPack)]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct Flat(#[dlpack(data)] Box<[f32]>);
+
+#[derive(IntoDLPack)]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct Transposed {
+    #[dlpack(data)]
+    data: Vec<i32>,
+    #[dlpack(shape)]
+    shape: Vec<i64>,
+    #[dlpack(strides)]
+    strides: Vec<isize>,
+}
+
+#[derive(IntoDLPack)]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct Reinterpreted {
+    #[dlpack(data)]
+    bytes: Vec<u8>,
+    #[dlpack(dtype)]
+    dtype: DLDataType,
+    #[dlpack(byte_offset)]
+    offset: usize,
+    #[dlpack(shape)]
+    shape: Box<[i64]>,
+}
+
+#[derive(IntoDLPack)]
+#[dlpack(read_only)]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct Frozen {
+    #[dlpack(data)]
+    data: Vec<f64>,
+}
+
+#[derive(IntoDLPack)]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct Shared {
+    #[dlpack(data)]
+    data: Arc<[u16]>,
+    #[dlpack(strides)]
+    strides: Option<Vec<i64>>,
+    #[dlpack(shape)]
+    shape: Vec<u32>,
+}
+
+#[derive(IntoDLPack)]
+#[dlpack(device = "cuda:1")]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct OnGpu {
+    #[dlpack(data)]
+    data: Vec<f32>,
+}
+
+#[derive(IntoDLPack)]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct DeviceField {
+    #[dlpack(data)]
+    data: Vec<f32>,
+    #[dlpack(device)]
+    device: DLDevice,
+}
+
+#[derive(IntoDLPack)]
+struct Tensor<T> {
+    #[dlpack(data)]
+    data: Vec<T>,
+    #[dlpack(shape)]
+    shape: Vec<usize>,
+}
+
+#[test]
+fn named_fields_with_array_shape() {
+    let img = Image {
+        pixels: (0..24).collect(),
+        shape: [2, 3, 4],
+        label: "x",
+    };
+    let info = img.tensor_info();
+    assert_eq!(info.shape, vec![2, 3, 4]);
+    assert_eq!(info.strides, None);
+    assert_eq!(info.dtype, dtype_u8());
+    assert_eq!(info.device, cpu_device());
+    assert_eq!(info.byte_offset, 0);
+    assert_eq!(info.data, img.pixels.as_ptr() as *mut _);
+    assert!(!img.is_read_only());
+    assert_eq!(img.label, "x");
+
+    let mt = img.into_managed_tensor_versioned().unwrap();
+    assert_eq!(mt.shape(), &[2, 3, 4]);
+    assert!(!mt.is_read_only());
+    assert_eq!(mt.as_slice::<u8>().unwrap(), (0..24).collect::<Vec<u8>>());
+}
+
+#[test]
+fn tuple_struct_is_one_dimensional() {
+    let flat = Flat(vec![1.0, 2.0, 3.0].into_boxed_slice());
+    let info = flat.tensor_info();
+    assert_eq!(info.shape, vec![3]);
+    assert_eq!(info.dtype, dtype_f32());
+    let mt = flat.into_managed_tensor().unwrap();
+    assert_eq!(mt.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn strides_are_exported() {
+    let t = Transposed {
+        data: vec![1, 2, 3, 4, 5, 6],
+        shape: vec![3, 2],
+        strides: vec![1, 3],
+    };
+    let info = t.tensor_info();
+    assert_eq!(info.strides, Some(vec![1, 3]));
+    let mt = t.into_managed_tensor_versioned().unwrap();
+    assert_eq!(mt.shape(), &[3, 2]);
+    assert_eq!(&*mt.strides(), &[1i64, 3]);
+}
+
+#[test]
+fn dtype_field_and_byte_offset() {
+    let mut bytes = vec![0u8; 2];
+    bytes.extend_from_slice(&[1, 0, 2, 0]);
+    let r = Reinterpreted {
+        bytes,
+        dtype: dtype_u16(),
+        offset: 2,
+        shape: vec![2].into_boxed_slice(),
+    };
+    let info = r.tensor_info();
+    assert_eq!(info.dtype, dtype_u16());
+    assert_eq!(info.byte_offset, 2);
+    assert_eq!(info.shape, vec![2]);
+    r.into_managed_tensor_versioned().unwrap();
+}
+
+#[test]
+fn read_only_attribute_and_read_only_buffers() {
+    let f = Frozen {
+        data: vec![1.0, 2.0],
+    };
+    assert!(f.is_read_only());
+    let mt = f.into_managed_tensor_versioned().unwrap();
+    assert!(mt.is_read_only());
+    let f = Frozen { data: vec![1.0] };
+    assert!(f.into_managed_tensor().is_err(), "read-only cannot be legacy");
+
+    let s = Shared {
+        data: Arc::from(vec![1u16, 2, 3, 4]),
+        strides: None,
+        shape: vec![2, 2],
+    };
+    assert!(s.is_read_only(), "an Arc is shared, so read-only");
+    assert_eq!(s.tensor_info().strides, None);
+    let mt = s.into_managed_tensor_versioned().unwrap();
+    assert!(mt.is_read_only());
+    assert_eq!(mt.as_slice::<u16>().unwrap(), &[1, 2, 3, 4]);
+}
+
+#[test]
+fn devices() {
+    let g = OnGpu { data: vec![0.0; 4] };
+    assert_eq!(g.tensor_info().device, cuda_device(1));
+    let d = DeviceField {
+        data: vec![0.0; 4],
+        device: DLDevice {
+            device_type: DLDeviceType::CUDA_HOST,
+            device_id: 0,
+        },
+    };
+    assert_eq!(d.tensor_info().device.device_type, DLDeviceType::CUDA_HOST);
+}
+
+#[test]
+fn generic_struct() {
+    fn check<T: Element + PartialEq + std::fmt::Debug>(values: Vec<T>) {
+        let n = values.len();
+        let t = Tensor {
+            data: values.clone(),
+            shape: vec![1, n],
+        };
+        assert_eq!(t.tensor_info().dtype, T::DTYPE);
+        let mt = t.into_managed_tensor_versioned().unwrap();
+        assert_eq!(mt.shape(), &[1, n as i64]);
+        assert_eq!(mt.as_slice::<T>().unwrap(), &values[..]);
+    }
+    check(vec![1u8, 2, 3]);
+    check(vec![1.5f64, -2.0]);
+    check(vec![true, false]);
+}
+
+#[test]
+#[should_panic(expected = "outside field `data`")]
+fn shape_larger_than_buffer_panics() {
+    let t = Tensor {
+        data: vec![0u8; 5],
+        shape: vec![2, 3],
+    };
+    let _ = t.tensor_info();
+}
+
+#[test]
+#[should_panic(expected = "outside field `data`")]
+fn negative_strides_below_the_buffer_panic() {
+    let t = Transposed {
+        data: vec![1, 2, 3, 4, 5, 6],
+        shape: vec![3, 2],
+        strides: vec![-1, 3],
+    };
+    let _ = t.tensor_info();
+}
+
+#[test]
+fn invalid_metadata_is_an_export_error() {
+    // An extent that does not fit i64 becomes -1, which the export refuses.
+    let t = Tensor {
+        data: vec![0u8; 5],
+        shape: vec![usize::MAX],
+    };
+    assert!(t.into_managed_tensor_versioned().is_err());
+}
+
+#[test]
+fn buffer_trait_is_what_data_fields_use() {
+    let v: Vec<u8> = vec![1, 2];
+    assert_eq!(v.num_elements(), 2);
+}
