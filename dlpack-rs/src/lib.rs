@@ -36,13 +36,6 @@ extern crate alloc;
 pub mod ffi;
 pub mod safe;
 
-/// `#[derive(IntoDLPack)]` (feature `derive`): see the macro's documentation.
-#[cfg(feature = "derive")]
-pub use dlpack_rs_derive::IntoDLPack;
-
-#[doc(hidden)]
-pub mod derive_support;
-
 mod into_dlpack;
 pub use into_dlpack::IntoDLPack;
 /// `#[derive(IntoDLPack)]` (feature `derive`): see the macro's documentation.
