@@ -23,22 +23,21 @@ pub struct Field<'a> {
 impl<'a> Input<'a> {
     /// Reads the struct and its attributes; enums and unions are refused here.
     pub fn from_syn(input: &'a DeriveInput) -> Result<Self> {
-        let data = match &input.data {
-            Data::Struct(data) => data,
-            Data::Enum(data) => {
-                return Err(Error::new(
+        let data =
+            match &input.data {
+                Data::Struct(data) => data,
+                Data::Enum(data) => return Err(Error::new(
                     data.enum_token.span,
                     "`IntoDLPack` cannot be derived for an enum: a tensor is one buffer plus its \
                      metadata, so derive it on a struct",
-                ))
-            }
-            Data::Union(data) => {
-                return Err(Error::new(
-                    data.union_token.span,
-                    "`IntoDLPack` cannot be derived for a union: derive it on a struct",
-                ))
-            }
-        };
+                )),
+                Data::Union(data) => {
+                    return Err(Error::new(
+                        data.union_token.span,
+                        "`IntoDLPack` cannot be derived for a union: derive it on a struct",
+                    ))
+                }
+            };
         let attrs = attr::container_attrs(&input.attrs)?;
         let mut fields = Vec::new();
         let mut errors: Option<Error> = None;

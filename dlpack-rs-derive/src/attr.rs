@@ -203,8 +203,12 @@ fn dlpack_attrs(attrs: &[Attribute]) -> Result<Vec<&Attribute>> {
 }
 
 fn key_ident(path: &syn::Path) -> Result<&Ident> {
-    path.get_ident()
-        .ok_or_else(|| Error::new(path.span(), "expected a single key, such as `data` or `shape`"))
+    path.get_ident().ok_or_else(|| {
+        Error::new(
+            path.span(),
+            "expected a single key, such as `data` or `shape`",
+        )
+    })
 }
 
 fn no_value(meta: &syn::meta::ParseNestedMeta<'_>, key: &str) -> Result<()> {
@@ -279,7 +283,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 best = best.min(d[i - 2][j - 2] + 1);
             }
@@ -290,7 +296,10 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 fn device_spec(expr: Expr) -> Result<DeviceSpec> {
-    if let Expr::Lit(syn::ExprLit { lit: Lit::Str(s), .. }) = &expr {
+    if let Expr::Lit(syn::ExprLit {
+        lit: Lit::Str(s), ..
+    }) = &expr
+    {
         return parse_device_str(s);
     }
     if let Expr::Lit(lit) = &expr {
@@ -314,7 +323,9 @@ fn parse_device_str(s: &LitStr) -> Result<DeviceSpec> {
         if let Some(best) = closest(&lower, DEVICE_NAMES.iter().map(|(n, _)| *n)) {
             msg.push_str(&format!("; did you mean `{best}`?"));
         }
-        msg.push_str(" (write `\"<type>\"` or `\"<type>:<index>\"`, for example `\"cpu\"` or `\"cuda:0\"`)");
+        msg.push_str(
+            " (write `\"<type>\"` or `\"<type>:<index>\"`, for example `\"cpu\"` or `\"cuda:0\"`)",
+        );
         return Err(Error::new(s.span(), msg));
     };
     let device_id = match index {
@@ -345,7 +356,7 @@ impl DeviceSpec {
             DeviceSpec::Expr(expr) => {
                 let span = expr.span();
                 quote::quote_spanned! {span=>
-                    ::dlpack_rs::__private::device_value(#expr)
+                    ::dlpack_rs::derive_support::device_value(#expr)
                 }
             }
         }

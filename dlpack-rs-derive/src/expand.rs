@@ -76,21 +76,25 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let type_name = ident.to_string();
     let field_name = member_name(&data.member);
 
-    // Generic structs: bound each role field's type by the trait it is used through, so that
-    // `struct Tensor<T> { #[dlpack(data)] data: Vec<T> }` needs no bound of its own.
+    // Bound each role field's type by the trait it is used through: a generic struct such as
+    // `struct Tensor<T> { #[dlpack(data)] data: Vec<T> }` needs no bound of its own, and a field
+    // type that does not fit gets one error, at the field's type.
     let mut generics = input.generics.clone();
-    if !generics.params.is_empty() {
+    {
         let where_clause = generics.make_where_clause();
         for field in &input.fields {
             let Some(attr) = field.attr else { continue };
             let ty = field.ty;
+            let span = ty.span();
             let bound = match attr.role {
-                Role::Data => quote!(::dlpack_rs::safe::Buffer),
-                Role::Shape => quote!(::dlpack_rs::derive_support::ShapeField),
-                Role::Strides => quote!(::dlpack_rs::derive_support::StridesField),
-                Role::Dtype => quote!(::dlpack_rs::derive_support::DtypeField),
-                Role::Device => quote!(::dlpack_rs::derive_support::DeviceField),
-                Role::ByteOffset => quote!(::dlpack_rs::derive_support::ByteOffsetField),
+                Role::Data => quote_spanned!(span=> ::dlpack_rs::safe::Buffer),
+                Role::Shape => quote_spanned!(span=> ::dlpack_rs::derive_support::ShapeField),
+                Role::Strides => quote_spanned!(span=> ::dlpack_rs::derive_support::StridesField),
+                Role::Dtype => quote_spanned!(span=> ::dlpack_rs::derive_support::DtypeField),
+                Role::Device => quote_spanned!(span=> ::dlpack_rs::derive_support::DeviceField),
+                Role::ByteOffset => {
+                    quote_spanned!(span=> ::dlpack_rs::derive_support::ByteOffsetField)
+                }
             };
             where_clause
                 .predicates

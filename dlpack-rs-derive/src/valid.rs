@@ -171,7 +171,14 @@ fn option_inner(ty: &Type) -> Option<&Type> {
 }
 
 fn show(ty: &Type) -> String {
-    ty.to_token_stream().to_string().replace(" < ", "<").replace(" >", ">").replace("< ", "<").replace(" ;", ";").replace("[ ", "[").replace(" ]", "]")
+    ty.to_token_stream()
+        .to_string()
+        .replace(" < ", "<")
+        .replace(" >", ">")
+        .replace("< ", "<")
+        .replace(" ;", ";")
+        .replace("[ ", "[")
+        .replace(" ]", "]")
 }
 
 fn check_type(role: Role, ty: &Type) -> Result<()> {
@@ -215,7 +222,9 @@ fn check_type(role: Role, ty: &Type) -> Result<()> {
                         };
                         return Err(Error::new(
                             elem.span(),
-                            format!("`{n}` is not a DLPack element type (it has no fixed dtype){hint}"),
+                            format!(
+                                "`{n}` is not a DLPack element type (it has no fixed dtype){hint}"
+                            ),
                         ));
                     }
                 }
@@ -229,9 +238,10 @@ fn check_type(role: Role, ty: &Type) -> Result<()> {
                 _ => ty,
             };
             let name = last_ident(ty);
-            if let Some(n) = name.as_deref().filter(|n| {
-                INTEGERS.contains(n) || NON_INTEGER_SCALARS.contains(n)
-            }) {
+            if let Some(n) = name
+                .as_deref()
+                .filter(|n| INTEGERS.contains(n) || NON_INTEGER_SCALARS.contains(n))
+            {
                 return Err(Error::new(
                     ty.span(),
                     format!(

@@ -32,7 +32,11 @@ pub fn element_dtype<B: Buffer>(_buffer: &B) -> DLDataType {
 pub fn whole_buffer_shape<B: Buffer>(buffer: &B, dtype: DLDataType) -> Vec<i64> {
     let bits = buffer_bits(buffer);
     let element = crate::safe::element_bits(dtype);
-    let len = if element == 0 { 0 } else { bits / element as u128 };
+    let len = if element == 0 {
+        0
+    } else {
+        bits / element as u128
+    };
     alloc::vec![i64::try_from(len).unwrap_or(i64::MAX)]
 }
 

@@ -166,7 +166,10 @@ fn read_only_attribute_and_read_only_buffers() {
     let mt = f.into_managed_tensor_versioned().unwrap();
     assert!(mt.is_read_only());
     let f = Frozen { data: vec![1.0] };
-    assert!(f.into_managed_tensor().is_err(), "read-only cannot be legacy");
+    assert!(
+        f.into_managed_tensor().is_err(),
+        "read-only cannot be legacy"
+    );
 
     let s = Shared {
         data: Arc::from(vec![1u16, 2, 3, 4]),

@@ -1,0 +1,15 @@
+//! trybuild UI tests of `#[derive(IntoDLPack)]`: what compiles, and the error every misuse gets.
+#![cfg(feature = "derive")]
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/fail/*.rs");
+    #[cfg(not(feature = "pyo3"))]
+    t.pass("tests/ui/pass/*.rs");
+    #[cfg(feature = "pyo3")]
+    {
+        t.pass("tests/ui/pass-pyo3/*.rs");
+        t.compile_fail("tests/ui/fail-pyo3/*.rs");
+    }
+}

@@ -1,0 +1,9 @@
+use dlpack_rs::IntoDLPack;
+
+#[derive(IntoDLPack)]
+struct Scalar {
+    #[dlpack(data)]
+    value: f32,
+}
+
+fn main() {}

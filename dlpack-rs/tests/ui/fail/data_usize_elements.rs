@@ -1,0 +1,9 @@
+use dlpack_rs::IntoDLPack;
+
+#[derive(IntoDLPack)]
+struct Indices {
+    #[dlpack(data)]
+    values: Vec<usize>,
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+use dlpack_rs::IntoDLPack;
+
+struct MyDtype;
+
+#[derive(IntoDLPack)]
+#[dlpack(no_pymethods)]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(dtype)]
+    dtype: MyDtype,
+}
+
+fn main() {}

@@ -1,0 +1,17 @@
+use dlpack_rs::IntoDLPack;
+
+struct Dims {
+    rows: usize,
+    cols: usize,
+}
+
+#[derive(IntoDLPack)]
+#[dlpack(no_pymethods)]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    shape: Dims,
+}
+
+fn main() {}
