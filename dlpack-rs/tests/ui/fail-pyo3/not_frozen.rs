@@ -1,4 +1,5 @@
-// A mutable pyclass could reallocate its buffer while Python holds a view of it.
+// A class that is not frozen could get a `&mut self` method (say, one that pushes to `pixels`)
+// and reallocate the buffer while Python holds a view of it: refused at compile time.
 use dlpack_rs::pyo3::prelude::*;
 use dlpack_rs::IntoDLPack;
 
@@ -7,13 +8,6 @@ use dlpack_rs::IntoDLPack;
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
-}
-
-#[pymethods(crate = "dlpack_rs::pyo3")]
-impl Image {
-    fn push(&mut self, value: u8) {
-        self.pixels.push(value);
-    }
 }
 
 fn main() {}
