@@ -35,13 +35,11 @@ pub struct DerivedImage {
 /// `#[pymethods]` of its own, the derive's are its only ones.
 #[pyfunction]
 fn derived_image(height: usize, width: usize, channels: usize) -> DerivedImage {
-    {
-        let n = height * width * channels;
-        DerivedImage {
-            pixels: (0..n).map(|i| (i % 256) as u8).collect(),
-            shape: [height, width, channels],
-            _count: DropCounter,
-        }
+    let n = height * width * channels;
+    DerivedImage {
+        pixels: (0..n).map(|i| (i % 256) as u8).collect(),
+        shape: [height, width, channels],
+        _count: DropCounter,
     }
 }
 
@@ -53,9 +51,7 @@ pub struct DerivedVector(#[dlpack(data)] Box<[f32]>, DropCounter);
 /// A `DerivedVector` of `values`.
 #[pyfunction]
 fn derived_vector(values: Vec<f32>) -> DerivedVector {
-    {
-        DerivedVector(values.into_boxed_slice(), DropCounter)
-    }
+    DerivedVector(values.into_boxed_slice(), DropCounter)
 }
 
 /// The transpose of a row-major `rows x cols` `f32` matrix holding `0, 1, 2, ...`: shape
@@ -77,14 +73,12 @@ pub struct DerivedTransposed {
 /// A `DerivedTransposed` of a `rows x cols` matrix.
 #[pyfunction]
 fn derived_transposed(rows: i64, cols: i64) -> DerivedTransposed {
-    {
-        DerivedTransposed {
-            data: (0..rows * cols).map(|i| i as f32).collect(),
-            shape: vec![cols, rows],
-            strides: vec![1, cols],
-            dtype: dtype_f32(),
-            _count: DropCounter,
-        }
+    DerivedTransposed {
+        data: (0..rows * cols).map(|i| i as f32).collect(),
+        shape: vec![cols, rows],
+        strides: vec![1, cols],
+        dtype: dtype_f32(),
+        _count: DropCounter,
     }
 }
 
@@ -101,11 +95,9 @@ pub struct DerivedReadOnly {
 /// A `DerivedReadOnly` holding `0..n`.
 #[pyfunction]
 fn derived_read_only(n: i32) -> DerivedReadOnly {
-    {
-        DerivedReadOnly {
-            data: (0..n).collect(),
-            _count: DropCounter,
-        }
+    DerivedReadOnly {
+        data: (0..n).collect(),
+        _count: DropCounter,
     }
 }
 
