@@ -1,0 +1,199 @@
+"""Rust -> peer: tensors owned by Rust, consumed by numpy, torch, jax, pyarrow, array-api-strict."""
+
+import numpy as np
+import pytest
+
+import dlpack_testext as ext
+from conftest import (
+    JAX_DTYPES, NUMPY_DTYPES, PYARROW_DTYPES, SHAPES, TORCH_DTYPES, collect, live, rust_tensor,
+    sample,
+)
+
+torch = pytest.importorskip("torch")
+jnp = pytest.importorskip("jax.numpy")
+pa = pytest.importorskip("pyarrow")
+
+
+def torch_to_numpy(t, dtype):
+    if dtype == "bfloat16":
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def jax_to_numpy(j, dtype):
+    a = np.asarray(j)
+    if dtype == "bfloat16":
+        return a.view(np.uint16)
+    return a
+
+
+@pytest.mark.parametrize("kind", ["ready", "class"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES)
+def test_numpy_from_rust(dtype, shape, kind, no_leaks):
+    t, expected = rust_tensor(dtype, shape, kind)
+    a = np.from_dlpack(t)
+    assert a.dtype == np.dtype(dtype)
+    assert a.shape == shape
+    np.testing.assert_array_equal(a, expected)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", TORCH_DTYPES)
+def test_torch_from_rust(dtype, shape, no_leaks):
+    t, expected = rust_tensor(dtype, shape)
+    x = torch.from_dlpack(t)
+    assert str(x.dtype) == f"torch.{dtype}"
+    assert tuple(x.shape) == shape
+    np.testing.assert_array_equal(torch_to_numpy(x, dtype), expected)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", JAX_DTYPES)
+def test_jax_from_rust(dtype, shape, no_leaks):
+    t, expected = rust_tensor(dtype, shape, "class")
+    j = jnp.from_dlpack(t)
+    assert j.dtype.name == dtype
+    assert j.shape == shape
+    np.testing.assert_array_equal(jax_to_numpy(j, dtype), expected)
+
+
+@pytest.mark.parametrize("shape", [(0,), (5,)], ids=str)
+@pytest.mark.parametrize("dtype", PYARROW_DTYPES)
+def test_pyarrow_from_rust(dtype, shape, no_leaks):
+    t, expected = rust_tensor(dtype, shape)
+    pt = pa.Tensor.from_dlpack(t)
+    assert pt.shape == shape
+    np.testing.assert_array_equal(pt.to_numpy(), expected)
+
+
+def test_array_api_strict_from_rust(no_leaks):
+    xp = pytest.importorskip("array_api_strict")
+    t, expected = rust_tensor("float64", (2, 3))
+    x = xp.from_dlpack(t)
+    assert x.shape == (2, 3)
+    np.testing.assert_array_equal(np.asarray(x._array), expected)
+
+
+@pytest.mark.parametrize("kind", ["ready", "class"])
+def test_zero_copy_write_visible_numpy(kind, no_leaks):
+    t, _ = rust_tensor("float64", (2, 3), kind)
+    a = np.from_dlpack(t)
+    b = np.from_dlpack(t)  # a second export of the same object: same memory
+    assert a.ctypes.data == b.ctypes.data
+    assert ext.inspect(t)["data_ptr"] == a.ctypes.data
+    a[1, 2] = 42.0
+    assert b[1, 2] == 42.0
+    back = np.frombuffer(ext.to_bytes(t), dtype=np.float64).reshape(2, 3)
+    assert back[1, 2] == 42.0
+
+
+def test_zero_copy_torch_and_jax(no_leaks):
+    t, _ = rust_tensor("float32", (4,), "class")
+    x = torch.from_dlpack(t)
+    j = jnp.from_dlpack(t)
+    assert x.data_ptr() == t.data_ptr
+    assert j.unsafe_buffer_pointer() == t.data_ptr
+    x[0] = 9.0  # visible to the Rust owner and to the other consumers
+    assert np.frombuffer(ext.to_bytes(t), dtype=np.float32)[0] == 9.0
+    assert np.from_dlpack(t)[0] == 9.0
+
+
+STRIDED = [
+    # (shape, strides (elements), byte_offset (elements), buffer length)
+    ((3,), (2,), 0, 6),            # x[::2]
+    ((3, 2), (1, 3), 0, 6),        # transpose
+    ((4,), (-1,), 3, 4),           # negative stride x[::-1]
+    ((2, 1, 3), (3, 99, 1), 0, 6), # size-1 dim with an odd stride
+    ((2, 2), (2, 1), 1, 5),        # byte_offset
+]
+
+
+@pytest.mark.parametrize("shape,strides,offset,length", STRIDED, ids=str)
+def test_strided_export_to_numpy(shape, strides, offset, length, no_leaks):
+    buf = np.arange(length, dtype=np.int32)
+    t = ext.make_tensor(buf.tobytes(), "int32", list(shape), strides=list(strides),
+                        byte_offset=offset * 4)
+    expected = np.lib.stride_tricks.as_strided(
+        buf[offset:], shape=shape, strides=[s * 4 for s in strides]) if min(strides) >= 0 else \
+        buf[offset::-1][: shape[0]]
+    a = np.from_dlpack(t)
+    np.testing.assert_array_equal(a, expected)
+    assert tuple(s // 4 for s in a.strides) == strides or 1 in shape
+    info = ext.inspect(t)
+    assert info["strides"] == list(strides)
+    assert info["byte_offset"] == offset * 4 or info["data_ptr"] == a.ctypes.data
+
+
+def test_strided_export_to_torch():
+    buf = np.arange(6, dtype=np.float32)
+    t = ext.make_tensor(buf.tobytes(), "float32", [3, 2], strides=[1, 3])
+    x = torch.from_dlpack(t)
+    assert x.stride() == (1, 3)
+    np.testing.assert_array_equal(x.numpy(), buf.reshape(2, 3).T)
+
+
+def test_copy_true_is_a_real_copy(no_leaks):
+    buf = np.arange(6, dtype=np.float64)
+    t = ext.make_tensor(buf.tobytes(), "float64", [3, 2], strides=[1, 3])
+    info = ext.inspect_with(t, copy=True)
+    assert info["copied"] and not info["read_only"]
+    assert info["strides"] == [2, 1]  # compact
+    assert info["data_ptr"] != ext.inspect(t)["data_ptr"]
+    assert info["data_ptr"] % 64 == 0
+    np.testing.assert_array_equal(
+        np.frombuffer(info["bytes"], dtype=np.float64), buf.reshape(2, 3).T.ravel())
+    a = np.from_dlpack(t, copy=True)
+    a[0, 0] = -1.0
+    assert np.from_dlpack(t)[0, 0] == 0.0
+
+
+def test_copy_false_is_zero_copy():
+    t, _ = rust_tensor("int16", (4,))
+    info = ext.inspect_with(t, copy=False)
+    assert not info["copied"]
+    assert info["data_ptr"] == ext.inspect(t)["data_ptr"]
+
+
+def test_read_only_export(no_leaks):
+    t, expected = rust_tensor("float32", (3,), read_only=True)
+    with pytest.raises(BufferError):
+        t.__dlpack__()
+    a = np.from_dlpack(t)  # numpy asks for a versioned capsule
+    assert not a.flags.writeable
+    np.testing.assert_array_equal(a, expected)
+    assert ext.inspect(t)["read_only"]
+    with pytest.raises(BufferError):
+        ext.add_one(t)
+    with pytest.raises(BufferError):
+        ext.make_capsule(expected.tobytes(), "float32", [3], versioned=False, read_only=True)
+    cap = ext.make_capsule(expected.tobytes(), "float32", [3], versioned=True, read_only=True)
+    assert ext.inspect(cap)["read_only"]
+
+
+def test_tensor_class_properties():
+    t, _ = rust_tensor("uint8", (2, 3))
+    assert type(t).__name__ == "Tensor"
+    assert type(t).__module__ == "dlpack_rs"
+    assert t.shape == [2, 3]
+    assert t.strides == [3, 1]
+    assert t.dtype == "uint8"
+    assert t.device == (1, 0)
+    assert t.__dlpack_device__() == (1, 0)
+    assert repr(t) == "Tensor(shape=(2, 3), dtype=uint8, device=cpu:0, strides=(3, 1))"
+    e = ext.make_export_f64([2, 2])
+    np.testing.assert_array_equal(np.from_dlpack(e), [[0.0, 1.0], [2.0, 3.0]])
+
+
+def test_export_of_capsules_from_into_capsule(no_leaks):
+    a = sample("int64", (4,))
+    for versioned in (False, True):
+        cap = ext.make_capsule(a.tobytes(), "int64", [4], versioned=versioned)
+        assert torch.from_dlpack(cap).tolist() == a.tolist()
+    # Unconsumed capsules free their tensor in their destructor.
+    before = live()
+    cap = ext.make_capsule(a.tobytes(), "int64", [4], versioned=True)
+    assert live() == before + 1
+    del cap
+    collect()
+    assert live() == before
