@@ -76,11 +76,17 @@ def live():
 
 @pytest.fixture
 def no_leaks():
-    """Asserts that every Rust storage created in the test was dropped exactly once by the end."""
-    collect()
+    """Asserts that every Rust storage created in the test was dropped exactly once by the end.
+
+    Garbage collection is slow with torch and jax loaded, so it only runs when reference
+    counting alone has not released everything.
+    """
+    if live() != 0:
+        collect()
     before = live()
     yield
-    collect()
+    if live() != before:
+        collect()
     assert live() == before
 
 

@@ -18,12 +18,17 @@ use pyo3::types::{PyBytes, PyCapsule, PyDict};
 static CREATED: AtomicUsize = AtomicUsize::new(0);
 static DROPPED: AtomicUsize = AtomicUsize::new(0);
 
-/// Bytes owned by Rust (8-byte aligned); counts its creation and its drop.
-struct Storage(Vec<u64>);
+/// 64-byte aligned storage unit (XLA/JAX only import CPU memory zero-copy at this alignment).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Chunk([u8; 64]);
+
+/// Bytes owned by Rust (64-byte aligned); counts its creation and its drop.
+struct Storage(Vec<Chunk>);
 
 impl Storage {
     fn new(data: &[u8]) -> Self {
-        let mut words = vec![0u64; data.len().div_ceil(8)];
+        let mut words = vec![Chunk([0; 64]); data.len().div_ceil(64)];
         // SAFETY: `words` holds at least `data.len()` bytes; the two do not overlap.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), words.as_mut_ptr().cast(), data.len())
