@@ -42,7 +42,7 @@ def sample(dtype, shape):
         return (np.arange(n) % 3 == 1).reshape(shape)
     if dtype == "bfloat16":
         f = (np.arange(n, dtype=np.float32) * 0.5 - 3.0).reshape(shape)
-        return (f.view(np.uint32) >> 16).astype(np.uint16)
+        return np.asarray(f.view(np.uint32) >> 16).astype(np.uint16)
     if dtype.startswith("complex"):
         v = np.arange(n) + 1j * (np.arange(n) * 2 - 1)
         return v.astype(dtype).reshape(shape)
