@@ -1,0 +1,129 @@
+"""Lifetimes of our exports: deleters run exactly once, on any thread; refcounts return."""
+
+import gc
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import dlpack_testext as ext
+from conftest import collect, live, rust_tensor
+
+torch = pytest.importorskip("torch")
+jnp = pytest.importorskip("jax.numpy")
+
+
+@pytest.mark.parametrize("consumer", ["numpy", "torch", "jax", "rust"])
+@pytest.mark.parametrize("kind", ["ready", "class"])
+def test_owner_deleted_first_then_consumer_reads(consumer, kind, no_leaks):
+    before = live()
+    t, a = rust_tensor("float64", (2, 3), kind)
+    if consumer == "numpy":
+        c = np.from_dlpack(t)
+        read = lambda: np.asarray(c).tobytes()  # noqa: E731
+    elif consumer == "torch":
+        c = torch.from_dlpack(t)
+        read = lambda: c.numpy().tobytes()  # noqa: E731
+    elif consumer == "jax":
+        c = jnp.from_dlpack(t)
+        read = lambda: np.asarray(c).tobytes()  # noqa: E731
+    else:
+        c = ext.hold(t)
+        read = c.to_bytes
+    del t
+    collect()
+    assert live() == before + 1  # the consumer keeps the Rust storage alive
+    assert read() == a.tobytes()
+    del c, read
+    collect()
+    assert live() == before  # dropped exactly once
+
+
+def test_refcount_of_our_object_returns(no_leaks):
+    t, _ = rust_tensor("int64", (3,), "class")
+    start = sys.getrefcount(t)
+    consumers = [np.from_dlpack(t), torch.from_dlpack(t), jnp.from_dlpack(t), ext.hold(t)]
+    assert sys.getrefcount(t) >= start + 3  # each export holds the Python object
+    del consumers
+    collect()
+    assert sys.getrefcount(t) == start
+    for _ in range(10):
+        t.__dlpack__()  # unconsumed capsules release it in their destructor
+        t.__dlpack__(max_version=(1, 3))
+    assert sys.getrefcount(t) == start
+
+
+def test_deleters_counted_exactly_once(no_leaks):
+    created0, dropped0 = ext.counters()
+    ts = [rust_tensor("uint8", (4,), kind)[0] for kind in ("ready", "class") for _ in range(5)]
+    arrays = [np.from_dlpack(t) for t in ts] + [torch.from_dlpack(t) for t in ts]
+    created1, dropped1 = ext.counters()
+    assert created1 - created0 == 10 and dropped1 == dropped0
+    del ts
+    collect()
+    assert ext.counters()[1] == dropped0
+    del arrays
+    collect()
+    assert ext.counters() == (created0 + 10, dropped0 + 10)
+
+
+def test_deleter_on_non_python_thread_without_gil(no_leaks):
+    # Our deleter (holding a Python object) runs on a thread that never held the GIL,
+    # while the Python thread waits with the GIL released.
+    before = live()
+    t, a = rust_tensor("float32", (8,), "class")
+    start = sys.getrefcount(t)
+    h = ext.hold(t)
+    assert sys.getrefcount(t) == start + 1
+    del t
+    gc.collect()
+    assert h.to_bytes() == a.tobytes()
+    h.release_on_thread()
+    collect()
+    assert live() == before
+
+
+def test_deleter_on_thread_while_gil_busy(no_leaks):
+    # The deleter's thread must wait for the GIL while this thread keeps running Python code.
+    t, _ = rust_tensor("int32", (4,), "class")
+    start = sys.getrefcount(t)
+    h = ext.hold(t)
+    assert sys.getrefcount(t) == start + 1
+    h.release_on_detached_thread()
+    deadline = time.time() + 10
+    while sys.getrefcount(t) != start and time.time() < deadline:
+        time.sleep(0.001)
+    assert sys.getrefcount(t) == start
+
+
+def test_torch_frees_from_its_side(no_leaks):
+    before = live()
+    t, _ = rust_tensor("float32", (1000,), "ready")
+    x = torch.from_dlpack(t)
+    y = x[10:20]  # a view keeps the storage alive
+    del t, x
+    collect()
+    assert live() == before + 1
+    assert y.sum().item() == pytest.approx(sum(i * 0.25 - 1.5 for i in range(10, 20)))
+    del y
+    collect()
+    assert live() == before
+
+
+def test_shutdown_with_live_exports(tmp_path):
+    # Exports still alive at interpreter exit must neither crash nor hang the shutdown.
+    import subprocess
+
+    code = (
+        "import numpy as np, torch, threading, dlpack_testext as ext\n"
+        "t = ext.RustTensor(bytes(16), 'float32', [4])\n"
+        "keep = [np.from_dlpack(t), torch.from_dlpack(t), ext.hold(t)]\n"
+        "cap = t.__dlpack__()\n"
+        "h = ext.hold(t)\n"
+        "h.release_on_detached_thread()\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

@@ -1,0 +1,227 @@
+"""The __dlpack__ keyword matrix, version negotiation and capsule ownership rules."""
+
+import numpy as np
+import pytest
+
+import dlpack_testext as ext
+from conftest import live, rust_tensor
+
+torch = pytest.importorskip("torch")
+jnp = pytest.importorskip("jax.numpy")
+
+
+def capsule_name(cap):
+    # The repr is '<capsule object "NAME" at 0x...>'.
+    return repr(cap).split('"')[1]
+
+
+@pytest.mark.parametrize("kind", ["ready", "class"])
+@pytest.mark.parametrize(
+    "max_version,name",
+    [(None, "dltensor"), ((0, 8), "dltensor"), ((1, 0), "dltensor_versioned"),
+     ((1, 3), "dltensor_versioned"), ((2, 0), "dltensor_versioned")],
+    ids=str,
+)
+def test_version_matrix_producer(kind, max_version, name, no_leaks):
+    t, a = rust_tensor("float32", (3,), kind)
+    cap = t.__dlpack__(max_version=max_version)
+    assert capsule_name(cap) == name
+    info = ext.inspect(cap)
+    assert capsule_name(cap) == "used_" + name
+    assert info["versioned"] == (name == "dltensor_versioned")
+    if info["versioned"]:
+        assert info["version"] == (1, 3)
+    assert ext.to_bytes(t) == a.tobytes()
+
+
+@pytest.mark.parametrize("max_version", [None, (0, 8), (1, 0), (1, 3), (2, 0)], ids=str)
+def test_version_matrix_numpy_producer(max_version):
+    a = np.arange(3.0)
+    cap = a.__dlpack__(max_version=max_version)
+    info = ext.inspect(cap)
+    assert info["versioned"] == (max_version is not None and max_version[0] >= 1)
+    assert info["data_ptr"] == a.ctypes.data
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc",
+    [
+        (dict(max_version=(1,)), TypeError),
+        (dict(max_version=[1, 0]), TypeError),
+        (dict(max_version="1.0"), TypeError),
+        (dict(max_version=(1, "0")), TypeError),
+        (dict(dl_device=5), TypeError),
+        (dict(dl_device=(1,)), TypeError),
+        (dict(dl_device=(2, 0)), BufferError),
+        (dict(dl_device=(1, 1)), BufferError),
+        (dict(copy="yes"), ValueError),
+        (dict(copy=1), ValueError),
+        (dict(stream=1), ValueError),
+        (dict(stream=0), ValueError),
+        (dict(stream="s"), TypeError),
+    ],
+    ids=str,
+)
+def test_kwargs_errors(kwargs, exc, no_leaks):
+    t, _ = rust_tensor("float32", (3,))
+    with pytest.raises(exc):
+        t.__dlpack__(**kwargs)
+
+
+def test_positional_arguments_rejected():
+    t, _ = rust_tensor("float32", (3,))
+    with pytest.raises(TypeError):
+        t.__dlpack__(None)
+
+
+def test_dl_device_cpu_accepted_and_copy_false():
+    t, _ = rust_tensor("int8", (3,))
+    cap = t.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=False)
+    info = ext.inspect(cap)
+    assert not info["copied"]
+    assert info["data_ptr"] == ext.inspect(t)["data_ptr"]
+
+
+def test_copy_true_sets_is_copied_only_when_versioned(no_leaks):
+    t, a = rust_tensor("float64", (2, 2))
+    v = ext.inspect(t.__dlpack__(max_version=(1, 3), copy=True))
+    assert v["copied"] and v["flags"] & 2
+    assert v["data_ptr"] != ext.inspect(t)["data_ptr"]
+    legacy = ext.inspect(t.__dlpack__(copy=True))
+    assert not legacy["versioned"]
+    assert legacy["data_ptr"] != ext.inspect(t)["data_ptr"]  # still a copy
+
+
+@pytest.mark.parametrize("stream,ok", [(None, True), (-1, True), (1, True), (2, True),
+                                        (12345, True), (0, False)])
+def test_stream_on_cuda_data(stream, ok):
+    # Host memory labelled as CUDA: only __dlpack__ is called, nothing is dereferenced.
+    t = ext.RustTensor(bytes(12), "float32", [3], device=(2, 0))
+    assert t.__dlpack_device__() == (2, 0)
+    if ok:
+        cap = t.__dlpack__(stream=stream, max_version=(1, 0))
+        assert capsule_name(cap) == "dltensor_versioned"
+    else:
+        with pytest.raises(ValueError):
+            t.__dlpack__(stream=stream)
+
+
+@pytest.mark.parametrize("stream,ok", [(None, True), (0, True), (-1, True), (7, True),
+                                        (1, False), (2, False)])
+def test_stream_on_rocm_data(stream, ok):
+    t = ext.RustTensor(bytes(12), "float32", [3], device=(10, 0))
+    if ok:
+        t.__dlpack__(stream=stream)
+    else:
+        with pytest.raises(ValueError):
+            t.__dlpack__(stream=stream)
+
+
+def test_device_data_cannot_be_copied_to_cpu():
+    t = ext.RustTensor(bytes(12), "float32", [3], device=(2, 0))
+    with pytest.raises(BufferError):
+        t.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(BufferError):
+        t.__dlpack__(copy=True, max_version=(1, 0))
+
+
+class LegacyOnly:
+    """A producer from before DLPack 1.0: __dlpack__ only takes `stream`."""
+
+    def __init__(self, a):
+        self.a = a
+        self.calls = []
+
+    def __dlpack__(self, stream=None):
+        self.calls.append(stream)
+        return self.a.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_legacy_only_producer():
+    a = np.arange(5, dtype=np.int32)
+    p = LegacyOnly(a)
+    info = ext.inspect(p)
+    assert not info["versioned"]
+    assert p.calls == [None]
+    assert ext.to_bytes(LegacyOnly(a)) == a.tobytes()
+
+
+class Raising:
+    """A producer that raises something other than TypeError: no fallback."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __dlpack__(self, **kwargs):
+        self.calls += 1
+        raise BufferError("cannot export")
+
+
+def test_no_fallback_on_other_errors():
+    p = Raising()
+    with pytest.raises(BufferError):
+        ext.inspect(p)
+    assert p.calls == 1
+
+
+def test_capsule_consumed_twice():
+    a = np.arange(3.0)
+    cap = a.__dlpack__(max_version=(1, 0))
+    ext.inspect(cap)
+    with pytest.raises(ValueError, match="already consumed"):
+        ext.inspect(cap)
+    t, _ = rust_tensor("float32", (2,))
+    cap = t.__dlpack__()
+    torch.from_dlpack(cap)
+    with pytest.raises(ValueError):
+        ext.inspect(cap)
+
+
+def test_not_a_dlpack_object():
+    with pytest.raises(TypeError):
+        ext.inspect(42)
+    with pytest.raises(TypeError):
+        ext.inspect([1, 2, 3])
+
+
+@pytest.mark.parametrize("major", [0, 2, 99])
+def test_unknown_major_calls_deleter(major, no_leaks):
+    before = live()
+    cap = ext.make_capsule_with_version(major, 0)
+    assert live() == before + 1
+    with pytest.raises(BufferError):
+        ext.inspect(cap)
+    assert live() == before  # the deleter ran, nothing else was touched
+
+
+@pytest.mark.parametrize("minor", [0, 1, 3, 7])
+def test_any_1x_minor_accepted(minor, no_leaks):
+    cap = ext.make_capsule_with_version(1, minor)
+    assert ext.inspect(cap)["version"] == (1, minor)
+
+
+def test_numpy_torch_jax_accept_our_tensor_repeatedly(no_leaks):
+    t, a = rust_tensor("int32", (4,), "class")
+    results = [np.from_dlpack(t), torch.from_dlpack(t), jnp.from_dlpack(t), np.from_dlpack(t)]
+    for r in results:
+        assert np.asarray(r).tolist() == a.tolist()
+
+
+def test_pending_exception_survives_capsule_destructor(no_leaks):
+    # An unconsumed capsule of ours dies while an exception propagates: the exception
+    # must come out unchanged and the deleter must still run.
+    t, _ = rust_tensor("float32", (3,))
+    before = live()
+
+    def f():
+        cap = ext.make_capsule(bytes(12), "float32", [3], versioned=True)  # noqa: F841
+        raise KeyError("original")
+
+    with pytest.raises(KeyError, match="original"):
+        f()
+    import gc
+    gc.collect()
+    assert live() == before
