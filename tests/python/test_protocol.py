@@ -225,3 +225,15 @@ def test_pending_exception_survives_capsule_destructor(no_leaks):
     import gc
     gc.collect()
     assert live() == before
+
+
+def test_legacy_only_producer_copy_is_made_by_the_consumer():
+    a = np.arange(6, dtype=np.int16).reshape(2, 3).T
+    p = LegacyOnly(a)
+    info = ext.inspect_with(p, copy=True)
+    assert p.calls == [None]
+    assert info["copied"]
+    assert info["data_ptr"] != a.ctypes.data
+    assert info["bytes"] == np.ascontiguousarray(a).tobytes()
+    with pytest.raises(BufferError):
+        ext.inspect_with(LegacyOnly(a), dl_device=(2, 0))

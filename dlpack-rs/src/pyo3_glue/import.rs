@@ -97,7 +97,8 @@ impl ImportOptions {
     ///
     /// Calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
     /// (a producer older than DLPack 1.0), retries `obj.__dlpack__(stream=...)` without the
-    /// newer keywords and then checks the device itself. A raw capsule is consumed as is.
+    /// newer keywords, then checks the device itself and makes the copy itself when
+    /// `copy(true)` was asked for. A raw capsule is consumed as is.
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
         if let Ok(capsule) = obj.cast::<PyCapsule>() {
@@ -124,17 +125,25 @@ impl ImportOptions {
         if let Some(copy) = self.copy {
             kwargs.set_item("copy", copy)?;
         }
-        let result = match method.call((), Some(&kwargs)) {
-            Ok(result) => result,
+        let (result, legacy) = match method.call((), Some(&kwargs)) {
+            Ok(result) => (result, false),
             Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-                method.call((), Some(&legacy_kwargs))?
+                (method.call((), Some(&legacy_kwargs))?, true)
             }
             Err(err) => return Err(err),
         };
         let capsule = result
             .cast::<PyCapsule>()
             .map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?;
-        self.check(PyTensor::from_capsule(capsule)?)
+        let tensor = self.check(PyTensor::from_capsule(capsule)?)?;
+        if legacy && self.copy == Some(true) {
+            // An older producer could not be asked for a copy: make it here.
+            let copy = super::protocol::copy_view(tensor.view())?;
+            return Ok(PyTensor {
+                inner: Consumed::Versioned(copy),
+            });
+        }
+        Ok(tensor)
     }
 
     /// Enforces what an older producer (or a raw capsule) could not be asked for.

@@ -338,3 +338,27 @@ fn pack_capsule<'py, K: Send + 'static>(
         legacy_capsule(py, mt)
     }
 }
+
+/// A compact host copy of an imported tensor, flagged `IS_COPIED` (for a producer that could
+/// not be asked for `copy=True`).
+pub(crate) fn copy_view(view: safe::TensorView<'_>) -> PyResult<safe::ManagedTensorVersioned> {
+    if !view.device().device_type.is_host_accessible() {
+        return Err(PyBufferError::new_err(
+            "cannot copy data that is not accessible from the CPU",
+        ));
+    }
+    let t = view.raw();
+    let info = TensorInfo {
+        data: t.data,
+        device: t.device,
+        dtype: t.dtype,
+        shape: view.shape().to_vec(),
+        strides: view.raw_strides().map(<[i64]>::to_vec),
+        byte_offset: t.byte_offset,
+    };
+    // SAFETY: the view was validated at import and its host memory is alive while borrowed.
+    let (buffer, copy) = unsafe { copy_tensor(&info, view.numel()) }?;
+    let ptr = safe::try_pack_versioned(buffer, copy, DLPACK_FLAG_BITMASK_IS_COPIED)?;
+    // SAFETY: a fresh, valid export of ours, owned by nobody else.
+    Ok(unsafe { safe::ManagedTensorVersioned::from_raw(ptr) }?)
+}
