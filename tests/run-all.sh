@@ -20,7 +20,14 @@ t_step=$t_start
 passed=()
 skipped=0
 
-trap 'echo; echo "run-all: FAILED at step [$step_no/$total] $current"' ERR
+on_failure() {
+  echo
+  echo "==================== summary ===================="
+  if [[ ${#passed[@]} -gt 0 ]]; then printf '%s\n' "${passed[@]}"; fi
+  echo "[$step_no/$total] $current: FAILED"
+  echo "run-all: FAILED at step [$step_no/$total] $current"
+}
+trap on_failure ERR
 
 step() {
   finish_step
