@@ -37,10 +37,10 @@ pub mod ffi;
 pub mod safe;
 
 mod into_dlpack;
-pub use into_dlpack::IntoDLPack;
 /// `#[derive(IntoDLPack)]` (feature `derive`): see the macro's documentation.
 #[cfg(feature = "derive")]
 pub use dlpack_rs_derive::IntoDLPack;
+pub use into_dlpack::IntoDLPack;
 
 #[doc(hidden)]
 pub mod derive_support;
