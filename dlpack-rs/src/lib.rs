@@ -52,7 +52,8 @@ pub mod pyo3_glue;
 #[cfg(feature = "pyo3")]
 pub use pyo3;
 
-/// The README's Rust examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The README's Rust examples, compiled and run as doctests (they use the pyo3 glue and the
+/// derive, so they are checked with `--all-features`).
+#[cfg(all(doctest, feature = "pyo3", feature = "derive"))]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
