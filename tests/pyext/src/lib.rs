@@ -2,6 +2,8 @@
 //! tensors from Rust (the ready-made `dlpack_rs.Tensor` and an `IntoDLPack` class), imports
 //! any DLPack object and reports what it sees, writes in place, and counts deleter calls.
 
+mod derived;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -500,5 +502,6 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(as_slice_values, m)?)?;
     m.add_function(wrap_pyfunction!(reexport, m)?)?;
     m.add_function(wrap_pyfunction!(hold, m)?)?;
+    derived::register_derived(m)?;
     Ok(())
 }
