@@ -253,7 +253,13 @@ impl Drop for PyKeepalive {
         let Some(obj) = self.0.take() else { return };
         // SAFETY: both are callable at any time from any thread; `PyGILState_Check` returns 1
         // only when this thread holds the GIL (it is only read when the interpreter is live).
+        #[cfg(not(feature = "abi3"))]
         let holds_gil = unsafe { ffi::Py_IsInitialized() != 0 && ffi::PyGILState_Check() == 1 };
+        // The stable ABI (feature `abi3`) has no `PyGILState_Check`: always take the
+        // `try_attach` path below, which is re-entrant on a thread that already holds the GIL.
+        // The one difference: a thread holding the GIL during shutdown leaks the reference.
+        #[cfg(feature = "abi3")]
+        let holds_gil = false;
         if holds_gil {
             // SAFETY: this thread holds the GIL, so the reference can be released directly
             // (even during finalization, as CPython itself does).
