@@ -81,15 +81,16 @@ impl<T: Element> Aligned<T> {
             _elem: PhantomData,
         }
     }
+}
 
+impl Aligned<f64> {
     /// A copy of the elements as they are now (consumers may have written to them).
-    fn to_vec(&self) -> Vec<T>
-    where
-        T: Copy,
-    {
-        // SAFETY: `ptr` points at `len` initialised elements owned by `self`. Consumers write
-        // only from Python code (which needs the GIL, held here), and the element types read
-        // with this (`f64`, `u8`) accept every bit pattern a consumer can write.
+    fn to_vec(&self) -> Vec<f64> {
+        // SAFETY: `ptr` points at `len` initialised `f64`s owned by `self`, and every bit pattern
+        // a consumer can write is a valid `f64`. The slice lives only for this copy; the suite
+        // writes to exports only from Python code holding the GIL (held here too), so no write
+        // overlaps it. (A consumer writing from a thread without the GIL would race with any
+        // Rust read of a writable export: see the derive's docs on `read_only`.)
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }.to_vec()
     }
 }
