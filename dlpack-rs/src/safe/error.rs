@@ -76,6 +76,9 @@ pub enum Error {
         /// Highest element index addressed.
         max: i64,
     },
+    /// A mutable view was asked for, but the strides let two indices address the same element
+    /// (a zero stride on a dimension longer than 1, or interleaved dimensions).
+    Overlapping,
 }
 
 impl fmt::Display for Error {
@@ -134,6 +137,9 @@ impl fmt::Display for Error {
                 f,
                 "shape and strides address elements {min}..={max}, outside the buffer of {len}"
             ),
+            Error::Overlapping => {
+                f.write_str("strides address some elements more than once: no mutable view")
+            }
         }
     }
 }
