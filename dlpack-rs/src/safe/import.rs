@@ -127,8 +127,13 @@ impl<'a> TensorView<'a> {
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        // Validated at construction: the product does not overflow.
-        self.shape().iter().map(|&d| d as usize).product()
+        // Validated at construction: the product does not overflow unless a zero extent makes
+        // the tensor empty (whatever the other extents multiply to).
+        let shape = self.shape();
+        if shape.contains(&0) {
+            return 0;
+        }
+        shape.iter().map(|&d| d as usize).product()
     }
 
     /// Bytes the elements occupy when packed densely (`ceil(numel * bits * lanes / 8)`);

@@ -44,13 +44,19 @@ pub(crate) fn check(
         }
     }
     validate_dtype(dtype)?;
-    let mut numel: usize = 1;
     for (axis, &extent) in shape.iter().enumerate() {
         if extent < 0 {
             return Err(Error::NegativeDim { axis, extent });
         }
-        numel = numel.checked_mul(extent as usize).ok_or(Error::Overflow)?;
     }
+    // A zero extent anywhere makes the tensor empty, whatever the other extents multiply to.
+    let numel = if shape.contains(&0) {
+        0
+    } else {
+        shape.iter().try_fold(1usize, |n, &extent| {
+            n.checked_mul(extent as usize).ok_or(Error::Overflow)
+        })?
+    };
     let bits = element_bits(dtype);
     let (min, max) = if numel == 0 {
         (0, -1)
@@ -71,7 +77,9 @@ pub(crate) fn check(
     // Every addressed byte, relative to `data`, must lie within an `isize` of it.
     let bit_offset = |index: i64| (index as i128) * (bits as i128);
     let low = byte_offset as i128 + bit_offset(min).div_euclid(8);
-    let high = byte_offset as i128 + (bit_offset(max + 1) + 7).div_euclid(8);
+    // One past the last element, in i128: `max` itself may be i64::MAX.
+    let end = (max as i128 + 1) * (bits as i128);
+    let high = byte_offset as i128 + (end + 7).div_euclid(8);
     let limit = isize::MAX as i128;
     if byte_offset as i128 > limit || low < -limit || high > limit {
         return Err(Error::Overflow);
