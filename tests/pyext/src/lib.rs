@@ -3,6 +3,7 @@
 //! any DLPack object and reports what it sees, writes in place, and counts deleter calls.
 
 mod derived;
+mod ndarray_funcs;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -503,5 +504,6 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reexport, m)?)?;
     m.add_function(wrap_pyfunction!(hold, m)?)?;
     derived::register_derived(m)?;
+    ndarray_funcs::register(m)?;
     Ok(())
 }
