@@ -24,8 +24,11 @@ def test_typed_export_to_numpy_and_in_place_double(dtype):
     a = np.from_dlpack(t)
     assert a.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(a, expected(dtype, 7))
-    assert ext.hc_double(a) == dtype  # typed as_mut_slice on numpy's memory ...
-    np.testing.assert_array_equal(np.from_dlpack(t), 2 * expected(dtype, 7))  # ... is Rust's
+    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":
+        assert ext.hc_double(a) == dtype  # typed as_mut_slice on numpy's memory ...
+    else:  # numpy 2.0 imports read-only and will not export that again
+        assert ext.hc_double(t) == dtype
+    np.testing.assert_array_equal(a, 2 * expected(dtype, 7))  # ... which is Rust's
 
 
 @pytest.mark.parametrize("dtype", NUMPY_TYPED)
