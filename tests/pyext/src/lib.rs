@@ -3,6 +3,7 @@
 //! any DLPack object and reports what it sees, writes in place, and counts deleter calls.
 
 mod derived;
+mod hardening;
 mod ndarray_funcs;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -504,6 +505,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reexport, m)?)?;
     m.add_function(wrap_pyfunction!(hold, m)?)?;
     derived::register_derived(m)?;
+    hardening::register(m)?;
     ndarray_funcs::register(m)?;
     Ok(())
 }
