@@ -240,8 +240,9 @@ where
 }
 
 /// The `#[pymethods]` that `#[derive(IntoDLPack)]` adds to a non-generic struct (unless
-/// `#[dlpack(no_pymethods)]`): `__dlpack__` and `__dlpack_device__`, delegating to
-/// `pyo3_glue::export_dlpack` and `pyo3_glue::export_dlpack_device`.
+/// `#[dlpack(no_pymethods)]`): `__dlpack__`, `__dlpack_device__` and the class attribute
+/// `__dlpack_c_exchange_api__`, delegating to `pyo3_glue::export_dlpack`,
+/// `pyo3_glue::export_dlpack_device` and `pyo3_glue::exchange_api_capsule`.
 #[cfg(feature = "pyo3")]
 #[doc(hidden)]
 #[macro_export]
@@ -265,6 +266,13 @@ macro_rules! __impl_dlpack_pymethods {
 
             fn __dlpack_device__(&self) -> (i32, i32) {
                 $crate::pyo3_glue::export_dlpack_device(self)
+            }
+
+            #[classattr]
+            fn __dlpack_c_exchange_api__(
+                py: $crate::pyo3::Python<'_>,
+            ) -> $crate::pyo3::PyResult<$crate::pyo3::Bound<'_, $crate::pyo3::types::PyCapsule>> {
+                $crate::pyo3_glue::exchange_api_capsule::<Self>(py)
             }
         }
     };

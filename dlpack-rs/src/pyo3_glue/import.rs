@@ -67,6 +67,7 @@ pub struct ImportOptions {
     device: Option<DLDevice>,
     copy: Option<bool>,
     stream: Option<i64>,
+    no_exchange_api: bool,
 }
 
 impl ImportOptions {
@@ -93,9 +94,24 @@ impl ImportOptions {
         self
     }
 
+    /// Whether to use the producer's C exchange API (`type(obj).__dlpack_c_exchange_api__`,
+    /// DLPack 1.3) when it has one (default `true`). `false` always calls `__dlpack__`.
+    pub fn exchange_api(mut self, enabled: bool) -> Self {
+        self.no_exchange_api = !enabled;
+        self
+    }
+
     /// Imports `obj` (an object with `__dlpack__`, or a DLPack capsule) with these options.
     ///
-    /// Calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
+    /// When the type of `obj` publishes a C exchange API table (a `"dlpack_exchange_api"`
+    /// capsule whose header, or one in its `prev_api` chain, has major version 1), no `copy`
+    /// or `stream` was asked for, the table's `managed_tensor_from_py_object_no_sync` is
+    /// called instead of `__dlpack__` (tables are cached per type). Its tensor is kept only
+    /// if it is on the CPU (and on the requested device, if any): the call does no stream
+    /// synchronisation, so device tensors are released and fetched again through
+    /// `__dlpack__`, which does.
+    ///
+    /// Otherwise calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
     /// (a producer older than DLPack 1.0), retries `obj.__dlpack__(stream=...)` without the
     /// newer keywords, then checks the device itself and makes the copy itself when
     /// `copy(true)` was asked for. A raw capsule is consumed as is.
@@ -103,6 +119,16 @@ impl ImportOptions {
         let py = obj.py();
         if let Ok(capsule) = obj.cast::<PyCapsule>() {
             return self.check(PyTensor::from_capsule(capsule)?);
+        }
+        if !self.no_exchange_api && self.copy.is_none() && self.stream.is_none() {
+            if let Some(tensor) = super::exchange::import(obj)? {
+                let device = tensor.view().device();
+                if super::exchange::is_cpu(device) && self.device.is_none_or(|d| d == device) {
+                    return Ok(PyTensor {
+                        inner: Consumed::Versioned(tensor),
+                    });
+                }
+            }
         }
         let method = obj.getattr(pyo3::intern!(py, "__dlpack__")).map_err(|_| {
             PyTypeError::new_err(format!(

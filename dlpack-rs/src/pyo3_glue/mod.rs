@@ -9,6 +9,9 @@
 //! - Import: [`PyTensor::from_pyany`] (or a `PyTensor` `#[pyfunction]` argument) takes a
 //!   tensor from any object with `__dlpack__`, or from a capsule; [`ImportOptions`] asks the
 //!   producer for a device or a copy.
+//! - Fast path: the DLPack 1.3 C exchange API (`__dlpack_c_exchange_api__`). Imports use a
+//!   producer's table when its type has one (torch does), and [`DLPackTensor`] and derived
+//!   classes publish one ([`exchange_api`], [`exchange_api_capsule`]).
 //! - Capsule lifecycle: the consumer renames the capsule to `used_dltensor[_versioned]`
 //!   before anything that can fail, then owns the tensor; our capsules' destructors call the
 //!   deleter only while the capsule still has its unused name, and keep any pending Python
@@ -52,6 +55,7 @@
 
 pub(crate) mod capsule;
 mod errors;
+mod exchange;
 mod export;
 mod import;
 mod protocol;
@@ -59,6 +63,7 @@ mod tensor;
 
 pub use crate::into_dlpack::IntoDLPack;
 pub use capsule::{consume_capsule, legacy_capsule, versioned_capsule, Consumed, PyKeepalive};
+pub use exchange::{exchange_api, exchange_api_capsule};
 pub use export::{export_dlpack, export_dlpack_device, export_with_args};
 pub use import::{ImportOptions, PyTensor};
 pub use protocol::{export_capsule, DLPackArgs};

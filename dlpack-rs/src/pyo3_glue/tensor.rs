@@ -11,8 +11,9 @@ use crate::ffi::DLDataType;
 use crate::safe::{self, Buffer, Export, ManagedTensor, ManagedTensorVersioned, TensorInfo};
 use crate::IntoDLPack;
 
-/// An owned tensor exposed to Python as `dlpack_rs.Tensor`, with `__dlpack__` and
-/// `__dlpack_device__`, and `shape`, `strides`, `dtype`, `device` properties.
+/// An owned tensor exposed to Python as `dlpack_rs.Tensor`, with `__dlpack__`,
+/// `__dlpack_device__`, the C exchange API (`__dlpack_c_exchange_api__`), and `shape`,
+/// `strides`, `dtype`, `device` properties.
 ///
 /// It can be made from a [`ManagedTensorVersioned`] or [`ManagedTensor`] (for example an
 /// [`Export`] of a `Vec`), or from an imported [`PyTensor`] (to hand a foreign tensor on).
@@ -164,6 +165,12 @@ impl DLPackTensor {
     /// `(device_type, device_id)` of the data.
     fn __dlpack_device__(&self) -> (i32, i32) {
         export_dlpack_device(self)
+    }
+
+    /// The DLPack 1.3 C exchange API table (see `dlpack_rs::pyo3_glue::exchange_api`).
+    #[classattr]
+    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+        super::exchange::exchange_api_capsule::<Self>(py)
     }
 
     /// The extent of each dimension.

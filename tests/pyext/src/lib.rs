@@ -5,6 +5,7 @@
 mod derived;
 mod hardening;
 mod ndarray_funcs;
+mod exchange;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -507,5 +508,6 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     derived::register_derived(m)?;
     hardening::register(m)?;
     ndarray_funcs::register(m)?;
+    exchange::register(m)?;
     Ok(())
 }
