@@ -2,7 +2,8 @@
 # Every test of the project, in order, failing fast:
 #   format, clippy, tests (all features, then none), the no_std proof, docs, the C ABI proof
 #   against the official dlpack.h, valgrind over the test binaries, and the Python interop
-#   suite (numpy, torch, jax, pyarrow, array-api-strict) in a local .venv.
+#   suite (numpy, torch, jax, pyarrow, array-api-strict) in a local .venv, and one abi3 wheel
+#   of the test extension under every CPython 3.9-3.13 that pyenv has (numpy part).
 #
 # Needs: Rust stable, gcc, valgrind, CPython 3.11 (on PATH or through pyenv), and network
 # access to the Rust and Python package registries on the first run.
@@ -12,7 +13,7 @@
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
-total=9
+total=10
 step_no=0
 current="setup"
 t_start=$(date +%s)
@@ -171,6 +172,9 @@ else
     skipped=$((skipped + 1))
   fi
 fi
+
+step "abi3: one wheel, the numpy part of the interop suite under CPython 3.9-3.13 (pyenv)"
+MATURIN="$PWD/.venv/bin/maturin" bash tests/abi3-matrix.sh
 
 finish_step
 trap - ERR
