@@ -126,7 +126,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
             }
 
             fn is_read_only(&self) -> bool {
-                #read_only || !::dlpack_rs::safe::Buffer::is_writable(#data_value)
+                #read_only || !::dlpack_rs::derive_support::consumers_may_write(#data_value)
             }
         }
     };

@@ -125,9 +125,17 @@ use proc_macro::TokenStream;
 /// reallocate or free the buffer while a consumer reads it. A class that is not frozen is a
 /// compile error ("needs a `#[pyclass(frozen)]` class"). Values that need to change after
 /// construction can live in interior-mutable fields (`Mutex`, atomics) *other than* the
-/// buffer; the exported shape, dtype and device are read once per export. Unless the export is
-/// read-only, consumers may write to the elements, so Rust methods that read the buffer may see
-/// those writes: mark the struct `#[dlpack(read_only)]` when that is not wanted.
+/// buffer; the exported shape, dtype and device are read once per export.
+///
+/// Unless the export is read-only, consumers write to the elements: that is the point of
+/// in-place processing, and what `jax` (which only takes legacy, writable exports) needs. A
+/// frozen class can still *read* its buffer through `&self`, and a read that overlaps a
+/// consumer's write from another thread (torch runs kernels without the GIL) is a data race.
+/// So, for a writable export, do not read the buffer from Rust while consumers may be writing
+/// it (for example, copy it out under the GIL before handing work to other threads), or mark
+/// the struct `#[dlpack(read_only)]`. Element types with invalid bit patterns (`bool`) are
+/// always exported read-only, since a consumer could write a byte that safe Rust must never
+/// read as a `bool`.
 ///
 /// # Keeping one's own `#[pymethods]`
 ///

@@ -21,8 +21,15 @@ pub fn data_ptr<B: Buffer>(buffer: &B) -> *mut c_void {
     buffer.data_ptr().cast()
 }
 
-/// The dtype of the buffer's element type.
+/// Whether a derived export of `buffer` may let consumers write to it.
 #[inline]
+pub fn consumers_may_write<B: Buffer>(buffer: &B) -> bool {
+    // The struct keeps the buffer and safe Rust can read it through `&self`: an element type
+    // with invalid bit patterns (bool) must not be written by a consumer.
+    buffer.is_writable() && <B::Elem as Element>::ANY_BIT_PATTERN
+}
+
+/// The dtype of the buffer's element type.
 pub fn element_dtype<B: Buffer>(_buffer: &B) -> DLDataType {
     <B::Elem as Element>::DTYPE
 }

@@ -216,6 +216,26 @@ fn generic_struct() {
 }
 
 #[test]
+fn bool_buffers_are_exported_read_only() {
+    // A consumer writing the byte 2 into a bool the struct can still read would be undefined
+    // behaviour for safe Rust: bool data fields are never exported writable.
+    let t = Tensor {
+        data: vec![true, false],
+        shape: vec![2usize],
+    };
+    assert!(t.is_read_only());
+    assert_eq!(
+        t.into_managed_tensor().unwrap_err(),
+        dlpack_rs::safe::Error::ReadOnly
+    );
+    let t = Tensor {
+        data: vec![1u8, 0],
+        shape: vec![2usize],
+    };
+    assert!(!t.is_read_only());
+}
+
+#[test]
 #[should_panic(expected = "outside field `data`")]
 fn shape_larger_than_buffer_panics() {
     let t = Tensor {

@@ -17,6 +17,11 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
     /// The DLPack data type of this element type.
     const DTYPE: DLDataType;
 
+    /// Whether every bit pattern of `size_of::<Self>()` bytes is a valid value. When false
+    /// (`bool`), an export that Rust code can still read is made read-only by the derive, since
+    /// a consumer could otherwise write a byte Rust must never see.
+    const ANY_BIT_PATTERN: bool = true;
+
     /// Whether `bytes` (a whole number of elements) only holds valid values of `Self`.
     /// Types for which every bit pattern is valid keep the default, which is always true.
     fn is_valid_bytes(bytes: &[u8]) -> bool {
@@ -67,6 +72,7 @@ elements! {
 // `is_valid_bytes` checks before a view is handed out.
 unsafe impl Element for bool {
     const DTYPE: DLDataType = dt(DLDataTypeCode::BOOL, 8);
+    const ANY_BIT_PATTERN: bool = false;
     fn is_valid_bytes(bytes: &[u8]) -> bool {
         bytes.iter().all(|&b| b <= 1)
     }
