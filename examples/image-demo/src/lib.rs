@@ -1,0 +1,126 @@
+//! `image_demo`: a small Python extension built on dlpack-rs, to copy from.
+//!
+//! - [`Image`]: an RGB image owned by Rust. `#[derive(IntoDLPack)]` makes it a DLPack
+//!   producer, so `numpy.from_dlpack(img)` and `torch.from_dlpack(img)` view its pixels
+//!   without a copy; the pixels are freed when the last of them lets go.
+//! - [`invert`]: imports *any* DLPack tensor (numpy, torch, an `Image`, ...) and inverts its
+//!   `uint8` pixels in place, through an ndarray view that honours any strides.
+//! - [`grayscale`]: a round trip: imports an `H x W x 3` tensor, computes a new Rust
+//!   `Array2<u8>` and hands it back to Python, again without a copy.
+
+use dlpack_rs::pyo3_glue::{export_dlpack, export_dlpack_device, DLPackTensor, PyTensor};
+use dlpack_rs::IntoDLPack;
+use ndarray::Axis;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+/// An `height x width x 3` RGB image of `uint8` pixels, owned by Rust.
+///
+/// `frozen`: Python gets no `&mut self` method that could reallocate the pixels while a
+/// consumer holds a pointer into them. (Consumers may still write through their view, which
+/// is the point of sharing memory.)
+#[pyclass(frozen, module = "image_demo")]
+#[derive(IntoDLPack)]
+#[dlpack(no_pymethods)]
+pub struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    shape: [usize; 3],
+}
+
+#[pymethods]
+impl Image {
+    /// A test pattern: red grows along x, green along y, blue is constant.
+    #[new]
+    fn new(height: usize, width: usize) -> PyResult<Self> {
+        let len = height
+            .checked_mul(width)
+            .and_then(|n| n.checked_mul(3))
+            .ok_or_else(|| PyValueError::new_err("image too large"))?;
+        let mut pixels = Vec::with_capacity(len);
+        for y in 0..height {
+            for x in 0..width {
+                pixels.extend_from_slice(&[
+                    (x * 255 / (width - 1).max(1)) as u8,
+                    (y * 255 / (height - 1).max(1)) as u8,
+                    64,
+                ]);
+            }
+        }
+        Ok(Image {
+            pixels,
+            shape: [height, width, 3],
+        })
+    }
+
+    /// `(height, width, 3)`.
+    #[getter]
+    fn shape(&self) -> (usize, usize, usize) {
+        (self.shape[0], self.shape[1], self.shape[2])
+    }
+
+    /// The address of the first pixel (compare with `ndarray.ctypes.data` or
+    /// `tensor.data_ptr()` to see that the memory is shared).
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.pixels.as_ptr() as usize
+    }
+
+    /// The DLPack protocol: one line each, delegated to dlpack-rs.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<Bound<'py, PyAny>>,
+        dl_device: Option<Bound<'py, PyAny>>,
+        copy: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        export_dlpack(slf, stream, max_version, dl_device, copy)
+    }
+
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        export_dlpack_device(self)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Image(height={}, width={})", self.shape[0], self.shape[1])
+    }
+}
+
+/// Inverts the `uint8` values of any writable CPU tensor in place (`x -> 255 - x`), whatever
+/// its strides. Returns the number of values changed.
+#[pyfunction]
+fn invert(mut tensor: PyTensor) -> PyResult<usize> {
+    let mut view = tensor.as_array_mut::<u8>()?;
+    view.mapv_inplace(|x| 255 - x);
+    Ok(view.len())
+}
+
+/// Round trip: an `H x W x 3` `uint8` tensor in, its luma (`0.299 R + 0.587 G + 0.114 B`) out
+/// as a new Rust-owned `H x W` tensor.
+#[pyfunction]
+fn grayscale(tensor: PyTensor) -> PyResult<DLPackTensor> {
+    let rgb = tensor.as_array::<u8>()?;
+    if rgb.ndim() != 3 || rgb.shape()[2] != 3 {
+        return Err(PyValueError::new_err(format!(
+            "expected H x W x 3, got shape {:?}",
+            rgb.shape()
+        )));
+    }
+    let gray = rgb.map_axis(Axis(2), |px| {
+        (0.299 * px[0] as f32 + 0.587 * px[1] as f32 + 0.114 * px[2] as f32).round() as u8
+    });
+    Ok(DLPackTensor::new(gray.into_managed_tensor_versioned()?))
+}
+
+/// The native module; `image_demo/__init__.py` re-exports it.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Image>()?;
+    m.add_function(wrap_pyfunction!(invert, m)?)?;
+    m.add_function(wrap_pyfunction!(grayscale, m)?)?;
+    dlpack_rs::pyo3_glue::register(m)?;
+    Ok(())
+}
