@@ -8,25 +8,88 @@
     feature = "pyo3",
     doc = "- [`pyo3_glue`]: the Python `__dlpack__` protocol (feature `pyo3`)."
 )]
+#![cfg_attr(
+    feature = "derive",
+    doc = "- [`macro@IntoDLPack`]: `#[derive(IntoDLPack)]` (feature `derive`); its attribute reference is on the macro's page."
+)]
+#![cfg_attr(
+    feature = "ndarray",
+    doc = "- [`safe::ndarray`]: `ArrayViewD` / `ArrayViewMutD` of imported tensors, zero-copy `Array` export (feature `ndarray`)."
+)]
 //!
 //! Without features the crate is `#![no_std]` (it needs `alloc`) and has no dependencies.
 //!
 //! # Ownership model
 //!
+//! Every exported tensor is one heap block that owns a Rust value, the *keepalive*, which
+//! owns the memory. Whoever holds the block's pointer owns the block; the deleter is the only
+//! way to free it, and it runs exactly once.
+//!
 //! ```text
-//!  producer (owns memory)                         consumer
-//!  ───────────────────────                        ────────────────────────────
-//!  keepalive K ──moved into──▶ heap block { DLManagedTensor[Versioned], shape, strides, K }
-//!                                   │  *mut handed over (capsule, C call, ...)
-//!                                   ▼
-//!                             consumer reads dl_tensor ... then calls deleter(ptr) once
-//!                                   │
-//!                                   ▼
-//!                             deleter drops the heap block and K, exactly once
+//!  EXPORT (Rust produces)                          IMPORT (Rust consumes)
+//!
+//!  keepalive K (Vec, Array, #[pyclass] ...)        producer's DLManagedTensor[Versioned]
+//!     │ moved into                                    │ *mut handed over (capsule renamed
+//!     ▼                                               │  to used_*, or a C call)
+//!  ┌─ heap block ──────────────────────┐              ▼
+//!  │ DLManagedTensor[Versioned]        │           ManagedTensor[Versioned] / PyTensor
+//!  │   dl_tensor.data ──▶ K's memory   │             owns it: checks the major version
+//!  │   shape, strides ──▶ Vecs below   │             first, validates once, hands out
+//!  │   deleter = drop this block       │             views (&[T], ArrayViewD, ...)
+//!  │ shape: Vec, strides: Vec, K       │              │ Drop
+//!  └───────────────────────────────────┘              ▼
+//!     │ pointer given to the consumer              producer's deleter(ptr), exactly once,
+//!     │ (capsule, C call, Rust owner)              on whatever thread drops it
+//!     ▼
+//!  consumer reads dl_tensor while it needs it ... then calls deleter(ptr) once
+//!     │
+//!     ▼
+//!  the block is freed and K dropped: the memory dies with the last user
+//!
+//!  Capsule not consumed (still "dltensor[_versioned]") ──▶ its destructor calls the deleter.
+//!  Capsule consumed ("used_dltensor[_versioned]")      ──▶ its destructor does nothing.
 //! ```
 //!
-//! On import, [`safe::ManagedTensor`] / [`safe::ManagedTensorVersioned`] own a producer's
-//! tensor: their `Drop` calls the producer's deleter exactly once (never when it is NULL).
+//! A `#[pyclass]` export keeps the Python object alive instead (a `PyKeepalive` holding a
+//! reference): the deleter releases that reference, attaching to the interpreter only when it
+//! is safe to, so it may run on any thread, with or without the GIL, even at shutdown.
+//!
+//! # Feature flags
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `std` | no | deleters catch panics of a keepalive's `Drop` instead of aborting |
+//! | `pyo3` | no | [`pyo3_glue`](crate#python-glue): `IntoDLPack` capsules, `PyTensor`, `dlpack_rs.Tensor` (implies `std`) |
+//! | `derive` | no | `#[derive(IntoDLPack)]`, re-exported next to the trait |
+//! | `half` | no | `half::f16` and `half::bf16` as [`safe::Element`]s |
+//! | `num-complex` | no | `Complex32` and `Complex64` as [`safe::Element`]s |
+//! | `ndarray` | no | `as_array` / `as_array_mut` views, `Array` / `ArcArray` export and `Buffer` |
+//! | `abi3` | no | builds the pyo3 glue against CPython's stable ABI (Python >= 3.9, one wheel) |
+//!
+//! # Python glue
+//!
+//! With feature `pyo3`, `pyo3_glue` implements the `__dlpack__` / `__dlpack_device__`
+//! protocol (keyword arguments `stream`, `max_version`, `dl_device`, `copy`, version
+//! negotiation, `BufferError` / `TypeError` / `ValueError` where the protocol names them).
+//!
+//! # Compatibility
+//!
+//! Tested in the interop suite (CPython 3.11; numpy also under 3.9 to 3.13 with one abi3
+//! wheel). "Legacy" is the unversioned `dltensor` capsule, "versioned" `dltensor_versioned`
+//! (DLPack 1.x; we produce 1.3).
+//!
+//! | peer | takes from Rust | gives to Rust | notes |
+//! |---|---|---|---|
+//! | numpy 2.4 | versioned (asks `max_version=(1, 0)`) | legacy or versioned 1.0 | read-only exports stay read-only; no bf16 |
+//! | numpy 2.0 (Python 3.9) | legacy only | legacy only | imports are read-only; cannot export read-only arrays |
+//! | torch 2.15 | both, and bare capsules | legacy, or versioned 1.3 when asked | ignores `READ_ONLY`; no negative strides |
+//! | jax 0.10 | legacy only | legacy only | needs `__dlpack_device__`; zero-copy only for 64-byte aligned data |
+//! | pyarrow 26 | versioned 1.3 (no fallback) | versioned 1.3, `READ_ONLY` | 1-D arrays only; no bool |
+//! | array-api-strict 2.6 | as numpy | as numpy | no float16 |
+//!
+//! Rust imports accept any DLPack 1.x minor version, NULL strides from pre-1.2 producers,
+//! any `byte_offset`, negative and size-1 odd strides, and refuse other major versions
+//! (after calling the deleter and reading nothing else).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

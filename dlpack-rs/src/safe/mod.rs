@@ -7,7 +7,7 @@
 //!   [`Element`] type decides the dtype; no raw pointer, no `unsafe`.
 //! - Import: [`ManagedTensor`] / [`ManagedTensorVersioned`] own a producer's tensor, validate
 //!   it once, and call its deleter exactly once on drop.
-//! - [`ndarray`](self::ndarray) (feature `ndarray`): typed `ArrayViewD` / `ArrayViewMutD` views of
+//! - `ndarray` (feature `ndarray`): typed `ArrayViewD` / `ArrayViewMutD` views of
 //!   imported tensors, and `Array` / `ArcArray` exported without a copy.
 
 mod dtype;

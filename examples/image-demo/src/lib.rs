@@ -3,9 +3,9 @@
 //! - [`Image`]: an RGB image owned by Rust. `#[derive(IntoDLPack)]` makes it a DLPack
 //!   producer, so `numpy.from_dlpack(img)` and `torch.from_dlpack(img)` view its pixels
 //!   without a copy; the pixels are freed when the last of them lets go.
-//! - [`invert`]: imports *any* DLPack tensor (numpy, torch, an `Image`, ...) and inverts its
+//! - `invert`: imports *any* DLPack tensor (numpy, torch, an `Image`, ...) and inverts its
 //!   `uint8` pixels in place, through an ndarray view that honours any strides.
-//! - [`grayscale`]: a round trip: imports an `H x W x 3` tensor, computes a new Rust
+//! - `grayscale`: a round trip: imports an `H x W x 3` tensor, computes a new Rust
 //!   `Array2<u8>` and hands it back to Python, again without a copy.
 
 use dlpack_rs::pyo3_glue::{export_dlpack, export_dlpack_device, DLPackTensor, PyTensor};
