@@ -1,0 +1,130 @@
+"""Per-call cost of DLPack export and import: dlpack-rs next to numpy, rust-numpy and dlpark.
+
+Every case runs in this one process, interleaved round by round; each number is the median
+over rounds of (best of `inner` timeit repetitions) / `number` calls, in nanoseconds.
+"""
+
+import argparse
+import statistics
+import sys
+import timeit
+
+import numpy as np
+import torch
+
+import dlpack_bench as b
+
+
+def measure(cases, rounds, inner, target_s):
+    """cases: {name: zero-argument callable}. Returns {name: median ns/call}."""
+    numbers = {}
+    for name, fn in cases.items():
+        t = timeit.Timer(fn)
+        n, _ = t.autorange()  # calls for ~0.2 s
+        numbers[name] = max(1, int(n * target_s / 0.2))
+    samples = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            t = timeit.Timer(fn)
+            best = min(t.repeat(repeat=inner, number=numbers[name]))
+            samples[name].append(best / numbers[name] * 1e9)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def table(title, results, rows, base):
+    print(f"\n## {title}\n")
+    print(f"| case | ns/call | ratio to `{base}` |")
+    print("|---|---:|---:|")
+    for name in rows:
+        print(f"| {name} | {results[name]:.0f} | {results[name] / results[base]:.2f} |")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--inner", type=int, default=3)
+    p.add_argument("--target", type=float, default=0.05, help="seconds per timing sample")
+    p.add_argument("--big", type=int, default=10**8, help="elements of the large tensors")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+
+    n = 1
+    ours = b.ours(n)
+    arr = np.ones(n, dtype=np.float32)
+    park = b.Dlpark(n)
+    rn = b.RustNumpy(n)
+    t = torch.ones(n, dtype=torch.float32)
+    big_ours = b.ours(a.big)
+    big_arr = np.ones(a.big, dtype=np.float32)
+    big_t = torch.ones(a.big, dtype=torch.float32)
+
+    cases = {
+        # (1) export
+        "np.from_dlpack(ndarray)": lambda: np.from_dlpack(arr),
+        "np.from_dlpack(derived pyclass)": lambda: np.from_dlpack(ours),
+        "np.from_dlpack(dlpark class)": lambda: np.from_dlpack(park),
+        "rust-numpy into_pyarray(vec.clone())": lambda: rn.to_numpy(),
+        "torch.from_dlpack(derived pyclass)": lambda: torch.from_dlpack(ours),
+        "torch.from_dlpack(ndarray)": lambda: torch.from_dlpack(arr),
+        # (2) import
+        "numpy -> PyTensor": lambda: b.numel_ours(arr),
+        "numpy -> rust-numpy PyReadonlyArrayDyn": lambda: b.numel_rust_numpy(arr),
+        "numpy -> dlpark": lambda: b.numel_dlpark(arr),
+        "torch -> PyTensor (exchange API)": lambda: b.numel_ours(t),
+        "torch -> PyTensor (__dlpack__)": lambda: b.numel_ours_dunder(t),
+        "torch -> dlpark": lambda: b.numel_dlpark(t),
+        "derived pyclass -> PyTensor (exchange API)": lambda: b.numel_ours(ours),
+        "derived pyclass -> PyTensor (__dlpack__)": lambda: b.numel_ours_dunder(ours),
+        # (3) size scaling
+        "np.from_dlpack(derived pyclass), 10^8": lambda: np.from_dlpack(big_ours),
+        "numpy -> PyTensor, 10^8": lambda: b.numel_ours(big_arr),
+        "torch -> PyTensor (exchange API), 10^8": lambda: b.numel_ours(big_t),
+    }
+    r = measure(cases, a.rounds, a.inner, a.target)
+
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, torch {torch.__version__}")
+    print(f"medians of {a.rounds} rounds, each the best of {a.inner} timeit runs")
+    table("Export (consumer: numpy unless named)", r, [
+        "np.from_dlpack(ndarray)", "np.from_dlpack(derived pyclass)",
+        "np.from_dlpack(dlpark class)", "rust-numpy into_pyarray(vec.clone())",
+        "torch.from_dlpack(derived pyclass)", "torch.from_dlpack(ndarray)",
+    ], "np.from_dlpack(ndarray)")
+    table("Import of a numpy array (a #[pyfunction] returning numel)", r, [
+        "numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn", "numpy -> dlpark",
+    ], "numpy -> rust-numpy PyReadonlyArrayDyn")
+    table("Import of a torch tensor", r, [
+        "torch -> PyTensor (__dlpack__)", "torch -> PyTensor (exchange API)", "torch -> dlpark",
+        "derived pyclass -> PyTensor (__dlpack__)", "derived pyclass -> PyTensor (exchange API)",
+    ], "torch -> PyTensor (__dlpack__)")
+
+    def ratio(x, y):
+        return r[x] / r[y]
+
+    print("\n## Targets\n")
+    print("| target | measured | goal | met |")
+    print("|---|---:|---|---|")
+    rows = [
+        ("export: derived / np.from_dlpack(ndarray)",
+         ratio("np.from_dlpack(derived pyclass)", "np.from_dlpack(ndarray)"), "<= 1.15"),
+        ("import numpy: PyTensor / dlpark",
+         ratio("numpy -> PyTensor", "numpy -> dlpark"), "<= 1.00"),
+        ("import numpy: PyTensor / rust-numpy",
+         ratio("numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.50"),
+        ("import torch: __dlpack__ / exchange API",
+         ratio("torch -> PyTensor (__dlpack__)", "torch -> PyTensor (exchange API)"), ">= 3.00"),
+        ("size 10^8 / 1: export",
+         ratio("np.from_dlpack(derived pyclass), 10^8", "np.from_dlpack(derived pyclass)"), "<= 1.05"),
+        ("size 10^8 / 1: import numpy",
+         ratio("numpy -> PyTensor, 10^8", "numpy -> PyTensor"), "<= 1.05"),
+        ("size 10^8 / 1: import torch",
+         ratio("torch -> PyTensor (exchange API), 10^8", "torch -> PyTensor (exchange API)"),
+         "<= 1.05"),
+    ]
+    for name, value, goal in rows:
+        op, limit = goal.split()
+        met = value <= float(limit) if op == "<=" else value >= float(limit)
+        print(f"| {name} | {value:.2f} | {goal} | {'yes' if met else 'no'} |")
+
+
+if __name__ == "__main__":
+    main()

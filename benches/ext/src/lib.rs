@@ -1,0 +1,168 @@
+//! `dlpack_bench`: the same f32 tensors exported and imported by dlpack-rs, rust-numpy and
+//! dlpark, for `benches/bench.py`.
+
+use std::sync::Arc;
+
+use dlpack_rs::pyo3_glue::{ImportOptions, PyTensor};
+use dlpack_rs::IntoDLPack;
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+/// dlpack-rs: a derived frozen pyclass over a `Vec<f32>`.
+#[pyclass(frozen)]
+#[derive(IntoDLPack)]
+struct Ours {
+    #[dlpack(data)]
+    data: Vec<f32>,
+}
+
+#[pyfunction]
+fn ours(n: usize) -> Ours {
+    Ours { data: vec![1.0; n] }
+}
+
+/// rust-numpy: hands a `Vec<f32>` to numpy (`into_pyarray` consumes it, so each call clones the
+/// Vec first, as a holder of the data would have to).
+#[pyclass(frozen)]
+struct RustNumpy {
+    data: Vec<f32>,
+}
+
+#[pymethods]
+impl RustNumpy {
+    #[new]
+    fn new(n: usize) -> Self {
+        RustNumpy { data: vec![1.0; n] }
+    }
+
+    fn to_numpy<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f32>> {
+        self.data.clone().into_pyarray(py)
+    }
+}
+
+/// dlpark: a reusable exporter over an `Arc<Vec<f32>>` (the managed tensor holds an Arc clone).
+#[pyclass(frozen)]
+struct Dlpark {
+    data: Arc<Vec<f32>>,
+}
+
+impl Dlpark {
+    fn export<M: dlpark::ManagedTensorBase>(&self) -> PyResult<dlpark::Managed<M>> {
+        use dlpark::allocation::fixed::Allocation;
+        let alloc = Allocation::<M, 1>::allocate()
+            .map_err(|e| pyo3::exceptions::PyBufferError::new_err(e.to_string()))?;
+        let mut init = alloc.initialize(Arc::clone(&self.data));
+        init.shape_mut()[0] = self.data.len() as i64;
+        init.strides_mut()[0] = 1;
+        let shape = init.shape_mut().as_mut_ptr();
+        let strides = init.strides_mut().as_mut_ptr();
+        let tensor = init.tensor_mut();
+        tensor.shape = shape;
+        tensor.strides = strides;
+        init.set_data(self.data.as_ptr() as *mut std::ffi::c_void)
+            .set_device(dlpark::ffi::DLDevice::CPU)
+            .set_dtype(dlpark::ffi::DLDataType::of::<f32>());
+        // SAFETY: the Arc context keeps the data alive; shape and strides describe it.
+        Ok(unsafe { init.finish() })
+    }
+}
+
+impl dlpark::python::DlpackExporter for Dlpark {
+    fn device(&self) -> dlpark::ffi::DLDevice {
+        dlpark::ffi::DLDevice::CPU
+    }
+    fn flags(&self) -> dlpark::DlpackFlags {
+        dlpark::DlpackFlags::empty()
+    }
+    fn prepare_export(
+        &self,
+        _py: Python<'_>,
+        _request: &dlpark::python::ExportRequest<'_>,
+    ) -> PyResult<()> {
+        Ok(())
+    }
+    fn export_legacy(
+        &self,
+        _py: Python<'_>,
+    ) -> PyResult<dlpark::Managed<dlpark::ffi::DLManagedTensor>> {
+        self.export()
+    }
+    fn export_versioned(
+        &self,
+        _py: Python<'_>,
+    ) -> PyResult<dlpark::Managed<dlpark::ffi::DLManagedTensorVersioned>> {
+        self.export()
+    }
+}
+
+#[pymethods]
+impl Dlpark {
+    #[new]
+    fn new(n: usize) -> Self {
+        Dlpark {
+            data: Arc::new(vec![1.0; n]),
+        }
+    }
+
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(u32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let request =
+            dlpark::python::ExportRequest::parse(stream.as_ref(), max_version, dl_device, copy)?;
+        dlpark::python::export_dlpack(self, py, request)
+    }
+
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (1, 0)
+    }
+}
+
+/// Import via dlpack-rs (`PyTensor`, exchange API when the producer has one).
+#[pyfunction]
+fn numel_ours(t: PyTensor) -> usize {
+    t.numel()
+}
+
+/// Import via dlpack-rs with the exchange API off (always `__dlpack__`).
+#[pyfunction]
+fn numel_ours_dunder(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(ImportOptions::new()
+        .exchange_api(false)
+        .import(obj)?
+        .numel())
+}
+
+/// Import via rust-numpy.
+#[pyfunction]
+fn numel_rust_numpy(a: PyReadonlyArrayDyn<'_, f32>) -> usize {
+    a.len()
+}
+
+/// Import via dlpark (`from_dlpack`, exchange API when the producer has one).
+#[pyfunction]
+fn numel_dlpark(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let imported = dlpark::python::from_dlpack(obj.as_borrowed(), None, None)?;
+    let t = imported
+        .validate()
+        .map_err(|e| pyo3::exceptions::PyBufferError::new_err(e.to_string()))?;
+    Ok(t.shape().iter().product::<i64>() as usize)
+}
+
+#[pymodule]
+fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Ours>()?;
+    m.add_class::<RustNumpy>()?;
+    m.add_class::<Dlpark>()?;
+    m.add_function(wrap_pyfunction!(ours, m)?)?;
+    m.add_function(wrap_pyfunction!(numel_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(numel_ours_dunder, m)?)?;
+    m.add_function(wrap_pyfunction!(numel_rust_numpy, m)?)?;
+    m.add_function(wrap_pyfunction!(numel_dlpark, m)?)?;
+    Ok(())
+}
