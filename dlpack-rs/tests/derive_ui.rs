@@ -5,6 +5,12 @@
 fn ui() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/fail/*.rs");
+    // The error for a data field that is not a `Buffer` lists the implementations, which
+    // feature `ndarray` extends: one expected output per configuration.
+    #[cfg(not(feature = "ndarray"))]
+    t.compile_fail("tests/ui/fail-buffer/*.rs");
+    #[cfg(feature = "ndarray")]
+    t.compile_fail("tests/ui/fail-buffer-ndarray/*.rs");
     #[cfg(not(feature = "pyo3"))]
     t.pass("tests/ui/pass/*.rs");
     #[cfg(feature = "pyo3")]
