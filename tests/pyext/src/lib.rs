@@ -3,9 +3,9 @@
 //! any DLPack object and reports what it sees, writes in place, and counts deleter calls.
 
 mod derived;
+mod exchange;
 mod hardening;
 mod ndarray_funcs;
-mod exchange;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
