@@ -6,7 +6,8 @@ use core::ffi::c_void;
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use pyo3::Borrowed;
 
 use super::capsule::{consume_capsule, Consumed};
@@ -139,21 +140,36 @@ impl ImportOptions {
                     .unwrap_or_default()
             ))
         })?;
+        // Interned keys and a cached version tuple: the common call builds one small dict.
+        static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+        let stream_key = pyo3::intern!(py, "stream");
         let kwargs = PyDict::new(py);
         if let Some(stream) = self.stream {
-            kwargs.set_item("stream", stream)?;
+            kwargs.set_item(stream_key, stream)?;
         }
-        let legacy_kwargs = kwargs.copy()?;
-        kwargs.set_item("max_version", (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION))?;
+        let max_version = MAX_VERSION.get_or_try_init(py, || {
+            (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
+                .into_pyobject(py)
+                .map(Bound::unbind)
+        })?;
+        kwargs.set_item(pyo3::intern!(py, "max_version"), max_version.bind(py))?;
         if let Some(device) = self.device {
-            kwargs.set_item("dl_device", (device.device_type.0, device.device_id))?;
+            kwargs.set_item(
+                pyo3::intern!(py, "dl_device"),
+                (device.device_type.0, device.device_id),
+            )?;
         }
         if let Some(copy) = self.copy {
-            kwargs.set_item("copy", copy)?;
+            kwargs.set_item(pyo3::intern!(py, "copy"), copy)?;
         }
         let (result, legacy) = match method.call((), Some(&kwargs)) {
             Ok(result) => (result, false),
             Err(err) if err.is_instance_of::<PyTypeError>(py) => {
+                // A producer older than DLPack 1.0: only `stream` is understood.
+                let legacy_kwargs = PyDict::new(py);
+                if let Some(stream) = self.stream {
+                    legacy_kwargs.set_item(stream_key, stream)?;
+                }
                 (method.call((), Some(&legacy_kwargs))?, true)
             }
             Err(err) => return Err(err),
