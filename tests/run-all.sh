@@ -10,10 +10,11 @@
 #
 # Environment:
 #   PYTHON   the CPython 3.11 to use (default: pyenv's 3.11, else python3.11 on PATH)
+#   FUZZ_SECONDS  how long the cargo-fuzz step runs (default 60; needs a nightly toolchain)
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
-total=10
+total=11
 step_no=0
 current="setup"
 t_start=$(date +%s)
@@ -140,6 +141,25 @@ for line in sys.stdin:
     valgrind --quiet --leak-check=full --error-exitcode=1 --suppressions=tests/valgrind.supp "$bin" -q
   done
 done
+
+step "fuzz: the import validator under cargo-fuzz (nightly, ${FUZZ_SECONDS:-60}s)"
+# The same harness runs on stable in dlpack-rs/tests/fuzz_regressions.rs (kept crash inputs
+# and a bounded pseudo-random run); this step explores further with libFuzzer and ASan.
+if ! command -v rustup >/dev/null 2>&1 || ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  echo "no nightly toolchain: skipping cargo-fuzz (install one with 'rustup toolchain install nightly')"
+  step_result="skipped (no nightly toolchain)"
+  skipped=$((skipped + 1))
+else
+  if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "installing cargo-fuzz"
+    cargo install --locked cargo-fuzz
+  fi
+  if ! (cd fuzz && cargo +nightly fuzz run import_validator -- -max_total_time="${FUZZ_SECONDS:-60}"); then
+    echo "the fuzzer found a crash: copy the input from fuzz/artifacts/import_validator/ into" >&2
+    echo "fuzz/regressions/ (replayed by dlpack-rs/tests/fuzz_regressions.rs) and fix it" >&2
+    false
+  fi
+fi
 
 step "Python interop suite (.venv, maturin, pytest)"
 if [[ ! -d tests/python && ! -f tests/pyext/Cargo.toml ]]; then
