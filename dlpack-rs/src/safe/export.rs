@@ -1,15 +1,17 @@
 //! Export: a Rust value (the keepalive) plus its metadata become one managed tensor whose
 //! deleter drops exactly that value.
 
+use alloc::alloc::{alloc, dealloc, handle_alloc_error};
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::alloc::Layout;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
 use super::dtype::cpu_device;
 use super::import::{ManagedTensor, ManagedTensorVersioned};
-use super::layout::{check, compact_strides};
+use super::layout::check;
 use super::{Element, Error};
 use crate::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
@@ -107,14 +109,24 @@ impl TensorInfo {
     }
 }
 
-/// One heap block per export: the managed struct first (so a pointer to it is a pointer to the
-/// block), then the shape and strides it points into, then the keepalive.
+/// The head of an export's one heap block: the managed struct first (so a pointer to it is a
+/// pointer to the block), the number of dimensions (to rebuild the block's layout in the
+/// deleter, independent of anything a consumer might touch), then the keepalive. `2 * ndim`
+/// `i64`s follow it: the shape, then the strides, which the managed struct points into.
 #[repr(C)]
-struct Holder<M, K> {
+struct Header<M, K> {
     managed: M,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
+    ndim: usize,
     keepalive: K,
+}
+
+/// Layout of an export block with `ndim` dimensions, and the offset of its shape array.
+fn block_layout<M, K>(ndim: usize) -> (Layout, usize) {
+    // `ndim <= MAX_NDIM` (validated before any block is made), so neither step can overflow;
+    // the fallback keeps this free of panics for the deleter's sake all the same.
+    Layout::array::<i64>(2 * ndim)
+        .and_then(|dims| Layout::new::<Header<M, K>>().extend(dims))
+        .unwrap_or((Layout::new::<Header<M, K>>(), 0))
 }
 
 /// Drops an export's keepalive. Under `std` a panic is caught and reported so that it never
@@ -133,105 +145,120 @@ fn drop_contained<T>(value: T) {
     drop(value);
 }
 
-unsafe extern "C" fn delete_legacy<K>(ptr: *mut DLManagedTensor) {
+/// The deleter of every export: frees the block, then drops the keepalive (so a keepalive that
+/// panics, caught under `std`, leaks nothing else).
+unsafe extern "C" fn delete_block<M, K>(ptr: *mut M) {
     if ptr.is_null() {
         return;
     }
-    // SAFETY: `ptr` came from `Box::into_raw(Box<Holder<DLManagedTensor, K>>)` in `build` (the
-    // managed struct is the first field of the `repr(C)` holder), and the DLPack contract lets
-    // the consumer call the deleter only once, so the box is reclaimed exactly once.
-    let holder = unsafe { Box::from_raw(ptr.cast::<Holder<DLManagedTensor, K>>()) };
-    drop_contained(holder);
-}
-
-unsafe extern "C" fn delete_versioned<K>(ptr: *mut DLManagedTensorVersioned) {
-    if ptr.is_null() {
-        return;
-    }
-    // SAFETY: as in `delete_legacy`, for `Holder<DLManagedTensorVersioned, K>`.
-    let holder = unsafe { Box::from_raw(ptr.cast::<Holder<DLManagedTensorVersioned, K>>()) };
-    drop_contained(holder);
+    let header = ptr.cast::<Header<M, K>>();
+    // SAFETY: `ptr` came from `build::<M, K>`, which allocated a block of `block_layout(ndim)`
+    // starting with this header; the DLPack contract lets the consumer call the deleter only
+    // once, so the keepalive is moved out and the block freed exactly once.
+    let (layout, keepalive) = unsafe {
+        let (layout, _) = block_layout::<M, K>((*header).ndim);
+        (layout, core::ptr::read(&raw const (*header).keepalive))
+    };
+    // SAFETY: the block was allocated with exactly this layout; the managed struct and the
+    // dims need no drop, and the keepalive was moved out above.
+    unsafe { dealloc(header.cast(), layout) };
+    drop_contained(keepalive);
 }
 
 /// The two managed-struct kinds an export can produce.
 trait Managed: Sized {
-    fn new(tensor: DLTensor, flags: u64, deleter: unsafe extern "C" fn(*mut Self)) -> Self;
-    fn parts_mut(&mut self) -> (&mut DLTensor, &mut *mut c_void);
+    fn new(
+        tensor: DLTensor,
+        flags: u64,
+        ctx: *mut c_void,
+        deleter: unsafe extern "C" fn(*mut Self),
+    ) -> Self;
 }
 
 impl Managed for DLManagedTensor {
-    fn new(dl_tensor: DLTensor, _flags: u64, deleter: unsafe extern "C" fn(*mut Self)) -> Self {
+    fn new(
+        dl_tensor: DLTensor,
+        _flags: u64,
+        manager_ctx: *mut c_void,
+        deleter: unsafe extern "C" fn(*mut Self),
+    ) -> Self {
         DLManagedTensor {
             dl_tensor,
-            manager_ctx: core::ptr::null_mut(),
+            manager_ctx,
             deleter: Some(deleter),
         }
-    }
-    fn parts_mut(&mut self) -> (&mut DLTensor, &mut *mut c_void) {
-        (&mut self.dl_tensor, &mut self.manager_ctx)
     }
 }
 
 impl Managed for DLManagedTensorVersioned {
-    fn new(dl_tensor: DLTensor, flags: u64, deleter: unsafe extern "C" fn(*mut Self)) -> Self {
+    fn new(
+        dl_tensor: DLTensor,
+        flags: u64,
+        manager_ctx: *mut c_void,
+        deleter: unsafe extern "C" fn(*mut Self),
+    ) -> Self {
         DLManagedTensorVersioned {
             version: DLPackVersion::CURRENT,
-            manager_ctx: core::ptr::null_mut(),
+            manager_ctx,
             deleter: Some(deleter),
             flags,
             dl_tensor,
         }
     }
-    fn parts_mut(&mut self) -> (&mut DLTensor, &mut *mut c_void) {
-        (&mut self.dl_tensor, &mut self.manager_ctx)
-    }
 }
 
-/// Validates `info` and moves it with `keepalive` into one heap block. Strides are always
-/// written out (DLPack >= 1.2 asks producers for non-NULL strides).
+/// Validates `info` and moves it with `keepalive` into one heap block (one allocation per
+/// export). Strides are always written out (DLPack >= 1.2 asks producers for non-NULL
+/// strides).
 fn build<M: Managed, K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
     flags: u64,
-    deleter: unsafe extern "C" fn(*mut M),
 ) -> Result<NonNull<M>, Error> {
     info.numel()?;
-    let TensorInfo {
-        data,
-        device,
-        dtype,
-        shape,
-        strides,
-        byte_offset,
-    } = info;
-    let strides = strides.unwrap_or_else(|| compact_strides(&shape));
-    let tensor = DLTensor {
-        data,
-        device,
-        ndim: shape.len() as i32, // validated: at most MAX_NDIM
-        dtype,
-        shape: core::ptr::null_mut(),
-        strides: core::ptr::null_mut(),
-        byte_offset,
-    };
-    let raw = Box::into_raw(Box::new(Holder {
-        managed: M::new(tensor, flags, deleter),
-        shape,
-        strides,
-        keepalive,
-    }));
-    // SAFETY: `raw` is the unique, live pointer just made from a Box. The Vecs' buffers do not
-    // move when the holder does and live exactly as long as it; the context points at the
-    // holder itself.
-    unsafe {
-        let holder = &mut *raw;
-        let (tensor, ctx) = holder.managed.parts_mut();
-        tensor.shape = holder.shape.as_mut_ptr();
-        tensor.strides = holder.strides.as_mut_ptr();
-        *ctx = raw.cast();
+    let ndim = info.shape.len(); // validated: at most MAX_NDIM
+    let (layout, dims_offset) = block_layout::<M, K>(ndim);
+    // SAFETY: the layout is not zero-sized (the header holds the managed struct).
+    let block = unsafe { alloc(layout) };
+    if block.is_null() {
+        handle_alloc_error(layout);
     }
-    // SAFETY: Box::into_raw never returns NULL; the holder starts with the managed struct.
-    Ok(unsafe { NonNull::new_unchecked(raw.cast::<M>()) })
+    let header = block.cast::<Header<M, K>>();
+    // SAFETY: `block` is a fresh allocation of `layout`: the header at offset 0, then room for
+    // `2 * ndim` i64s at `dims_offset` (aligned for i64 by `Layout::extend`). Every slot is
+    // written before the pointer leaves this function.
+    unsafe {
+        let shape = block.add(dims_offset).cast::<i64>();
+        let strides = shape.add(ndim);
+        core::ptr::copy_nonoverlapping(info.shape.as_ptr(), shape, ndim);
+        match &info.strides {
+            Some(given) => core::ptr::copy_nonoverlapping(given.as_ptr(), strides, ndim),
+            None => {
+                let mut acc: i64 = 1;
+                for axis in (0..ndim).rev() {
+                    strides.add(axis).write(acc);
+                    // Validated: the element count does not overflow.
+                    acc = acc.wrapping_mul(info.shape[axis].max(1));
+                }
+            }
+        }
+        let tensor = DLTensor {
+            data: info.data,
+            device: info.device,
+            ndim: ndim as i32,
+            dtype: info.dtype,
+            shape,
+            strides,
+            byte_offset: info.byte_offset,
+        };
+        header.write(Header {
+            managed: M::new(tensor, flags, block.cast(), delete_block::<M, K>),
+            ndim,
+            keepalive,
+        });
+    }
+    // SAFETY: `block` is non-NULL (checked above) and starts with the managed struct.
+    Ok(unsafe { NonNull::new_unchecked(block.cast::<M>()) })
 }
 
 /// Wraps `keepalive` and `info` in a heap-allocated legacy [`DLManagedTensor`] whose deleter
@@ -265,7 +292,7 @@ pub fn try_pack<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
 ) -> Result<*mut DLManagedTensor, Error> {
-    build(keepalive, info, 0, delete_legacy::<K>).map(NonNull::as_ptr)
+    build::<DLManagedTensor, K>(keepalive, info, 0).map(NonNull::as_ptr)
 }
 
 /// Wraps `keepalive` and `info` in a heap-allocated [`DLManagedTensorVersioned`] stamped with
@@ -305,7 +332,7 @@ pub fn try_pack_versioned<K: Send + 'static>(
     info: TensorInfo,
     flags: u64,
 ) -> Result<*mut DLManagedTensorVersioned, Error> {
-    build(keepalive, info, flags, delete_versioned::<K>).map(NonNull::as_ptr)
+    build::<DLManagedTensorVersioned, K>(keepalive, info, flags).map(NonNull::as_ptr)
 }
 
 /// Owned memory of [`Element`]s that can back an exported tensor: `Vec<T>`, `Box<[T]>`,
@@ -510,7 +537,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
     /// builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
         let (buffer, info, flags) = self.into_parts()?;
-        let ptr = build(buffer, info, flags, delete_versioned::<B>)?;
+        let ptr = build::<DLManagedTensorVersioned, B>(buffer, info, flags)?;
         // SAFETY: `ptr` is a fresh, valid export of ours that nobody else owns.
         Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
     }
@@ -522,7 +549,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
             return Err(Error::ReadOnly);
         }
-        let ptr = build(buffer, info, 0, delete_legacy::<B>)?;
+        let ptr = build::<DLManagedTensor, B>(buffer, info, 0)?;
         // SAFETY: `ptr` is a fresh, valid export of ours that nobody else owns.
         Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
     }
