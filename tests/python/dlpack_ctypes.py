@@ -68,7 +68,9 @@ assert ctypes.sizeof(DLManagedTensor) == 64
 assert ctypes.sizeof(DLManagedTensorVersioned) == 80
 assert DLManagedTensorVersioned.dl_tensor.offset == 32
 
-_api = ctypes.pythonapi
+# A private handle on the interpreter's C API: the function objects of `ctypes.pythonapi` are
+# shared process-wide, so setting their argtypes here would change them for every other module.
+_api = ctypes.PyDLL(None)
 _api.PyCapsule_New.restype = py_object
 _api.PyCapsule_New.argtypes = [c_void_p, c_char_p, c_void_p]
 # The destructor's argument is a capsule being deallocated (refcount 0): only raw pointers.

@@ -96,7 +96,8 @@ class DLPackExchangeAPI(ctypes.Structure):
     ]
 
 
-_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+# A private handle: `ctypes.pythonapi`'s function objects (and their argtypes) are shared.
+_get_pointer = ctypes.PyDLL(None).PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
 _get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 

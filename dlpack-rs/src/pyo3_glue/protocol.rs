@@ -321,10 +321,7 @@ fn pack_capsule<'py, K: Send + 'static>(
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     if args.versioned() {
-        let ptr = safe::try_pack_versioned(keepalive, info, flags)?;
-        // SAFETY: a fresh, valid export of ours, owned by nobody else.
-        let mt = unsafe { safe::ManagedTensorVersioned::from_raw(ptr) }?;
-        versioned_capsule(py, mt)
+        versioned_capsule(py, safe::pack_owned_versioned(keepalive, info, flags)?)
     } else {
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
             return Err(PyBufferError::new_err(
@@ -332,10 +329,7 @@ fn pack_capsule<'py, K: Send + 'static>(
                  read-only); ask for max_version=(1, x)",
             ));
         }
-        let ptr = safe::try_pack(keepalive, info)?;
-        // SAFETY: as above.
-        let mt = unsafe { safe::ManagedTensor::from_raw(ptr) }?;
-        legacy_capsule(py, mt)
+        legacy_capsule(py, safe::pack_owned(keepalive, info)?)
     }
 }
 

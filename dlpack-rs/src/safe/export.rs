@@ -335,6 +335,28 @@ pub fn try_pack_versioned<K: Send + 'static>(
     build::<DLManagedTensorVersioned, K>(keepalive, info, flags).map(NonNull::as_ptr)
 }
 
+/// [`try_pack_versioned`], owned: for crate code that hands the export on without a second
+/// validation pass.
+pub(crate) fn pack_owned_versioned<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+) -> Result<ManagedTensorVersioned, Error> {
+    let ptr = build::<DLManagedTensorVersioned, K>(keepalive, info, flags)?;
+    // SAFETY: a fresh export of ours, validated by `build`, owned by nobody else.
+    Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
+}
+
+/// [`try_pack`], owned: as [`pack_owned_versioned`].
+pub(crate) fn pack_owned<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+) -> Result<ManagedTensor, Error> {
+    let ptr = build::<DLManagedTensor, K>(keepalive, info, 0)?;
+    // SAFETY: a fresh export of ours, validated by `build`, owned by nobody else.
+    Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
+}
+
 /// Owned memory of [`Element`]s that can back an exported tensor: `Vec<T>`, `Box<[T]>`,
 /// `Arc<[T]>` (exported read-only), `&'static [T]` (read-only), or a user container.
 ///
@@ -537,9 +559,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
     /// builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
         let (buffer, info, flags) = self.into_parts()?;
-        let ptr = build::<DLManagedTensorVersioned, B>(buffer, info, flags)?;
-        // SAFETY: `ptr` is a fresh, valid export of ours that nobody else owns.
-        Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
+        pack_owned_versioned(buffer, info, flags)
     }
 
     /// Builds a legacy managed tensor. A read-only export cannot be legacy (the legacy struct
@@ -549,8 +569,6 @@ impl<B: Buffer + Send + 'static> Export<B> {
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
             return Err(Error::ReadOnly);
         }
-        let ptr = build::<DLManagedTensor, B>(buffer, info, 0)?;
-        // SAFETY: `ptr` is a fresh, valid export of ours that nobody else owns.
-        Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
+        pack_owned(buffer, info)
     }
 }

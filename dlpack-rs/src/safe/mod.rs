@@ -23,5 +23,7 @@ pub use error::Error;
 pub use export::{
     pack, pack_versioned, try_pack, try_pack_versioned, Buffer, Dim, Export, TensorInfo,
 };
+#[cfg(feature = "pyo3")]
+pub(crate) use export::{pack_owned, pack_owned_versioned};
 pub use import::{ManagedTensor, ManagedTensorVersioned, TensorView};
 pub use layout::{compact_strides, is_c_contiguous, MAX_NDIM};
