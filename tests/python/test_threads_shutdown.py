@@ -164,7 +164,9 @@ SHUTDOWN_SCENARIOS = {
 # C++ or Rust frames ("terminate called without an active exception", "FATAL: exception not
 # rethrown"). torch alone shows it (`torch.from_dlpack(ndarray)` in a daemon loop), so it is
 # the producers' and CPython's limitation; our own deleters never take the GIL once shutdown
-# has begun (PyKeepalive leaks instead).
+# has begun (PyKeepalive leaks instead), and a PyTensor dropped off the GIL after our atexit
+# hook ran leaks the producer's tensor rather than call its deleter (tested below). What is
+# left is a drop already waiting for the GIL when finalization starts.
 
 
 @pytest.mark.parametrize("scenario", sorted(SHUTDOWN_SCENARIOS))
@@ -177,3 +179,29 @@ def test_interpreter_shutdown(scenario):
     if scenario == "panicking-keepalives":
         # The one dropped before exit reported its panic; none unwound into C (exit code 0).
         assert "a keepalive panicked while being dropped by a DLPack deleter" in r.stderr
+
+
+def test_imports_dropped_off_gil_after_exit_began_are_leaked():
+    """Once the interpreter is shutting down, a thread without the GIL must not run a
+    producer's deleter (numpy's takes the GIL itself): the import is leaked instead, while the
+    same drop before shutdown releases the producer's reference."""
+    code = (
+        "import atexit, sys, numpy as np, dlpack_testext as ext\n"
+        "def late():\n"
+        "    # atexit runs hooks last-registered-first: this one runs after dlpack-rs's own hook,\n"
+        "    # which the first import below installs.\n"
+        "    b = np.arange(4.0)\n"
+        "    r0 = sys.getrefcount(b)\n"
+        "    ext.drop_on_threads([b], 1)\n"
+        "    print('after-exit', sys.getrefcount(b) - r0, flush=True)\n"
+        "atexit.register(late)\n"
+        "a = np.arange(4.0)\n"
+        "r0 = sys.getrefcount(a)\n"
+        "ext.drop_on_threads([a], 1)\n"
+        "print('before-exit', sys.getrefcount(a) - r0, flush=True)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-4000:]
+    # Before shutdown the deleter ran (the reference numpy's capsule held is gone); after it
+    # began, the tensor was leaked (the reference stays).
+    assert r.stdout.split() == ["before-exit", "0", "after-exit", "1"]

@@ -208,7 +208,7 @@ pub fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Consumed> {
 static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 static HOOK: Once = Once::new();
 
-fn install_shutdown_hook(py: Python<'_>) {
+pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     HOOK.call_once(|| {
         let hook = PyCFunction::new_closure(py, None, None, |_args, _kwargs| {
             SHUTTING_DOWN.store(true, Ordering::SeqCst);
@@ -223,6 +223,24 @@ fn install_shutdown_hook(py: Python<'_>) {
             SHUTTING_DOWN.store(true, Ordering::SeqCst);
         }
     });
+}
+
+/// Whether this thread holds the GIL. The stable ABI (feature `abi3`) has no
+/// `PyGILState_Check`: there the answer is always "no", which only makes callers take their
+/// conservative path.
+fn this_thread_holds_gil() -> bool {
+    // SAFETY: both are callable at any time from any thread; `PyGILState_Check` returns 1
+    // only when this thread holds the GIL (it is only read when the interpreter is live).
+    #[cfg(not(feature = "abi3"))]
+    return unsafe { ffi::Py_IsInitialized() != 0 && ffi::PyGILState_Check() == 1 };
+    #[cfg(feature = "abi3")]
+    return false;
+}
+
+/// Whether the interpreter is shutting down (our `atexit` hook ran) and this thread does not
+/// hold the GIL: from then on nothing may try to take the GIL, so owners leak instead.
+pub(crate) fn exiting_without_gil() -> bool {
+    SHUTTING_DOWN.load(Ordering::SeqCst) && !this_thread_holds_gil()
 }
 
 /// A Python object held as the keepalive of an exported tensor.
@@ -251,16 +269,10 @@ impl PyKeepalive {
 impl Drop for PyKeepalive {
     fn drop(&mut self) {
         let Some(obj) = self.0.take() else { return };
-        // SAFETY: both are callable at any time from any thread; `PyGILState_Check` returns 1
-        // only when this thread holds the GIL (it is only read when the interpreter is live).
-        #[cfg(not(feature = "abi3"))]
-        let holds_gil = unsafe { ffi::Py_IsInitialized() != 0 && ffi::PyGILState_Check() == 1 };
-        // The stable ABI (feature `abi3`) has no `PyGILState_Check`: always take the
-        // `try_attach` path below, which is re-entrant on a thread that already holds the GIL.
-        // The one difference: a thread holding the GIL during shutdown leaks the reference.
-        #[cfg(feature = "abi3")]
-        let holds_gil = false;
-        if holds_gil {
+        // Under `abi3` this is always false and the `try_attach` path below is taken, which is
+        // re-entrant on a thread that already holds the GIL; the one difference: a thread
+        // holding the GIL during shutdown leaks the reference.
+        if this_thread_holds_gil() {
             // SAFETY: this thread holds the GIL, so the reference can be released directly
             // (even during finalization, as CPython itself does).
             unsafe { ffi::Py_DecRef(obj.into_ptr()) };

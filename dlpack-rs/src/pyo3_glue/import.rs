@@ -4,6 +4,8 @@
 use alloc::borrow::Cow;
 use core::ffi::c_void;
 
+use std::mem::ManuallyDrop;
+
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -40,9 +42,25 @@ use crate::safe::{Element, Error, ManagedTensor, ManagedTensorVersioned, TensorV
 /// })
 /// .unwrap();
 /// ```
+///
+/// **Dropping.** The producer's deleter runs exactly once, on whatever thread drops the
+/// `PyTensor`. Producers' deleters (numpy's, torch's) take the GIL themselves, which a thread
+/// cannot do safely once the interpreter is shutting down; so a `PyTensor` dropped on a thread
+/// without the GIL after `atexit` began leaks its tensor instead (the process is exiting).
 #[derive(Debug)]
 pub struct PyTensor {
-    inner: Consumed,
+    inner: ManuallyDrop<Consumed>,
+}
+
+impl Drop for PyTensor {
+    fn drop(&mut self) {
+        if super::capsule::exiting_without_gil() {
+            return; // leak: see the type's documentation
+        }
+        // SAFETY: `inner` is dropped only here, once; `into_inner` takes it out of a value
+        // whose Drop never runs.
+        unsafe { ManuallyDrop::drop(&mut self.inner) }
+    }
 }
 
 /// Options for an import: the device the data should be on, whether to copy, the
@@ -125,9 +143,7 @@ impl ImportOptions {
             if let Some(tensor) = super::exchange::import(obj)? {
                 let device = tensor.view().device();
                 if super::exchange::is_cpu(device) && self.device.is_none_or(|d| d == device) {
-                    return Ok(PyTensor {
-                        inner: Consumed::Versioned(tensor),
-                    });
+                    return Ok(PyTensor::new(py, Consumed::Versioned(tensor)));
                 }
             }
         }
@@ -181,9 +197,7 @@ impl ImportOptions {
         if legacy && self.copy == Some(true) {
             // An older producer could not be asked for a copy: make it here.
             let copy = super::protocol::copy_view(tensor.view())?;
-            return Ok(PyTensor {
-                inner: Consumed::Versioned(copy),
-            });
+            return Ok(PyTensor::new(py, Consumed::Versioned(copy)));
         }
         Ok(tensor)
     }
@@ -217,12 +231,12 @@ impl PyTensor {
     /// to its `used_` name first. A consumed capsule raises `ValueError`; an unsupported major
     /// version `BufferError` (after calling the producer's deleter).
     pub fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
-        consume_capsule(capsule).map(|inner| PyTensor { inner })
+        consume_capsule(capsule).map(|inner| PyTensor::new(capsule.py(), inner))
     }
 
     /// A validated view of the metadata and data.
     pub fn view(&self) -> TensorView<'_> {
-        match &self.inner {
+        match &*self.inner {
             Consumed::Legacy(t) => t.view(),
             Consumed::Versioned(t) => t.view(),
         }
@@ -230,12 +244,12 @@ impl PyTensor {
 
     /// Whether the producer sent a versioned (DLPack >= 1.0) tensor.
     pub fn is_versioned(&self) -> bool {
-        matches!(self.inner, Consumed::Versioned(_))
+        matches!(*self.inner, Consumed::Versioned(_))
     }
 
     /// The owned legacy managed tensor, if the producer sent one.
     pub fn as_legacy(&self) -> Option<&ManagedTensor> {
-        match &self.inner {
+        match &*self.inner {
             Consumed::Legacy(t) => Some(t),
             Consumed::Versioned(_) => None,
         }
@@ -243,15 +257,24 @@ impl PyTensor {
 
     /// The owned versioned managed tensor, if the producer sent one.
     pub fn as_versioned(&self) -> Option<&ManagedTensorVersioned> {
-        match &self.inner {
+        match &*self.inner {
             Consumed::Versioned(t) => Some(t),
             Consumed::Legacy(_) => None,
         }
     }
 
+    fn new(py: Python<'_>, inner: Consumed) -> Self {
+        super::capsule::install_shutdown_hook(py);
+        PyTensor {
+            inner: ManuallyDrop::new(inner),
+        }
+    }
+
     /// The owned managed tensor, legacy or versioned.
     pub fn into_inner(self) -> Consumed {
-        self.inner
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so `inner` is taken out exactly once.
+        unsafe { ManuallyDrop::take(&mut this.inner) }
     }
 
     /// Number of dimensions.
@@ -314,7 +337,7 @@ impl PyTensor {
     /// The elements as a mutable slice, when the data is host-accessible, C-contiguous, of
     /// `T`'s dtype and not read-only.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], Error> {
-        match &mut self.inner {
+        match &mut *self.inner {
             Consumed::Legacy(t) => t.as_mut_slice(),
             Consumed::Versioned(t) => t.as_mut_slice(),
         }
