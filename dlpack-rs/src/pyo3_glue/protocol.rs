@@ -166,8 +166,9 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     if t.len() != 2 {
         return None;
     }
-    let a = t.get_item(0).ok()?;
-    let b = t.get_item(1).ok()?;
+    // Borrowed items: no reference counting on this per-call path.
+    let a = t.get_borrowed_item(0).ok()?;
+    let b = t.get_borrowed_item(1).ok()?;
     if a.is_instance_of::<PyBool>() || b.is_instance_of::<PyBool>() {
         return None;
     }
@@ -273,7 +274,6 @@ pub unsafe fn export_capsule<'py, K: Send + 'static>(
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     args.check_stream(info.device)?;
-    let numel = info.numel()?;
     let device = info.device;
     let mut must_copy = args.copy == Some(true);
     if let Some(wanted) = args.dl_device {
@@ -300,7 +300,8 @@ pub unsafe fn export_capsule<'py, K: Send + 'static>(
                 device.device_type, device.device_id
             )));
         }
-        // SAFETY: forwarded from this function's contract; `info` was validated above.
+        let numel = info.numel()?;
+        // SAFETY: forwarded from this function's contract; `info` was validated just above.
         let (buffer, copy_info) = unsafe { copy_tensor(&info, numel) }?;
         drop(keepalive);
         return pack_capsule(py, buffer, copy_info, DLPACK_FLAG_BITMASK_IS_COPIED, args);

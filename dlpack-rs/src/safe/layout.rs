@@ -76,10 +76,11 @@ pub(crate) fn check(
     };
     // Every addressed byte, relative to `data`, must lie within an `isize` of it.
     let bit_offset = |index: i64| (index as i128) * (bits as i128);
-    let low = byte_offset as i128 + bit_offset(min).div_euclid(8);
+    // `>> 3` is floor division by 8 (div_euclid), without a 128-bit division call.
+    let low = byte_offset as i128 + (bit_offset(min) >> 3);
     // One past the last element, in i128: `max` itself may be i64::MAX.
     let end = (max as i128 + 1) * (bits as i128);
-    let high = byte_offset as i128 + (end + 7).div_euclid(8);
+    let high = byte_offset as i128 + ((end + 7) >> 3);
     let limit = isize::MAX as i128;
     if byte_offset as i128 > limit || low < -limit || high > limit {
         return Err(Error::Overflow);
@@ -87,7 +88,7 @@ pub(crate) fn check(
     // The dense byte size must also be representable.
     (numel as u128)
         .checked_mul(bits as u128)
-        .filter(|b| b.div_ceil(8) <= limit as u128)
+        .filter(|b| (b + 7) >> 3 <= limit as u128)
         .ok_or(Error::Overflow)?;
     if data_is_null && numel != 0 {
         return Err(Error::NullData);
