@@ -1,9 +1,6 @@
 //! Import: [`PyTensor`] takes a tensor from any Python object with `__dlpack__` (or a raw
 //! capsule), negotiating the DLPack version, and owns it until dropped.
 
-use alloc::borrow::Cow;
-use core::ffi::c_void;
-
 use std::mem::ManuallyDrop;
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -13,7 +10,7 @@ use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use pyo3::Borrowed;
 
 use super::capsule::{consume_capsule, Consumed};
-use crate::ffi::{DLDataType, DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+use crate::ffi::{DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 use crate::safe::{Element, Error, ManagedTensor, ManagedTensorVersioned, TensorView};
 
 /// A tensor imported from Python: owns the producer's managed tensor (legacy or versioned)
@@ -277,47 +274,8 @@ impl PyTensor {
         unsafe { ManuallyDrop::take(&mut this.inner) }
     }
 
-    /// Number of dimensions.
-    pub fn ndim(&self) -> usize {
-        self.view().ndim()
-    }
-    /// Extent of each dimension.
-    pub fn shape(&self) -> &[i64] {
-        self.view().shape()
-    }
-    /// Strides in elements (synthesised when the producer sent NULL).
-    pub fn strides(&self) -> Cow<'_, [i64]> {
-        self.view().strides()
-    }
-    /// Offset in bytes from the data pointer to the first element.
-    pub fn byte_offset(&self) -> u64 {
-        self.view().byte_offset()
-    }
-    /// Element type.
-    pub fn dtype(&self) -> DLDataType {
-        self.view().dtype()
-    }
-    /// Where the memory lives.
-    pub fn device(&self) -> DLDevice {
-        self.view().device()
-    }
-    /// Number of elements.
-    pub fn numel(&self) -> usize {
-        self.view().numel()
-    }
-    /// Bytes the elements occupy when packed densely.
-    pub fn nbytes(&self) -> usize {
-        self.view().nbytes()
-    }
-    /// Whether the layout is compact row-major.
-    pub fn is_contiguous(&self) -> bool {
-        self.view().is_contiguous()
-    }
-    /// Whether the producer forbids writes (always false for a legacy tensor, which cannot
-    /// say so).
-    pub fn is_read_only(&self) -> bool {
-        self.view().is_read_only()
-    }
+    crate::safe::view_accessors!();
+
     /// Whether the producer copied the data for this export (versioned tensors only).
     pub fn is_copied(&self) -> bool {
         self.view().is_copied()
@@ -325,14 +283,6 @@ impl PyTensor {
     /// The `DLPACK_FLAG_BITMASK_*` flags (0 for a legacy tensor).
     pub fn flags(&self) -> u64 {
         self.view().flags()
-    }
-    /// The address of the first element.
-    pub fn data_ptr(&self) -> *mut c_void {
-        self.view().data_ptr()
-    }
-    /// The elements as a slice (see [`TensorView::as_slice`]).
-    pub fn as_slice<T: Element>(&self) -> Result<&[T], Error> {
-        self.view().as_slice()
     }
     /// The elements as a mutable slice, when the data is host-accessible, C-contiguous, of
     /// `T`'s dtype and not read-only.

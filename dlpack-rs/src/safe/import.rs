@@ -235,7 +235,9 @@ impl fmt::Debug for TensorView<'_> {
     }
 }
 
-macro_rules! delegate_view {
+/// The read-only accessors of every owner of a tensor (the safe layer's owned types and the
+/// pyo3 glue's `PyTensor`), delegating to its `view()`.
+macro_rules! view_accessors {
     () => {
         /// Number of dimensions.
         pub fn ndim(&self) -> usize {
@@ -246,7 +248,7 @@ macro_rules! delegate_view {
             self.view().shape()
         }
         /// Strides in elements (synthesised when the producer sent NULL).
-        pub fn strides(&self) -> Cow<'_, [i64]> {
+        pub fn strides(&self) -> ::alloc::borrow::Cow<'_, [i64]> {
             self.view().strides()
         }
         /// Offset in bytes from the data pointer to the first element.
@@ -254,11 +256,11 @@ macro_rules! delegate_view {
             self.view().byte_offset()
         }
         /// Element type.
-        pub fn dtype(&self) -> DLDataType {
+        pub fn dtype(&self) -> $crate::ffi::DLDataType {
             self.view().dtype()
         }
         /// Where the memory lives.
-        pub fn device(&self) -> DLDevice {
+        pub fn device(&self) -> $crate::ffi::DLDevice {
             self.view().device()
         }
         /// Number of elements.
@@ -278,13 +280,21 @@ macro_rules! delegate_view {
             self.view().is_read_only()
         }
         /// The address of the first element.
-        pub fn data_ptr(&self) -> *mut c_void {
+        pub fn data_ptr(&self) -> *mut ::core::ffi::c_void {
             self.view().data_ptr()
         }
-        /// The elements as a slice (see [`TensorView::as_slice`]).
-        pub fn as_slice<T: Element>(&self) -> Result<&[T], Error> {
+        /// The elements as a slice (see [`TensorView::as_slice`]($crate::safe::TensorView::as_slice)).
+        pub fn as_slice<T: $crate::safe::Element>(&self) -> Result<&[T], $crate::safe::Error> {
             self.view().as_slice()
         }
+    };
+}
+#[cfg(feature = "pyo3")]
+pub(crate) use view_accessors;
+
+macro_rules! delegate_view {
+    () => {
+        view_accessors!();
 
         /// The elements as a mutable slice: as [`TensorView::as_slice`], and not read-only.
         pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], Error> {

@@ -25,5 +25,7 @@ pub use export::{
 };
 #[cfg(feature = "pyo3")]
 pub(crate) use export::{pack_owned, pack_owned_versioned};
+#[cfg(feature = "pyo3")]
+pub(crate) use import::view_accessors;
 pub use import::{ManagedTensor, ManagedTensorVersioned, TensorView};
 pub use layout::{compact_strides, is_c_contiguous, MAX_NDIM};
