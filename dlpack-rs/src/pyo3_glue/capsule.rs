@@ -44,40 +44,78 @@ unsafe fn preserving_error_indicator(f: impl FnOnce()) {
     };
 }
 
-/// Destructor of our legacy capsules: calls the deleter only if no consumer renamed the
-/// capsule (took ownership).
-unsafe extern "C" fn legacy_capsule_destructor(capsule: *mut ffi::PyObject) {
+/// The two owned managed-tensor kinds a capsule of ours can carry.
+trait CapsuleKind: Sized {
+    /// The capsule's name while nobody consumed it.
+    const NAME: &'static CStr;
+    /// The managed struct.
+    type Raw;
+    fn into_raw(self) -> *mut Self::Raw;
+    /// # Safety
+    /// As `ManagedTensor[Versioned]::from_raw_unchecked`: a valid tensor of ours, owned here.
+    unsafe fn from_raw_unchecked(ptr: NonNull<Self::Raw>) -> Self;
+}
+
+impl CapsuleKind for ManagedTensor {
+    const NAME: &'static CStr = DLPACK_CAPSULE_NAME;
+    type Raw = DLManagedTensor;
+    fn into_raw(self) -> *mut DLManagedTensor {
+        ManagedTensor::into_raw(self)
+    }
+    unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensor>) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { ManagedTensor::from_raw_unchecked(ptr) }
+    }
+}
+
+impl CapsuleKind for ManagedTensorVersioned {
+    const NAME: &'static CStr = DLPACK_VERSIONED_CAPSULE_NAME;
+    type Raw = DLManagedTensorVersioned;
+    fn into_raw(self) -> *mut DLManagedTensorVersioned {
+        ManagedTensorVersioned::into_raw(self)
+    }
+    unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensorVersioned>) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }
+    }
+}
+
+/// Destructor of our capsules: calls the deleter only if no consumer renamed the capsule
+/// (took ownership).
+unsafe extern "C" fn capsule_destructor<T: CapsuleKind>(capsule: *mut ffi::PyObject) {
     // SAFETY: CPython calls capsule destructors with the GIL held, with a live capsule.
     unsafe {
         preserving_error_indicator(|| {
-            if ffi::PyCapsule_IsValid(capsule, DLPACK_CAPSULE_NAME.as_ptr()) == 1 {
-                let ptr = ffi::PyCapsule_GetPointer(capsule, DLPACK_CAPSULE_NAME.as_ptr())
-                    .cast::<DLManagedTensor>();
-                // The name still says "dltensor": nobody took the tensor, so we still own it;
-                // ManagedTensor's Drop calls its deleter exactly once.
-                drop(ManagedTensor::from_raw_unchecked(NonNull::new_unchecked(
-                    ptr,
-                )));
+            if ffi::PyCapsule_IsValid(capsule, T::NAME.as_ptr()) == 1 {
+                let ptr = ffi::PyCapsule_GetPointer(capsule, T::NAME.as_ptr()).cast::<T::Raw>();
+                // The name is still the unused one: nobody took the tensor, so we still own it
+                // (a valid capsule has a non-NULL pointer); dropping the owner calls its
+                // deleter exactly once.
+                drop(T::from_raw_unchecked(NonNull::new_unchecked(ptr)));
             }
         })
     }
 }
 
-/// Destructor of our versioned capsules, as [`legacy_capsule_destructor`].
-unsafe extern "C" fn versioned_capsule_destructor(capsule: *mut ffi::PyObject) {
-    // SAFETY: as in `legacy_capsule_destructor`.
-    unsafe {
-        preserving_error_indicator(|| {
-            if ffi::PyCapsule_IsValid(capsule, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr()) == 1 {
-                let ptr =
-                    ffi::PyCapsule_GetPointer(capsule, DLPACK_VERSIONED_CAPSULE_NAME.as_ptr())
-                        .cast::<DLManagedTensorVersioned>();
-                drop(ManagedTensorVersioned::from_raw_unchecked(
-                    NonNull::new_unchecked(ptr),
-                ));
-            }
-        })
+/// Wraps an owned managed tensor in a capsule of its kind's name. If the consumer never
+/// renames it, the capsule's destructor calls the deleter. On failure the tensor is freed.
+fn capsule<T: CapsuleKind>(py: Python<'_>, tensor: T) -> PyResult<Bound<'_, PyCapsule>> {
+    let raw = tensor.into_raw();
+    // SAFETY: `raw` is a valid, owned managed tensor (non-NULL); the destructor frees it unless a
+    // consumer took it by renaming the capsule, and CPython runs it with the GIL held.
+    let capsule = unsafe {
+        PyCapsule::new_with_pointer_and_destructor(
+            py,
+            NonNull::new_unchecked(raw.cast::<c_void>()),
+            T::NAME,
+            Some(capsule_destructor::<T>),
+        )
+    };
+    if capsule.is_err() {
+        // SAFETY: no capsule was made, so `raw` is still ours alone.
+        drop(unsafe { T::from_raw_unchecked(NonNull::new_unchecked(raw)) });
     }
+    capsule
 }
 
 /// Wraps an owned legacy managed tensor in a `"dltensor"` capsule. If the consumer never
@@ -86,22 +124,7 @@ pub fn legacy_capsule<'py>(
     py: Python<'py>,
     tensor: ManagedTensor,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    let raw = tensor.into_raw();
-    // SAFETY: `raw` is a valid, owned managed tensor (non-NULL); the destructor frees it unless a
-    // consumer took it by renaming the capsule, and is callable from any thread holding the GIL.
-    let capsule = unsafe {
-        PyCapsule::new_with_pointer_and_destructor(
-            py,
-            NonNull::new_unchecked(raw.cast::<c_void>()),
-            DLPACK_CAPSULE_NAME,
-            Some(legacy_capsule_destructor),
-        )
-    };
-    if capsule.is_err() {
-        // SAFETY: no capsule was made, so `raw` is still ours alone.
-        drop(unsafe { ManagedTensor::from_raw_unchecked(NonNull::new_unchecked(raw)) });
-    }
-    capsule
+    capsule(py, tensor)
 }
 
 /// Wraps an owned versioned managed tensor in a `"dltensor_versioned"` capsule, as
@@ -110,21 +133,7 @@ pub fn versioned_capsule<'py>(
     py: Python<'py>,
     tensor: ManagedTensorVersioned,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    let raw = tensor.into_raw();
-    // SAFETY: as in `legacy_capsule`.
-    let capsule = unsafe {
-        PyCapsule::new_with_pointer_and_destructor(
-            py,
-            NonNull::new_unchecked(raw.cast::<c_void>()),
-            DLPACK_VERSIONED_CAPSULE_NAME,
-            Some(versioned_capsule_destructor),
-        )
-    };
-    if capsule.is_err() {
-        // SAFETY: no capsule was made, so `raw` is still ours alone.
-        drop(unsafe { ManagedTensorVersioned::from_raw_unchecked(NonNull::new_unchecked(raw)) });
-    }
-    capsule
+    capsule(py, tensor)
 }
 
 /// A managed tensor taken out of a capsule: legacy or versioned.
