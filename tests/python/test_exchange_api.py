@@ -480,3 +480,17 @@ def test_no_leak_after_many_exchange_exports(no_leaks):
         delete(export(api, t))
     del t
     assert live() >= 0
+
+
+def test_torch_conjugate_view_is_not_imported_unconjugated():
+    """torch's exchange table exports a conjugate-bit view without resolving it (its
+    `__dlpack__` refuses it); the importer must not hand out the unconjugated values."""
+    base = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    view = base.conj()
+    assert view.is_conj()
+    with pytest.raises(BufferError, match="conjugate"):
+        ext.import_info(view)
+    # Resolved, the values are the conjugates; a plain complex tensor still imports zero-copy.
+    resolved = view.resolve_conj()
+    assert np.frombuffer(ext.to_bytes(resolved), dtype=np.complex64).tolist() == [1 - 2j, 3 + 4j]
+    assert ext.import_info(base)["data_ptr"] == base.data_ptr()

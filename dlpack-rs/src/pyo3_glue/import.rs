@@ -10,7 +10,7 @@ use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use pyo3::Borrowed;
 
 use super::capsule::{consume_capsule, Consumed};
-use crate::ffi::{DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+use crate::ffi::{DLDataTypeCode, DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 use crate::safe::{Element, Error, ManagedTensor, ManagedTensorVersioned, TensorView};
 
 /// A tensor imported from Python: owns the producer's managed tensor (legacy or versioned)
@@ -125,7 +125,8 @@ impl ImportOptions {
     /// called instead of `__dlpack__` (tables are cached per type). Its tensor is kept only
     /// if it is on the CPU (and on the requested device, if any): the call does no stream
     /// synchronisation, so device tensors are released and fetched again through
-    /// `__dlpack__`, which does.
+    /// `__dlpack__`, which does. Complex tensors also take `__dlpack__`: torch's table does not
+    /// refuse a tensor with its conjugate bit set, as its `__dlpack__` does.
     ///
     /// Otherwise calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
     /// (a producer older than DLPack 1.0), retries `obj.__dlpack__(stream=...)` without the
@@ -139,7 +140,14 @@ impl ImportOptions {
         if !self.no_exchange_api && self.copy.is_none() && self.stream.is_none() {
             if let Some(tensor) = super::exchange::import(obj)? {
                 let device = tensor.view().device();
-                if super::exchange::is_cpu(device) && self.device.is_none_or(|d| d == device) {
+                // torch's table exports a complex tensor whose conjugate bit is set without
+                // resolving it (its `__dlpack__` refuses such tensors with BufferError), which
+                // would hand out unconjugated values: complex tensors take `__dlpack__`.
+                let complex = tensor.view().dtype().code == DLDataTypeCode::COMPLEX;
+                if super::exchange::is_cpu(device)
+                    && self.device.is_none_or(|d| d == device)
+                    && !complex
+                {
                     return Ok(PyTensor::new(py, Consumed::Versioned(tensor)));
                 }
             }
