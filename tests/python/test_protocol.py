@@ -237,3 +237,43 @@ def test_legacy_only_producer_copy_is_made_by_the_consumer():
     assert info["bytes"] == np.ascontiguousarray(a).tobytes()
     with pytest.raises(BufferError):
         ext.inspect_with(LegacyOnly(a), dl_device=(2, 0))
+
+
+def test_copy_too_large_to_allocate_raises_memory_error():
+    # A broadcast layout (stride 0) over one element can describe 2**50 elements; a copy of
+    # it cannot be allocated and must raise MemoryError, not abort the process. Run in a
+    # child so that an abort fails this test instead of killing the suite.
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import dlpack_testext as ext
+
+        class LegacyOnly:
+            def __init__(self, a):
+                self.a = a
+
+            def __dlpack__(self, stream=None):
+                return self.a.__dlpack__(stream=stream)
+
+            def __dlpack_device__(self):
+                return self.a.__dlpack_device__()
+
+        t = ext.make_tensor(b"\\0" * 4, "float32", [2**50], strides=[0])
+        for call in (
+            lambda: t.__dlpack__(max_version=(1, 3), copy=True),  # producer-side copy
+            lambda: ext.inspect_with(LegacyOnly(t), copy=True),  # consumer-side copy
+        ):
+            try:
+                call()
+            except MemoryError:
+                pass
+            else:
+                raise SystemExit("no MemoryError")
+        print("ok")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])

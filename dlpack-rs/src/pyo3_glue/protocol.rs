@@ -4,7 +4,7 @@
 
 use core::ffi::c_void;
 
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyCapsule, PyTuple};
 
@@ -198,8 +198,16 @@ unsafe fn copy_tensor(info: &TensorInfo, numel: usize) -> PyResult<(CopiedBuffer
         ));
     }
     let esize = (bits / 8) as usize;
-    let nbytes = numel * esize; // validated not to overflow
-    let mut buf = CopiedBuffer(vec![Chunk([0; 64]); nbytes.div_ceil(64).max(1)]);
+    // Validated not to overflow. A broadcast layout (stride 0) can describe far more elements
+    // than its memory holds: a copy that cannot be allocated raises MemoryError, not abort.
+    let nbytes = numel * esize;
+    let chunks = nbytes.div_ceil(64).max(1);
+    let mut storage = Vec::new();
+    storage.try_reserve_exact(chunks).map_err(|_| {
+        PyMemoryError::new_err(format!("cannot allocate {nbytes} bytes for a copy"))
+    })?;
+    storage.resize(chunks, Chunk([0; 64]));
+    let mut buf = CopiedBuffer(storage);
     let dst = buf.0.as_mut_ptr().cast::<u8>();
     if numel > 0 {
         // Validated: data + byte_offset stays within an isize of data.
