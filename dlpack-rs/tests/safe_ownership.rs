@@ -192,3 +192,50 @@ fn panicking_keepalive_does_not_unwind_into_the_caller() {
     // SAFETY: live export, deleted once.
     unsafe { ((*mt).deleter.unwrap())(mt) };
 }
+
+/// A keepalive whose panic payload itself panics when dropped: the deleter must contain that
+/// second panic too. Run in a child process (the same test binary, on this one test), since
+/// a panic escaping the `extern "C"` deleter aborts the process.
+#[cfg(all(unix, feature = "std"))]
+#[test]
+fn panicking_panic_payload_does_not_unwind_into_the_caller() {
+    const CHILD: &str = "DLPACK_RS_PAYLOAD_PANIC_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        struct Payload;
+        impl Drop for Payload {
+            fn drop(&mut self) {
+                panic!("panic payload drop panics");
+            }
+        }
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                std::panic::panic_any(Payload);
+            }
+        }
+        let mut data = [0u8; 4];
+        let info = TensorInfo::contiguous(
+            data.as_mut_ptr().cast(),
+            cpu_device(),
+            dlpack_rs::safe::dtype_u8(),
+            vec![4],
+        );
+        let mt = pack_versioned(Bomb, info, 0);
+        // SAFETY: live export, deleted once.
+        unsafe { ((*mt).deleter.unwrap())(mt) };
+        return;
+    }
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "panicking_panic_payload_does_not_unwind_into_the_caller",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "the deleter did not contain the panic: {status:?}"
+    );
+}

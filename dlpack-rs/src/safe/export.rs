@@ -135,7 +135,12 @@ fn drop_contained<T>(value: T) {
     #[cfg(feature = "std")]
     {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(value)));
-        if result.is_err() {
+        if let Err(payload) = result {
+            // Dropping the payload is user code too: contain it, and leak whatever it throws.
+            let drop_payload = std::panic::AssertUnwindSafe(move || drop(payload));
+            if let Err(again) = std::panic::catch_unwind(drop_payload) {
+                core::mem::forget(again);
+            }
             std::eprintln!(
                 "dlpack-rs: a keepalive panicked while being dropped by a DLPack deleter"
             );
