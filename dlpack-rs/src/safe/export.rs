@@ -141,8 +141,10 @@ fn drop_contained<T>(value: T) {
             if let Err(again) = std::panic::catch_unwind(drop_payload) {
                 core::mem::forget(again);
             }
-            std::eprintln!(
-                "dlpack-rs: a keepalive panicked while being dropped by a DLPack deleter"
+            // `eprintln!` would panic if stderr cannot be written (a closed pipe): ignore that.
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"dlpack-rs: a keepalive panicked while being dropped by a DLPack deleter\n",
             );
         }
     }
