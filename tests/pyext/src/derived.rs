@@ -86,11 +86,11 @@ impl<T: Element> Aligned<T> {
 impl Aligned<f64> {
     /// A copy of the elements as they are now (consumers may have written to them).
     fn to_vec(&self) -> Vec<f64> {
-        // SAFETY: `ptr` points at `len` initialised `f64`s owned by `self`, and every bit pattern
-        // a consumer can write is a valid `f64`. The slice lives only for this copy; the suite
-        // writes to exports only from Python code holding the GIL (held here too), so no write
-        // overlaps it. (A consumer writing from a thread without the GIL would race with any
-        // Rust read of a writable export: see the derive's docs on `read_only`.)
+        // A consumer writing from a thread without the GIL would race with any Rust read of a
+        // writable export (see the derive's docs on `read_only`); the suite writes only from
+        // Python code holding the GIL, which is held here too.
+        // SAFETY: `ptr` points at `len` initialised `f64`s owned by `self`, every bit pattern a
+        // consumer can write is a valid `f64`, and no write overlaps this short-lived slice.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }.to_vec()
     }
 }
