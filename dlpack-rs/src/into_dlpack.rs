@@ -63,10 +63,7 @@ pub trait IntoDLPack {
             return Err(safe::Error::ReadOnly);
         }
         let info = self.tensor_info();
-        let ptr = safe::try_pack(self, info)?;
-        // SAFETY: `ptr` is a fresh export of ours, valid and owned by nobody else; shape and
-        // strides point at `ndim` values inside the same heap block.
-        unsafe { safe::ManagedTensor::from_raw(ptr) }
+        safe::pack_owned(self, info)
     }
 
     /// Moves `self` into a versioned (DLPack 1.3) managed tensor whose deleter drops it,
@@ -81,9 +78,7 @@ pub trait IntoDLPack {
             0
         };
         let info = self.tensor_info();
-        let ptr = safe::try_pack_versioned(self, info, flags)?;
-        // SAFETY: as in `into_managed_tensor`.
-        unsafe { safe::ManagedTensorVersioned::from_raw(ptr) }
+        safe::pack_owned_versioned(self, info, flags)
     }
 
     /// Moves `self` into a legacy `"dltensor"` capsule (the return value of a legacy

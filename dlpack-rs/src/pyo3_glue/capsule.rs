@@ -145,6 +145,16 @@ pub enum Consumed {
     Versioned(ManagedTensorVersioned),
 }
 
+impl Consumed {
+    /// A validated view of the tensor, whichever kind it is.
+    pub fn view(&self) -> crate::safe::TensorView<'_> {
+        match self {
+            Consumed::Legacy(t) => t.view(),
+            Consumed::Versioned(t) => t.view(),
+        }
+    }
+}
+
 /// Takes ownership of the managed tensor in a DLPack capsule of either name.
 ///
 /// The capsule is renamed to its `used_` name before anything that can fail, so that its

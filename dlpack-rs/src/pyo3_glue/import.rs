@@ -241,10 +241,7 @@ impl PyTensor {
 
     /// A validated view of the metadata and data.
     pub fn view(&self) -> TensorView<'_> {
-        match &*self.inner {
-            Consumed::Legacy(t) => t.view(),
-            Consumed::Versioned(t) => t.view(),
-        }
+        self.inner.view()
     }
 
     /// Whether the producer sent a versioned (DLPack >= 1.0) tensor.

@@ -350,18 +350,12 @@ pub(crate) fn copy_view(view: safe::TensorView<'_>) -> PyResult<safe::ManagedTen
             "cannot copy data that is not accessible from the CPU",
         ));
     }
-    let t = view.raw();
-    let info = TensorInfo {
-        data: t.data,
-        device: t.device,
-        dtype: t.dtype,
-        shape: view.shape().to_vec(),
-        strides: view.raw_strides().map(<[i64]>::to_vec),
-        byte_offset: t.byte_offset,
-    };
+    let info = view.tensor_info();
     // SAFETY: the view was validated at import and its host memory is alive while borrowed.
     let (buffer, copy) = unsafe { copy_tensor(&info, view.numel()) }?;
-    let ptr = safe::try_pack_versioned(buffer, copy, DLPACK_FLAG_BITMASK_IS_COPIED)?;
-    // SAFETY: a fresh, valid export of ours, owned by nobody else.
-    Ok(unsafe { safe::ManagedTensorVersioned::from_raw(ptr) }?)
+    Ok(safe::pack_owned_versioned(
+        buffer,
+        copy,
+        DLPACK_FLAG_BITMASK_IS_COPIED,
+    )?)
 }

@@ -58,10 +58,7 @@ impl DLPackTensor {
 
     /// A validated view of the owned tensor.
     pub fn view(&self) -> safe::TensorView<'_> {
-        match &self.inner {
-            Consumed::Legacy(t) => t.view(),
-            Consumed::Versioned(t) => t.view(),
-        }
+        self.inner.view()
     }
 }
 
@@ -89,16 +86,7 @@ impl From<PyTensor> for DLPackTensor {
 
 impl IntoDLPack for DLPackTensor {
     fn tensor_info(&self) -> TensorInfo {
-        let v = self.view();
-        let t = v.raw();
-        TensorInfo {
-            data: t.data,
-            device: t.device,
-            dtype: t.dtype,
-            shape: v.shape().to_vec(),
-            strides: v.raw_strides().map(<[i64]>::to_vec),
-            byte_offset: t.byte_offset,
-        }
+        self.view().tensor_info()
     }
 
     fn is_read_only(&self) -> bool {

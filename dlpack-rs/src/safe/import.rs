@@ -165,6 +165,21 @@ impl<'a> TensorView<'a> {
             .cast()
     }
 
+    /// The metadata as a [`TensorInfo`](super::TensorInfo) (for re-exporting or copying the
+    /// same memory): shape and strides are copied, strides stay `None` when the producer sent
+    /// NULL.
+    pub fn tensor_info(&self) -> super::TensorInfo {
+        let t = self.tensor;
+        super::TensorInfo {
+            data: t.data,
+            device: t.device,
+            dtype: t.dtype,
+            shape: self.shape().to_vec(),
+            strides: self.raw_strides().map(<[i64]>::to_vec),
+            byte_offset: t.byte_offset,
+        }
+    }
+
     /// The underlying `DLTensor`.
     pub fn raw(&self) -> &'a DLTensor {
         self.tensor

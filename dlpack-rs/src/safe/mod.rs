@@ -23,7 +23,6 @@ pub use error::Error;
 pub use export::{
     pack, pack_versioned, try_pack, try_pack_versioned, Buffer, Dim, Export, TensorInfo,
 };
-#[cfg(feature = "pyo3")]
 pub(crate) use export::{pack_owned, pack_owned_versioned};
 #[cfg(feature = "pyo3")]
 pub(crate) use import::view_accessors;
