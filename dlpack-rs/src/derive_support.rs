@@ -185,29 +185,15 @@ pub fn within_buffer<B: Buffer>(
     type_name: &str,
     field: &str,
 ) -> TensorInfo {
-    let Ok(numel) = info.numel() else {
+    let Ok(extent) = info.extent() else {
         return info;
     };
-    if numel == 0 {
+    if extent.numel == 0 {
         return info;
     }
+    // The element range the layout addresses, relative to the first element.
+    let (min, max) = (extent.min as i128, extent.max as i128);
     let element = crate::safe::element_bits(info.dtype) as i128;
-    let (min, max) = match &info.strides {
-        None => (0i128, numel as i128 - 1),
-        Some(strides) => {
-            let mut min = 0i128;
-            let mut max = 0i128;
-            for (&extent, &stride) in info.shape.iter().zip(strides) {
-                let reach = (extent as i128 - 1) * stride as i128;
-                if reach < 0 {
-                    min += reach;
-                } else {
-                    max += reach;
-                }
-            }
-            (min, max)
-        }
-    };
     let first_bit = info.byte_offset as i128 * 8 + min * element;
     let end_bit = info.byte_offset as i128 * 8 + (max + 1) * element;
     let available = buffer_bits(buffer) as i128;

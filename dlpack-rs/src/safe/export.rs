@@ -11,7 +11,7 @@ use core::ptr::NonNull;
 
 use super::dtype::cpu_device;
 use super::import::{ManagedTensor, ManagedTensorVersioned};
-use super::layout::check;
+use super::layout::{check, Extent};
 use super::{Element, Error};
 use crate::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
@@ -98,6 +98,11 @@ impl TensorInfo {
     /// dtype, no overflow of the element count or of the addressed byte range, and a non-NULL
     /// data pointer unless the tensor is empty. Returns the element count.
     pub fn numel(&self) -> Result<usize, Error> {
+        self.extent().map(|extent| extent.numel)
+    }
+
+    /// The validation of [`TensorInfo::numel`], returning the addressed element range too.
+    pub(crate) fn extent(&self) -> Result<Extent, Error> {
         check(
             &self.shape,
             self.strides.as_deref(),
@@ -105,7 +110,6 @@ impl TensorInfo {
             self.byte_offset,
             self.data.is_null(),
         )
-        .map(|extent| extent.numel)
     }
 }
 
@@ -538,13 +542,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
             strides,
             byte_offset: 0,
         };
-        let extent = check(
-            &info.shape,
-            info.strides.as_deref(),
-            info.dtype,
-            0,
-            data.is_null(),
-        )?;
+        let extent = info.extent()?;
         // Every addressed element must be inside the buffer.
         if extent.numel != 0 && (extent.min < 0 || extent.max as u64 >= len as u64) {
             return Err(Error::OutOfBounds {
