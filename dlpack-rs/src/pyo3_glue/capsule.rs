@@ -7,7 +7,7 @@ use core::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCFunction, PyCapsule, PyCapsuleMethods};
@@ -16,7 +16,7 @@ use crate::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME,
     DLPACK_USED_VERSIONED_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME,
 };
-use crate::safe::{Error, ManagedTensor, ManagedTensorVersioned};
+use crate::safe::{ManagedTensor, ManagedTensorVersioned};
 
 /// Saves the error indicator, runs `f`, restores the indicator: a capsule destructor can run
 /// while an exception is being raised, and must neither clear nor replace it.
@@ -214,12 +214,7 @@ pub fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Consumed> {
         // calls the deleter on any error.
         unsafe { ManagedTensor::from_raw(raw.as_ptr().cast()) }.map(Consumed::Legacy)
     };
-    result.map_err(|e| match e {
-        Error::UnsupportedVersion(v) => PyBufferError::new_err(format!(
-            "unsupported DLPack version {v} (this consumer reads 1.x)"
-        )),
-        e => e.into(),
-    })
+    result.map_err(PyErr::from)
 }
 
 /// Set by an `atexit` hook once the interpreter starts shutting down; from then on a

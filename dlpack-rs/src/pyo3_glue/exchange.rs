@@ -54,7 +54,7 @@ use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackSetError, DLPackVersion, DLTensor,
     DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_MAJOR_VERSION,
 };
-use crate::safe::{self, cpu_device, Error, ManagedTensorVersioned, TensorInfo, MAX_NDIM};
+use crate::safe::{self, cpu_device, ManagedTensorVersioned, TensorInfo, MAX_NDIM};
 use crate::IntoDLPack;
 
 // ---------------------------------------------------------------------------------------------
@@ -200,12 +200,8 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
     }
     // SAFETY: on success the producer hands us an owned, valid managed tensor; from_raw checks
     // the major version before anything else and calls the deleter on any error.
-    let tensor = unsafe { ManagedTensorVersioned::from_raw(out) }.map_err(|e| match e {
-        Error::UnsupportedVersion(v) => PyBufferError::new_err(format!(
-            "unsupported DLPack version {v} (this consumer reads 1.x)"
-        )),
-        e => e.into(),
-    })?;
+    // An unsupported major version becomes BufferError (the safe layer's conversion).
+    let tensor = unsafe { ManagedTensorVersioned::from_raw(out) }?;
     Ok(Some(tensor))
 }
 
@@ -296,12 +292,7 @@ unsafe extern "C" fn to_py_object(
         guarded(|py| {
             // SAFETY: the caller hands over ownership of a valid managed tensor (or NULL);
             // from here on `owned` calls the deleter exactly once, on every path.
-            let owned = ManagedTensorVersioned::from_raw(tensor).map_err(|e| match e {
-                Error::UnsupportedVersion(v) => {
-                    PyBufferError::new_err(format!("unsupported DLPack version {v}"))
-                }
-                e => e.into(),
-            })?;
+            let owned = ManagedTensorVersioned::from_raw(tensor)?;
             if out_py_object.is_null() {
                 return Err(PyValueError::new_err(
                     "managed_tensor_to_py_object_no_sync: NULL out pointer",
