@@ -185,8 +185,8 @@ impl<'a> TensorView<'a> {
         self.tensor
     }
 
-    /// Checks that a slice of `T` over this tensor is sound, returning its first element.
-    fn slice_ptr<T: Element>(&self) -> Result<(*mut T, usize), Error> {
+    /// Checks that elements of `T` may be read here: `T`'s dtype, on host-accessible memory.
+    pub(crate) fn check_element<T: Element>(&self) -> Result<(), Error> {
         if self.dtype() != T::DTYPE {
             return Err(Error::DtypeMismatch {
                 expected: T::DTYPE,
@@ -196,13 +196,11 @@ impl<'a> TensorView<'a> {
         if !self.device().device_type.is_host_accessible() {
             return Err(Error::NotHostAccessible(self.device()));
         }
-        if !self.is_contiguous() {
-            return Err(Error::NotContiguous);
-        }
-        let len = self.numel();
-        if len == 0 {
-            return Ok((NonNull::<T>::dangling().as_ptr(), 0));
-        }
+        Ok(())
+    }
+
+    /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
+    pub(crate) fn first_element<T: Element>(&self) -> Result<*mut T, Error> {
         let ptr = self.data_ptr().cast::<T>();
         if ptr.is_null() {
             return Err(Error::NullData);
@@ -213,6 +211,20 @@ impl<'a> TensorView<'a> {
                 address: ptr as usize,
             });
         }
+        Ok(ptr)
+    }
+
+    /// Checks that a slice of `T` over this tensor is sound, returning its first element.
+    fn slice_ptr<T: Element>(&self) -> Result<(*mut T, usize), Error> {
+        self.check_element::<T>()?;
+        if !self.is_contiguous() {
+            return Err(Error::NotContiguous);
+        }
+        let len = self.numel();
+        if len == 0 {
+            return Ok((NonNull::<T>::dangling().as_ptr(), 0));
+        }
+        let ptr = self.first_element::<T>()?;
         // SAFETY: host-accessible, non-NULL, aligned, contiguous memory of `len` elements of
         // T's dtype (validated at construction not to overflow), alive until the deleter runs.
         let bytes = unsafe {

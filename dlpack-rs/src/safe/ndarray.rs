@@ -93,15 +93,7 @@ impl<T> Normalized<T> {
 
 /// Checks that `T` may view `view`'s elements and rewrites its layout for ndarray.
 fn normalize<T: Element>(view: &TensorView<'_>) -> Result<Normalized<T>, Error> {
-    if view.dtype() != T::DTYPE {
-        return Err(Error::DtypeMismatch {
-            expected: T::DTYPE,
-            found: view.dtype(),
-        });
-    }
-    if !view.device().device_type.is_host_accessible() {
-        return Err(Error::NotHostAccessible(view.device()));
-    }
+    view.check_element::<T>()?;
     // Validated at construction: no negative extent.
     let shape: Vec<usize> = view.shape().iter().map(|&d| d as usize).collect();
     if view.numel() == 0 {
@@ -122,16 +114,7 @@ fn normalize<T: Element>(view: &TensorView<'_>) -> Result<Normalized<T>, Error> 
             inverted: Vec::new(),
         });
     }
-    let first = view.data_ptr().cast::<T>();
-    if first.is_null() {
-        return Err(Error::NullData);
-    }
-    if !first.is_aligned() {
-        return Err(Error::Misaligned {
-            align: core::mem::align_of::<T>(),
-            address: first as usize,
-        });
-    }
+    let first = view.first_element::<T>()?;
     let mut ptr = first;
     let mut strides = Vec::with_capacity(shape.len());
     let mut inverted = Vec::new();
