@@ -47,7 +47,6 @@ use pyo3::pyclass::boolean_struct::True;
 use pyo3::types::{PyCapsule, PyType};
 use pyo3::{Borrowed, PyClass};
 
-use super::capsule::PyKeepalive;
 use super::tensor::DLPackTensor;
 use crate::ffi::{
     DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
@@ -240,14 +239,12 @@ fn export_object<T>(obj: &Bound<'_, T>) -> PyResult<NonNull<DLManagedTensorVersi
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
 {
-    let this = obj.get();
-    let info = this.tensor_info();
-    let flags = if this.is_read_only() {
+    let (info, read_only, keepalive) = super::export::object_export(obj);
+    let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
         0
     };
-    let keepalive = PyKeepalive::new(obj.py(), obj.clone().into_any().unbind());
     // The keepalive holds the frozen object that owns the memory `info` describes (the
     // IntoDLPack contract); a frozen class is never mutably borrowed, so it stays in place.
     let ptr = safe::try_pack_versioned(keepalive, info, flags)?;

@@ -7,6 +7,7 @@ use pyo3::PyClass;
 
 use super::capsule::PyKeepalive;
 use super::protocol::{export_capsule, DLPackArgs};
+use crate::safe::TensorInfo;
 use crate::IntoDLPack;
 
 /// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`
@@ -87,15 +88,22 @@ pub fn export_with_args<'py, T>(
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
 {
-    let py = slf.py();
-    let this = slf.get();
-    let info = this.tensor_info();
-    let read_only = this.is_read_only();
-    let keepalive = PyKeepalive::new(py, slf.clone().into_any().unbind());
+    let (info, read_only, keepalive) = object_export(slf);
     // SAFETY: the keepalive holds the frozen Python object that owns the memory `info`
     // describes (the IntoDLPack contract); frozen classes are never mutably borrowed, so the
     // memory stays valid and in place until the keepalive is dropped by the deleter.
-    unsafe { export_capsule(py, info, read_only, keepalive, args) }
+    unsafe { export_capsule(slf.py(), info, read_only, keepalive, args) }
+}
+
+/// What an export of a frozen pyclass instance needs: its metadata, whether it is read-only,
+/// and the object itself as the keepalive (shared by `__dlpack__` and the C exchange API).
+pub(crate) fn object_export<T>(slf: &Bound<'_, T>) -> (TensorInfo, bool, PyKeepalive)
+where
+    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+{
+    let this = slf.get();
+    let keepalive = PyKeepalive::new(slf.py(), slf.clone().into_any().unbind());
+    (this.tensor_info(), this.is_read_only(), keepalive)
 }
 
 /// The `__dlpack_device__()` answer for `this`: `(device_type, device_id)`.
