@@ -356,7 +356,7 @@ impl DeviceSpec {
             DeviceSpec::Expr(expr) => {
                 let span = expr.span();
                 quote::quote_spanned! {span=>
-                    ::dlpack_rs::derive_support::device_value(#expr)
+                    ::dlpack_rs::__private_derive_v0_4::device_value(#expr)
                 }
             }
         }

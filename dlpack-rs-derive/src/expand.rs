@@ -35,7 +35,7 @@ fn role_call(field: &Field<'_>, trait_name: &str, method: &str) -> TokenStream {
     let method = syn::Ident::new(method, ty.span());
     let value = access(field);
     quote_spanned! {ty.span()=>
-        <#ty as ::dlpack_rs::derive_support::#trait_ident>::#method(#value)
+        <#ty as ::dlpack_rs::__private_derive_v0_4::#trait_ident>::#method(#value)
     }
 }
 
@@ -45,12 +45,14 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let data_ty = data.ty;
     let data_value = access(data);
     let data_expr = quote_spanned! {data_ty.span()=>
-        ::dlpack_rs::derive_support::data_field::<#data_ty>(#data_value)
+        ::dlpack_rs::__private_derive_v0_4::data_field::<#data_ty>(#data_value)
     };
 
     let dtype = match input.field(Role::Dtype) {
         Some(f) => role_call(f, "DtypeField", "dtype"),
-        None => quote!(::dlpack_rs::derive_support::element_dtype(__dlpack_data)),
+        None => quote!(::dlpack_rs::__private_derive_v0_4::element_dtype(
+            __dlpack_data
+        )),
     };
     let device = match (input.field(Role::Device), &input.attrs.device) {
         (Some(f), _) => role_call(f, "DeviceField", "device"),
@@ -59,7 +61,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
     };
     let shape = match input.field(Role::Shape) {
         Some(f) => role_call(f, "ShapeField", "dims"),
-        None => quote!(::dlpack_rs::derive_support::whole_buffer_shape(
+        None => quote!(::dlpack_rs::__private_derive_v0_4::whole_buffer_shape(
             __dlpack_data,
             __dlpack_dtype
         )),
@@ -88,12 +90,20 @@ fn expand(input: &Input<'_>) -> TokenStream {
             let span = ty.span();
             let bound = match attr.role {
                 Role::Data => quote_spanned!(span=> ::dlpack_rs::safe::Buffer),
-                Role::Shape => quote_spanned!(span=> ::dlpack_rs::derive_support::ShapeField),
-                Role::Strides => quote_spanned!(span=> ::dlpack_rs::derive_support::StridesField),
-                Role::Dtype => quote_spanned!(span=> ::dlpack_rs::derive_support::DtypeField),
-                Role::Device => quote_spanned!(span=> ::dlpack_rs::derive_support::DeviceField),
+                Role::Shape => {
+                    quote_spanned!(span=> ::dlpack_rs::__private_derive_v0_4::ShapeField)
+                }
+                Role::Strides => {
+                    quote_spanned!(span=> ::dlpack_rs::__private_derive_v0_4::StridesField)
+                }
+                Role::Dtype => {
+                    quote_spanned!(span=> ::dlpack_rs::__private_derive_v0_4::DtypeField)
+                }
+                Role::Device => {
+                    quote_spanned!(span=> ::dlpack_rs::__private_derive_v0_4::DeviceField)
+                }
                 Role::ByteOffset => {
-                    quote_spanned!(span=> ::dlpack_rs::derive_support::ByteOffsetField)
+                    quote_spanned!(span=> ::dlpack_rs::__private_derive_v0_4::ByteOffsetField)
                 }
             };
             where_clause
@@ -104,20 +114,24 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
 
     let imp = quote! {
+        // SAFETY: the data field is a `Buffer` (an unsafe trait whose implementations vouch for
+        // their memory), its pointer is read through `Buffer::data_ptr`, and `within_buffer`
+        // checks that every byte the shape, strides and byte offset address lies inside it;
+        // writes are allowed only where `consumers_may_write` says the buffer permits them.
         #[automatically_derived]
-        impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
+        unsafe impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
             fn tensor_info(&self) -> ::dlpack_rs::safe::TensorInfo {
                 let __dlpack_data = #data_expr;
                 let __dlpack_dtype: ::dlpack_rs::ffi::DLDataType = #dtype;
                 let __dlpack_info = ::dlpack_rs::safe::TensorInfo {
-                    data: ::dlpack_rs::derive_support::data_ptr(__dlpack_data),
+                    data: ::dlpack_rs::__private_derive_v0_4::data_ptr(__dlpack_data),
                     device: #device,
                     dtype: __dlpack_dtype,
                     shape: #shape,
                     strides: #strides,
                     byte_offset: #byte_offset,
                 };
-                ::dlpack_rs::derive_support::within_buffer(
+                ::dlpack_rs::__private_derive_v0_4::within_buffer(
                     __dlpack_data,
                     __dlpack_info,
                     #type_name,
@@ -126,7 +140,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
             }
 
             fn is_read_only(&self) -> bool {
-                #read_only || !::dlpack_rs::derive_support::consumers_may_write(#data_value)
+                #read_only || !::dlpack_rs::__private_derive_v0_4::consumers_may_write(#data_value)
             }
         }
     };

@@ -25,8 +25,9 @@ pub fn data_ptr<B: Buffer>(buffer: &B) -> *mut c_void {
 #[inline]
 pub fn consumers_may_write<B: Buffer>(buffer: &B) -> bool {
     // The struct keeps the buffer and safe Rust can read it through `&self`: an element type
-    // with invalid bit patterns (bool) must not be written by a consumer.
-    buffer.is_writable() && <B::Elem as Element>::ANY_BIT_PATTERN
+    // with invalid bit patterns (bool) must not be written by a consumer, and the pointer taken
+    // through `&self` must carry write permission.
+    buffer.is_writable() && B::SHARED_PTR_WRITABLE && <B::Elem as Element>::ANY_BIT_PATTERN
 }
 
 /// The dtype of the buffer's element type.
@@ -241,7 +242,7 @@ where
 #[macro_export]
 macro_rules! __impl_dlpack_pymethods {
     ($ty:ident) => {
-        const _: fn() = $crate::derive_support::assert_frozen::<$ty>;
+        const _: fn() = $crate::__private_derive_v0_4::assert_frozen::<$ty>;
 
         #[$crate::pyo3::pymethods]
         #[pyo3(crate = "::dlpack_rs::pyo3")]

@@ -1,5 +1,5 @@
-//! The export trait: a Rust value that can describe its memory as a DLPack tensor and become
-//! the keepalive of that tensor.
+//! The export trait: a Rust value that vouches for the memory it describes as a DLPack tensor
+//! and becomes the keepalive of that tensor ([`IntoDLPack`], and its ndarray implementations).
 
 use crate::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
 use crate::safe::{self, TensorInfo};
@@ -13,12 +13,23 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 /// consumers must not write); the provided methods move the value into a managed tensor whose
 /// deleter drops it, so the memory lives exactly as long as the last consumer needs it.
 ///
-/// # Contract
+/// This is where a raw pointer starts being trusted, so the trait is `unsafe` to implement:
+/// `#[derive(IntoDLPack)]` and [`safe::Export`] are the routes that need no `unsafe`, because
+/// they check what they describe against the buffer they own.
 ///
-/// `tensor_info` must describe memory that stays valid, and in place, for as long as the value
-/// lives, even when the value itself is moved (heap memory owned by the value, such as a
-/// `Vec`'s buffer, satisfies this; an inline array field does not). Unless `is_read_only`
-/// returns true, consumers may write through the exported pointer while they hold the tensor.
+/// # Safety
+///
+/// An implementation promises, for every value:
+/// - `tensor_info` describes initialised memory (on `tensor_info().device`) that the value
+///   itself keeps valid, and in place, for as long as it lives, even when the value is moved
+///   (heap memory owned by the value, such as a `Vec`'s buffer, qualifies; an inline array field
+///   does not, and neither does memory owned by something else, such as another managed
+///   tensor's);
+/// - unless `is_read_only` returns true, consumers may write that memory while they hold the
+///   export: the pointer must carry write permission and nothing may rely on the memory staying
+///   unchanged (Rust code of a `#[pyclass]` reading it through `&self` is the exception the
+///   borrow registry covers, see the README's safety model);
+/// - both methods answer the same for the same value every time.
 ///
 /// ```
 /// use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
@@ -26,7 +37,9 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 ///
 /// struct MyTensor(Vec<f32>);
 ///
-/// impl IntoDLPack for MyTensor {
+/// // SAFETY: the Vec's heap buffer holds `len` f32s, stays in place when the Vec moves, and
+/// // `as_ptr` takes its pointer without a reference to the elements.
+/// unsafe impl IntoDLPack for MyTensor {
 ///     fn tensor_info(&self) -> TensorInfo {
 ///         TensorInfo::contiguous(
 ///             self.0.as_ptr() as *mut _,
@@ -41,7 +54,7 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 /// assert_eq!(mt.as_slice::<f32>()?, &[1.0, 2.0, 3.0]);
 /// # Ok::<(), dlpack_rs::safe::Error>(())
 /// ```
-pub trait IntoDLPack {
+pub unsafe trait IntoDLPack {
     /// Describes the memory to export: pointer, device, dtype, shape, strides, byte offset.
     fn tensor_info(&self) -> TensorInfo;
 
@@ -63,7 +76,9 @@ pub trait IntoDLPack {
             return Err(safe::Error::ReadOnly);
         }
         let info = self.tensor_info();
-        safe::pack_owned(self, info)
+        // SAFETY: the trait's contract: `info` describes memory `self` (the keepalive) keeps
+        // valid and in place, writable by consumers since `is_read_only` said no.
+        unsafe { safe::pack_owned(self, info, None) }
     }
 
     /// Moves `self` into a versioned (DLPack 1.3) managed tensor whose deleter drops it,
@@ -78,7 +93,9 @@ pub trait IntoDLPack {
             0
         };
         let info = self.tensor_info();
-        safe::pack_owned_versioned(self, info, flags)
+        // SAFETY: the trait's contract, as in `into_managed_tensor`; read-only memory is
+        // flagged so.
+        unsafe { safe::pack_owned_versioned(self, info, flags, None) }
     }
 
     /// Moves `self` into a legacy `"dltensor"` capsule (the return value of a legacy
@@ -91,7 +108,7 @@ pub trait IntoDLPack {
         Self: Sized + Send + 'static,
     {
         let mt = self.into_managed_tensor()?;
-        crate::pyo3_glue::capsule::legacy_capsule(py, mt)
+        crate::pyo3_glue::capsule::into_capsule(py, mt)
     }
 
     /// Moves `self` into a `"dltensor_versioned"` capsule (DLPack 1.3), flagged `READ_ONLY`
@@ -102,6 +119,53 @@ pub trait IntoDLPack {
         Self: Sized + Send + 'static,
     {
         let mt = self.into_managed_tensor_versioned()?;
-        crate::pyo3_glue::capsule::versioned_capsule(py, mt)
+        crate::pyo3_glue::capsule::into_capsule(py, mt)
+    }
+}
+
+#[cfg(feature = "ndarray")]
+mod ndarray_impls {
+    use core::ffi::c_void;
+
+    use ndarray::{ArcArray, Array, ArrayBase, Data, Dimension};
+
+    use super::IntoDLPack;
+    use crate::safe::{cpu_device, Element, TensorInfo};
+
+    fn array_info<A: Element, S: Data<Elem = A>, D: Dimension>(
+        array: &ArrayBase<S, D>,
+    ) -> TensorInfo {
+        TensorInfo::strided(
+            array.as_ptr().cast_mut().cast::<c_void>(),
+            cpu_device(),
+            A::DTYPE,
+            array.shape().iter().map(|&d| d as i64).collect(),
+            array.strides().iter().map(|&s| s as i64).collect(),
+        )
+    }
+
+    /// Exports the array with its own shape and strides; the array is the keepalive.
+    // SAFETY: an `Array` owns its elements in one heap allocation that moving the array does not
+    // move; ndarray guarantees its shape and strides address only elements of it. `as_ptr`
+    // reads the array's raw pointer (no reference to the elements), and the array owns the data
+    // uniquely, so consumer writes touch memory nothing else relies on.
+    unsafe impl<A: Element, D: Dimension> IntoDLPack for Array<A, D> {
+        fn tensor_info(&self) -> TensorInfo {
+            array_info(self)
+        }
+    }
+
+    /// Exports the array with its own shape and strides; read-only unless this `ArcArray` is
+    /// the only owner of its data.
+    // SAFETY: as for `Array`; shared data is exported read-only, and a unique `ArcArray` moved
+    // into the export can gain no other owner afterwards.
+    unsafe impl<A: Element, D: Dimension> IntoDLPack for ArcArray<A, D> {
+        fn tensor_info(&self) -> TensorInfo {
+            array_info(self)
+        }
+
+        fn is_read_only(&self) -> bool {
+            !self.is_unique()
+        }
     }
 }

@@ -93,6 +93,7 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 extern crate alloc;
 
@@ -105,11 +106,17 @@ mod into_dlpack;
 pub use dlpack_rs_derive::IntoDLPack;
 pub use into_dlpack::IntoDLPack;
 
+/// What `#[derive(IntoDLPack)]` expands to calls; a private interface whose path carries the
+/// release it belongs to (the derive crate is pinned to this exact release).
 #[doc(hidden)]
-pub mod derive_support;
+#[path = "derive_support.rs"]
+pub mod __private_derive_v0_4;
 
 #[cfg(feature = "pyo3")]
 pub mod pyo3_glue;
+
+#[cfg(all(test, feature = "ndarray"))]
+mod ndarray_tests;
 
 /// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
 #[cfg(feature = "pyo3")]

@@ -122,7 +122,11 @@ fn tuple_struct_is_one_dimensional() {
     let info = flat.tensor_info();
     assert_eq!(info.shape, vec![3]);
     assert_eq!(info.dtype, dtype_f32());
-    let mt = flat.into_managed_tensor().unwrap();
+    // A `Box<[T]>` field's pointer, taken through `&self`, comes from a shared reference: a
+    // derived export of it is read-only (so versioned only).
+    assert!(flat.is_read_only());
+    let mt = flat.into_managed_tensor_versioned().unwrap();
+    assert!(mt.is_read_only());
     assert_eq!(mt.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
 }
 

@@ -185,7 +185,7 @@ fn null_strides_mean_compact_row_major() {
     let t = r.unwrap();
     assert_eq!(t.strides().as_ref(), &[3, 1]);
     assert!(t.is_contiguous());
-    assert!(t.view().raw_strides().is_none());
+    assert!(t.raw_strides().is_none());
 }
 
 #[test]

@@ -1,22 +1,20 @@
-//! Capsules: wrapping our managed tensors in `"dltensor"` / `"dltensor_versioned"` capsules,
-//! taking ownership of a producer's capsule (rename to `used_...` first), and the keepalive
-//! that holds a Python object from a deleter that may run on any thread.
+//! Capsules: wrapping an owned managed tensor in a `"dltensor"` / `"dltensor_versioned"`
+//! capsule whose destructor frees it unless a consumer took it, and taking ownership of a
+//! producer's capsule (rename to `used_...` first).
 
 use core::ffi::{c_void, CStr};
 use core::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyCFunction, PyCapsule, PyCapsuleMethods};
+use pyo3::types::{PyCapsule, PyCapsuleMethods};
 
 use crate::ffi::{
-    DLManagedTensor, DLManagedTensorVersioned, DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME,
-    DLPACK_USED_VERSIONED_CAPSULE_NAME, DLPACK_VERSIONED_CAPSULE_NAME,
+    DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME, DLPACK_USED_VERSIONED_CAPSULE_NAME,
+    DLPACK_VERSIONED_CAPSULE_NAME,
 };
-use crate::safe::{ManagedTensor, ManagedTensorVersioned};
+use crate::safe::{AnyManaged, Kind, Managed, ManagedTensor, ManagedTensorVersioned};
 
 /// Saves the error indicator, runs `f`, restores the indicator: a capsule destructor can run
 /// while an exception is being raised, and must neither clear nor replace it.
@@ -44,125 +42,104 @@ unsafe fn preserving_error_indicator(f: impl FnOnce()) {
     };
 }
 
-/// The two owned managed-tensor kinds a capsule of ours can carry.
-trait CapsuleKind: Sized {
-    /// The capsule's name while nobody consumed it.
-    const NAME: &'static CStr;
-    /// The managed struct.
-    type Raw;
-    fn into_raw(self) -> *mut Self::Raw;
-    /// # Safety
-    /// As `ManagedTensor[Versioned]::from_raw_unchecked`: a valid tensor of ours, owned here.
-    unsafe fn from_raw_unchecked(ptr: NonNull<Self::Raw>) -> Self;
-}
-
-impl CapsuleKind for ManagedTensor {
-    const NAME: &'static CStr = DLPACK_CAPSULE_NAME;
-    type Raw = DLManagedTensor;
-    fn into_raw(self) -> *mut DLManagedTensor {
-        ManagedTensor::into_raw(self)
-    }
-    unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensor>) -> Self {
-        // SAFETY: forwarded from the caller.
-        unsafe { ManagedTensor::from_raw_unchecked(ptr) }
-    }
-}
-
-impl CapsuleKind for ManagedTensorVersioned {
-    const NAME: &'static CStr = DLPACK_VERSIONED_CAPSULE_NAME;
-    type Raw = DLManagedTensorVersioned;
-    fn into_raw(self) -> *mut DLManagedTensorVersioned {
-        ManagedTensorVersioned::into_raw(self)
-    }
-    unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensorVersioned>) -> Self {
-        // SAFETY: forwarded from the caller.
-        unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }
+/// The capsule name of an owner's kind while nobody consumed it.
+fn unused_name<K: Kind>(t: &Managed<K>) -> &'static CStr {
+    if t.is_versioned() {
+        DLPACK_VERSIONED_CAPSULE_NAME
+    } else {
+        DLPACK_CAPSULE_NAME
     }
 }
 
 /// Destructor of our capsules: calls the deleter only if no consumer renamed the capsule
-/// (took ownership).
-unsafe extern "C" fn capsule_destructor<T: CapsuleKind>(capsule: *mut ffi::PyObject) {
+/// (took ownership). `VERSIONED` says which struct the capsule was made with.
+unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi::PyObject) {
+    let name = if VERSIONED {
+        DLPACK_VERSIONED_CAPSULE_NAME
+    } else {
+        DLPACK_CAPSULE_NAME
+    };
     // SAFETY: CPython calls capsule destructors with the GIL held, with a live capsule.
     unsafe {
         preserving_error_indicator(|| {
-            if ffi::PyCapsule_IsValid(capsule, T::NAME.as_ptr()) == 1 {
-                let ptr = ffi::PyCapsule_GetPointer(capsule, T::NAME.as_ptr()).cast::<T::Raw>();
-                // The name is still the unused one: nobody took the tensor, so we still own it
-                // (a valid capsule has a non-NULL pointer); dropping the owner calls its
-                // deleter exactly once.
-                drop(T::from_raw_unchecked(NonNull::new_unchecked(ptr)));
+            if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
+                let ptr = ffi::PyCapsule_GetPointer(capsule, name.as_ptr());
+                // The name is still the unused one: nobody took the tensor, so this capsule
+                // (made by `into_capsule` with this destructor) still owns the struct of the
+                // kind `VERSIONED` says; a valid capsule has a non-NULL pointer. Dropping the
+                // owner calls its deleter exactly once.
+                let ptr = NonNull::new_unchecked(ptr);
+                if VERSIONED {
+                    drop(ManagedTensorVersioned::from_raw_unchecked(ptr.cast()));
+                } else {
+                    drop(ManagedTensor::from_raw_unchecked(ptr.cast()));
+                }
             }
         })
     }
 }
 
-/// Wraps an owned managed tensor in a capsule of its kind's name. If the consumer never
-/// renames it, the capsule's destructor calls the deleter. On failure the tensor is freed.
-fn capsule<T: CapsuleKind>(py: Python<'_>, tensor: T) -> PyResult<Bound<'_, PyCapsule>> {
-    let raw = tensor.into_raw();
-    // SAFETY: `raw` is a valid, owned managed tensor (non-NULL); the destructor frees it unless a
-    // consumer took it by renaming the capsule, and CPython runs it with the GIL held.
-    let capsule = unsafe {
-        PyCapsule::new_with_pointer_and_destructor(
-            py,
-            NonNull::new_unchecked(raw.cast::<c_void>()),
-            T::NAME,
-            Some(capsule_destructor::<T>),
-        )
-    };
-    if capsule.is_err() {
-        // SAFETY: no capsule was made, so `raw` is still ours alone.
-        drop(unsafe { T::from_raw_unchecked(NonNull::new_unchecked(raw)) });
+/// Wraps an owned managed tensor in a capsule of its kind's name (`"dltensor"` or
+/// `"dltensor_versioned"`). If the consumer never renames it, the capsule's destructor calls
+/// the deleter. On failure the tensor is freed. A read-only owner must be versioned (a legacy
+/// capsule cannot say read-only): `BufferError` otherwise.
+pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bound<'_, PyCapsule>> {
+    let name = unused_name(&tensor);
+    let versioned = tensor.is_versioned();
+    if !versioned && tensor.is_read_only() {
+        return Err(pyo3::exceptions::PyBufferError::new_err(
+            "cannot export read-only data as a legacy DLPack capsule (it cannot signal \
+             read-only); ask for max_version=(1, x)",
+        ));
     }
-    capsule
-}
-
-/// Wraps an owned legacy managed tensor in a `"dltensor"` capsule. If the consumer never
-/// renames it, the capsule's destructor calls the deleter. On failure the tensor is freed.
-pub fn legacy_capsule<'py>(
-    py: Python<'py>,
-    tensor: ManagedTensor,
-) -> PyResult<Bound<'py, PyCapsule>> {
-    capsule(py, tensor)
-}
-
-/// Wraps an owned versioned managed tensor in a `"dltensor_versioned"` capsule, as
-/// [`legacy_capsule`].
-pub fn versioned_capsule<'py>(
-    py: Python<'py>,
-    tensor: ManagedTensorVersioned,
-) -> PyResult<Bound<'py, PyCapsule>> {
-    capsule(py, tensor)
-}
-
-/// A managed tensor taken out of a capsule: legacy or versioned.
-#[derive(Debug)]
-pub enum Consumed {
-    /// From a `"dltensor"` capsule.
-    Legacy(ManagedTensor),
-    /// From a `"dltensor_versioned"` capsule.
-    Versioned(ManagedTensorVersioned),
-}
-
-impl Consumed {
-    /// A validated view of the tensor, whichever kind it is.
-    pub fn view(&self) -> crate::safe::TensorView<'_> {
-        match self {
-            Consumed::Legacy(t) => t.view(),
-            Consumed::Versioned(t) => t.view(),
+    let any = tensor.into_any();
+    let raw: NonNull<c_void> = match any.into_versioned() {
+        Ok(v) => NonNull::new(v.into_raw()).map(NonNull::cast),
+        Err(any) => any
+            .into_legacy()
+            .ok()
+            .and_then(|l| NonNull::new(l.into_raw()).map(NonNull::cast)),
+    }
+    .ok_or_else(|| pyo3::exceptions::PySystemError::new_err("managed tensor of no kind"))?;
+    let destructor = if versioned {
+        capsule_destructor::<true> as unsafe extern "C" fn(*mut ffi::PyObject)
+    } else {
+        capsule_destructor::<false>
+    };
+    // SAFETY: `raw` is a valid, owned managed struct of the kind `name` says (non-NULL); the
+    // destructor frees it unless a consumer took it by renaming the capsule, and CPython runs
+    // it with the GIL held.
+    let capsule =
+        unsafe { PyCapsule::new_with_pointer_and_destructor(py, raw, name, Some(destructor)) };
+    if capsule.is_err() {
+        // SAFETY: no capsule was made, so `raw` is still ours alone, of the kind `versioned`
+        // says.
+        unsafe {
+            if versioned {
+                drop(ManagedTensorVersioned::from_raw_unchecked(raw.cast()));
+            } else {
+                drop(ManagedTensor::from_raw_unchecked(raw.cast()));
+            }
         }
     }
+    capsule
 }
 
 /// Takes ownership of the managed tensor in a DLPack capsule of either name.
 ///
 /// The capsule is renamed to its `used_` name before anything that can fail, so that its
-/// destructor never frees the tensor; from then on the returned value calls the producer's
+/// destructor never frees the tensor; from then on the returned owner calls the producer's
 /// deleter exactly once (at once, on a validation error). A capsule that was already
 /// consumed raises `ValueError`; any other capsule `TypeError`; a tensor of a DLPack major
 /// version other than 1, or one that cannot be described, `BufferError`.
-pub fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Consumed> {
+///
+/// # Safety
+///
+/// A capsule's name is no proof of what it points to (safe pyo3 code can make a capsule of any
+/// value under any name): the caller vouches that a capsule named `"dltensor"` /
+/// `"dltensor_versioned"` holds a producer's `DLManagedTensor` / `DLManagedTensorVersioned`
+/// that keeps the DLPack contract, as a capsule returned by a producer's `__dlpack__` does.
+pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<AnyManaged> {
     let ptr = capsule.as_ptr();
     // SAFETY: `ptr` is a live capsule and we hold the GIL. A name is compared, never kept.
     let name: Option<&CStr> = unsafe {
@@ -205,109 +182,13 @@ pub fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Consumed> {
         return Err(PyErr::fetch(capsule.py()));
     }
     let result = if versioned {
-        // SAFETY: a "dltensor_versioned" capsule holds a DLManagedTensorVersioned that is now
-        // ours alone; from_raw checks the major version before reading anything else and calls
-        // the deleter on any error.
-        unsafe { ManagedTensorVersioned::from_raw(raw.as_ptr().cast()) }.map(Consumed::Versioned)
+        // SAFETY: the caller vouches that a "dltensor_versioned" capsule holds a
+        // DLManagedTensorVersioned, which the rename made ours alone; from_raw checks the major
+        // version before reading anything else and calls the deleter on any error.
+        unsafe { ManagedTensorVersioned::from_raw(raw.as_ptr().cast()) }.map(AnyManaged::from)
     } else {
-        // SAFETY: a "dltensor" capsule holds a DLManagedTensor that is now ours alone; from_raw
-        // calls the deleter on any error.
-        unsafe { ManagedTensor::from_raw(raw.as_ptr().cast()) }.map(Consumed::Legacy)
+        // SAFETY: as above, for a "dltensor" capsule and a DLManagedTensor.
+        unsafe { ManagedTensor::from_raw(raw.as_ptr().cast()) }.map(AnyManaged::from)
     };
     result.map_err(PyErr::from)
-}
-
-/// Set by an `atexit` hook once the interpreter starts shutting down; from then on a
-/// [`PyKeepalive`] dropped without the GIL leaks its object instead of attaching.
-static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
-static HOOK: Once = Once::new();
-
-pub(crate) fn install_shutdown_hook(py: Python<'_>) {
-    HOOK.call_once(|| {
-        let hook = PyCFunction::new_closure(py, None, None, |_args, _kwargs| {
-            SHUTTING_DOWN.store(true, Ordering::SeqCst);
-        });
-        let registered = hook.and_then(|hook| {
-            py.import("atexit")?
-                .call_method1("register", (hook,))
-                .map(drop)
-        });
-        if registered.is_err() {
-            // Without the hook we cannot tell shutdown apart: be conservative.
-            SHUTTING_DOWN.store(true, Ordering::SeqCst);
-        }
-    });
-}
-
-/// Whether this thread holds the GIL. The stable ABI (feature `abi3`) has no
-/// `PyGILState_Check`: there the answer is always "no", which only makes callers take their
-/// conservative path.
-fn this_thread_holds_gil() -> bool {
-    // SAFETY: both are callable at any time from any thread; `PyGILState_Check` returns 1
-    // only when this thread holds the GIL (it is only read when the interpreter is live).
-    #[cfg(not(feature = "abi3"))]
-    return unsafe { ffi::Py_IsInitialized() != 0 && ffi::PyGILState_Check() == 1 };
-    #[cfg(feature = "abi3")]
-    return false;
-}
-
-/// Whether the interpreter is shutting down (our `atexit` hook ran) and this thread does not
-/// hold the GIL: from then on nothing may try to take the GIL, so owners leak instead.
-pub(crate) fn exiting_without_gil() -> bool {
-    SHUTTING_DOWN.load(Ordering::SeqCst) && !this_thread_holds_gil()
-}
-
-/// A Python object held as the keepalive of an exported tensor.
-///
-/// DLPack deleters run on any thread, with or without the GIL, even during interpreter
-/// shutdown. Dropping a `PyKeepalive` is sound in all three cases:
-/// - on a thread that holds the GIL, the reference is released at once;
-/// - on a thread without it, the thread attaches to release it ([`Python::try_attach`]);
-/// - when the interpreter is shutting down or not attachable, the reference is leaked
-///   (never touching Python), which is what a process about to exit can afford.
-pub struct PyKeepalive(Option<Py<PyAny>>);
-
-impl PyKeepalive {
-    /// Holds `obj` until this value is dropped.
-    pub fn new(py: Python<'_>, obj: Py<PyAny>) -> Self {
-        install_shutdown_hook(py);
-        PyKeepalive(Some(obj))
-    }
-
-    /// The object held.
-    pub fn object(&self) -> Option<&Py<PyAny>> {
-        self.0.as_ref()
-    }
-}
-
-impl Drop for PyKeepalive {
-    fn drop(&mut self) {
-        let Some(obj) = self.0.take() else { return };
-        // Under `abi3` this is always false and the `try_attach` path below is taken, which is
-        // re-entrant on a thread that already holds the GIL; the one difference: a thread
-        // holding the GIL during shutdown leaks the reference.
-        if this_thread_holds_gil() {
-            // SAFETY: this thread holds the GIL, so the reference can be released directly
-            // (even during finalization, as CPython itself does).
-            unsafe { ffi::Py_DecRef(obj.into_ptr()) };
-            return;
-        }
-        if SHUTTING_DOWN.load(Ordering::SeqCst) {
-            std::mem::forget(obj);
-            return;
-        }
-        let mut slot = Some(obj);
-        // try_attach refuses (returns None, not running the closure) when the interpreter is
-        // not initialized or (3.13+) finalizing.
-        Python::try_attach(|_py| drop(slot.take()));
-        if let Some(obj) = slot {
-            std::mem::forget(obj);
-        }
-    }
-}
-
-impl core::fmt::Debug for PyKeepalive {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_tuple("PyKeepalive").field(&self.0).finish()
-    }
 }

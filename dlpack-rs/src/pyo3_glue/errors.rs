@@ -1,13 +1,15 @@
 //! How errors of the safe layer surface in Python: the exception the DLPack protocol names.
 
-use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError};
 use pyo3::PyErr;
 
 use crate::safe::Error;
 
 /// Converts a safe-layer error into the Python exception the protocol names:
-/// `TypeError` when a typed view asked for the wrong element type, `BufferError` for
-/// everything else (data that cannot be described, read, or exported as asked).
+/// `TypeError` when a typed view asked for the wrong element type, `MemoryError` when memory
+/// ran out, `BufferError` for everything else: data that cannot be described, read, or
+/// exported as asked, and a view refused by the borrow registry
+/// ([`Error::AlreadyBorrowed`]).
 ///
 /// ```
 /// use dlpack_rs::safe::Error;
@@ -25,6 +27,7 @@ impl From<Error> for PyErr {
         let message = err.to_string();
         match err {
             Error::DtypeMismatch { .. } => PyTypeError::new_err(message),
+            Error::OutOfMemory => PyMemoryError::new_err(message),
             _ => PyBufferError::new_err(message),
         }
     }

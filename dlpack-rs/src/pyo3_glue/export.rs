@@ -5,9 +5,10 @@ use pyo3::pyclass::boolean_struct::True;
 use pyo3::types::PyCapsule;
 use pyo3::PyClass;
 
-use super::capsule::PyKeepalive;
+use super::keepalive::PyKeepalive;
 use super::protocol::{export_capsule, DLPackArgs};
-use crate::safe::TensorInfo;
+use crate::safe::borrow::BorrowToken;
+use crate::safe::{borrow_described, TensorInfo};
 use crate::IntoDLPack;
 
 /// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`
@@ -15,7 +16,18 @@ use crate::IntoDLPack;
 ///
 /// Each call exports a new managed tensor whose keepalive is the Python object itself, so the
 /// object (and the memory [`IntoDLPack::tensor_info`] describes) lives until every consumer
-/// has called its deleter; see [`export_capsule`] for how each argument is handled.
+/// has called its deleter. Arguments: `stream` is checked against the device; `dl_device`
+/// must be the data's device (or the CPU for host memory, by copy); `copy=True` makes a real
+/// copy flagged `IS_COPIED`; `max_version` major >= 1 gives a versioned capsule, else a legacy
+/// one, which read-only data cannot have (`BufferError`).
+///
+/// **Borrows.** Rust code of the class may read the exported memory through `&self` at any
+/// time, so each export holds a shared borrow of it in the [borrow
+/// registry](crate::safe::borrow) until its deleter runs: an import of the export (directly,
+/// or after torch re-exported it) gets shared views only, and `as_mut_slice` on it raises
+/// `BufferError`. Python consumers may still write memory exported writable (outside the
+/// model, as with any buffer handed to foreign code); `#[dlpack(read_only)]` /
+/// `is_read_only` exports it `READ_ONLY`.
 ///
 /// **Mutation safety.** The class must be `frozen`: Python then never hands out `&mut` to
 /// it, so no Rust code can mutate (or reallocate) the exported buffer while a consumer
@@ -33,7 +45,9 @@ use crate::IntoDLPack;
 ///     pixels: Vec<f32>,
 /// }
 ///
-/// impl IntoDLPack for Image {
+/// // SAFETY: the Vec holds 4 f32s in a heap buffer that moves with nothing; `as_ptr` takes
+/// // the pointer without a reference to the elements.
+/// unsafe impl IntoDLPack for Image {
 ///     fn tensor_info(&self) -> TensorInfo {
 ///         TensorInfo::contiguous(self.pixels.as_ptr() as *mut _, cpu_device(), dtype_f32(), vec![2, 2])
 ///     }
@@ -77,33 +91,54 @@ where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
 {
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
-    export_with_args(slf, &args)
+    export_object_capsule(slf, &args, true)
 }
 
-/// [`export_dlpack`] with arguments already parsed.
-pub fn export_with_args<'py, T>(
+/// [`export_dlpack`] with arguments already parsed. `rust_reads` says whether Rust code may read
+/// the exported memory without a registered view (a `#[pyclass]` reading its own field through
+/// `&self`): the export then holds a shared borrow of it until the deleter runs, so no import
+/// of the memory can take a mutable view meanwhile.
+pub(crate) fn export_object_capsule<'py, T>(
     slf: &Bound<'py, T>,
     args: &DLPackArgs,
+    rust_reads: bool,
 ) -> PyResult<Bound<'py, PyCapsule>>
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
 {
-    let (info, read_only, keepalive) = object_export(slf);
-    // SAFETY: the keepalive holds the frozen Python object that owns the memory `info`
-    // describes (the IntoDLPack contract); frozen classes are never mutably borrowed, so the
-    // memory stays valid and in place until the keepalive is dropped by the deleter.
+    let (info, read_only, keepalive) = object_export(slf, rust_reads)?;
+    // SAFETY: the keepalive holds the frozen Python object whose value vouches for the memory
+    // `info` describes (the `unsafe impl IntoDLPack` contract); a frozen class is never mutably
+    // borrowed, so the memory stays valid and in place until the deleter drops the keepalive.
     unsafe { export_capsule(slf.py(), info, read_only, keepalive, args) }
 }
 
+/// The keepalive of an export of a frozen pyclass instance: the registered borrow of its
+/// memory (released first), then the object itself.
+pub(crate) type ObjectKeepalive = (Option<BorrowToken>, PyKeepalive);
+
 /// What an export of a frozen pyclass instance needs: its metadata, whether it is read-only,
-/// and the object itself as the keepalive (shared by `__dlpack__` and the C exchange API).
-pub(crate) fn object_export<T>(slf: &Bound<'_, T>) -> (TensorInfo, bool, PyKeepalive)
+/// and the keepalive (shared by `__dlpack__` and the C exchange API). See
+/// [`export_object_capsule`] for `rust_reads`; a borrow that conflicts with a live mutable view
+/// of the memory raises `BufferError`.
+pub(crate) fn object_export<T>(
+    slf: &Bound<'_, T>,
+    rust_reads: bool,
+) -> PyResult<(TensorInfo, bool, ObjectKeepalive)>
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
 {
+    let py = slf.py();
+    super::borrow::join(py);
     let this = slf.get();
-    let keepalive = PyKeepalive::new(slf.py(), slf.clone().into_any().unbind());
-    (this.tensor_info(), this.is_read_only(), keepalive)
+    let info = this.tensor_info();
+    let borrow = if rust_reads {
+        Some(borrow_described(&info, false)?)
+    } else {
+        None
+    };
+    let keepalive = PyKeepalive::new(py, slf.clone().into_any().unbind());
+    Ok((info, this.is_read_only(), (borrow, keepalive)))
 }
 
 /// The `__dlpack_device__()` answer for `this`: `(device_type, device_id)`.

@@ -1,7 +1,8 @@
-//! Import: [`PyTensor`] takes a tensor from any Python object with `__dlpack__` (or a raw
-//! capsule), negotiating the DLPack version, and owns it until dropped.
+//! Import: [`PyTensor`] takes a tensor from any Python object with `__dlpack__` (through its
+//! type's C exchange table when it has one), negotiating the DLPack version, and owns it until
+//! dropped; [`ImportOptions`] asks the producer for a device, a copy or a stream.
 
-use std::mem::ManuallyDrop;
+use core::ops::{Deref, DerefMut};
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
@@ -9,12 +10,17 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use pyo3::Borrowed;
 
-use super::capsule::{consume_capsule, Consumed};
-use crate::ffi::{DLDataTypeCode, DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-use crate::safe::{Element, Error, ManagedTensor, ManagedTensorVersioned, TensorView};
+use crate::ffi::{DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+use crate::safe::AnyManaged;
 
 /// A tensor imported from Python: owns the producer's managed tensor (legacy or versioned)
-/// and calls its deleter exactly once when dropped.
+/// and calls its deleter exactly once when dropped. It derefs to the owner,
+/// [`AnyManaged`](crate::safe::Managed): every accessor and view (`as_slice`, `as_mut_slice`,
+/// `as_array`, ...) is the owner's, borrow-checked against every other view of the memory in
+/// the process.
+///
+/// A legacy (unversioned) import is read-only unless [`ImportOptions::writable_legacy`] says
+/// otherwise.
 ///
 /// The producer's deleter is called on the thread that drops the `PyTensor`, with or without
 /// the GIL; DLPack requires producers' deleters to cope with both (numpy, torch, jax and
@@ -42,21 +48,22 @@ use crate::safe::{Element, Error, ManagedTensor, ManagedTensorVersioned, TensorV
 ///
 /// **Dropping.** The producer's deleter runs exactly once, on whatever thread drops the
 /// `PyTensor`. Producers' deleters (numpy's, torch's) take the GIL themselves, which a thread
-/// cannot do safely once the interpreter is shutting down; so a `PyTensor` dropped on a thread
-/// without the GIL after `atexit` began leaks its tensor instead (the process is exiting).
+/// cannot do safely once the interpreter is shutting down; so a `PyTensor` (or the owner
+/// [`PyTensor::into_inner`] returns) dropped on a thread that is not attached after `atexit`
+/// began leaks its tensor instead (the process is exiting).
 #[derive(Debug)]
-pub struct PyTensor {
-    inner: ManuallyDrop<Consumed>,
+pub struct PyTensor(AnyManaged);
+
+impl Deref for PyTensor {
+    type Target = AnyManaged;
+    fn deref(&self) -> &AnyManaged {
+        &self.0
+    }
 }
 
-impl Drop for PyTensor {
-    fn drop(&mut self) {
-        if super::capsule::exiting_without_gil() {
-            return; // leak: see the type's documentation
-        }
-        // SAFETY: `inner` is dropped only here, once; `into_inner` takes it out of a value
-        // whose Drop never runs.
-        unsafe { ManuallyDrop::drop(&mut self.inner) }
+impl DerefMut for PyTensor {
+    fn deref_mut(&mut self) -> &mut AnyManaged {
+        &mut self.0
     }
 }
 
@@ -84,6 +91,7 @@ pub struct ImportOptions {
     copy: Option<bool>,
     stream: Option<i64>,
     no_exchange_api: bool,
+    writable_legacy: bool,
 }
 
 impl ImportOptions {
@@ -117,7 +125,22 @@ impl ImportOptions {
         self
     }
 
-    /// Imports `obj` (an object with `__dlpack__`, or a DLPack capsule) with these options.
+    /// Whether a legacy (unversioned) tensor may be written (default `false`). A legacy capsule
+    /// cannot say "read-only", and producers export immutable data that way (jax arrays; numpy
+    /// 2.x imports legacy capsules read-only for this reason), so by default a legacy import is
+    /// read-only: `as_mut_slice` raises `BufferError` and a re-export carries `READ_ONLY`.
+    /// Turn this on only for a producer known to hand out writable memory.
+    pub fn writable_legacy(mut self, writable: bool) -> Self {
+        self.writable_legacy = writable;
+        self
+    }
+
+    /// Imports `obj` (an object with `__dlpack__`) with these options.
+    ///
+    /// The producer is trusted as every DLPack consumer trusts it: what its `__dlpack__` (or
+    /// its type's exchange table) hands over is believed to be a managed tensor that keeps the
+    /// DLPack contract. A bare capsule is refused with `TypeError` (its name proves nothing):
+    /// [`PyTensor::from_capsule`] takes one, `unsafe`ly.
     ///
     /// When the type of `obj` publishes a C exchange API table (a `"dlpack_exchange_api"`
     /// capsule whose header, or one in its `prev_api` chain, has major version 1), no `copy`
@@ -131,24 +154,22 @@ impl ImportOptions {
     /// Otherwise calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
     /// (a producer older than DLPack 1.0), retries `obj.__dlpack__(stream=...)` without the
     /// newer keywords, then checks the device itself and makes the copy itself when
-    /// `copy(true)` was asked for. A raw capsule is consumed as is.
+    /// `copy(true)` was asked for.
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
-        if let Ok(capsule) = obj.cast::<PyCapsule>() {
-            return self.check(PyTensor::from_capsule(capsule)?);
+        if obj.cast::<PyCapsule>().is_ok() {
+            return Err(PyTypeError::new_err(
+                "expected an object with __dlpack__, got a bare DLPack capsule (a capsule's \
+                 name is no proof of its contents: pass the producer, or take the capsule \
+                 with the unsafe PyTensor::from_capsule)",
+            ));
         }
         if !self.no_exchange_api && self.copy.is_none() && self.stream.is_none() {
-            if let Some(tensor) = super::exchange::import(obj)? {
-                let device = tensor.view().device();
-                // torch's table exports a complex tensor whose conjugate bit is set without
-                // resolving it (its `__dlpack__` refuses such tensors with BufferError), which
-                // would hand out unconjugated values: complex tensors take `__dlpack__`.
-                let complex = tensor.view().dtype().code == DLDataTypeCode::COMPLEX;
-                if super::exchange::is_cpu(device)
-                    && self.device.is_none_or(|d| d == device)
-                    && !complex
+            if let Some(tensor) = super::exchange_import::import(obj)? {
+                let device = tensor.device();
+                if super::exchange_import::is_cpu(device) && self.device.is_none_or(|d| d == device)
                 {
-                    return Ok(PyTensor::new(py, Consumed::Versioned(tensor)));
+                    return Ok(PyTensor::new(py, tensor.into_any(), false));
                 }
             }
         }
@@ -198,11 +219,14 @@ impl ImportOptions {
         let capsule = result
             .cast::<PyCapsule>()
             .map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?;
-        let tensor = self.check(PyTensor::from_capsule(capsule)?)?;
+        // SAFETY: the capsule is the producer's answer to `__dlpack__`: the producer is trusted
+        // (this function's documented contract, as for every DLPack consumer).
+        let consumed = unsafe { super::capsule::consume_capsule(capsule) }?;
+        let tensor = self.check(PyTensor::new(py, consumed, self.writable_legacy))?;
         if legacy && self.copy == Some(true) {
             // An older producer could not be asked for a copy: make it here.
-            let copy = super::protocol::copy_view(tensor.view())?;
-            return Ok(PyTensor::new(py, Consumed::Versioned(copy)));
+            let copy = tensor.copy()?;
+            return Ok(PyTensor::new(py, copy.into_any(), false));
         }
         Ok(tensor)
     }
@@ -225,8 +249,8 @@ impl ImportOptions {
 }
 
 impl PyTensor {
-    /// Imports a tensor from any object with `__dlpack__` or from a DLPack capsule, with
-    /// default options (see [`ImportOptions::import`]).
+    /// Imports a tensor from any object with `__dlpack__`, with default options (see
+    /// [`ImportOptions::import`], which says what is trusted).
     pub fn from_pyany(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let _ = py;
         ImportOptions::new().import(obj)
@@ -234,68 +258,39 @@ impl PyTensor {
 
     /// Takes the tensor out of a `"dltensor"` or `"dltensor_versioned"` capsule, renaming it
     /// to its `used_` name first. A consumed capsule raises `ValueError`; an unsupported major
-    /// version `BufferError` (after calling the producer's deleter).
-    pub fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
-        consume_capsule(capsule).map(|inner| PyTensor::new(capsule.py(), inner))
+    /// version `BufferError` (after calling the producer's deleter). A legacy tensor is
+    /// read-only (see [`ImportOptions::writable_legacy`]).
+    ///
+    /// # Safety
+    ///
+    /// The capsule must be what its name says: a `"dltensor"` capsule holds a
+    /// `DLManagedTensor`, a `"dltensor_versioned"` one a `DLManagedTensorVersioned`, made by a
+    /// DLPack producer that keeps the protocol's contract (valid metadata, memory alive until
+    /// the deleter runs). A capsule returned by a producer's `__dlpack__` is; one made by
+    /// `PyCapsule::new_with_value` under that name is not.
+    pub unsafe fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { super::capsule::consume_capsule(capsule) }
+            .map(|inner| PyTensor::new(capsule.py(), inner, false))
     }
 
-    /// A validated view of the metadata and data.
-    pub fn view(&self) -> TensorView<'_> {
-        self.inner.view()
-    }
-
-    /// Whether the producer sent a versioned (DLPack >= 1.0) tensor.
-    pub fn is_versioned(&self) -> bool {
-        matches!(*self.inner, Consumed::Versioned(_))
-    }
-
-    /// The owned legacy managed tensor, if the producer sent one.
-    pub fn as_legacy(&self) -> Option<&ManagedTensor> {
-        match &*self.inner {
-            Consumed::Legacy(t) => Some(t),
-            Consumed::Versioned(_) => None,
+    /// Wraps an import: joins the process-wide borrow registry, makes a legacy tensor read-only
+    /// unless `writable_legacy`, and makes the owner leak instead of running the producer's
+    /// deleter on a thread that may not attach once the interpreter is going away.
+    fn new(py: Python<'_>, mut inner: AnyManaged, writable_legacy: bool) -> Self {
+        super::borrow::join(py);
+        super::keepalive::install_shutdown_hook(py);
+        inner.leak_on_drop_if(super::keepalive::exiting_unattached);
+        if !inner.is_versioned() && !writable_legacy {
+            inner = inner.into_read_only();
         }
+        PyTensor(inner)
     }
 
-    /// The owned versioned managed tensor, if the producer sent one.
-    pub fn as_versioned(&self) -> Option<&ManagedTensorVersioned> {
-        match &*self.inner {
-            Consumed::Versioned(t) => Some(t),
-            Consumed::Legacy(_) => None,
-        }
-    }
-
-    fn new(py: Python<'_>, inner: Consumed) -> Self {
-        super::capsule::install_shutdown_hook(py);
-        PyTensor {
-            inner: ManuallyDrop::new(inner),
-        }
-    }
-
-    /// The owned managed tensor, legacy or versioned.
-    pub fn into_inner(self) -> Consumed {
-        let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never dropped, so `inner` is taken out exactly once.
-        unsafe { ManuallyDrop::take(&mut this.inner) }
-    }
-
-    crate::safe::view_accessors!();
-
-    /// Whether the producer copied the data for this export (versioned tensors only).
-    pub fn is_copied(&self) -> bool {
-        self.view().is_copied()
-    }
-    /// The `DLPACK_FLAG_BITMASK_*` flags (0 for a legacy tensor).
-    pub fn flags(&self) -> u64 {
-        self.view().flags()
-    }
-    /// The elements as a mutable slice, when the data is host-accessible, C-contiguous, of
-    /// `T`'s dtype and not read-only.
-    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T], Error> {
-        match &mut *self.inner {
-            Consumed::Legacy(t) => t.as_mut_slice(),
-            Consumed::Versioned(t) => t.as_mut_slice(),
-        }
+    /// The owned managed tensor, legacy or versioned (it keeps the shutdown guard and the
+    /// read-only decision).
+    pub fn into_inner(self) -> AnyManaged {
+        self.0
     }
 }
 

@@ -30,7 +30,8 @@
 //!
 //! struct MyTensor(Vec<f32>);
 //!
-//! impl IntoDLPack for MyTensor {
+//! // SAFETY: the Vec's heap buffer holds `len` f32s and stays in place when the Vec moves.
+//! unsafe impl IntoDLPack for MyTensor {
 //!     fn tensor_info(&self) -> TensorInfo {
 //!         TensorInfo::contiguous(
 //!             self.0.as_ptr() as *mut c_void,
@@ -45,26 +46,31 @@
 //! Python::attach(|py| {
 //!     let t = MyTensor(vec![1.0, 2.0, 3.0]);
 //!     let capsule = t.into_capsule(py).unwrap();
-//!     // Round trip: import our own capsule.
-//!     let tensor = PyTensor::from_pyany(py, capsule.as_any()).unwrap();
+//!     // Round trip: import our own capsule. A bare capsule's name proves nothing, so taking
+//!     // one is `unsafe`; this one we just made.
+//!     // SAFETY: `into_capsule` made a "dltensor" capsule of a DLManagedTensor.
+//!     let tensor = unsafe { PyTensor::from_capsule(&capsule) }.unwrap();
 //!     assert_eq!(tensor.shape(), &[3]);
 //!     assert_eq!(tensor.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
 //!     // Dropping `tensor` calls the deleter, which drops the MyTensor.
 //! });
 //! ```
 
+mod borrow;
 pub(crate) mod capsule;
 mod errors;
-mod exchange;
+mod exchange_export;
+mod exchange_import;
 mod export;
 mod import;
+mod keepalive;
 mod protocol;
 mod tensor;
 
 pub use crate::into_dlpack::IntoDLPack;
-pub use capsule::{consume_capsule, legacy_capsule, versioned_capsule, Consumed, PyKeepalive};
-pub use exchange::{exchange_api, exchange_api_capsule};
-pub use export::{export_dlpack, export_dlpack_device, export_with_args};
+pub use capsule::into_capsule;
+pub use export::{export_dlpack, export_dlpack_device};
 pub use import::{ImportOptions, PyTensor};
-pub use protocol::{export_capsule, DLPackArgs};
-pub use tensor::{dtype_name, register, DLPackTensor};
+pub use keepalive::PyKeepalive;
+pub use protocol::DLPackArgs;
+pub use tensor::{dtype_name, exchange_api, exchange_api_capsule, register, DLPackTensor};

@@ -4,7 +4,7 @@
 
 use core::ffi::c_void;
 
-use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyCapsule, PyTuple};
 
@@ -12,9 +12,9 @@ use crate::ffi::{
     DLDevice, DLDeviceType, DLPackVersion, DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::safe::{self, compact_strides, cpu_device, is_c_contiguous, TensorInfo};
+use crate::safe::{self, cpu_device, TensorInfo};
 
-use super::capsule::{legacy_capsule, versioned_capsule};
+use super::capsule::into_capsule;
 
 /// The parsed and type-checked keyword arguments of one `__dlpack__` call.
 ///
@@ -175,88 +175,6 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     Some((a.extract().ok()?, b.extract().ok()?))
 }
 
-/// 64-byte aligned storage for copies (enough for every DLPack element type).
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Chunk([u8; 64]);
-
-/// A compact, host-resident copy of a tensor's elements.
-struct CopiedBuffer(Vec<Chunk>);
-
-/// Copies the elements `info` describes into a new, compact row-major, 64-byte aligned
-/// allocation. Returns the buffer and the metadata describing it (on the CPU).
-///
-/// # Safety
-///
-/// `info` must describe valid, host-readable memory (the [`IntoDLPack`](crate::IntoDLPack)
-/// contract), and it must have been validated ([`TensorInfo::numel`]).
-unsafe fn copy_tensor(info: &TensorInfo, numel: usize) -> PyResult<(CopiedBuffer, TensorInfo)> {
-    let bits = safe::element_bits(info.dtype);
-    if bits % 8 != 0 {
-        return Err(PyBufferError::new_err(
-            "cannot copy a tensor of a sub-byte element type",
-        ));
-    }
-    let esize = (bits / 8) as usize;
-    // Validated not to overflow. A broadcast layout (stride 0) can describe far more elements
-    // than its memory holds: a copy that cannot be allocated raises MemoryError, not abort.
-    let nbytes = numel * esize;
-    let chunks = nbytes.div_ceil(64).max(1);
-    let mut storage = Vec::new();
-    storage.try_reserve_exact(chunks).map_err(|_| {
-        PyMemoryError::new_err(format!("cannot allocate {nbytes} bytes for a copy"))
-    })?;
-    storage.resize(chunks, Chunk([0; 64]));
-    let mut buf = CopiedBuffer(storage);
-    let dst = buf.0.as_mut_ptr().cast::<u8>();
-    if numel > 0 {
-        // Validated: data + byte_offset stays within an isize of data.
-        let src = info
-            .data
-            .cast::<u8>()
-            .wrapping_add(info.byte_offset as usize);
-        let strides = info
-            .strides
-            .clone()
-            .unwrap_or_else(|| compact_strides(&info.shape));
-        if is_c_contiguous(&info.shape, &strides) {
-            // SAFETY: the source holds `numel` contiguous elements (caller's contract); the
-            // destination was just allocated with at least `nbytes` bytes; they do not overlap.
-            unsafe { core::ptr::copy_nonoverlapping(src, dst, nbytes) };
-        } else {
-            let ndim = info.shape.len();
-            let mut index = vec![0i64; ndim];
-            for i in 0..numel {
-                let offset: i64 = index.iter().zip(&strides).map(|(&k, &s)| k * s).sum();
-                // SAFETY: `index` is within `shape`, so the element at `offset` is one the
-                // validated layout addresses in the caller's memory; the destination slot
-                // `i` is inside the new allocation.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(
-                        src.offset(offset as isize * esize as isize),
-                        dst.add(i * esize),
-                        esize,
-                    )
-                };
-                for axis in (0..ndim).rev() {
-                    index[axis] += 1;
-                    if index[axis] < info.shape[axis] {
-                        break;
-                    }
-                    index[axis] = 0;
-                }
-            }
-        }
-    }
-    let copy = TensorInfo::contiguous(
-        dst.cast::<c_void>(),
-        cpu_device(),
-        info.dtype,
-        info.shape.clone(),
-    );
-    Ok((buf, copy))
-}
-
 /// Exports the tensor described by `info`, kept alive by `keepalive`, as the capsule that
 /// `args` ask for. This is the whole producer side of `__dlpack__`:
 ///
@@ -272,9 +190,10 @@ unsafe fn copy_tensor(info: &TensorInfo, numel: usize) -> PyResult<(CopiedBuffer
 ///
 /// # Safety
 ///
-/// `info` must describe memory that stays valid (and, unless `read_only`, writable by the
-/// consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack) contract.
-pub unsafe fn export_capsule<'py, K: Send + 'static>(
+/// `info` must describe initialised memory that stays valid (and, unless `read_only`, writable
+/// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
+/// contract.
+pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     info: TensorInfo,
     read_only: bool,
@@ -309,28 +228,45 @@ pub unsafe fn export_capsule<'py, K: Send + 'static>(
             )));
         }
         let numel = info.numel()?;
-        // SAFETY: forwarded from this function's contract; `info` was validated just above.
-        let (buffer, copy_info) = unsafe { copy_tensor(&info, numel) }?;
+        // SAFETY: forwarded from this function's contract (valid memory, host-accessible as
+        // checked above); `info` was validated just above.
+        let (buffer, copy_info) = unsafe { safe::copy_described(&info, numel) }?;
         drop(keepalive);
-        return pack_capsule(py, buffer, copy_info, DLPACK_FLAG_BITMASK_IS_COPIED, args);
+        // SAFETY: `copy_info` describes the new storage, which `buffer` owns alone.
+        return unsafe {
+            pack_capsule(
+                py,
+                buffer,
+                copy_info,
+                DLPACK_FLAG_BITMASK_IS_COPIED,
+                args,
+                Some(safe::AlignedBytes::as_mut_ptr),
+            )
+        };
     }
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
         0
     };
-    pack_capsule(py, keepalive, info, flags, args)
+    // SAFETY: forwarded from this function's contract.
+    unsafe { pack_capsule(py, keepalive, info, flags, args, None) }
 }
 
-fn pack_capsule<'py, K: Send + 'static>(
+/// # Safety
+/// As [`safe::pack_owned_versioned`]'s contract for `keepalive`, `info`, `flags` and `data_of`.
+unsafe fn pack_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     keepalive: K,
     info: TensorInfo,
     flags: u64,
     args: &DLPackArgs,
+    data_of: Option<fn(&mut K) -> *mut c_void>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     if args.versioned() {
-        versioned_capsule(py, safe::pack_owned_versioned(keepalive, info, flags)?)
+        // SAFETY: forwarded from this function's contract.
+        let mt = unsafe { safe::pack_owned_versioned(keepalive, info, flags, data_of) }?;
+        into_capsule(py, mt)
     } else {
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
             return Err(PyBufferError::new_err(
@@ -338,24 +274,8 @@ fn pack_capsule<'py, K: Send + 'static>(
                  read-only); ask for max_version=(1, x)",
             ));
         }
-        legacy_capsule(py, safe::pack_owned(keepalive, info)?)
+        // SAFETY: forwarded from this function's contract (not read-only: checked above).
+        let mt = unsafe { safe::pack_owned(keepalive, info, data_of) }?;
+        into_capsule(py, mt)
     }
-}
-
-/// A compact host copy of an imported tensor, flagged `IS_COPIED` (for a producer that could
-/// not be asked for `copy=True`).
-pub(crate) fn copy_view(view: safe::TensorView<'_>) -> PyResult<safe::ManagedTensorVersioned> {
-    if !view.device().device_type.is_host_accessible() {
-        return Err(PyBufferError::new_err(
-            "cannot copy data that is not accessible from the CPU",
-        ));
-    }
-    let info = view.tensor_info();
-    // SAFETY: the view was validated at import and its host memory is alive while borrowed.
-    let (buffer, copy) = unsafe { copy_tensor(&info, view.numel()) }?;
-    Ok(safe::pack_owned_versioned(
-        buffer,
-        copy,
-        DLPACK_FLAG_BITMASK_IS_COPIED,
-    )?)
 }

@@ -1,14 +1,30 @@
-//! The ready-made Python class `dlpack_rs.Tensor` ([`DLPackTensor`]): an owned tensor that any
-//! DLPack consumer (`np.from_dlpack`, `torch.from_dlpack`, `jax.numpy.from_dlpack`) accepts.
+//! The ready-made Python class `dlpack_rs.Tensor` ([`DLPackTensor`]), an owned tensor that any
+//! DLPack consumer (`np.from_dlpack`, `torch.from_dlpack`, `jax.numpy.from_dlpack`) accepts,
+//! and the C exchange tables of our classes (whose `managed_tensor_to_py_object_no_sync` makes
+//! a `DLPackTensor`).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyModule};
 
-use super::capsule::Consumed;
-use super::export::{export_dlpack, export_dlpack_device};
+use core::ffi::{c_int, c_void};
+use core::ptr::NonNull;
+
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::ffi;
+use pyo3::pyclass::boolean_struct::True;
+use pyo3::{Borrowed, PyClass};
+
+use super::exchange_export::{guarded, table, StaticApi};
+use super::export::{export_dlpack_device, export_object_capsule};
 use super::import::PyTensor;
-use crate::ffi::DLDataType;
-use crate::safe::{self, Buffer, Export, ManagedTensor, ManagedTensorVersioned, TensorInfo};
+use super::protocol::DLPackArgs;
+use crate::ffi::{
+    DLDataType, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor,
+    DLPACK_EXCHANGE_API_CAPSULE_NAME,
+};
+use crate::safe::{
+    self, AnyManaged, Buffer, Export, ManagedTensor, ManagedTensorVersioned, TensorInfo,
+};
 use crate::IntoDLPack;
 
 /// An owned tensor exposed to Python as `dlpack_rs.Tensor`, with `__dlpack__`,
@@ -40,14 +56,14 @@ use crate::IntoDLPack;
 /// ```
 #[pyclass(frozen, name = "Tensor", module = "dlpack_rs")]
 pub struct DLPackTensor {
-    inner: Consumed,
+    inner: AnyManaged,
 }
 
 impl DLPackTensor {
     /// Takes ownership of a versioned managed tensor.
     pub fn new(tensor: ManagedTensorVersioned) -> Self {
         DLPackTensor {
-            inner: Consumed::Versioned(tensor),
+            inner: tensor.into_any(),
         }
     }
 
@@ -56,9 +72,9 @@ impl DLPackTensor {
         export.versioned().map(Self::new)
     }
 
-    /// A validated view of the owned tensor.
-    pub fn view(&self) -> safe::TensorView<'_> {
-        self.inner.view()
+    /// The owned tensor: metadata and borrow-checked shared views (`as_slice`, `as_array`).
+    pub fn tensor(&self) -> &AnyManaged {
+        &self.inner
     }
 }
 
@@ -71,11 +87,13 @@ impl From<ManagedTensorVersioned> for DLPackTensor {
 impl From<ManagedTensor> for DLPackTensor {
     fn from(tensor: ManagedTensor) -> Self {
         DLPackTensor {
-            inner: Consumed::Legacy(tensor),
+            inner: tensor.into_any(),
         }
     }
 }
 
+/// Hands an import on: the owner keeps its read-only decision (a legacy import stays
+/// read-only) and its shutdown guard.
 impl From<PyTensor> for DLPackTensor {
     fn from(tensor: PyTensor) -> Self {
         DLPackTensor {
@@ -84,13 +102,17 @@ impl From<PyTensor> for DLPackTensor {
     }
 }
 
-impl IntoDLPack for DLPackTensor {
+/// Exports the owned tensor's memory, kept alive by the `DLPackTensor`.
+// SAFETY: the memory is the owned managed tensor's, which stays valid and in place until the
+// `DLPackTensor` (the keepalive of every export of it) drops it; its metadata was validated
+// when the owner was made; a read-only owner is exported read-only.
+unsafe impl IntoDLPack for DLPackTensor {
     fn tensor_info(&self) -> TensorInfo {
-        self.view().tensor_info()
+        self.inner.tensor_info()
     }
 
     fn is_read_only(&self) -> bool {
-        self.view().is_read_only()
+        self.inner.is_read_only()
     }
 }
 
@@ -147,7 +169,9 @@ impl DLPackTensor {
         dl_device: Option<Bound<'py, PyAny>>,
         copy: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
-        export_dlpack(slf, stream, max_version, dl_device, copy)
+        let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
+        // Rust reads this class's memory only through registered views: no borrow needed.
+        export_object_capsule(slf, &args, false)
     }
 
     /// `(device_type, device_id)` of the data.
@@ -158,42 +182,42 @@ impl DLPackTensor {
     /// The DLPack 1.3 C exchange API table (see `dlpack_rs::pyo3_glue::exchange_api`).
     #[classattr]
     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
-        super::exchange::exchange_api_capsule::<Self>(py)
+        exchange_api_capsule::<Self>(py)
     }
 
     /// The extent of each dimension.
     #[getter]
     fn shape(&self) -> Vec<i64> {
-        self.view().shape().to_vec()
+        self.inner.shape().to_vec()
     }
 
     /// The strides, in elements.
     #[getter]
     fn strides(&self) -> Vec<i64> {
-        self.view().strides().into_owned()
+        self.inner.strides().into_owned()
     }
 
     /// The element type, numpy-style (`"float32"`).
     #[getter]
     fn dtype(&self) -> String {
-        dtype_name(self.view().dtype())
+        dtype_name(self.inner.dtype())
     }
 
     /// `(device_type, device_id)`.
     #[getter]
     fn device(&self) -> (i32, i32) {
-        let d = self.view().device();
+        let d = self.inner.device();
         (d.device_type.0, d.device_id)
     }
 
     /// Whether consumers must not write to the data.
     #[getter]
     fn read_only(&self) -> bool {
-        self.view().is_read_only()
+        self.inner.is_read_only()
     }
 
     fn __repr__(&self) -> String {
-        let v = self.view();
+        let v = &self.inner;
         let d = v.device();
         let device = match d.device_type.name() {
             Some(name) => name.trim_start_matches("kDL").to_lowercase(),
@@ -224,4 +248,132 @@ impl DLPackTensor {
 /// ```
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DLPackTensor>()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exchange tables
+// ---------------------------------------------------------------------------------------------
+
+/// `managed_tensor_to_py_object_no_sync`: wraps the tensor in a new `dlpack_rs.Tensor`.
+unsafe extern "C" fn to_py_object(
+    tensor: *mut DLManagedTensorVersioned,
+    out_py_object: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: dlpack.h calls this with the GIL held.
+    unsafe {
+        guarded(|py| {
+            // SAFETY: the caller hands over ownership of a valid managed tensor (or NULL);
+            // from here on `owned` calls the deleter exactly once, on every path.
+            let owned = ManagedTensorVersioned::from_raw(tensor)?;
+            if out_py_object.is_null() {
+                return Err(PyValueError::new_err(
+                    "managed_tensor_to_py_object_no_sync: NULL out pointer",
+                ));
+            }
+            let obj = Bound::new(py, DLPackTensor::new(owned))?;
+            // SAFETY: checked non-NULL above; the new reference goes to the caller.
+            *out_py_object = obj.into_ptr().cast();
+            Ok(())
+        })
+    }
+}
+
+/// `dltensor_from_py_object_no_sync` for `dlpack_rs.Tensor`: a borrowed view of the owned
+/// tensor, valid while the object lives. Read-only tensors are refused (a bare `DLTensor`
+/// cannot say "read-only").
+
+/// `dltensor_from_py_object_no_sync` for `dlpack_rs.Tensor`: a borrowed view of the owned
+/// tensor, valid while the object lives. Read-only tensors are refused (a bare `DLTensor`
+/// cannot say "read-only").
+unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -> c_int {
+    // SAFETY: dlpack.h calls this with the GIL held.
+    unsafe {
+        guarded(|py| {
+            if py_object.is_null() || out.is_null() {
+                return Err(PyValueError::new_err(
+                    "dltensor_from_py_object_no_sync: NULL argument",
+                ));
+            }
+            // SAFETY: the caller passes a live Python object (borrowed for the call).
+            let obj = Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>());
+            let obj = obj.cast::<DLPackTensor>().map_err(PyErr::from)?;
+            let tensor = &obj.get().inner;
+            if tensor.is_read_only() {
+                return Err(PyBufferError::new_err(
+                    "a read-only tensor cannot be lent as a bare DLTensor",
+                ));
+            }
+            // SAFETY: `out` is valid (checked above). The copied struct points at shape and
+            // strides owned by the object's managed tensor, alive as long as the object.
+            *out = *tensor.raw_tensor();
+            Ok(())
+        })
+    }
+}
+
+/// `dlpack_rs.Tensor`'s table: its memory is read from Rust only through registered views, so
+/// its exports hold no borrow of their own.
+static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor, false>(
+    Some(to_py_object),
+    Some(dltensor_view),
+));
+
+/// Tables of user classes: one per class, a promoted constant (static storage).
+struct Tables<T>(core::marker::PhantomData<T>);
+
+impl<T> Tables<T>
+where
+    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+{
+    const API: StaticApi = StaticApi(table::<T, true>(Some(to_py_object), None));
+}
+
+/// The static exchange table of class `T`: `managed_tensor_from_py_object_no_sync` exports an
+/// instance zero-copy (versioned 1.3, `READ_ONLY` when [`IntoDLPack::is_read_only`]), keeping
+/// it alive until the consumer's deleter call; `managed_tensor_to_py_object_no_sync` wraps a
+/// tensor in a [`DLPackTensor`]; the allocator makes zeroed CPU tensors; the work stream is
+/// NULL. `dltensor_from_py_object_no_sync` is provided for [`DLPackTensor`] only (NULL for
+/// other classes, whose metadata is computed per call and could not outlive it).
+pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
+where
+    T: IntoDLPack + PyClass<Frozen = True> + Sync + 'static,
+{
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<DLPackTensor>() {
+        return &TENSOR_API.0;
+    }
+    let api: &'static StaticApi = &Tables::<T>::API;
+    &api.0
+}
+
+/// The `__dlpack_c_exchange_api__` class attribute of class `T`: a `"dlpack_exchange_api"`
+/// capsule pointing at [`exchange_api::<T>()`](exchange_api). `#[derive(IntoDLPack)]` adds it;
+/// a hand-written class adds it as a `#[classattr]`:
+///
+/// ```
+/// # use dlpack_rs::pyo3_glue::{exchange_api_capsule, IntoDLPack};
+/// # use dlpack_rs::safe::TensorInfo;
+/// # use pyo3::prelude::*;
+/// # use pyo3::types::PyCapsule;
+/// #[pyclass(frozen)]
+/// struct Image { pixels: Vec<u8> }
+/// # unsafe impl IntoDLPack for Image {
+/// #     fn tensor_info(&self) -> TensorInfo { unimplemented!() }
+/// # }
+///
+/// #[pymethods]
+/// impl Image {
+///     #[classattr]
+///     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+///         exchange_api_capsule::<Self>(py)
+///     }
+/// }
+/// ```
+pub fn exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
+where
+    T: IntoDLPack + PyClass<Frozen = True> + Sync + 'static,
+{
+    let api = NonNull::from(exchange_api::<T>()).cast::<c_void>();
+    // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
+    // capsule owns nothing.
+    unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
 }

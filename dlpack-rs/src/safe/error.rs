@@ -79,6 +79,17 @@ pub enum Error {
     /// A mutable view was asked for, but the strides let two indices address the same element
     /// (a zero stride on a dimension longer than 1, or interleaved dimensions).
     Overlapping,
+    /// Another view holds the same memory (or part of it): an exclusive borrow conflicts with
+    /// every overlapping borrow, a shared one with an overlapping exclusive borrow. See
+    /// [`safe::borrow`](super::borrow).
+    AlreadyBorrowed {
+        /// Whether the refused borrow was exclusive (a mutable view).
+        exclusive: bool,
+    },
+    /// Memory could not be allocated (for a copy, or a registry entry).
+    OutOfMemory,
+    /// A copy of a tensor whose elements are not whole bytes (sub-byte types) was asked for.
+    SubByteCopy,
 }
 
 impl fmt::Display for Error {
@@ -137,6 +148,15 @@ impl fmt::Display for Error {
                 f,
                 "shape and strides address elements {min}..={max}, outside the buffer of {len}"
             ),
+            Error::AlreadyBorrowed { exclusive: true } => f.write_str(
+                "the tensor's memory is already borrowed by another view: a mutable view needs \
+                 it alone (drop the other views, or copy)",
+            ),
+            Error::AlreadyBorrowed { exclusive: false } => f.write_str(
+                "the tensor's memory is mutably borrowed by another view: drop that view first",
+            ),
+            Error::OutOfMemory => f.write_str("out of memory"),
+            Error::SubByteCopy => f.write_str("cannot copy a tensor of a sub-byte element type"),
             Error::Overlapping => {
                 f.write_str("strides address some elements more than once: no mutable view")
             }

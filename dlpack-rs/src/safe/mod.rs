@@ -1,30 +1,44 @@
-//! The ownership model, without Python: export Rust memory as managed tensors, import
-//! managed tensors as owned values with validated accessors and typed views.
+//! The ownership model, without Python: export Rust memory as managed tensors, import managed
+//! tensors as owned values with validated metadata and borrow-checked views.
 //!
-//! - Export, raw: [`TensorInfo`] + a keepalive → [`pack`] / [`pack_versioned`] (or the
-//!   `try_` forms that return errors instead of panicking).
-//! - Export, safe: [`Export`] over a [`Buffer`] (`Vec<T>`, `Box<[T]>`, `Arc<[T]>`) whose
-//!   [`Element`] type decides the dtype; no raw pointer, no `unsafe`.
-//! - Import: [`ManagedTensor`] / [`ManagedTensorVersioned`] own a producer's tensor, validate
-//!   it once, and call its deleter exactly once on drop.
-//! - `ndarray` (feature `ndarray`): typed `ArrayViewD` / `ArrayViewMutD` views of
-//!   imported tensors, and `Array` / `ArcArray` exported without a copy.
+//! | question | file |
+//! |---|---|
+//! | what does an export describe? | [`TensorInfo`] |
+//! | which memory can the safe route export? | [`Buffer`], [`Dim`] |
+//! | how do I export safely? | [`Export`] |
+//! | how do I export a raw pointer (the seed route)? | [`pack`], [`pack_versioned`], `try_` forms |
+//! | who owns an imported (or exported) managed tensor? | [`Managed`] ([`ManagedTensor`], [`ManagedTensorVersioned`], [`AnyManaged`]) |
+//! | how are views kept from aliasing? | [`borrow`], [`ReadSlice`], [`WriteSlice`] |
+//! | element types and devices | [`Element`], `dtype_*`, `*_device` |
+//!
+//! With feature `ndarray`, [`ndarray`](mod@ndarray) adds `as_array` / `as_array_mut` views.
 
+mod block;
+pub mod borrow;
+mod buffer;
+mod copy;
 mod dtype;
 mod error;
 mod export;
-mod import;
+mod guard;
 mod layout;
+mod managed;
 #[cfg(feature = "ndarray")]
 pub mod ndarray;
+mod pack;
+mod tensor_info;
 
+pub use buffer::{Buffer, Dim};
+pub(crate) use copy::{copy_described, AlignedBytes};
 pub use dtype::*;
 pub use error::Error;
-pub use export::{
-    pack, pack_versioned, try_pack, try_pack_versioned, Buffer, Dim, Export, TensorInfo,
-};
-pub(crate) use export::{pack_owned, pack_owned_versioned};
-#[cfg(feature = "pyo3")]
-pub(crate) use import::view_accessors;
-pub use import::{ManagedTensor, ManagedTensorVersioned, TensorView};
+pub use export::Export;
+pub use guard::{ReadSlice, WriteSlice};
 pub use layout::{compact_strides, is_c_contiguous, MAX_NDIM};
+pub use managed::{
+    AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
+};
+pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
+pub(crate) use pack::{pack_owned, pack_owned_versioned};
+pub(crate) use tensor_info::borrow_described;
+pub use tensor_info::TensorInfo;

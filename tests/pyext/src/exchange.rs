@@ -36,7 +36,9 @@ impl Drop for Probe {
     }
 }
 
-impl IntoDLPack for Probe {
+// SAFETY: the Vec's heap buffer holds `data.len()` f32s and never moves; `as_ptr` takes the
+// pointer without a reference to the elements.
+unsafe impl IntoDLPack for Probe {
     fn tensor_info(&self) -> TensorInfo {
         TensorInfo::contiguous(
             self.data.as_ptr().cast_mut().cast(),

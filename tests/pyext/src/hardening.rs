@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dlpack_rs::pyo3_glue::{legacy_capsule, versioned_capsule, DLPackTensor, PyTensor};
+use dlpack_rs::pyo3_glue::{into_capsule, DLPackTensor, PyTensor};
 use dlpack_rs::safe::{self, cpu_device, dtype_u8, ManagedTensor, ManagedTensorVersioned};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -59,9 +59,9 @@ fn panicking_tensor() -> PyResult<DLPackTensor> {
 #[pyfunction]
 fn panicking_capsule(py: Python<'_>, versioned: bool) -> PyResult<Bound<'_, PyCapsule>> {
     if versioned {
-        versioned_capsule(py, bomb_versioned()?)
+        into_capsule(py, bomb_versioned()?)
     } else {
-        legacy_capsule(py, bomb_legacy()?)
+        into_capsule(py, bomb_legacy()?)
     }
 }
 

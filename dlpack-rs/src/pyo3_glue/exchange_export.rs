@@ -1,0 +1,248 @@
+//! The C exchange API as a producer: the building blocks of our classes' static
+//! `DLPackExchangeAPI` tables (export of a frozen `#[pyclass]` instance, the allocator, the work
+//! stream), each an `extern "C"` function that lets no panic unwind into its caller.
+//!
+//! Contract (from `dlpack.h`): every function except the allocator is called attached to the
+//! interpreter and reports failure by returning -1 with a Python exception set; the allocator
+//! reports through its `SetError` callback and touches no Python state.
+
+use alloc::ffi::CString;
+use alloc::vec::Vec;
+use core::ffi::{c_char, c_int, c_void, CStr};
+use core::ptr::NonNull;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::panic::PanicException;
+use pyo3::prelude::*;
+use pyo3::pyclass::boolean_struct::True;
+use pyo3::{Borrowed, PyClass};
+
+use crate::ffi::{
+    DLDataType, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
+    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
+    DLPackSetError, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
+use crate::IntoDLPack;
+
+/// Runs the body of one of our `extern "C"` functions: a `PyErr` is restored as the pending
+/// Python exception and a panic becomes a `PanicException`; both return -1.
+///
+/// # Safety
+///
+/// The calling thread must be attached to the interpreter (hold the GIL): the contract under
+/// which a consumer calls every exchange function but the allocator.
+pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
+    // SAFETY: forwarded from this function's contract.
+    let py = unsafe { Python::assume_attached() };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
+        Ok(Ok(())) => 0,
+        Ok(Err(err)) => {
+            err.restore(py);
+            -1
+        }
+        Err(payload) => {
+            // Dropping the payload is user code too: keep it from unwinding.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
+            PanicException::new_err("a Rust panic in a DLPack exchange API function").restore(py);
+            -1
+        }
+    }
+}
+
+/// Exports a frozen pyclass instance as a versioned managed tensor whose keepalive is the
+/// object itself (the zero-copy `__dlpack__(max_version=(1, 3))`).
+fn export_object<T, const RUST_READS: bool>(
+    obj: &Bound<'_, T>,
+) -> PyResult<NonNull<DLManagedTensorVersioned>>
+where
+    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+{
+    let (info, read_only, keepalive) = super::export::object_export(obj, RUST_READS)?;
+    let flags = if read_only {
+        DLPACK_FLAG_BITMASK_READ_ONLY
+    } else {
+        0
+    };
+    // SAFETY: the keepalive holds the frozen object whose value vouches for the memory `info`
+    // describes (the `unsafe impl IntoDLPack` contract); a frozen class is never mutably
+    // borrowed, so the memory stays valid and in place until the deleter drops the keepalive.
+    let owned = unsafe { safe::pack_owned_versioned(keepalive, info, flags, None) }?;
+    // SAFETY: `into_raw` of an owner never returns NULL.
+    Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
+}
+
+/// `managed_tensor_from_py_object_no_sync` for class `T` (see
+/// [`export_object_capsule`](super::export::export_object_capsule) for `RUST_READS`).
+pub(crate) unsafe extern "C" fn from_py_object<T, const RUST_READS: bool>(
+    py_object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int
+where
+    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+{
+    // SAFETY: dlpack.h calls this with the GIL held.
+    unsafe {
+        guarded(|py| {
+            if py_object.is_null() || out.is_null() {
+                return Err(PyValueError::new_err(
+                    "managed_tensor_from_py_object_no_sync: NULL argument",
+                ));
+            }
+            // SAFETY: the caller passes a live Python object (borrowed for the call).
+            let obj = Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>());
+            let obj = obj.cast::<T>().map_err(PyErr::from)?;
+            let ptr = export_object::<T, RUST_READS>(&obj)?;
+            // SAFETY: `out` is a valid, non-NULL out pointer (checked above).
+            *out = ptr.as_ptr();
+            Ok(())
+        })
+    }
+}
+
+/// `managed_tensor_to_py_object_no_sync`: wraps the tensor in a new `dlpack_rs.Tensor`.
+
+/// device, which for the CPU means "nothing to synchronise".
+pub(crate) unsafe extern "C" fn current_work_stream(
+    _device_type: DLDeviceType,
+    _device_id: i32,
+    out_current_stream: *mut *mut c_void,
+) -> c_int {
+    if !out_current_stream.is_null() {
+        // SAFETY: a non-NULL out pointer from the caller.
+        unsafe { *out_current_stream = core::ptr::null_mut() };
+    }
+    0
+}
+
+/// Allocates a zeroed, compact CPU tensor shaped like `prototype`.
+///
+/// # Safety
+///
+/// `prototype` is NULL or points at a `DLTensor` whose shape holds `ndim` values.
+unsafe fn allocate_like(
+    prototype: *const DLTensor,
+) -> Result<*mut DLManagedTensorVersioned, (&'static CStr, CString)> {
+    let msg = |s: &str| CString::new(s).unwrap_or_default();
+    // SAFETY: NULL or valid, by this function's contract.
+    let Some(p) = (unsafe { prototype.as_ref() }) else {
+        return Err((c"ValueError", msg("prototype is NULL")));
+    };
+    if p.device != cpu_device() {
+        return Err((
+            c"BufferError",
+            msg(&format!(
+                "this allocator only allocates CPU memory, not {:?}:{}",
+                p.device.device_type, p.device.device_id
+            )),
+        ));
+    }
+    if p.ndim < 0 || p.ndim as usize > MAX_NDIM || (p.ndim > 0 && p.shape.is_null()) {
+        return Err((c"ValueError", msg("prototype has an invalid ndim or shape")));
+    }
+    let shape: Vec<i64> = if p.ndim == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: non-NULL and `ndim` long, by this function's contract.
+        unsafe { core::slice::from_raw_parts(p.shape, p.ndim as usize) }.to_vec()
+    };
+    let dtype: DLDataType = p.dtype;
+    // Validate the metadata before sizing anything (negative extents, overflow, bad dtype).
+    let probe = TensorInfo::contiguous(
+        NonNull::<u64>::dangling().as_ptr().cast(),
+        cpu_device(),
+        dtype,
+        shape,
+    );
+    let numel = probe
+        .numel()
+        .map_err(|e| (c"ValueError", msg(&e.to_string())))?;
+    let bits = safe::element_bits(dtype) as u128;
+    let nbytes = (numel as u128 * bits).div_ceil(8);
+    let nbytes = usize::try_from(nbytes).map_err(|_| (c"MemoryError", msg("tensor too large")))?;
+    let mut storage = AlignedBytes::zeroed(nbytes)
+        .map_err(|_| (c"MemoryError", msg("out of memory allocating the tensor")))?;
+    let info = TensorInfo {
+        data: storage.as_mut_ptr(),
+        ..probe
+    };
+    // SAFETY: `info` describes the new zeroed storage (validated above), which the keepalive
+    // owns alone; the pointer is taken again from it in its final place.
+    let owned =
+        unsafe { safe::pack_owned_versioned(storage, info, 0, Some(AlignedBytes::as_mut_ptr)) }
+            .map_err(|e| (c"ValueError", msg(&e.to_string())))?;
+    Ok(owned.into_raw())
+}
+
+/// `managed_tensor_allocator`: a zeroed, compact, 64-byte aligned CPU tensor. Touches no
+/// Python state; errors go through `set_error`.
+pub(crate) unsafe extern "C" fn allocator(
+    prototype: *mut DLTensor,
+    out: *mut *mut DLManagedTensorVersioned,
+    error_ctx: *mut c_void,
+    set_error: DLPackSetError,
+) -> c_int {
+    let result = std::panic::catch_unwind(|| {
+        if out.is_null() {
+            return Err((c"ValueError", CString::from(c"out is NULL")));
+        }
+        // SAFETY: the caller passes NULL or a valid prototype (the dlpack.h contract).
+        unsafe { allocate_like(prototype) }
+    });
+    let (kind, message) = match result {
+        Ok(Ok(ptr)) => {
+            // SAFETY: `out` is non-NULL (checked inside the closure).
+            unsafe { *out = ptr };
+            return 0;
+        }
+        Ok(Err(e)) => e,
+        Err(payload) => {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
+            (
+                c"RuntimeError",
+                CString::from(c"a Rust panic in the DLPack allocator"),
+            )
+        }
+    };
+    if let Some(set_error) = set_error {
+        let report = std::panic::AssertUnwindSafe(|| {
+            // SAFETY: the consumer's callback, called with its own context and two
+            // NUL-terminated strings that outlive the call.
+            unsafe { set_error(error_ctx, kind.as_ptr(), message.as_ptr().cast::<c_char>()) }
+        });
+        let _ = std::panic::catch_unwind(report);
+    }
+    -1
+}
+
+/// A `DLPackExchangeAPI` in a `static`: the table is immutable and its only pointer
+
+/// (`prev_api`) is NULL, so sharing it between threads is sound.
+#[repr(transparent)]
+pub(crate) struct StaticApi(pub(crate) DLPackExchangeAPI);
+
+// SAFETY: the table is never written after initialisation; its pointer field is NULL and its
+// function pointers are plain code addresses.
+unsafe impl Sync for StaticApi {}
+
+/// A table whose `managed_tensor_from_py_object_no_sync` exports instances of `T`.
+pub(crate) const fn table<T, const RUST_READS: bool>(
+    to_py: DLPackManagedTensorToPyObjectNoSync,
+    dltensor: DLPackDLTensorFromPyObjectNoSync,
+) -> DLPackExchangeAPI
+where
+    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+{
+    DLPackExchangeAPI {
+        header: DLPackExchangeAPIHeader {
+            version: DLPackVersion::CURRENT,
+            prev_api: core::ptr::null_mut(),
+        },
+        managed_tensor_allocator: Some(allocator),
+        managed_tensor_from_py_object_no_sync: Some(from_py_object::<T, RUST_READS>),
+        managed_tensor_to_py_object_no_sync: to_py,
+        dltensor_from_py_object_no_sync: dltensor,
+        current_work_stream: Some(current_work_stream),
+    }
+}

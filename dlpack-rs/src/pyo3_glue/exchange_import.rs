@@ -1,0 +1,229 @@
+//! The C exchange API as a consumer: finding a producer type's `__dlpack_c_exchange_api__`
+//! table (cached per type) and importing through its `managed_tensor_from_py_object_no_sync`,
+//! with the same refusals as the producer's `__dlpack__`.
+//!
+//! The exchange API is a table of C function pointers that a Python type publishes in a capsule
+//! named `"dlpack_exchange_api"`. A consumer that finds it calls
+//! `managed_tensor_from_py_object_no_sync(obj, &out)` instead of the Python-level
+//! `obj.__dlpack__(...)`: no method lookup, no keyword arguments, no capsule. Every function
+//! but the allocator is called attached to the interpreter and reports failure by returning -1
+//! with a Python exception set.
+//!
+//! Trust: the table is looked up in the type's own method resolution order (the dictionaries
+//! of `type(obj).__mro__`, as the interpreter finds a special method), never through
+//! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
+//! is trusted.
+
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict, PyTuple, PyType};
+
+use crate::ffi::{
+    DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
+    DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
+};
+use crate::safe::ManagedTensorVersioned;
+
+/// How many types the consumer cache remembers (round-robin replacement). Programs exchange
+/// tensors of a handful of types; a miss costs one attribute look-up on the type.
+const CACHE_SLOTS: usize = 8;
+
+/// One remembered type. The strong references keep the type (whose address is the key) and
+/// the capsule (which owns nothing, but may be the only thing naming the table) alive, so a
+/// key can never be reused by a new type while it sits in the cache.
+struct Slot {
+    key: usize,
+    /// The table to use, or 0 when the type has no usable exchange API.
+    api: usize,
+    /// Whether the type has a `requires_grad` attribute (torch tensors), which an import must
+    /// check as the producer's `__dlpack__` would.
+    grad: bool,
+    _ty: Py<PyType>,
+    _capsule: Option<Py<PyAny>>,
+}
+
+struct Cache {
+    slots: [Option<Slot>; CACHE_SLOTS],
+    next: usize,
+}
+
+/// Shared by all threads: a `Mutex` rather than the GIL, so that free-threaded builds are
+/// correct too. No Python code runs while it is held (look-ups and reference drops happen
+/// outside), so it cannot deadlock against the interpreter.
+static CACHE: Mutex<Cache> = Mutex::new(Cache {
+    slots: [const { None }; CACHE_SLOTS],
+    next: 0,
+});
+
+/// Walks a header chain to the first table whose major version this crate reads (1.x).
+///
+/// # Safety
+///
+/// `header` must be NULL or point at a live `DLPackExchangeAPIHeader` whose `prev_api` chain
+/// consists of live headers (the producer's tables are static).
+unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLPackExchangeAPI {
+    // A bound on the walk, in case a broken producer links its tables in a cycle.
+    for _ in 0..16 {
+        if header.is_null() {
+            break;
+        }
+        // SAFETY: non-NULL and live by this function's contract.
+        let h = unsafe { &*header };
+        if h.version.major == DLPACK_MAJOR_VERSION {
+            let api = header.cast::<DLPackExchangeAPI>();
+            // SAFETY: a 1.x header starts a full DLPackExchangeAPI (newer minors only append).
+            if unsafe { (*api).managed_tensor_from_py_object_no_sync.is_some() } {
+                return api;
+            }
+            return core::ptr::null();
+        }
+        header = h.prev_api;
+    }
+    core::ptr::null()
+}
+
+/// The exchange table of `obj`'s type, if it has one this crate can use (cached per type).
+fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, bool)> {
+    let key = obj.get_type_ptr() as usize;
+    {
+        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        for slot in cache.slots.iter().flatten() {
+            if slot.key == key {
+                // SAFETY: a non-zero `api` was selected from a producer's static table chain,
+                // which lives for the rest of the process (the dlpack.h contract).
+                return unsafe { (slot.api as *const DLPackExchangeAPI).as_ref() }
+                    .map(|api| (api, slot.grad));
+            }
+        }
+    }
+    let py = obj.py();
+    let ty = obj.get_type();
+    let capsule = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
+    let grad = type_lookup(&ty, pyo3::intern!(py, "requires_grad")).is_some();
+    let api = capsule
+        .as_ref()
+        .and_then(|c| c.cast::<PyCapsule>().ok())
+        .and_then(|c| {
+            c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
+                .ok()
+        })
+        // SAFETY: a "dlpack_exchange_api" capsule points at a producer's static table, which
+        // starts with a header whose prev_api chain is static too.
+        .map(|p| unsafe { select_table(p.as_ptr().cast()) })
+        .unwrap_or(core::ptr::null());
+    let evicted = {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread may have filled the slot meanwhile: keep one entry per type.
+        if cache.slots.iter().flatten().any(|s| s.key == key) {
+            None
+        } else {
+            let i = cache.next;
+            cache.next = (i + 1) % CACHE_SLOTS;
+            cache.slots[i].replace(Slot {
+                key,
+                api: api as usize,
+                grad,
+                _ty: ty.unbind(),
+                _capsule: capsule.map(Bound::unbind),
+            })
+        }
+    };
+    // Dropped with the lock released: a type's deallocation may run arbitrary Python code.
+    drop(evicted);
+    // SAFETY: as for a cache hit.
+    unsafe { api.as_ref() }.map(|api| (api, grad))
+}
+
+/// `name` as the interpreter finds a special method: in the dictionaries of the type's
+/// `__mro__`, without running descriptors, `__getattr__` or the metaclass.
+fn type_lookup<'py>(
+    ty: &Bound<'py, PyType>,
+    name: &Bound<'py, pyo3::types::PyString>,
+) -> Option<Bound<'py, PyAny>> {
+    let py = ty.py();
+    let mro = ty.getattr(pyo3::intern!(py, "__mro__")).ok()?;
+    let mro = mro.cast::<PyTuple>().ok()?;
+    for base in mro.iter() {
+        let dict = base.getattr(pyo3::intern!(py, "__dict__")).ok()?;
+        // `type.__dict__` is a read-only mapping proxy: look the name up through it.
+        let found = match dict.cast::<PyDict>() {
+            Ok(d) => d.get_item(name).ok().flatten(),
+            Err(_) => dict.get_item(name).ok(),
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// Imports `obj` through its type's exchange API, if it has one: `Ok(None)` when it has none
+/// (the caller falls back to `__dlpack__`), `Err` when the producer raised.
+///
+/// The table hands out what the producer's `__dlpack__` refuses: a tensor that requires grad
+/// is refused here with `BufferError` (as torch's `__dlpack__` does), a complex tensor is
+/// released and fetched through `__dlpack__` (which refuses one whose conjugate bit is set),
+/// and a `RuntimeError` of the table (a tensor DLPack cannot describe) becomes `BufferError`.
+pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
+    let Some((api, grad)) = lookup(obj) else {
+        return Ok(None);
+    };
+    let py = obj.py();
+    if grad
+        && obj
+            .getattr(pyo3::intern!(py, "requires_grad"))
+            .and_then(|g| g.is_truthy())
+            .unwrap_or(false)
+    {
+        return Err(PyBufferError::new_err(
+            "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
+             too): use tensor.detach()",
+        ));
+    }
+    let Some(from_py) = api.managed_tensor_from_py_object_no_sync else {
+        return Ok(None);
+    };
+    let mut out: *mut DLManagedTensorVersioned = core::ptr::null_mut();
+    // SAFETY: `from_py` comes from the table of `obj`'s own type, called as dlpack.h says: with
+    // the GIL held (we hold `py`), a live object of that type, and a valid out pointer.
+    let rc = unsafe { from_py(obj.as_ptr().cast(), &mut out) };
+    if rc != 0 {
+        let err = PyErr::take(py).unwrap_or_else(|| {
+            PySystemError::new_err(
+                "__dlpack_c_exchange_api__: managed_tensor_from_py_object_no_sync failed \
+                 without setting an exception",
+            )
+        });
+        if err.is_instance_of::<PyRuntimeError>(py) {
+            // What `__dlpack__` reports as BufferError (a tensor DLPack cannot describe).
+            let buffer =
+                PyBufferError::new_err(format!("cannot export this tensor: {}", err.value(py)));
+            buffer.set_cause(py, Some(err));
+            return Err(buffer);
+        }
+        return Err(err);
+    }
+    if out.is_null() {
+        return Err(PySystemError::new_err(
+            "__dlpack_c_exchange_api__: managed_tensor_from_py_object_no_sync returned NULL",
+        ));
+    }
+    // SAFETY: on success the producer hands us an owned, valid managed tensor; from_raw checks
+    // the major version before anything else and calls the deleter on any error.
+    // An unsupported major version becomes BufferError (the safe layer's conversion).
+    let tensor = unsafe { ManagedTensorVersioned::from_raw(out) }?;
+    if tensor.dtype().code == crate::ffi::DLDataTypeCode::COMPLEX {
+        // torch's table exports a complex tensor whose conjugate bit is set without resolving
+        // it (its `__dlpack__` refuses such tensors with BufferError): take `__dlpack__`.
+        return Ok(None);
+    }
+    Ok(Some(tensor))
+}
+
+/// Whether `device` is the plain CPU (the only device on which an import through the exchange
+/// API needs no stream synchronisation).
+pub(crate) fn is_cpu(device: DLDevice) -> bool {
+    device.device_type == DLDeviceType::CPU
+}

@@ -1,0 +1,319 @@
+//! Who may touch which bytes now: the process-wide registry of borrowed address ranges that
+//! every typed view of tensor memory takes a borrow in.
+//!
+//! DLPack lets many owners describe one memory (two `__dlpack__` calls on one numpy array, a
+//! torch tensor re-exporting a capsule of ours, a `#[pyclass]` that exports its own buffer), so
+//! Rust's `&mut` cannot be checked by the borrow checker alone. Every view (`as_slice`,
+//! `as_mut_slice`, `as_array`, `as_array_mut`) first registers the byte range it covers:
+//!
+//! - shared + shared over overlapping bytes is fine;
+//! - exclusive + anything over overlapping bytes is refused with [`Error::AlreadyBorrowed`];
+//! - dropping the view (its guard) releases the range.
+//!
+//! The registry is a small C table ([`BorrowApi`], versioned) so that every extension module in
+//! a process that uses this crate, whatever its release, can share one: the Python glue
+//! publishes the first module's table and later modules adopt it. Without Python each copy of
+//! the crate uses its own table. Ranges are compared as whole intervals (the lowest to the
+//! highest byte a view addresses), so two interleaved strided views of disjoint elements are
+//! conservatively treated as overlapping.
+//!
+//! The lock is a spin lock held only for a scan of the live borrows (no allocation of unbounded
+//! size, no foreign code, no Python), so it cannot deadlock and needs no GIL.
+
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+use super::Error;
+
+/// The version of [`BorrowApi`] this crate publishes and reads; later versions only append
+/// fields.
+pub(crate) const BORROW_API_VERSION: u64 = 1;
+
+/// `acquire`'s answer: the range was registered.
+const ACQUIRED: i32 = 0;
+/// `acquire`'s answer: an overlapping borrow conflicts.
+const CONFLICT: i32 = 1;
+/// `acquire`'s answer: the registry could not grow (out of memory).
+const NO_MEMORY: i32 = -1;
+
+/// The borrow registry as a C table, shared between copies of this crate in one process.
+///
+/// `acquire(state, start, end, exclusive)` registers the bytes `start..end` and returns 0, or
+/// returns 1 when an overlapping borrow conflicts (nothing registered), or -1 when it could not
+/// allocate. `release(state, start, end, exclusive)` removes one registration made with the
+/// same arguments. Both are thread-safe, never block on Python and never unwind.
+#[repr(C)]
+pub(crate) struct BorrowApi {
+    /// [`BORROW_API_VERSION`] of the copy of the crate that made the table.
+    pub version: u64,
+    /// The table's own state, passed back to its functions.
+    pub state: *mut c_void,
+    /// Registers a range, see above.
+    pub acquire: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> i32,
+    /// Releases a range registered by `acquire`.
+    pub release: unsafe extern "C" fn(*mut c_void, usize, usize, bool),
+}
+
+// SAFETY: the table is immutable after construction; `state` is only used by the table's own
+// functions, which synchronise every access with their lock.
+unsafe impl Sync for BorrowApi {}
+
+/// One registered range: `count` borrows of the same bytes and kind.
+struct Entry {
+    start: usize,
+    end: usize,
+    exclusive: bool,
+    count: usize,
+}
+
+/// The state of this copy's table: live entries behind a spin lock.
+struct Registry {
+    locked: AtomicBool,
+    entries: UnsafeCell<Vec<Entry>>,
+    /// How many borrows are live (read without the lock to skip an idle table).
+    live: AtomicUsize,
+}
+
+// SAFETY: `entries` is only touched while `locked` is held (see `Registry::with`).
+unsafe impl Sync for Registry {}
+
+impl Registry {
+    /// Runs `f` on the entries with the lock held.
+    fn with<R>(&self, f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
+        let mut spins = 0u32;
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 {
+                #[cfg(feature = "std")]
+                std::thread::yield_now();
+            }
+            core::hint::spin_loop();
+        }
+        // SAFETY: the lock is held: no other reference to `entries` exists until it is released
+        // below, and `f` cannot reach the registry again (it only edits the vector).
+        let result = f(unsafe { &mut *self.entries.get() });
+        self.locked.store(false, Ordering::Release);
+        result
+    }
+}
+
+static LOCAL: Registry = Registry {
+    locked: AtomicBool::new(false),
+    entries: UnsafeCell::new(Vec::new()),
+    live: AtomicUsize::new(0),
+};
+
+unsafe extern "C" fn local_acquire(
+    _state: *mut c_void,
+    start: usize,
+    end: usize,
+    exclusive: bool,
+) -> i32 {
+    LOCAL.with(|entries| {
+        let overlapping = |e: &Entry| e.start < end && start < e.end;
+        if entries
+            .iter()
+            .any(|e| overlapping(e) && (exclusive || e.exclusive))
+        {
+            return CONFLICT;
+        }
+        if !exclusive {
+            if let Some(e) = entries
+                .iter_mut()
+                .find(|e| e.start == start && e.end == end && !e.exclusive)
+            {
+                e.count += 1;
+                LOCAL.live.fetch_add(1, Ordering::Relaxed);
+                return ACQUIRED;
+            }
+        }
+        if entries.try_reserve(1).is_err() {
+            return NO_MEMORY;
+        }
+        entries.push(Entry {
+            start,
+            end,
+            exclusive,
+            count: 1,
+        });
+        LOCAL.live.fetch_add(1, Ordering::Relaxed);
+        ACQUIRED
+    })
+}
+
+unsafe extern "C" fn local_release(_state: *mut c_void, start: usize, end: usize, exclusive: bool) {
+    LOCAL.with(|entries| {
+        if let Some(i) = entries
+            .iter()
+            .position(|e| e.start == start && e.end == end && e.exclusive == exclusive)
+        {
+            entries[i].count -= 1;
+            if entries[i].count == 0 {
+                entries.swap_remove(i);
+            }
+            LOCAL.live.fetch_sub(1, Ordering::Relaxed);
+        }
+    })
+}
+
+/// This copy's own table.
+static LOCAL_API: BorrowApi = BorrowApi {
+    version: BORROW_API_VERSION,
+    state: ptr::null_mut(),
+    acquire: local_acquire,
+    release: local_release,
+};
+
+/// The table in use; NULL until the first borrow or [`install`].
+static CURRENT: AtomicPtr<BorrowApi> = AtomicPtr::new(ptr::null_mut());
+
+/// This copy's own table, for publishing it to other copies.
+#[allow(dead_code)] // used by the Python glue
+pub(crate) fn local_api() -> &'static BorrowApi {
+    &LOCAL_API
+}
+
+/// The table borrows go to: the installed one, or this copy's own.
+fn current() -> &'static BorrowApi {
+    let p = CURRENT.load(Ordering::Acquire);
+    if p.is_null() {
+        let local = &LOCAL_API as *const BorrowApi as *mut BorrowApi;
+        let _ =
+            CURRENT.compare_exchange(ptr::null_mut(), local, Ordering::AcqRel, Ordering::Acquire);
+        // SAFETY: CURRENT only ever holds NULL, `&LOCAL_API` or a table passed to `install`,
+        // all of which live for the rest of the process.
+        return unsafe { &*CURRENT.load(Ordering::Acquire) };
+    }
+    // SAFETY: as above.
+    unsafe { &*p }
+}
+
+/// Makes `api` the table every later borrow of this copy goes to (the process-wide one that
+/// another copy of the crate published). Borrows taken before stay in the table they were
+/// taken in, and while any is live, new borrows are checked against this copy's own table too.
+///
+/// # Safety
+///
+/// `api` must be a table made by a copy of this crate (or one that keeps the contract written on
+/// [`BorrowApi`]), with `version >= 1`, that lives for the rest of the process.
+#[allow(dead_code)] // used by the Python glue
+pub(crate) unsafe fn install(api: &'static BorrowApi) {
+    CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::Release);
+}
+
+/// One registered borrow of `start..end`; dropping it releases the range.
+#[derive(Debug)]
+pub(crate) struct BorrowToken {
+    api: Option<&'static BorrowApi>,
+    /// Also registered in this copy's own table (taken while older borrows lived there).
+    also_local: bool,
+    start: usize,
+    end: usize,
+    exclusive: bool,
+}
+
+impl core::fmt::Debug for BorrowApi {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BorrowApi")
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+impl BorrowToken {
+    /// A token for an empty range: nothing to register, nothing to release.
+    pub(crate) const EMPTY: BorrowToken = BorrowToken {
+        api: None,
+        also_local: false,
+        start: 0,
+        end: 0,
+        exclusive: false,
+    };
+
+    /// Registers the bytes `start..end` (nothing for an empty range).
+    pub(crate) fn acquire(start: usize, end: usize, exclusive: bool) -> Result<Self, Error> {
+        if start >= end {
+            return Ok(Self::EMPTY);
+        }
+        let api = current();
+        let conflict = |rc: i32| match rc {
+            CONFLICT => Error::AlreadyBorrowed { exclusive },
+            _ => Error::OutOfMemory,
+        };
+        // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
+        let rc = unsafe { (api.acquire)(api.state, start, end, exclusive) };
+        if rc != ACQUIRED {
+            return Err(conflict(rc));
+        }
+        let mut token = BorrowToken {
+            api: Some(api),
+            also_local: false,
+            start,
+            end,
+            exclusive,
+        };
+        if !ptr::eq(api, &LOCAL_API) && LOCAL.live.load(Ordering::Acquire) != 0 {
+            // SAFETY: our own table.
+            let rc = unsafe { local_acquire(ptr::null_mut(), start, end, exclusive) };
+            if rc != ACQUIRED {
+                return Err(conflict(rc)); // `token` releases the first registration
+            }
+            token.also_local = true;
+        }
+        Ok(token)
+    }
+}
+
+impl Drop for BorrowToken {
+    fn drop(&mut self) {
+        if let Some(api) = self.api {
+            // SAFETY: releases exactly the registration `acquire` made in this table.
+            unsafe { (api.release)(api.state, self.start, self.end, self.exclusive) };
+        }
+        if self.also_local {
+            // SAFETY: as above, in our own table.
+            unsafe { local_release(ptr::null_mut(), self.start, self.end, self.exclusive) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_shared_ok_exclusive_conflicts() {
+        let a = BorrowToken::acquire(0x1000, 0x1010, false).unwrap();
+        let b = BorrowToken::acquire(0x1008, 0x1018, false).unwrap();
+        assert_eq!(
+            BorrowToken::acquire(0x100f, 0x1011, true).unwrap_err(),
+            Error::AlreadyBorrowed { exclusive: true }
+        );
+        drop(a);
+        assert!(BorrowToken::acquire(0x1000, 0x1008, true).is_ok()); // released at once
+        assert!(BorrowToken::acquire(0x1000, 0x1009, true).is_err()); // b still lives
+        drop(b);
+        let c = BorrowToken::acquire(0x1000, 0x1018, true).unwrap();
+        assert_eq!(
+            BorrowToken::acquire(0x1017, 0x1020, false).unwrap_err(),
+            Error::AlreadyBorrowed { exclusive: false }
+        );
+        // Adjacent ranges do not overlap.
+        assert!(BorrowToken::acquire(0x1018, 0x1020, true).is_ok());
+        drop(c);
+        assert!(BorrowToken::acquire(0x1000, 0x1018, true).is_ok());
+    }
+
+    #[test]
+    fn empty_ranges_never_conflict() {
+        let _all = BorrowToken::acquire(0x9000, 0x9100, true).unwrap();
+        assert!(BorrowToken::acquire(0x9010, 0x9010, true).is_ok());
+    }
+}

@@ -1,0 +1,135 @@
+//! What memory the safe export route accepts: the [`Buffer`] trait (owned element storage that
+//! never moves) and its implementations, and [`Dim`] for extents and strides.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use super::{Element, Error};
+
+/// Owned memory of [`Element`]s that can back an exported tensor: `Vec<T>`, `Box<[T]>`,
+/// `Arc<[T]>` (exported read-only), `&'static [T]` (read-only), or a user container.
+///
+/// # Safety
+///
+/// - `data_ptr` must point at `num_elements` initialised elements (it may dangle, but must not
+///   be NULL, when there are none), and that memory must stay valid and in place for as long as
+///   the value lives, even when the value itself is moved.
+/// - If `is_writable` returns true, consumers may write through the pointer `data_ptr_mut`
+///   returns while they hold the export (the value is then owned by the export and reached by
+///   nothing else), so that pointer must carry write permission for the elements.
+/// - `SHARED_PTR_WRITABLE` may be true only if the pointer `data_ptr` returns from `&self` also
+///   carries write permission (it is read from a raw pointer the value owns, never derived from
+///   a reference to the elements), as for `Vec::as_ptr`.
+pub unsafe trait Buffer {
+    /// The element type; it decides the exported dtype.
+    type Elem: Element;
+    /// Whether the pointer [`Buffer::data_ptr`] returns through `&self` may be written by a
+    /// consumer (see the trait's safety section). `false` unless a type says so.
+    const SHARED_PTR_WRITABLE: bool = false;
+    /// Pointer to the first element, for reading.
+    fn data_ptr(&self) -> *mut Self::Elem;
+    /// Pointer to the first element, for writing; by default [`Buffer::data_ptr`] (right for
+    /// read-only buffers and for those whose `SHARED_PTR_WRITABLE` is true).
+    fn data_ptr_mut(&mut self) -> *mut Self::Elem {
+        self.data_ptr()
+    }
+    /// Number of elements.
+    fn num_elements(&self) -> usize;
+    /// Whether consumers may write to the elements (false exports with `READ_ONLY`).
+    fn is_writable(&self) -> bool {
+        true
+    }
+}
+
+// SAFETY: a Vec's elements live in their own heap allocation, which moving the Vec does not
+// move. `as_ptr` and `as_mut_ptr` read the Vec's raw pointer without making a reference to the
+// elements (documented by `Vec`), so the pointer keeps the allocation's own provenance.
+unsafe impl<T: Element> Buffer for Vec<T> {
+    type Elem = T;
+    const SHARED_PTR_WRITABLE: bool = true;
+    fn data_ptr(&self) -> *mut T {
+        self.as_ptr().cast_mut()
+    }
+    fn data_ptr_mut(&mut self) -> *mut T {
+        self.as_mut_ptr()
+    }
+    fn num_elements(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: a boxed slice owns its heap allocation uniquely and never moves it. Through `&self`
+// the pointer comes from a shared reference (read only: `SHARED_PTR_WRITABLE` stays false);
+// `data_ptr_mut` takes it from a unique reborrow.
+unsafe impl<T: Element> Buffer for Box<[T]> {
+    type Elem = T;
+    fn data_ptr(&self) -> *mut T {
+        self.as_ptr().cast_mut()
+    }
+    fn data_ptr_mut(&mut self) -> *mut T {
+        self.as_mut_ptr()
+    }
+    fn num_elements(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: the slice lives in the Arc's heap block, which no clone moves; it is shared, so it is
+// exported read-only and the read pointer is all it gives.
+unsafe impl<T: Element> Buffer for Arc<[T]> {
+    type Elem = T;
+    fn data_ptr(&self) -> *mut T {
+        self.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.len()
+    }
+    fn is_writable(&self) -> bool {
+        false
+    }
+}
+
+// SAFETY: static memory never moves or dies; it is shared, so it is exported read-only.
+unsafe impl<T: Element> Buffer for &'static [T] {
+    type Elem = T;
+    fn data_ptr(&self) -> *mut T {
+        self.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.len()
+    }
+    fn is_writable(&self) -> bool {
+        false
+    }
+}
+
+/// The write pointer of a buffer in its final place, for [`build`](super::block::build).
+pub(crate) fn write_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
+    buffer.data_ptr_mut().cast()
+}
+
+/// An integer usable as a dimension extent or stride (`i64`, `i32`, `isize`, `usize`, `u32`,
+/// `u64`); conversion is checked.
+pub trait Dim: Copy {
+    /// The value as `i64`, or `None` if it does not fit.
+    fn to_i64(self) -> Option<i64>;
+}
+
+macro_rules! dims {
+    ($($t:ty),*) => {$(
+        impl Dim for $t {
+            fn to_i64(self) -> Option<i64> {
+                i64::try_from(self).ok()
+            }
+        }
+    )*};
+}
+dims!(i64, i32, isize, usize, u32, u64);
+
+pub(crate) fn to_i64s<D: Dim>(values: &[D]) -> Result<Vec<i64>, Error> {
+    values
+        .iter()
+        .map(|v| v.to_i64().ok_or(Error::Overflow))
+        .collect()
+}

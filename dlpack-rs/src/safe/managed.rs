@@ -1,0 +1,669 @@
+//! The one owner of a managed tensor: [`Managed`] takes a producer's `DLManagedTensor` or
+//! `DLManagedTensorVersioned`, validates it once, answers for its metadata, hands out
+//! borrow-checked views of its data, and calls the producer's deleter exactly once.
+
+use alloc::borrow::Cow;
+use core::ffi::c_void;
+use core::fmt;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use super::borrow::BorrowToken;
+use super::guard::{ReadSlice, WriteSlice};
+use super::layout::{check, compact_strides, is_c_contiguous};
+use super::{Element, Error, TensorInfo};
+use crate::ffi::{
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DLPACK_FLAG_BITMASK_ALL_KNOWN, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Legacy {}
+    impl Sealed for super::Versioned {}
+    impl Sealed for super::AnyKind {}
+}
+
+/// Which managed struct a [`Managed`] owns: [`Legacy`], [`Versioned`], or [`AnyKind`] (either,
+/// known at run time). Sealed: these three are all there are.
+pub trait Kind: sealed::Sealed + 'static {}
+
+/// A legacy `DLManagedTensor` (no version, no flags): [`ManagedTensor`].
+#[derive(Debug)]
+pub enum Legacy {}
+/// A `DLManagedTensorVersioned` (DLPack >= 1.0): [`ManagedTensorVersioned`].
+#[derive(Debug)]
+pub enum Versioned {}
+/// Either struct, as a Python import may deliver ([`AnyManaged`]).
+#[derive(Debug)]
+pub enum AnyKind {}
+
+impl Kind for Legacy {}
+impl Kind for Versioned {}
+impl Kind for AnyKind {}
+
+/// An owned legacy [`DLManagedTensor`].
+pub type ManagedTensor = Managed<Legacy>;
+/// An owned [`DLManagedTensorVersioned`].
+pub type ManagedTensorVersioned = Managed<Versioned>;
+/// An owned managed tensor of either kind.
+pub type AnyManaged = Managed<AnyKind>;
+
+/// An owned managed tensor: its `Drop` calls the producer's deleter exactly once.
+///
+/// Every accessor reads metadata validated when the owner was made ([`ManagedTensor::from_raw`],
+/// [`ManagedTensorVersioned::from_raw`], or one of this crate's exports). Data is reached only
+/// through views that are *borrows*: [`Managed::as_slice`] (shared) and
+/// [`Managed::as_mut_slice`] (exclusive) return guards registered in the process-wide
+/// [borrow registry](super::borrow), so two owners of one memory (two imports of one numpy
+/// array, say) can never hand out a `&mut` that aliases another view.
+///
+/// `Send` and `Sync`: DLPack lets a consumer call the deleter from any thread, and shared access
+/// reads metadata that the producer keeps constant until the deleter runs; data views
+/// synchronise through the registry.
+///
+/// ```
+/// use dlpack_rs::safe::Export;
+///
+/// let mut t = Export::new(vec![1.0f32, 2.0, 3.0]).versioned()?;
+/// t.as_mut_slice::<f32>()?[0] = 10.0;
+/// let a = t.as_slice::<f32>()?;
+/// let b = t.as_slice::<f32>()?; // shared views coexist
+/// assert_eq!(*a, [10.0, 2.0, 3.0]);
+/// assert_eq!(a[1], b[1]);
+/// # Ok::<(), dlpack_rs::safe::Error>(())
+/// ```
+#[repr(C)]
+pub struct Managed<K: Kind> {
+    /// The `DLManagedTensor` (when `!versioned`) or `DLManagedTensorVersioned`.
+    ptr: NonNull<c_void>,
+    versioned: bool,
+    /// Read-only by the owner's decision (a legacy import, which cannot say), whatever the
+    /// producer's flags say.
+    read_only: bool,
+    /// When set and true at drop time, the tensor is leaked instead of calling the deleter (the
+    /// Python glue's "the interpreter is going away and this thread may not attach").
+    leak_if: Option<fn() -> bool>,
+    _kind: PhantomData<K>,
+}
+
+// SAFETY: see the type's documentation: the deleter may run on any thread per the protocol,
+// and nothing in the owner is tied to the thread that made it.
+unsafe impl<K: Kind> Send for Managed<K> {}
+// SAFETY: `&Managed` reads metadata the producer keeps constant; data views go through the
+// thread-safe borrow registry, and exclusive ones need `&mut`.
+unsafe impl<K: Kind> Sync for Managed<K> {}
+
+/// Validates a `DLTensor` a producer handed over.
+///
+/// # Safety
+///
+/// `t.shape` and `t.strides`, when non-NULL and `t.ndim > 0`, must point at `t.ndim` readable
+/// `i64`s (the DLPack contract).
+unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
+    if t.ndim < 0 {
+        return Err(Error::NegativeNdim(t.ndim));
+    }
+    if t.ndim as usize > super::MAX_NDIM {
+        return Err(Error::TooManyDims(t.ndim));
+    }
+    if t.ndim > 0 && t.shape.is_null() {
+        return Err(Error::NullShape);
+    }
+    // SAFETY: forwarded from this function's contract; ndim and NULL were checked above.
+    let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
+    check(shape, strides, t.dtype, t.byte_offset, t.data.is_null()).map(|_| ())
+}
+
+/// # Safety
+/// `t.ndim >= 0`, and `t.shape` points at `ndim` `i64`s when `ndim > 0`.
+unsafe fn raw_shape(t: &DLTensor) -> &[i64] {
+    if t.ndim <= 0 || t.shape.is_null() {
+        &[]
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { core::slice::from_raw_parts(t.shape, t.ndim as usize) }
+    }
+}
+
+/// # Safety
+/// `t.ndim >= 0`, and `t.strides` is NULL or points at `ndim` `i64`s.
+unsafe fn raw_strides(t: &DLTensor) -> Option<&[i64]> {
+    if t.strides.is_null() {
+        None
+    } else if t.ndim <= 0 {
+        Some(&[])
+    } else {
+        // SAFETY: forwarded from the caller.
+        Some(unsafe { core::slice::from_raw_parts(t.strides, t.ndim as usize) })
+    }
+}
+
+impl<K: Kind> Managed<K> {
+    /// # Safety
+    /// `ptr` is an owned, valid managed struct of the kind `versioned` says, whose metadata has
+    /// been validated; nobody else calls its deleter.
+    unsafe fn from_parts(ptr: NonNull<c_void>, versioned: bool) -> Self {
+        Managed {
+            ptr,
+            versioned,
+            read_only: false,
+            leak_if: None,
+            _kind: PhantomData,
+        }
+    }
+
+    /// The underlying `DLTensor` (validated at construction).
+    pub fn raw_tensor(&self) -> &DLTensor {
+        // SAFETY: `ptr` is a live managed struct of the kind `versioned` says until Drop.
+        unsafe {
+            if self.versioned {
+                &self
+                    .ptr
+                    .cast::<DLManagedTensorVersioned>()
+                    .as_ref()
+                    .dl_tensor
+            } else {
+                &self.ptr.cast::<DLManagedTensor>().as_ref().dl_tensor
+            }
+        }
+    }
+
+    /// Whether the producer sent a versioned (DLPack >= 1.0) tensor.
+    pub fn is_versioned(&self) -> bool {
+        self.versioned
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.raw_tensor().ndim as usize
+    }
+
+    /// Extent of each dimension (empty for a 0-d tensor).
+    pub fn shape(&self) -> &[i64] {
+        // SAFETY: validated at construction (ndim >= 0, shape non-NULL when ndim > 0); the
+        // producer keeps its metadata alive until the deleter runs.
+        unsafe { raw_shape(self.raw_tensor()) }
+    }
+
+    /// Strides in elements; compact row-major strides are synthesised when the producer sent
+    /// NULL (allowed before DLPack 1.2).
+    pub fn strides(&self) -> Cow<'_, [i64]> {
+        match self.raw_strides() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(compact_strides(self.shape())),
+        }
+    }
+
+    /// The strides exactly as the producer sent them (`None` for NULL).
+    pub fn raw_strides(&self) -> Option<&[i64]> {
+        // SAFETY: as in `shape`.
+        unsafe { raw_strides(self.raw_tensor()) }
+    }
+
+    /// Offset in bytes from the data pointer to the first element.
+    pub fn byte_offset(&self) -> u64 {
+        self.raw_tensor().byte_offset
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DLDataType {
+        self.raw_tensor().dtype
+    }
+
+    /// Where the memory lives.
+    pub fn device(&self) -> DLDevice {
+        self.raw_tensor().device
+    }
+
+    /// The `DLPACK_FLAG_BITMASK_*` flags as this owner grants them: the producer's (0 for a
+    /// legacy tensor), plus `READ_ONLY` when the owner was made read-only
+    /// ([`Managed::into_read_only`]).
+    pub fn flags(&self) -> u64 {
+        let producer = if self.versioned {
+            // SAFETY: a live versioned struct until Drop.
+            unsafe { self.ptr.cast::<DLManagedTensorVersioned>().as_ref().flags }
+        } else {
+            0
+        };
+        if self.read_only {
+            producer | DLPACK_FLAG_BITMASK_READ_ONLY
+        } else {
+            producer
+        }
+    }
+
+    /// Whether writes are forbidden (by the producer, or by this owner).
+    pub fn is_read_only(&self) -> bool {
+        self.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0
+    }
+
+    /// Whether the producer copied the data for this export.
+    pub fn is_copied(&self) -> bool {
+        self.flags() & DLPACK_FLAG_BITMASK_IS_COPIED != 0
+    }
+
+    /// The same tensor, from now on refused to mutable views and re-exported `READ_ONLY`.
+    pub fn into_read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Makes the owner leak the tensor instead of calling the deleter when `leak_if()` is true
+    /// at drop time: for a runtime whose deleters must not run once it is going away (the
+    /// Python glue uses it during interpreter shutdown). The setting travels with the owner
+    /// through every conversion of its kind.
+    pub fn leak_on_drop_if(&mut self, leak_if: fn() -> bool) {
+        self.leak_if = Some(leak_if);
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        // Validated at construction: the product does not overflow unless a zero extent makes
+        // the tensor empty (whatever the other extents multiply to).
+        let shape = self.shape();
+        if shape.contains(&0) {
+            return 0;
+        }
+        shape.iter().map(|&d| d as usize).product()
+    }
+
+    /// Bytes the elements occupy when packed densely (`ceil(numel * bits * lanes / 8)`);
+    /// validated at construction not to overflow.
+    pub fn nbytes(&self) -> usize {
+        let bits = super::dtype::element_bits(self.dtype()) as u128;
+        ((self.numel() as u128 * bits).div_ceil(8)) as usize
+    }
+
+    /// Whether the layout is compact row-major (size-1 dimensions may have any stride).
+    pub fn is_contiguous(&self) -> bool {
+        match self.raw_strides() {
+            None => true,
+            Some(strides) => is_c_contiguous(self.shape(), strides),
+        }
+    }
+
+    /// The address of the first element (`data + byte_offset`), or NULL for a NULL data pointer.
+    pub fn data_ptr(&self) -> *mut c_void {
+        let t = self.raw_tensor();
+        if t.data.is_null() {
+            return core::ptr::null_mut();
+        }
+        // Validated at construction: the offset fits in isize. wrapping_add keeps this safe
+        // even for device pointers, which are never dereferenced here.
+        t.data
+            .cast::<u8>()
+            .wrapping_add(t.byte_offset as usize)
+            .cast()
+    }
+
+    /// The metadata as a [`TensorInfo`] (for copying the same memory): shape and strides are
+    /// copied, strides stay `None` when the producer sent NULL.
+    pub fn tensor_info(&self) -> TensorInfo {
+        let t = self.raw_tensor();
+        TensorInfo {
+            data: t.data,
+            device: t.device,
+            dtype: t.dtype,
+            shape: self.shape().to_vec(),
+            strides: self.raw_strides().map(<[i64]>::to_vec),
+            byte_offset: t.byte_offset,
+        }
+    }
+
+    /// Checks that elements of `T` may be read here: `T`'s dtype, on host-accessible memory.
+    pub(crate) fn check_element<T: Element>(&self) -> Result<(), Error> {
+        if self.dtype() != T::DTYPE {
+            return Err(Error::DtypeMismatch {
+                expected: T::DTYPE,
+                found: self.dtype(),
+            });
+        }
+        if !self.device().device_type.is_host_accessible() {
+            return Err(Error::NotHostAccessible(self.device()));
+        }
+        Ok(())
+    }
+
+    /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
+    pub(crate) fn first_element<T: Element>(&self) -> Result<*mut T, Error> {
+        let ptr = self.data_ptr().cast::<T>();
+        if ptr.is_null() {
+            return Err(Error::NullData);
+        }
+        if !ptr.is_aligned() {
+            return Err(Error::Misaligned {
+                align: core::mem::align_of::<T>(),
+                address: ptr as usize,
+            });
+        }
+        Ok(ptr)
+    }
+
+    /// Registers a borrow of every byte a view of `T` elements addresses (from the lowest to
+    /// the highest element the strides reach). Nothing is registered for an empty tensor.
+    pub(crate) fn borrow_elements<T>(&self, exclusive: bool) -> Result<BorrowToken, Error> {
+        self.borrow_bytes(core::mem::size_of::<T>(), exclusive)
+    }
+
+    /// As [`Managed::borrow_elements`], for elements of `size` bytes.
+    fn borrow_bytes(&self, size: usize, exclusive: bool) -> Result<BorrowToken, Error> {
+        if self.numel() == 0 {
+            return Ok(BorrowToken::EMPTY);
+        }
+        let strides = self.strides();
+        let (mut low, mut high) = (0i64, 0i64);
+        for (&extent, &stride) in self.shape().iter().zip(strides.iter()) {
+            // Validated at construction: the addressed range does not overflow.
+            let span = stride.wrapping_mul(extent - 1);
+            if span < 0 {
+                low = low.wrapping_add(span);
+            } else {
+                high = high.wrapping_add(span);
+            }
+        }
+        let size = size as i64;
+        let first = self.data_ptr() as usize;
+        // Validated: the whole range lies within an isize of the data pointer.
+        let start = first.wrapping_add_signed((low * size) as isize);
+        let end = first.wrapping_add_signed(((high + 1) * size) as isize);
+        BorrowToken::acquire(start, end, exclusive)
+    }
+
+    /// Checks that a slice of `T` over this tensor is sound and borrows it, returning its first
+    /// element, its length and the borrow.
+    fn slice_parts<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, usize, BorrowToken), Error> {
+        self.check_element::<T>()?;
+        if !self.is_contiguous() {
+            return Err(Error::NotContiguous);
+        }
+        let len = self.numel();
+        if len == 0 {
+            return Ok((NonNull::<T>::dangling().as_ptr(), 0, BorrowToken::EMPTY));
+        }
+        let ptr = self.first_element::<T>()?;
+        // Borrow before reading anything: no exclusive view of these bytes exists from here on.
+        let token = self.borrow_elements::<T>(exclusive)?;
+        // SAFETY: host-accessible, non-NULL, aligned, contiguous memory of `len` elements of
+        // T's dtype (validated at construction not to overflow), alive until the deleter runs,
+        // and borrowed above so no view elsewhere writes it.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(ptr.cast::<u8>(), len * core::mem::size_of::<T>())
+        };
+        if !T::is_valid_bytes(bytes) {
+            return Err(Error::InvalidBool);
+        }
+        Ok((ptr, len, token))
+    }
+
+    /// The elements as a shared slice (a guard that derefs to `[T]`), when the tensor is
+    /// host-accessible, C-contiguous, of `T`'s dtype, aligned for `T` and (for `bool`) holds
+    /// only 0 and 1. Refused with [`Error::AlreadyBorrowed`] while a mutable view of any of
+    /// these bytes exists, through this owner or any other.
+    pub fn as_slice<T: Element>(&self) -> Result<ReadSlice<'_, T>, Error> {
+        let (ptr, len, token) = self.slice_parts::<T>(false)?;
+        // SAFETY: checked and borrowed (shared) by `slice_parts`; the guard borrows `self`, so
+        // the memory outlives it.
+        Ok(unsafe { ReadSlice::new(ptr, len, token) })
+    }
+
+    /// The elements as a mutable slice (a guard that derefs to `[T]`): as [`Managed::as_slice`],
+    /// and the tensor must not be read-only. Refused with [`Error::AlreadyBorrowed`] while any
+    /// other view of these bytes exists, through this owner or any other.
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<WriteSlice<'_, T>, Error> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
+        let (ptr, len, token) = self.slice_parts::<T>(true)?;
+        // SAFETY: checked and borrowed exclusively by `slice_parts`; the producer allows writes
+        // (no READ_ONLY flag); the guard borrows `self` mutably, so it outlives the memory.
+        Ok(unsafe { WriteSlice::new(ptr, len, token) })
+    }
+
+    /// A compact, row-major, 64-byte aligned host copy of the elements, flagged `IS_COPIED`
+    /// (writable: it is nobody else's). Holds a shared borrow of the source while copying, so it
+    /// is refused with [`Error::AlreadyBorrowed`] while a mutable view of it exists.
+    ///
+    /// ```
+    /// use dlpack_rs::safe::Export;
+    ///
+    /// let t = Export::new(vec![1u16, 2, 3, 4, 5, 6]).shape(&[2, 3]).strides(&[1, 2]).versioned()?;
+    /// let c = t.copy()?;
+    /// assert!(c.is_copied() && c.is_contiguous());
+    /// assert_eq!(c.as_slice::<u16>()?, &[1, 3, 5, 2, 4, 6]);
+    /// # Ok::<(), dlpack_rs::safe::Error>(())
+    /// ```
+    pub fn copy(&self) -> Result<ManagedTensorVersioned, Error> {
+        if !self.device().device_type.is_host_accessible() {
+            return Err(Error::NotHostAccessible(self.device()));
+        }
+        let bits = super::dtype::element_bits(self.dtype());
+        let _source = self.borrow_bytes(bits.div_ceil(8).max(1) as usize, false)?;
+        let info = self.tensor_info();
+        // SAFETY: validated at construction (numel is its element count); host memory alive
+        // while `self` is, and the shared borrow above keeps writers of this crate away.
+        let (storage, copy) = unsafe { super::copy_described(&info, self.numel()) }?;
+        // SAFETY: `copy` describes the new storage, which the keepalive owns alone; writable.
+        unsafe {
+            super::pack_owned_versioned(
+                storage,
+                copy,
+                DLPACK_FLAG_BITMASK_IS_COPIED,
+                Some(super::AlignedBytes::as_mut_ptr),
+            )
+        }
+    }
+
+    /// Forgets ownership: returns the managed struct's pointer without calling the deleter.
+    fn into_ptr(self) -> NonNull<c_void> {
+        let ptr = self.ptr;
+        core::mem::forget(self);
+        ptr
+    }
+}
+
+impl Managed<Legacy> {
+    /// Takes ownership of a producer's managed tensor and validates it. On a validation error
+    /// the deleter has already been called (ownership had passed).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be NULL or point at a `DLManagedTensor` that the caller owns (nobody else will
+    /// call its deleter), whose `shape` and `strides` point at `ndim` values when non-NULL,
+    /// whose `data` points at memory laid out as the metadata says (on its device), and which
+    /// stays valid until its deleter is called.
+    pub unsafe fn from_raw(ptr: *mut DLManagedTensor) -> Result<Self, Error> {
+        let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
+        // SAFETY: the caller hands over a valid, owned tensor; from here on `owned` calls the
+        // deleter exactly once, on success or on error.
+        let owned = unsafe { Self::from_raw_unchecked(ptr) };
+        // SAFETY: the caller guarantees shape and strides point at ndim values.
+        unsafe { validate(owned.raw_tensor()) }?;
+        Ok(owned)
+    }
+
+    /// # Safety
+    /// As [`ManagedTensor::from_raw`], and the tensor is known to be valid.
+    pub(crate) unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensor>) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::from_parts(ptr.cast(), false) }
+    }
+
+    /// Gives up ownership without calling the deleter: whoever receives the pointer must.
+    pub fn into_raw(self) -> *mut DLManagedTensor {
+        self.into_ptr().cast().as_ptr()
+    }
+
+    /// The managed struct, still owned by `self`.
+    pub fn as_raw(&self) -> *mut DLManagedTensor {
+        self.ptr.cast().as_ptr()
+    }
+}
+
+impl Managed<Versioned> {
+    /// Takes ownership of a producer's versioned managed tensor. The major version is checked
+    /// before anything else is read: on a mismatch only the deleter is called. Then flags
+    /// (bits undefined by the producer's version, when that is 1.3 or older, are an error) and
+    /// the tensor are validated. On any error the deleter has already been called.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be NULL or point at a `DLManagedTensorVersioned` that the caller owns, valid
+    /// until its deleter is called; for major version 1 its `shape` and `strides` must point at
+    /// `ndim` values when non-NULL and its `data` at memory laid out as the metadata says.
+    pub unsafe fn from_raw(ptr: *mut DLManagedTensorVersioned) -> Result<Self, Error> {
+        let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
+        // SAFETY: the caller hands over a valid, owned tensor; `owned` calls the deleter once.
+        let owned = unsafe { Self::from_raw_unchecked(ptr) };
+        // SAFETY: the version and flags fields are valid in every major version's layout
+        // prefix; the tensor is only read after the major version matched.
+        unsafe {
+            let m = ptr.as_ref();
+            if m.version.major != DLPACK_MAJOR_VERSION {
+                return Err(Error::UnsupportedVersion(m.version));
+            }
+            let unknown = m.flags & !DLPACK_FLAG_BITMASK_ALL_KNOWN;
+            if unknown != 0 && m.version.minor <= DLPACK_MINOR_VERSION {
+                return Err(Error::UnknownFlags {
+                    version: m.version,
+                    bits: unknown,
+                });
+            }
+            validate(&m.dl_tensor)?;
+        }
+        Ok(owned)
+    }
+
+    /// # Safety
+    /// As [`ManagedTensorVersioned::from_raw`], and the tensor is known to be valid.
+    pub(crate) unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensorVersioned>) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::from_parts(ptr.cast(), true) }
+    }
+
+    /// Gives up ownership without calling the deleter: whoever receives the pointer must. A
+    /// read-only owner ([`Managed::into_read_only`]) hands on the `READ_ONLY` flag.
+    pub fn into_raw(self) -> *mut DLManagedTensorVersioned {
+        let read_only = self.read_only;
+        let ptr = self.into_ptr().cast::<DLManagedTensorVersioned>();
+        if read_only {
+            // SAFETY: we owned the struct until a moment ago and nobody else has seen the
+            // pointer since; the flags field is the producer's to read only after handover.
+            unsafe { (*ptr.as_ptr()).flags |= DLPACK_FLAG_BITMASK_READ_ONLY };
+        }
+        ptr.as_ptr()
+    }
+
+    /// The managed struct, still owned by `self`.
+    pub fn as_raw(&self) -> *mut DLManagedTensorVersioned {
+        self.ptr.cast().as_ptr()
+    }
+
+    /// The producer's DLPack version.
+    pub fn version(&self) -> DLPackVersion {
+        // SAFETY: a live versioned struct until Drop.
+        unsafe { self.ptr.cast::<DLManagedTensorVersioned>().as_ref().version }
+    }
+}
+
+impl Managed<AnyKind> {
+    /// The legacy owner inside, if the producer sent a legacy tensor.
+    pub fn as_legacy(&self) -> Option<&ManagedTensor> {
+        // SAFETY: `Managed` is `repr(C)` and its kind is only a `PhantomData`, so the two types
+        // have one layout; the run-time kind was checked.
+        (!self.versioned).then(|| unsafe { &*(self as *const Self).cast::<ManagedTensor>() })
+    }
+
+    /// The versioned owner inside, if the producer sent a versioned tensor.
+    pub fn as_versioned(&self) -> Option<&ManagedTensorVersioned> {
+        // SAFETY: as in `as_legacy`.
+        self.versioned
+            .then(|| unsafe { &*(self as *const Self).cast::<ManagedTensorVersioned>() })
+    }
+
+    /// The legacy owner, or `self` back for a versioned tensor.
+    pub fn into_legacy(self) -> Result<ManagedTensor, Self> {
+        if self.versioned {
+            return Err(self);
+        }
+        Ok(self.recast())
+    }
+
+    /// The versioned owner, or `self` back for a legacy tensor.
+    pub fn into_versioned(self) -> Result<ManagedTensorVersioned, Self> {
+        if !self.versioned {
+            return Err(self);
+        }
+        Ok(self.recast())
+    }
+}
+
+impl<K: Kind> Managed<K> {
+    /// The same owner, of a kind known at run time.
+    pub fn into_any(self) -> AnyManaged {
+        self.recast()
+    }
+
+    /// The same owner under another kind; callers check the run-time kind first.
+    fn recast<L: Kind>(self) -> Managed<L> {
+        let this = core::mem::ManuallyDrop::new(self);
+        Managed {
+            ptr: this.ptr,
+            versioned: this.versioned,
+            read_only: this.read_only,
+            leak_if: this.leak_if,
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl From<ManagedTensor> for AnyManaged {
+    fn from(t: ManagedTensor) -> Self {
+        t.recast()
+    }
+}
+
+impl From<ManagedTensorVersioned> for AnyManaged {
+    fn from(t: ManagedTensorVersioned) -> Self {
+        t.recast()
+    }
+}
+
+impl<K: Kind> Drop for Managed<K> {
+    fn drop(&mut self) {
+        if self.leak_if.is_some_and(|leak| leak()) {
+            return;
+        }
+        // SAFETY: we own the tensor; reading `deleter` is valid until it runs, and it runs once.
+        unsafe {
+            if self.versioned {
+                let ptr = self.ptr.cast::<DLManagedTensorVersioned>();
+                if let Some(deleter) = ptr.as_ref().deleter {
+                    deleter(ptr.as_ptr());
+                }
+            } else {
+                let ptr = self.ptr.cast::<DLManagedTensor>();
+                if let Some(deleter) = ptr.as_ref().deleter {
+                    deleter(ptr.as_ptr());
+                }
+            }
+        }
+    }
+}
+
+impl<K: Kind> fmt::Debug for Managed<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape())
+            .field("strides", &self.raw_strides())
+            .field("dtype", &self.dtype())
+            .field("device", &self.device())
+            .field("byte_offset", &self.byte_offset())
+            .field("flags", &self.flags())
+            .finish()
+    }
+}

@@ -1,0 +1,120 @@
+//! The raw export route: [`pack`] / [`pack_versioned`] (and their `try_` forms) wrap a keepalive
+//! and a [`TensorInfo`] in a heap-allocated managed tensor and return its raw pointer.
+
+use core::ptr::NonNull;
+
+use super::block::build;
+use super::managed::{ManagedTensor, ManagedTensorVersioned};
+use super::{Error, TensorInfo};
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
+
+/// Wraps `keepalive` and `info` in a heap-allocated legacy [`DLManagedTensor`] whose deleter
+/// drops `keepalive` (and the block itself) exactly once.
+///
+/// The caller hands the pointer to a consumer, which calls `deleter` when done; if it never
+/// reaches a consumer, wrap it in [`ManagedTensor::from_raw`] or call the deleter to free it.
+///
+/// # Panics
+///
+/// If `info` is invalid (see [`TensorInfo::numel`]); [`try_pack`] returns the error instead.
+///
+/// ```
+/// use dlpack_rs::safe::{pack, cpu_device, dtype_f32, TensorInfo};
+///
+/// let mut data = vec![1.0f32, 2.0, 3.0, 4.0];
+/// let info = TensorInfo::contiguous(data.as_mut_ptr() as *mut _, cpu_device(), dtype_f32(), vec![2, 2]);
+/// let mt: *mut dlpack_rs::ffi::DLManagedTensor = pack(data, info);
+/// // The consumer calls the deleter exactly once when done.
+/// unsafe { ((*mt).deleter.unwrap())(mt) };
+/// ```
+pub fn pack<K: Send + 'static>(keepalive: K, info: TensorInfo) -> *mut DLManagedTensor {
+    match try_pack(keepalive, info) {
+        Ok(ptr) => ptr,
+        Err(e) => panic!("dlpack_rs::safe::pack: invalid TensorInfo: {e}"),
+    }
+}
+
+/// Like [`pack`], returning an error for invalid metadata (and dropping `keepalive`).
+pub fn try_pack<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+) -> Result<*mut DLManagedTensor, Error> {
+    build::<DLManagedTensor, K>(keepalive, info, 0, None).map(NonNull::as_ptr)
+}
+
+/// Wraps `keepalive` and `info` in a heap-allocated [`DLManagedTensorVersioned`] stamped with
+/// the version this crate implements (1.3) and the given `flags`
+/// (`DLPACK_FLAG_BITMASK_*`); its deleter drops `keepalive` exactly once.
+///
+/// # Panics
+///
+/// If `info` is invalid; [`try_pack_versioned`] returns the error instead.
+///
+/// ```
+/// use dlpack_rs::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
+/// use dlpack_rs::safe::{pack_versioned, cpu_device, dtype_u8, TensorInfo};
+///
+/// let mut data = vec![0u8; 6];
+/// let info = TensorInfo::contiguous(data.as_mut_ptr().cast(), cpu_device(), dtype_u8(), vec![2, 3]);
+/// let mt = pack_versioned(data, info, DLPACK_FLAG_BITMASK_READ_ONLY);
+/// unsafe {
+///     assert_eq!((*mt).version.minor, 3);
+///     ((*mt).deleter.unwrap())(mt);
+/// }
+/// ```
+pub fn pack_versioned<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+) -> *mut DLManagedTensorVersioned {
+    match try_pack_versioned(keepalive, info, flags) {
+        Ok(ptr) => ptr,
+        Err(e) => panic!("dlpack_rs::safe::pack_versioned: invalid TensorInfo: {e}"),
+    }
+}
+
+/// Like [`pack_versioned`], returning an error for invalid metadata (and dropping `keepalive`).
+pub fn try_pack_versioned<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+) -> Result<*mut DLManagedTensorVersioned, Error> {
+    build::<DLManagedTensorVersioned, K>(keepalive, info, flags, None).map(NonNull::as_ptr)
+}
+
+/// [`try_pack_versioned`], owned: for crate code that hands the export on without a second
+/// validation pass. `data_of`, when given, takes the data pointer from the keepalive in its final
+/// place (see [`build`]).
+///
+/// # Safety
+///
+/// `info` (with the pointer `data_of` gives, when given) must describe initialised memory, on
+/// `info.device`, that `keepalive` keeps valid and in place until it is dropped, and that nobody
+/// else writes meanwhile; unless `flags` has `READ_ONLY`, consumers may write it through the
+/// pointer, so it must carry write permission.
+pub(crate) unsafe fn pack_owned_versioned<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+    data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
+) -> Result<ManagedTensorVersioned, Error> {
+    let ptr = build::<DLManagedTensorVersioned, K>(keepalive, info, flags, data_of)?;
+    // SAFETY: a fresh export of ours, validated by `build`, owned by nobody else, describing
+    // memory the keepalive keeps alive (this function's contract).
+    Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
+}
+
+/// [`try_pack`], owned: as [`pack_owned_versioned`].
+///
+/// # Safety
+///
+/// As [`pack_owned_versioned`], with consumers always allowed to write.
+pub(crate) unsafe fn pack_owned<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
+) -> Result<ManagedTensor, Error> {
+    let ptr = build::<DLManagedTensor, K>(keepalive, info, 0, data_of)?;
+    // SAFETY: as in `pack_owned_versioned`.
+    Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
+}

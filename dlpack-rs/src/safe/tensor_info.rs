@@ -1,0 +1,125 @@
+//! What an export describes: [`TensorInfo`], a tensor's raw metadata (pointer, device, dtype,
+//! shape, strides, byte offset) and its validation.
+
+use alloc::vec::Vec;
+use core::ffi::c_void;
+
+use super::layout::{check, Extent};
+use super::Error;
+use crate::ffi::{DLDataType, DLDevice};
+
+/// A tensor's metadata, for export: where its first element is, where it lives, its element
+/// type, shape, strides (elements) and byte offset.
+///
+/// The data pointer is raw; the value that keeps it alive is given separately to [`pack`] or
+/// [`pack_versioned`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Base pointer of the data; the first element is at `data + byte_offset`.
+    pub data: *mut c_void,
+    /// Where the memory lives.
+    pub device: DLDevice,
+    /// Element type.
+    pub dtype: DLDataType,
+    /// Extent of each dimension.
+    pub shape: Vec<i64>,
+    /// Step of each dimension in elements; `None` means compact row-major.
+    pub strides: Option<Vec<i64>>,
+    /// Offset in bytes from `data` to the first element.
+    pub byte_offset: u64,
+}
+
+// SAFETY: `TensorInfo` is plain metadata; its pointer is never dereferenced by this crate on
+// its own, only described to a consumer, so moving or sharing it across threads is harmless.
+unsafe impl Send for TensorInfo {}
+// SAFETY: as above; `&TensorInfo` gives no access to the pointee.
+unsafe impl Sync for TensorInfo {}
+
+impl TensorInfo {
+    /// Metadata of a compact row-major tensor.
+    ///
+    /// ```
+    /// use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
+    /// let mut data = vec![1.0f32, 2.0, 3.0, 4.0];
+    /// let info = TensorInfo::contiguous(data.as_mut_ptr().cast(), cpu_device(), dtype_f32(), vec![2, 2]);
+    /// assert_eq!(info.numel(), Ok(4));
+    /// ```
+    pub fn contiguous(
+        data: *mut c_void,
+        device: DLDevice,
+        dtype: DLDataType,
+        shape: Vec<i64>,
+    ) -> Self {
+        TensorInfo {
+            data,
+            device,
+            dtype,
+            shape,
+            strides: None,
+            byte_offset: 0,
+        }
+    }
+
+    /// Metadata of a tensor with explicit strides, in elements.
+    pub fn strided(
+        data: *mut c_void,
+        device: DLDevice,
+        dtype: DLDataType,
+        shape: Vec<i64>,
+        strides: Vec<i64>,
+    ) -> Self {
+        TensorInfo {
+            data,
+            device,
+            dtype,
+            shape,
+            strides: Some(strides),
+            byte_offset: 0,
+        }
+    }
+
+    /// The same metadata with the first element `byte_offset` bytes after `data`.
+    pub fn with_byte_offset(mut self, byte_offset: u64) -> Self {
+        self.byte_offset = byte_offset;
+        self
+    }
+
+    /// Checks the metadata: strides as many as dimensions, no negative extent, a well-formed
+    /// dtype, no overflow of the element count or of the addressed byte range, and a non-NULL
+    /// data pointer unless the tensor is empty. Returns the element count.
+    pub fn numel(&self) -> Result<usize, Error> {
+        self.extent().map(|extent| extent.numel)
+    }
+
+    /// The validation of [`TensorInfo::numel`], returning the addressed element range too.
+    pub(crate) fn extent(&self) -> Result<Extent, Error> {
+        check(
+            &self.shape,
+            self.strides.as_deref(),
+            self.dtype,
+            self.byte_offset,
+            self.data.is_null(),
+        )
+    }
+}
+
+/// Registers a shared (or exclusive) borrow of every byte `info` addresses, for exports whose
+/// owner keeps reading the memory from Rust. Nothing is registered for an empty tensor or for
+/// memory the CPU cannot address.
+pub(crate) fn borrow_described(
+    info: &TensorInfo,
+    exclusive: bool,
+) -> Result<super::borrow::BorrowToken, Error> {
+    let extent = info.extent()?;
+    if extent.numel == 0 || !info.device.device_type.is_host_accessible() {
+        return Ok(super::borrow::BorrowToken::EMPTY);
+    }
+    let bits = super::element_bits(info.dtype) as i128;
+    // Validated by `extent`: the addressed bytes lie within an isize of `data`.
+    let first_bit = info.byte_offset as i128 * 8 + extent.min as i128 * bits;
+    let end_bit = info.byte_offset as i128 * 8 + (extent.max as i128 + 1) * bits;
+    let base = info.data as usize;
+    let start = base.wrapping_add_signed((first_bit.div_euclid(8)) as isize);
+    let end = base.wrapping_add_signed(((end_bit + 7).div_euclid(8)) as isize);
+    super::borrow::BorrowToken::acquire(start, end, exclusive)
+}
