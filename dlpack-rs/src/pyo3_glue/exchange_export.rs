@@ -101,8 +101,7 @@ where
     }
 }
 
-/// `managed_tensor_to_py_object_no_sync`: wraps the tensor in a new `dlpack_rs.Tensor`.
-
+/// `current_work_stream`: our tensors carry no stream; NULL (the default stream) for every
 /// device, which for the CPU means "nothing to synchronise".
 pub(crate) unsafe extern "C" fn current_work_stream(
     _device_type: DLDeviceType,
@@ -217,7 +216,6 @@ pub(crate) unsafe extern "C" fn allocator(
 }
 
 /// A `DLPackExchangeAPI` in a `static`: the table is immutable and its only pointer
-
 /// (`prev_api`) is NULL, so sharing it between threads is sound.
 #[repr(transparent)]
 pub(crate) struct StaticApi(pub(crate) DLPackExchangeAPI);

@@ -198,8 +198,9 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
         });
         if err.is_instance_of::<PyRuntimeError>(py) {
             // What `__dlpack__` reports as BufferError (a tensor DLPack cannot describe).
-            let buffer =
-                PyBufferError::new_err(format!("cannot export this tensor: {}", err.value(py)));
+            let message = err.value(py).to_string();
+            let first_line = message.lines().next().unwrap_or_default();
+            let buffer = PyBufferError::new_err(format!("cannot export this tensor: {first_line}"));
             buffer.set_cause(py, Some(err));
             return Err(buffer);
         }

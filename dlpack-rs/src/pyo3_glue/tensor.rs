@@ -281,10 +281,6 @@ unsafe extern "C" fn to_py_object(
 /// `dltensor_from_py_object_no_sync` for `dlpack_rs.Tensor`: a borrowed view of the owned
 /// tensor, valid while the object lives. Read-only tensors are refused (a bare `DLTensor`
 /// cannot say "read-only").
-
-/// `dltensor_from_py_object_no_sync` for `dlpack_rs.Tensor`: a borrowed view of the owned
-/// tensor, valid while the object lives. Read-only tensors are refused (a bare `DLTensor`
-/// cannot say "read-only").
 unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -> c_int {
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {

@@ -40,5 +40,6 @@ pub use managed::{
 };
 pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 pub(crate) use pack::{pack_owned, pack_owned_versioned};
+#[allow(unused_imports)] // used by the Python glue
 pub(crate) use tensor_info::borrow_described;
 pub use tensor_info::TensorInfo;

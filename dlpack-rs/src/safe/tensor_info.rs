@@ -106,6 +106,7 @@ impl TensorInfo {
 /// Registers a shared (or exclusive) borrow of every byte `info` addresses, for exports whose
 /// owner keeps reading the memory from Rust. Nothing is registered for an empty tensor or for
 /// memory the CPU cannot address.
+#[allow(dead_code)] // used by the Python glue
 pub(crate) fn borrow_described(
     info: &TensorInfo,
     exclusive: bool,

@@ -376,7 +376,7 @@ pub fn run(bytes: &[u8]) {
         // refuse ndim before reading them, which this harness checks on purpose).
         let r = unsafe { ManagedTensorVersioned::from_raw(raw.cast()) };
         if let (Ok(t), Some(e)) = (&r, &expect) {
-            check_view(&t, &m, e);
+            check_view(t, &m, e);
         }
         let ok = r.is_ok();
         drop(r);
@@ -399,7 +399,7 @@ pub fn run(bytes: &[u8]) {
         // SAFETY: as above.
         let r = unsafe { ManagedTensor::from_raw(raw.cast()) };
         if let (Ok(t), Some(e)) = (&r, &expect) {
-            check_view(&t, &m, e);
+            check_view(t, &m, e);
         }
         let ok = r.is_ok();
         drop(r);

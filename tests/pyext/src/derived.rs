@@ -100,6 +100,8 @@ impl Aligned<f64> {
 // a reference to the elements across a consumer's write (`to_vec` copies them out at once).
 unsafe impl<T: Element> Buffer for Aligned<T> {
     type Elem = T;
+    // The pointer is the raw one taken from `as_mut_ptr` at construction, not a reference.
+    const SHARED_PTR_WRITABLE: bool = true;
     fn data_ptr(&self) -> *mut T {
         self.ptr.as_ptr()
     }
@@ -135,15 +137,15 @@ fn derived_image(height: usize, width: usize, channels: usize) -> PyResult<Deriv
     })
 }
 
-/// A 1-D `f32` vector (tuple struct, data `Box<[f32]>`, no shape field).
+/// A 1-D `f32` vector (tuple struct, data `Vec<f32>`, no shape field).
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
-struct DerivedVector(#[dlpack(data)] Box<[f32]>, DropCounter);
+struct DerivedVector(#[dlpack(data)] Vec<f32>, DropCounter);
 
 /// A `DerivedVector` of `values`.
 #[pyfunction]
 fn derived_vector(values: Vec<f32>) -> DerivedVector {
-    DerivedVector(values.into_boxed_slice(), DropCounter::new())
+    DerivedVector(values, DropCounter::new())
 }
 
 /// The transpose of a row-major `rows x cols` `f32` matrix holding `0, 1, 2, ...`: shape

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::Imported;
 use dlpack_rs::pyo3_glue::{into_capsule, DLPackTensor, PyTensor};
 use dlpack_rs::safe::{self, cpu_device, dtype_u8, ManagedTensor, ManagedTensorVersioned};
 use pyo3::exceptions::PyRuntimeError;
@@ -75,7 +76,7 @@ fn bombs_dropped() -> usize {
 /// validated shape and strides) and to drop it: the producer's deleter runs on this thread
 /// without the GIL.
 #[pyfunction]
-fn checksum_detached(py: Python<'_>, obj: PyTensor) -> PyResult<u64> {
+fn checksum_detached(py: Python<'_>, obj: Imported) -> PyResult<u64> {
     py.detach(move || {
         let sum = crate::gather(&obj).map(|bytes| bytes.iter().map(|&b| b as u64).sum());
         drop(obj);
@@ -97,11 +98,11 @@ fn export_detached(py: Python<'_>, n: usize) -> PyResult<DLPackTensor> {
 /// Imports every object of `objs`, then drops them spread over `threads` new threads that
 /// never held the GIL, all at once, while this thread waits with the GIL released.
 #[pyfunction]
-fn drop_on_threads(py: Python<'_>, objs: Vec<PyTensor>, threads: usize) -> PyResult<()> {
+fn drop_on_threads(py: Python<'_>, objs: Vec<Imported>, threads: usize) -> PyResult<()> {
     let threads = threads.max(1);
     let mut buckets: Vec<Vec<PyTensor>> = (0..threads).map(|_| Vec::new()).collect();
     for (i, t) in objs.into_iter().enumerate() {
-        buckets[i % threads].push(t);
+        buckets[i % threads].push(t.0);
     }
     py.detach(move || {
         let barrier = std::sync::Arc::new(std::sync::Barrier::new(buckets.len()));
@@ -125,7 +126,7 @@ fn drop_on_threads(py: Python<'_>, objs: Vec<PyTensor>, threads: usize) -> PyRes
 /// Imports `obj` and drops it on a new thread that is never joined (it may still be running,
 /// waiting for the GIL, when the interpreter shuts down).
 #[pyfunction]
-fn drop_on_detached_thread(obj: PyTensor) {
+fn drop_on_detached_thread(obj: Imported) {
     std::thread::spawn(move || drop(obj));
 }
 
@@ -137,5 +138,97 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export_detached, m)?)?;
     m.add_function(wrap_pyfunction!(drop_on_threads, m)?)?;
     m.add_function(wrap_pyfunction!(drop_on_detached_thread, m)?)?;
+    Ok(())
+}
+
+static UNATTACHED_DROPS: AtomicUsize = AtomicUsize::new(0);
+static ATTACHED_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A derived class whose `Drop` records whether the dropping thread was attached to the
+/// interpreter (a Python object may only be deallocated by an attached thread).
+#[pyclass(frozen)]
+#[derive(dlpack_rs::IntoDLPack)]
+struct AttachProbe {
+    #[dlpack(data)]
+    data: Vec<u8>,
+}
+
+impl Drop for AttachProbe {
+    fn drop(&mut self) {
+        // SAFETY: callable from any thread; returns NULL when the thread is not attached.
+        #[cfg(not(feature = "abi3"))]
+        let attached = unsafe { !pyo3::ffi::compat::PyThreadState_GetUnchecked().is_null() };
+        // The stable ABI has no unchecked thread-state read: count nothing as unattached.
+        #[cfg(feature = "abi3")]
+        let attached = true;
+        if attached {
+            ATTACHED_DROPS.fetch_add(1, Ordering::SeqCst);
+        } else {
+            UNATTACHED_DROPS.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Makes `n` `AttachProbe` objects, imports each through `__dlpack__` (so the export's
+/// keepalive holds the last reference), then drops the imports on plain Rust threads that
+/// never attached, while this thread waits detached. Returns (attached, unattached) drops.
+#[pyfunction]
+fn drop_probes_on_plain_threads(py: Python<'_>, n: usize) -> PyResult<(usize, usize)> {
+    let mut imports = Vec::with_capacity(n);
+    for _ in 0..n {
+        let obj = Bound::new(py, AttachProbe { data: vec![1; 16] })?;
+        imports.push(PyTensor::from_pyany(py, obj.as_any())?);
+    }
+    py.detach(move || {
+        let handles: Vec<_> = imports
+            .into_iter()
+            .map(|t| std::thread::spawn(move || drop(t)))
+            .collect();
+        for h in handles {
+            let _ = h.join();
+        }
+    });
+    Ok((
+        ATTACHED_DROPS.load(Ordering::SeqCst),
+        UNATTACHED_DROPS.load(Ordering::SeqCst),
+    ))
+}
+
+/// Imports `a` and `b` and takes views of both at once, `mode` saying which: "mut-mut" (two
+/// `as_mut_slice`), "ref-mut" (`as_slice` of `a`, then `as_mut_slice` of `b`), "mut-ref".
+/// Returns the sum of `b`'s elements read or written; the second view raises `BufferError`
+/// when the two alias.
+#[pyfunction]
+fn alias_views(mut a: Imported, mut b: Imported, mode: &str) -> PyResult<f64> {
+    match mode {
+        "mut-mut" => {
+            let mut x = a.as_mut_slice::<f32>()?;
+            let mut y = b.as_mut_slice::<f32>()?;
+            x[0] = 1.0;
+            y[0] = 2.0;
+            Ok(x[0] as f64 + y.iter().map(|&v| v as f64).sum::<f64>())
+        }
+        "ref-mut" => {
+            let x = a.as_slice::<f32>()?;
+            let mut y = b.as_mut_slice::<f32>()?;
+            y[0] = 2.0;
+            Ok(x[0] as f64)
+        }
+        "mut-ref" => {
+            let mut x = a.as_mut_slice::<f32>()?;
+            let y = b.as_slice::<f32>()?;
+            x[0] = 1.0;
+            Ok(y[0] as f64)
+        }
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown mode {other}"
+        ))),
+    }
+}
+
+pub fn register_probes(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<AttachProbe>()?;
+    m.add_function(wrap_pyfunction!(drop_probes_on_plain_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(alias_views, m)?)?;
     Ok(())
 }

@@ -254,6 +254,38 @@ fn counters() -> (usize, usize) {
     )
 }
 
+/// A `PyTensor` argument that also takes a bare DLPack capsule: the suite hands over raw and
+/// deliberately malformed capsules (ctypes mirrors of the DLPack structs, with hostile metadata
+/// that the import must refuse) to check the consumer side directly.
+pub(crate) struct Imported(pub(crate) PyTensor);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Imported {
+    type Error = PyErr;
+
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
+        if let Ok(capsule) = obj.cast::<pyo3::types::PyCapsule>() {
+            // SAFETY: the test suite vouches for its capsules: each one named "dltensor" /
+            // "dltensor_versioned" holds the struct of that name (made by a real producer or
+            // by `dlpack_ctypes`), whatever its metadata says.
+            return unsafe { PyTensor::from_capsule(&capsule) }.map(Imported);
+        }
+        PyTensor::extract(obj).map(Imported)
+    }
+}
+
+impl std::ops::Deref for Imported {
+    type Target = PyTensor;
+    fn deref(&self) -> &PyTensor {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Imported {
+    fn deref_mut(&mut self) -> &mut PyTensor {
+        &mut self.0
+    }
+}
+
 fn describe<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     let v = &**t;
@@ -286,7 +318,7 @@ fn describe<'py>(py: Python<'py>, t: &PyTensor) -> PyResult<Bound<'py, PyDict>> 
 
 /// Imports `obj` (any DLPack producer or capsule) and reports what it describes.
 #[pyfunction]
-fn inspect<'py>(py: Python<'py>, obj: PyTensor) -> PyResult<Bound<'py, PyDict>> {
+fn inspect<'py>(py: Python<'py>, obj: Imported) -> PyResult<Bound<'py, PyDict>> {
     describe(py, &obj)
 }
 
@@ -355,7 +387,7 @@ fn gather(t: &PyTensor) -> PyResult<Vec<u8>> {
 
 /// Imports `obj` and returns its elements in logical C order as bytes.
 #[pyfunction]
-fn to_bytes<'py>(py: Python<'py>, obj: PyTensor) -> PyResult<Bound<'py, PyBytes>> {
+fn to_bytes<'py>(py: Python<'py>, obj: Imported) -> PyResult<Bound<'py, PyBytes>> {
     Ok(PyBytes::new(py, &gather(&obj)?))
 }
 
@@ -409,7 +441,7 @@ macro_rules! by_dtype {
 
 /// Imports `obj` and adds 1 to every element in place, through `as_mut_slice`.
 #[pyfunction]
-fn add_one(mut obj: PyTensor) -> PyResult<()> {
+fn add_one(mut obj: Imported) -> PyResult<()> {
     let name = dtype_name(obj.dtype());
     by_dtype!(obj, name, |T| {
         for x in obj.as_mut_slice::<T>()?.iter_mut() {
@@ -419,11 +451,25 @@ fn add_one(mut obj: PyTensor) -> PyResult<()> {
     })
 }
 
+/// As `add_one`, importing with `ImportOptions::writable_legacy(true)`: a legacy capsule's
+/// memory is then writable.
+#[pyfunction]
+fn add_one_legacy_writable(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    let t = ImportOptions::new().writable_legacy(true).import(obj)?;
+    add_one(Imported(t))
+}
+
+/// Imports `obj` through the safe route only (`PyTensor::from_pyany`), returning its shape.
+#[pyfunction]
+fn import_safely(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    Ok(PyTensor::from_pyany(py, obj)?.shape().to_vec())
+}
+
 #[allow(clippy::unnecessary_cast)]
 /// Imports `obj` and returns its elements as floats through `as_slice::<T>()`, where `T` is
 /// named by `as_dtype` (a mismatch raises TypeError).
 #[pyfunction]
-fn as_slice_values(obj: PyTensor, as_dtype: String) -> PyResult<Vec<f64>> {
+fn as_slice_values(obj: Imported, as_dtype: String) -> PyResult<Vec<f64>> {
     by_dtype!(obj, as_dtype, |T| Ok(obj
         .as_slice::<T>()?
         .iter()
@@ -433,8 +479,8 @@ fn as_slice_values(obj: PyTensor, as_dtype: String) -> PyResult<Vec<f64>> {
 
 /// Imports `obj` and hands it on as a `dlpack_rs.Tensor` (a foreign tensor re-exported).
 #[pyfunction]
-fn reexport(obj: PyTensor) -> DLPackTensor {
-    DLPackTensor::from(obj)
+fn reexport(obj: Imported) -> DLPackTensor {
+    DLPackTensor::from(obj.0)
 }
 
 /// An imported tensor held by Rust until `release()`.
@@ -485,9 +531,9 @@ impl Held {
 
 /// Imports `obj` and keeps it in a `Held`.
 #[pyfunction]
-fn hold(obj: PyTensor) -> Held {
+fn hold(obj: Imported) -> Held {
     Held {
-        tensor: Mutex::new(Some(obj)),
+        tensor: Mutex::new(Some(obj.0)),
     }
 }
 
@@ -505,11 +551,14 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect_with, m)?)?;
     m.add_function(wrap_pyfunction!(to_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(add_one, m)?)?;
+    m.add_function(wrap_pyfunction!(add_one_legacy_writable, m)?)?;
+    m.add_function(wrap_pyfunction!(import_safely, m)?)?;
     m.add_function(wrap_pyfunction!(as_slice_values, m)?)?;
     m.add_function(wrap_pyfunction!(reexport, m)?)?;
     m.add_function(wrap_pyfunction!(hold, m)?)?;
     derived::register_derived(m)?;
     hardening::register(m)?;
+    hardening::register_probes(m)?;
     ndarray_funcs::register(m)?;
     exchange::register(m)?;
     Ok(())

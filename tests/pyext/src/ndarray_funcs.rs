@@ -3,6 +3,7 @@
 //! `Array`/`ArcArray` exported without a copy, typed `f16`/`bf16`/`Complex32`/`Complex64`
 //! views and exports, and derived classes over those element types and over an `Array` field.
 
+use crate::Imported;
 use dlpack_rs::pyo3_glue::{dtype_name, DLPackTensor, PyTensor};
 use dlpack_rs::safe::{Element, Export};
 use dlpack_rs::IntoDLPack;
@@ -15,7 +16,7 @@ use pyo3::prelude::*;
 /// What an ndarray view of `obj` sees: (shape, strides in elements, values in logical
 /// order as floats). Reads float32, float64 and int32.
 #[pyfunction]
-fn nd_view(obj: PyTensor) -> PyResult<(Vec<usize>, Vec<isize>, Vec<f64>)> {
+fn nd_view(obj: Imported) -> PyResult<(Vec<usize>, Vec<isize>, Vec<f64>)> {
     fn seen<T: Element + Into<f64>>(t: &PyTensor) -> PyResult<(Vec<usize>, Vec<isize>, Vec<f64>)> {
         let a = t.as_array::<T>()?;
         Ok((
@@ -37,7 +38,7 @@ fn nd_view(obj: PyTensor) -> PyResult<(Vec<usize>, Vec<isize>, Vec<f64>)> {
 /// Multiplies every element of `obj` by `factor` in place, through `as_array_mut` (float32
 /// and float64; any layout without overlapping elements).
 #[pyfunction]
-fn nd_scale(mut obj: PyTensor, factor: f64) -> PyResult<()> {
+fn nd_scale(mut obj: Imported, factor: f64) -> PyResult<()> {
     match dtype_name(obj.dtype()).as_str() {
         "float32" => obj
             .as_array_mut::<f32>()?
@@ -55,7 +56,7 @@ fn nd_scale(mut obj: PyTensor, factor: f64) -> PyResult<()> {
 /// A round trip: views `obj` (float64, any layout) with ndarray, computes `2 * x + 1` into a
 /// new `Array`, and exports that array without a copy.
 #[pyfunction]
-fn nd_affine(obj: PyTensor) -> PyResult<DLPackTensor> {
+fn nd_affine(obj: Imported) -> PyResult<DLPackTensor> {
     let out = obj.as_array::<f64>()?.mapv(|x| 2.0 * x + 1.0);
     Ok(DLPackTensor::new(out.into_managed_tensor_versioned()?))
 }
@@ -150,7 +151,7 @@ fn hc_make(dtype: &str, n: usize) -> PyResult<DLPackTensor> {
 /// Doubles every element of a contiguous `f16`/`bf16`/`complex64`/`complex128` tensor in
 /// place through a typed `as_mut_slice`; returns the dtype name it used.
 #[pyfunction]
-fn hc_double(mut obj: PyTensor) -> PyResult<String> {
+fn hc_double(mut obj: Imported) -> PyResult<String> {
     let name = dtype_name(obj.dtype());
     match name.as_str() {
         "float16" => obj
@@ -181,7 +182,7 @@ fn hc_double(mut obj: PyTensor) -> PyResult<String> {
 /// The values of a `f16`/`bf16`/`complex64`/`complex128` tensor of any layout, read through a
 /// typed ndarray view, as (real, imaginary) pairs in logical order.
 #[pyfunction]
-fn hc_values(obj: PyTensor) -> PyResult<Vec<(f64, f64)>> {
+fn hc_values(obj: Imported) -> PyResult<Vec<(f64, f64)>> {
     let name = dtype_name(obj.dtype());
     Ok(match name.as_str() {
         "float16" => obj
@@ -215,7 +216,7 @@ fn hc_values(obj: PyTensor) -> PyResult<Vec<(f64, f64)>> {
 /// A round trip through typed memory: copies a contiguous `bf16` tensor into a `Vec<bf16>`
 /// and exports that with the same shape.
 #[pyfunction]
-fn hc_bf16_copy(obj: PyTensor) -> PyResult<DLPackTensor> {
+fn hc_bf16_copy(obj: Imported) -> PyResult<DLPackTensor> {
     let data = obj.as_slice::<bf16>()?.to_vec();
     Ok(DLPackTensor::new(
         Export::new(data).shape(obj.shape()).versioned()?,
@@ -237,7 +238,7 @@ struct ComplexSignal {
 #[derive(IntoDLPack)]
 struct Bf16Vector {
     #[dlpack(data)]
-    data: Box<[bf16]>,
+    data: Vec<bf16>,
 }
 
 /// A derived class over a `Complex32` tensor.
@@ -270,7 +271,7 @@ fn hc_derived(py: Python<'_>, kind: &str, n: usize) -> PyResult<Py<PyAny>> {
         "bfloat16" => Py::new(
             py,
             Bf16Vector {
-                data: sample(n, |x| bf16::from_f64(x * 0.25 - 1.5)).into_boxed_slice(),
+                data: sample(n, |x| bf16::from_f64(x * 0.25 - 1.5)),
             },
         )?
         .into_any(),

@@ -1,0 +1,186 @@
+"""Soundness reproducers: each case here reached undefined behaviour (or granted more than the
+producer does) before the borrow registry, the read-only legacy rule, the attached-thread
+probe and the bare-capsule rule; each now asserts the one right answer.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import dlpack_testext as ext
+
+torch = pytest.importorskip("torch")
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+
+# -- 2. Aliasing mutable views ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["mut-mut", "ref-mut", "mut-ref"])
+def test_two_imports_of_one_array_cannot_alias(mode):
+    x = np.zeros(4, dtype=np.float32)
+    with pytest.raises(BufferError, match="already borrowed|mutably borrowed"):
+        ext.alias_views(x, x, mode)
+    # Nothing was written through the refused view, and the first view's write (if any)
+    # reached the array.
+    assert x[1:].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_overlapping_slices_of_one_array_cannot_alias():
+    base = np.zeros(8, dtype=np.float32)
+    with pytest.raises(BufferError):
+        ext.alias_views(base[0:5], base[4:8], "mut-mut")
+    # Disjoint windows of one array are fine.
+    assert ext.alias_views(base[0:4], base[4:8], "mut-mut") == 1.0 + 2.0
+    assert base[0] == 1.0 and base[4] == 2.0
+
+
+def test_shared_views_of_one_array_coexist():
+    x = np.arange(4, dtype=np.float32)
+    # Two reads of the same memory are fine: as_slice + as_slice through two imports.
+    assert ext.as_slice_values(x, "float32") == [0.0, 1.0, 2.0, 3.0]
+    held = ext.hold(x)
+    assert ext.as_slice_values(x, "float32") == [0.0, 1.0, 2.0, 3.0]
+    held.release()
+
+
+def test_borrows_are_released_with_the_view():
+    x = np.zeros(3, dtype=np.float32)
+    for _ in range(3):
+        ext.add_one(x)
+    assert x.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_torch_alias_of_numpy_memory_is_seen():
+    x = np.zeros(4, dtype=np.float32)
+    t = torch.from_numpy(x)  # same memory, another producer
+    with pytest.raises(BufferError):
+        ext.alias_views(x, t, "mut-mut")
+
+
+# -- 3. Memory a Rust owner exports stays readable by Rust -------------------------------------
+
+
+def test_derived_export_refuses_mutable_rust_import():
+    v = ext.derived_vector([1.0, 2.0, 3.0])
+    # Rust code of the class may read its Vec through &self at any time: an import of its
+    # export may read, never write.
+    assert ext.as_slice_values(v, "float32") == [1.0, 2.0, 3.0]
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.add_one(v)
+    assert np.from_dlpack(v).tolist() == [1.0, 2.0, 3.0]
+
+
+def test_derived_export_through_torch_stays_borrowed():
+    v = ext.derived_vector([1.0, 2.0])
+    t = torch.from_dlpack(v)  # torch ignores READ_ONLY and re-exports writable
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.add_one(t)
+    assert t.tolist() == [1.0, 2.0]
+    del t
+    # Our own class (dlpack_rs.Tensor) is read from Rust only through registered views:
+    # its export may be imported mutably once nothing else views it.
+    own = ext.make_export_f64([3])
+    ext.add_one(own)
+    assert np.from_dlpack(own).tolist() == [1.0, 2.0, 3.0]
+
+
+# -- Imports never grant more than the producer ----------------------------------------------
+
+
+def test_legacy_import_is_read_only():
+    a = jnp.arange(4, dtype=jnp.float32)  # jax exports legacy capsules only
+    with pytest.raises(BufferError, match="read-only"):
+        ext.add_one(a)
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+    # Reading is fine, and a re-export stays read-only (versioned, READ_ONLY).
+    assert ext.as_slice_values(a, "float32") == [0.0, 1.0, 2.0, 3.0]
+    r = ext.reexport(a)
+    assert r.read_only
+    assert not np.from_dlpack(r).flags.writeable
+
+
+class LegacyProducer:
+    """A pre-1.0 producer: `__dlpack__` takes only `stream` (a legacy capsule)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_legacy_import_writable_on_request():
+    x = np.zeros(2, dtype=np.float32)
+    with pytest.raises(BufferError, match="read-only"):
+        ext.add_one(LegacyProducer(x))
+    assert x.tolist() == [0.0, 0.0]
+    ext.add_one_legacy_writable(LegacyProducer(x))
+    assert x.tolist() == [1.0, 1.0]
+
+
+def test_requires_grad_refused_through_the_exchange_table():
+    t = torch.ones(3, requires_grad=True)
+    with pytest.raises(BufferError, match="requires grad"):
+        ext.import_info(t)
+    with pytest.raises(BufferError):
+        ext.import_info(t, exchange_api=False)
+    assert ext.import_info(t.detach())["shape"] == [3]
+
+
+def test_conjugate_view_refused_through_the_exchange_table():
+    t = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64).conj()
+    assert t.is_conj()
+    with pytest.raises(BufferError):
+        ext.import_info(t)
+    assert ext.import_info(t.resolve_conj())["shape"] == [2]
+
+
+# -- 6. A capsule's name proves nothing ----------------------------------------------------------
+
+
+def test_bare_capsule_refused_by_the_safe_import():
+    cap = np.arange(3, dtype=np.float32).__dlpack__()
+    with pytest.raises(TypeError, match="bare DLPack capsule"):
+        ext.import_safely(cap)
+
+
+def test_exchange_table_is_read_from_the_type_not_the_instance():
+    class Sneaky(ext.Probe):
+        pass
+
+    s = Sneaky([1.0, 2.0])
+    # An instance attribute is not where a type's table lives: ignored.
+    s.__dict__["__dlpack_c_exchange_api__"] = object()
+    assert ext.import_info(s)["shape"] == [2]
+
+
+# -- 4. Deleters on threads that never attached ------------------------------------------------
+
+
+def test_keepalive_released_attached_after_a_subinterpreter():
+    # Once a sub-interpreter has existed, PyGILState_Check() answers 1 on every thread; a
+    # deleter on a plain thread must still attach before releasing the Python object.
+    code = textwrap.dedent(
+        """
+        import sys
+        try:
+            import _interpreters as interp
+        except ImportError:
+            import _xxsubinterpreters as interp
+        interp.destroy(interp.create())
+        import dlpack_testext as ext
+        attached, unattached = ext.drop_probes_on_plain_threads(50)
+        print(attached, unattached)
+        sys.exit(0 if (attached, unattached) == (50, 0) else 1)
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
