@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test of the project, in order, failing fast:
-#   format, clippy, tests (all features, then none), the no_std proof, docs, the C ABI proof
-#   against the official dlpack.h, valgrind over the test binaries, and the Python interop
+#   format, clippy, tests (all features, then none), the no_std proof, docs, a check of the
+#   pyo3 layer against a free-threaded CPython 3.14 configuration, the C ABI proof against the
+#   official dlpack.h, valgrind and AddressSanitizer over the test binaries, and the Python interop
 #   suite (numpy, torch, jax, pyarrow, array-api-strict) in a local .venv, and one abi3 wheel
 #   of the test extension under every CPython 3.9-3.13 that pyenv has (numpy part).
 #
@@ -14,7 +15,7 @@
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
-total=11
+total=13
 step_no=0
 current="setup"
 t_start=$(date +%s)
@@ -111,6 +112,14 @@ echo "no dependencies"
 step "cargo doc --workspace --all-features --no-deps (warnings are errors)"
 RUSTDOCFLAGS="-Dwarnings" cargo doc --workspace --all-features --no-deps
 
+step "free-threaded CPython 3.14: cargo check of the pyo3 layer, the test extension and the example"
+# No free-threaded CPython can be installed here: check against its build configuration
+# (Py_GIL_DISABLED), so that the pyo3 layer keeps compiling for it.
+PYO3_CONFIG_FILE="$PWD/tests/free-threaded/pyo3-config-3.14t.txt" \
+  cargo check -p dlpack-rs -p dlpack-testext -p image-demo --all-targets \
+  --features dlpack-rs/pyo3,dlpack-rs/derive,dlpack-rs/ndarray,dlpack-rs/half,dlpack-rs/num-complex \
+  --target-dir target/free-threaded
+
 step "C ABI: dlpack_rs::ffi vs the official dlpack.h, compiled with gcc"
 bash tests/abi/check.sh
 
@@ -141,6 +150,21 @@ for line in sys.stdin:
     valgrind --quiet --leak-check=full --error-exitcode=1 --suppressions=tests/valgrind.supp "$bin" -q
   done
 done
+
+step "AddressSanitizer: dlpack-rs test binaries (nightly -Zsanitizer=address, without Python)"
+# Miri cannot be installed here; ASan (with LeakSanitizer) checks every test of the core,
+# the borrow registry's threads included. The pyo3 feature is left out (libpython is not
+# instrumented); the Python suite runs under the same code paths below.
+if ! command -v rustup >/dev/null 2>&1 || ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  echo "no nightly toolchain: skipping AddressSanitizer (install one with 'rustup toolchain install nightly')"
+  step_result="skipped (no nightly toolchain)"
+  skipped=$((skipped + 1))
+else
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" RUSTFLAGS="-Zsanitizer=address" \
+    cargo +nightly test -p dlpack-rs --features std,half,num-complex,ndarray \
+    --target "$host" --target-dir target/asan --lib --tests
+fi
 
 step "fuzz: the import validator under cargo-fuzz (nightly, ${FUZZ_SECONDS:-60}s)"
 # The same harness runs on stable in dlpack-rs/tests/fuzz_regressions.rs (kept crash inputs

@@ -140,6 +140,27 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
 /// `"dltensor_versioned"` holds a producer's `DLManagedTensor` / `DLManagedTensorVersioned`
 /// that keeps the DLPack contract, as a capsule returned by a producer's `__dlpack__` does.
 pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<AnyManaged> {
+    // Reading the name and renaming happen in one critical section on the capsule, so that on a
+    // free-threaded interpreter two threads consuming one capsule cannot both take it.
+    let (versioned, raw) =
+        pyo3::sync::critical_section::with_critical_section(capsule.as_any(), || {
+            take_ownership(capsule)
+        })?;
+    let result = if versioned {
+        // SAFETY: the caller vouches that a "dltensor_versioned" capsule holds a
+        // DLManagedTensorVersioned, which the rename made ours alone; from_raw checks the major
+        // version before reading anything else and calls the deleter on any error.
+        unsafe { ManagedTensorVersioned::from_raw(raw.as_ptr().cast()) }.map(AnyManaged::from)
+    } else {
+        // SAFETY: as above, for a "dltensor" capsule and a DLManagedTensor.
+        unsafe { ManagedTensor::from_raw(raw.as_ptr().cast()) }.map(AnyManaged::from)
+    };
+    result.map_err(PyErr::from)
+}
+
+/// Reads the capsule's name and renames it to its `used_` name: from then on the tensor is the
+/// caller's. Returns whether it is versioned, and its pointer.
+fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_void>)> {
     let ptr = capsule.as_ptr();
     // SAFETY: `ptr` is a live capsule and we hold the GIL. A name is compared, never kept.
     let name: Option<&CStr> = unsafe {
@@ -181,14 +202,5 @@ pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult
     if unsafe { ffi::PyCapsule_SetName(ptr, used.as_ptr()) } != 0 {
         return Err(PyErr::fetch(capsule.py()));
     }
-    let result = if versioned {
-        // SAFETY: the caller vouches that a "dltensor_versioned" capsule holds a
-        // DLManagedTensorVersioned, which the rename made ours alone; from_raw checks the major
-        // version before reading anything else and calls the deleter on any error.
-        unsafe { ManagedTensorVersioned::from_raw(raw.as_ptr().cast()) }.map(AnyManaged::from)
-    } else {
-        // SAFETY: as above, for a "dltensor" capsule and a DLManagedTensor.
-        unsafe { ManagedTensor::from_raw(raw.as_ptr().cast()) }.map(AnyManaged::from)
-    };
-    result.map_err(PyErr::from)
+    Ok((versioned, raw))
 }

@@ -10,7 +10,7 @@
 //! - exclusive + anything over overlapping bytes is refused with [`Error::AlreadyBorrowed`];
 //! - dropping the view (its guard) releases the range.
 //!
-//! The registry is a small C table ([`BorrowApi`], versioned) so that every extension module in
+//! The registry is a small C table (`BorrowApi`, versioned) so that every extension module in
 //! a process that uses this crate, whatever its release, can share one: the Python glue
 //! publishes the first module's table and later modules adopt it. Without Python each copy of
 //! the crate uses its own table. Ranges are compared as whole intervals (the lowest to the

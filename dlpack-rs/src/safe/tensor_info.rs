@@ -11,8 +11,8 @@ use crate::ffi::{DLDataType, DLDevice};
 /// A tensor's metadata, for export: where its first element is, where it lives, its element
 /// type, shape, strides (elements) and byte offset.
 ///
-/// The data pointer is raw; the value that keeps it alive is given separately to [`pack`] or
-/// [`pack_versioned`].
+/// The data pointer is raw; the value that keeps it alive is given separately to
+/// [`pack`](super::pack) or [`pack_versioned`](super::pack_versioned).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorInfo {
     /// Base pointer of the data; the first element is at `data + byte_offset`.

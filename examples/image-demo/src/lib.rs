@@ -116,7 +116,7 @@ fn grayscale(tensor: PyTensor) -> PyResult<DLPackTensor> {
 }
 
 /// The native module; `image_demo/__init__.py` re-exports it.
-#[pymodule]
+#[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Image>()?;
     m.add_function(wrap_pyfunction!(invert, m)?)?;

@@ -537,7 +537,7 @@ fn hold(obj: Imported) -> Held {
     }
 }
 
-#[pymodule]
+#[pymodule(gil_used = false)]
 fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlpack_rs::pyo3_glue::register(m)?;
     m.add_class::<RustTensor>()?;
