@@ -107,8 +107,7 @@ pub unsafe trait IntoDLPack {
     where
         Self: Sized + Send + 'static,
     {
-        let mt = self.into_managed_tensor()?;
-        crate::pyo3_glue::capsule::into_capsule(py, mt)
+        crate::pyo3_glue::capsule::into_capsule(py, self.into_managed_tensor()?)
     }
 
     /// Moves `self` into a `"dltensor_versioned"` capsule (DLPack 1.3), flagged `READ_ONLY`
@@ -118,8 +117,7 @@ pub unsafe trait IntoDLPack {
     where
         Self: Sized + Send + 'static,
     {
-        let mt = self.into_managed_tensor_versioned()?;
-        crate::pyo3_glue::capsule::into_capsule(py, mt)
+        crate::pyo3_glue::capsule::into_capsule(py, self.into_managed_tensor_versioned()?)
     }
 }
 

@@ -66,39 +66,21 @@ impl DLPackArgs {
                 ))
             })?),
         };
-        let max_version = match max_version.filter(|m| !m.is_none()) {
-            None => None,
-            Some(m) => {
-                let (major, minor) = int_pair(&m).ok_or_else(|| {
-                    PyTypeError::new_err(
-                        "max_version must be None or a tuple of two ints (major, minor)",
-                    )
-                })?;
-                let major = u32::try_from(major)
-                    .map_err(|_| PyValueError::new_err("max_version major is out of range"))?;
-                let minor = u32::try_from(minor)
-                    .map_err(|_| PyValueError::new_err("max_version minor is out of range"))?;
-                Some(DLPackVersion { major, minor })
-            }
-        };
-        let dl_device = match dl_device.filter(|d| !d.is_none()) {
-            None => None,
-            Some(d) => {
-                let (device_type, device_id) = int_pair(&d).ok_or_else(|| {
-                    PyTypeError::new_err(
-                        "dl_device must be None or a tuple of two ints (device_type, device_id)",
-                    )
-                })?;
-                let device_type = i32::try_from(device_type)
-                    .map_err(|_| PyValueError::new_err("dl_device type is out of range"))?;
-                let device_id = i32::try_from(device_id)
-                    .map_err(|_| PyValueError::new_err("dl_device id is out of range"))?;
-                Some(DLDevice {
-                    device_type: DLDeviceType(device_type),
-                    device_id,
-                })
-            }
-        };
+        let max_version = optional_pair::<u32>(
+            max_version,
+            "max_version must be None or a tuple of two ints (major, minor)",
+            "max_version is out of range",
+        )?
+        .map(|(major, minor)| DLPackVersion { major, minor });
+        let dl_device = optional_pair::<i32>(
+            dl_device,
+            "dl_device must be None or a tuple of two ints (device_type, device_id)",
+            "dl_device is out of range",
+        )?
+        .map(|(device_type, device_id)| DLDevice {
+            device_type: DLDeviceType(device_type),
+            device_id,
+        });
         let copy = match copy.filter(|c| !c.is_none()) {
             None => None,
             Some(c) => match c.cast::<PyBool>() {
@@ -158,6 +140,21 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".into())
+}
+
+/// `None`, or a tuple of two ints that fit `T`: TypeError (`not_pair`) for anything else, and
+/// ValueError (`out_of_range`) for ints that do not fit.
+fn optional_pair<T: TryFrom<i64>>(
+    value: Option<Bound<'_, PyAny>>,
+    not_pair: &'static str,
+    out_of_range: &'static str,
+) -> PyResult<Option<(T, T)>> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    let (a, b) = int_pair(&value).ok_or_else(|| PyTypeError::new_err(not_pair))?;
+    let fit = |x: i64| T::try_from(x).map_err(|_| PyValueError::new_err(out_of_range));
+    Ok(Some((fit(a)?, fit(b)?)))
 }
 
 /// A tuple of exactly two Python ints (bools excluded), as i64s.

@@ -42,66 +42,41 @@ pub unsafe trait Buffer {
     }
 }
 
-// SAFETY: a Vec's elements live in their own heap allocation, which moving the Vec does not
-// move. `as_ptr` and `as_mut_ptr` read the Vec's raw pointer without making a reference to the
-// elements (documented by `Vec`), so the pointer keeps the allocation's own provenance.
-unsafe impl<T: Element> Buffer for Vec<T> {
-    type Elem = T;
-    const SHARED_PTR_WRITABLE: bool = true;
-    fn data_ptr(&self) -> *mut T {
-        self.as_ptr().cast_mut()
-    }
-    fn data_ptr_mut(&mut self) -> *mut T {
-        self.as_mut_ptr()
-    }
-    fn num_elements(&self) -> usize {
-        self.len()
-    }
+/// `Buffer` for the standard library's owned slices, each with what it permits.
+macro_rules! std_buffer {
+    ($($ty:ty, shared_ptr_writable: $shared:expr, writable: $writable:expr, $mut_ptr:ident;)*) => {$(
+        // SAFETY: for every row below, the elements live in the container's own heap
+        // allocation, which moving the container does not move, and stay initialised while it
+        // lives. `Vec::as_ptr` reads the Vec's raw pointer without making a reference to the
+        // elements (documented by `Vec`), so only `Vec` says `SHARED_PTR_WRITABLE`; a boxed
+        // slice's `as_mut_ptr` goes through a unique reborrow, so its `data_ptr_mut` may be
+        // written; `Arc` and `&'static` slices are shared, so they are exported read-only.
+        unsafe impl<T: Element> Buffer for $ty {
+            type Elem = T;
+            const SHARED_PTR_WRITABLE: bool = $shared;
+            fn data_ptr(&self) -> *mut T {
+                self.as_ptr().cast_mut()
+            }
+            fn data_ptr_mut(&mut self) -> *mut T {
+                std_buffer!(@mut $mut_ptr self)
+            }
+            fn num_elements(&self) -> usize {
+                self.len()
+            }
+            fn is_writable(&self) -> bool {
+                $writable
+            }
+        }
+    )*};
+    (@mut as_mut_ptr $s:ident) => { $s.as_mut_ptr() };
+    (@mut data_ptr $s:ident) => { $s.data_ptr() };
 }
 
-// SAFETY: a boxed slice owns its heap allocation uniquely and never moves it. Through `&self`
-// the pointer comes from a shared reference (read only: `SHARED_PTR_WRITABLE` stays false);
-// `data_ptr_mut` takes it from a unique reborrow.
-unsafe impl<T: Element> Buffer for Box<[T]> {
-    type Elem = T;
-    fn data_ptr(&self) -> *mut T {
-        self.as_ptr().cast_mut()
-    }
-    fn data_ptr_mut(&mut self) -> *mut T {
-        self.as_mut_ptr()
-    }
-    fn num_elements(&self) -> usize {
-        self.len()
-    }
-}
-
-// SAFETY: the slice lives in the Arc's heap block, which no clone moves; it is shared, so it is
-// exported read-only and the read pointer is all it gives.
-unsafe impl<T: Element> Buffer for Arc<[T]> {
-    type Elem = T;
-    fn data_ptr(&self) -> *mut T {
-        self.as_ptr().cast_mut()
-    }
-    fn num_elements(&self) -> usize {
-        self.len()
-    }
-    fn is_writable(&self) -> bool {
-        false
-    }
-}
-
-// SAFETY: static memory never moves or dies; it is shared, so it is exported read-only.
-unsafe impl<T: Element> Buffer for &'static [T] {
-    type Elem = T;
-    fn data_ptr(&self) -> *mut T {
-        self.as_ptr().cast_mut()
-    }
-    fn num_elements(&self) -> usize {
-        self.len()
-    }
-    fn is_writable(&self) -> bool {
-        false
-    }
+std_buffer! {
+    Vec<T>, shared_ptr_writable: true, writable: true, as_mut_ptr;
+    Box<[T]>, shared_ptr_writable: false, writable: true, as_mut_ptr;
+    Arc<[T]>, shared_ptr_writable: false, writable: false, data_ptr;
+    &'static [T], shared_ptr_writable: false, writable: false, data_ptr;
 }
 
 /// The write pointer of a buffer in its final place, for [`build`](super::block::build).

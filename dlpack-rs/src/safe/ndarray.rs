@@ -205,9 +205,7 @@ impl<K: Kind> Managed<K> {
     /// Like [`Managed::as_slice`], it holds a shared borrow of every byte it addresses: refused
     /// with [`Error::AlreadyBorrowed`] while a mutable view of them exists anywhere.
     pub fn as_array<T: Element>(&self) -> Result<ReadArray<'_, T>, Error> {
-        let n = normalize::<T, K>(self)?;
-        let token = self.borrow_elements::<T>(false)?;
-        check_values::<T>(&n)?;
+        let (n, token) = self.borrowed_layout::<T>(false)?;
         // SAFETY: `normalize` checked dtype, host access, non-NULL and alignment; the tensor was
         // validated at construction, so every element the non-negative strides reach from the
         // lowest addressed element lies in the producer's buffer, within `isize` bytes, and
@@ -232,12 +230,7 @@ impl<K: Kind> Managed<K> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
-        let n = normalize::<T, K>(self)?;
-        if overlaps(&n.shape, &n.strides) {
-            return Err(Error::Overlapping);
-        }
-        let token = self.borrow_elements::<T>(true)?;
-        check_values::<T>(&n)?;
+        let (n, token) = self.borrowed_layout::<T>(true)?;
         // SAFETY: as in `as_array`; in addition the producer allows writes (no READ_ONLY), no
         // two indices address the same element (checked above), `&mut self` keeps this owner
         // from handing out another view, and the exclusive borrow keeps every other owner's.
@@ -249,6 +242,21 @@ impl<K: Kind> Managed<K> {
             array,
             _borrow: token,
         })
+    }
+
+    /// The layout of a view of `T`s, checked (for an exclusive view: no element addressed
+    /// twice), then borrowed, then (under the borrow) every element checked valid for `T`.
+    fn borrowed_layout<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(Normalized<T>, BorrowToken), Error> {
+        let n = normalize::<T, K>(self)?;
+        if exclusive && overlaps(&n.shape, &n.strides) {
+            return Err(Error::Overlapping);
+        }
+        let token = self.borrow_elements::<T>(exclusive)?;
+        check_values::<T>(&n)?;
+        Ok((n, token))
     }
 }
 

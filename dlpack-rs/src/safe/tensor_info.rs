@@ -69,12 +69,8 @@ impl TensorInfo {
         strides: Vec<i64>,
     ) -> Self {
         TensorInfo {
-            data,
-            device,
-            dtype,
-            shape,
             strides: Some(strides),
-            byte_offset: 0,
+            ..Self::contiguous(data, device, dtype, shape)
         }
     }
 
