@@ -69,6 +69,8 @@ def main():
         # (2) import
         "numpy -> PyTensor": lambda: b.numel_ours(arr),
         "numpy -> rust-numpy PyReadonlyArrayDyn": lambda: b.numel_rust_numpy(arr),
+        "numpy -> PyTensor, 1 borrowed view": lambda: b.first_ours(arr),
+        "numpy -> PyTensor, 10 borrowed views": lambda: b.first_ours_x10(arr),
         "numpy -> dlpark": lambda: b.numel_dlpark(arr),
         "torch -> PyTensor (exchange API)": lambda: b.numel_ours(t),
         "torch -> PyTensor (__dlpack__)": lambda: b.numel_ours_dunder(t),
@@ -92,6 +94,12 @@ def main():
     table("Import of a numpy array (a #[pyfunction] returning numel)", r, [
         "numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn", "numpy -> dlpark",
     ], "numpy -> rust-numpy PyReadonlyArrayDyn")
+    table("Borrowed views (as_slice: checks + registry borrow + release)", r, [
+        "numpy -> PyTensor", "numpy -> PyTensor, 1 borrowed view",
+        "numpy -> PyTensor, 10 borrowed views",
+    ], "numpy -> PyTensor")
+    per_view = (r["numpy -> PyTensor, 10 borrowed views"] - r["numpy -> PyTensor, 1 borrowed view"]) / 9
+    print(f"\none borrowed view: {per_view:.1f} ns ((10 views - 1 view) / 9)")
     table("Import of a torch tensor", r, [
         "torch -> PyTensor (__dlpack__)", "torch -> PyTensor (exchange API)", "torch -> dlpark",
         "derived pyclass -> PyTensor (__dlpack__)", "derived pyclass -> PyTensor (exchange API)",
@@ -120,6 +128,7 @@ def main():
          ratio("torch -> PyTensor (exchange API), 10^8", "torch -> PyTensor (exchange API)"),
          "<= 1.05"),
     ]
+    rows.append(("one borrowed view, ns", per_view, "<= 30"))
     for name, value, goal in rows:
         op, limit = goal.split()
         met = value <= float(limit) if op == "<=" else value >= float(limit)

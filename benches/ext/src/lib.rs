@@ -129,6 +129,24 @@ fn numel_ours(t: PyTensor) -> usize {
     t.numel()
 }
 
+/// Import via dlpack-rs and read the first element through one borrowed view (`as_slice`:
+/// dtype, layout and alignment checks, a shared borrow in the registry, its release).
+#[pyfunction]
+fn first_ours(t: PyTensor) -> PyResult<f32> {
+    Ok(t.as_slice::<f32>()?[0])
+}
+
+/// As `first_ours`, through ten views one after the other: (this - first_ours) / 9 is the
+/// cost of one borrowed view.
+#[pyfunction]
+fn first_ours_x10(t: PyTensor) -> PyResult<f32> {
+    let mut sum = 0.0;
+    for _ in 0..10 {
+        sum += std::hint::black_box(t.as_slice::<f32>()?)[0];
+    }
+    Ok(sum)
+}
+
 /// Import via dlpack-rs with the exchange API off (always `__dlpack__`).
 #[pyfunction]
 fn numel_ours_dunder(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -161,6 +179,8 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dlpark>()?;
     m.add_function(wrap_pyfunction!(ours, m)?)?;
     m.add_function(wrap_pyfunction!(numel_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(first_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(first_ours_x10, m)?)?;
     m.add_function(wrap_pyfunction!(numel_ours_dunder, m)?)?;
     m.add_function(wrap_pyfunction!(numel_rust_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(numel_dlpark, m)?)?;

@@ -73,7 +73,8 @@ struct Entry {
 struct Registry {
     locked: AtomicBool,
     entries: UnsafeCell<Vec<Entry>>,
-    /// How many borrows are live (read without the lock to skip an idle table).
+    /// How many ranges are registered (written under the lock, read without it to skip an idle
+    /// table).
     live: AtomicUsize,
 }
 
@@ -130,7 +131,6 @@ unsafe extern "C" fn local_acquire(
                 .find(|e| e.start == start && e.end == end && !e.exclusive)
             {
                 e.count += 1;
-                LOCAL.live.fetch_add(1, Ordering::Relaxed);
                 return ACQUIRED;
             }
         }
@@ -143,7 +143,7 @@ unsafe extern "C" fn local_acquire(
             exclusive,
             count: 1,
         });
-        LOCAL.live.fetch_add(1, Ordering::Relaxed);
+        LOCAL.live.store(entries.len(), Ordering::SeqCst);
         ACQUIRED
     })
 }
@@ -157,8 +157,8 @@ unsafe extern "C" fn local_release(_state: *mut c_void, start: usize, end: usize
             entries[i].count -= 1;
             if entries[i].count == 0 {
                 entries.swap_remove(i);
+                LOCAL.live.store(entries.len(), Ordering::SeqCst);
             }
-            LOCAL.live.fetch_sub(1, Ordering::Relaxed);
         }
     })
 }
@@ -182,14 +182,14 @@ pub(crate) fn local_api() -> &'static BorrowApi {
 
 /// The table borrows go to: the installed one, or this copy's own.
 fn current() -> &'static BorrowApi {
-    let p = CURRENT.load(Ordering::Acquire);
+    let p = CURRENT.load(Ordering::SeqCst);
     if p.is_null() {
         let local = &LOCAL_API as *const BorrowApi as *mut BorrowApi;
         let _ =
-            CURRENT.compare_exchange(ptr::null_mut(), local, Ordering::AcqRel, Ordering::Acquire);
+            CURRENT.compare_exchange(ptr::null_mut(), local, Ordering::SeqCst, Ordering::SeqCst);
         // SAFETY: CURRENT only ever holds NULL, `&LOCAL_API` or a table passed to `install`,
         // all of which live for the rest of the process.
-        return unsafe { &*CURRENT.load(Ordering::Acquire) };
+        return unsafe { &*CURRENT.load(Ordering::SeqCst) };
     }
     // SAFETY: as above.
     unsafe { &*p }
@@ -197,7 +197,8 @@ fn current() -> &'static BorrowApi {
 
 /// Makes `api` the table every later borrow of this copy goes to (the process-wide one that
 /// another copy of the crate published). Borrows taken before stay in the table they were
-/// taken in, and while any is live, new borrows are checked against this copy's own table too.
+/// taken in; while any lives, new borrows are registered in this copy's own table too, and a
+/// borrow that raced with the switch registers in both (see [`BorrowToken::acquire`]).
 ///
 /// # Safety
 ///
@@ -205,15 +206,16 @@ fn current() -> &'static BorrowApi {
 /// [`BorrowApi`]), with `version >= 1`, that lives for the rest of the process.
 #[allow(dead_code)] // used by the Python glue
 pub(crate) unsafe fn install(api: &'static BorrowApi) {
-    CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::Release);
+    CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::SeqCst);
 }
 
-/// One registered borrow of `start..end`; dropping it releases the range.
+/// One registered borrow of `start..end`; dropping it releases the range in every table it was
+/// registered in.
 #[derive(Debug)]
 pub(crate) struct BorrowToken {
     api: Option<&'static BorrowApi>,
-    /// Also registered in this copy's own table (taken while older borrows lived there).
-    also_local: bool,
+    /// A second table the range is registered in, during a switch of tables (see `acquire`).
+    also: Option<&'static BorrowApi>,
     start: usize,
     end: usize,
     exclusive: bool,
@@ -227,45 +229,60 @@ impl core::fmt::Debug for BorrowApi {
     }
 }
 
+/// Registers a range in `api`, as a `Result`.
+fn register(
+    api: &'static BorrowApi,
+    start: usize,
+    end: usize,
+    exclusive: bool,
+) -> Result<(), Error> {
+    // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
+    match unsafe { (api.acquire)(api.state, start, end, exclusive) } {
+        ACQUIRED => Ok(()),
+        CONFLICT => Err(Error::AlreadyBorrowed { exclusive }),
+        _ => Err(Error::OutOfMemory),
+    }
+}
+
 impl BorrowToken {
     /// A token for an empty range: nothing to register, nothing to release.
     pub(crate) const EMPTY: BorrowToken = BorrowToken {
         api: None,
-        also_local: false,
+        also: None,
         start: 0,
         end: 0,
         exclusive: false,
     };
 
     /// Registers the bytes `start..end` (nothing for an empty range).
+    ///
+    /// While this copy switches from its own table to a shared one, a borrow could land in
+    /// either: so a borrow taken in our own table registers in the new one too when the switch
+    /// happened meanwhile, and a borrow taken in a shared table registers in ours too while ours
+    /// holds anything. Every step is sequentially consistent, so of two conflicting borrows
+    /// racing with the switch, at least one sees the other.
     pub(crate) fn acquire(start: usize, end: usize, exclusive: bool) -> Result<Self, Error> {
         if start >= end {
             return Ok(Self::EMPTY);
         }
         let api = current();
-        let conflict = |rc: i32| match rc {
-            CONFLICT => Error::AlreadyBorrowed { exclusive },
-            _ => Error::OutOfMemory,
-        };
-        // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
-        let rc = unsafe { (api.acquire)(api.state, start, end, exclusive) };
-        if rc != ACQUIRED {
-            return Err(conflict(rc));
-        }
+        register(api, start, end, exclusive)?;
         let mut token = BorrowToken {
             api: Some(api),
-            also_local: false,
+            also: None,
             start,
             end,
             exclusive,
         };
-        if !ptr::eq(api, &LOCAL_API) && LOCAL.live.load(Ordering::Acquire) != 0 {
-            // SAFETY: our own table.
-            let rc = unsafe { local_acquire(ptr::null_mut(), start, end, exclusive) };
-            if rc != ACQUIRED {
-                return Err(conflict(rc)); // `token` releases the first registration
-            }
-            token.also_local = true;
+        let second = if ptr::eq(api, &LOCAL_API) {
+            let now = current();
+            (!ptr::eq(now, &LOCAL_API)).then_some(now)
+        } else {
+            (LOCAL.live.load(Ordering::SeqCst) != 0).then_some(&LOCAL_API)
+        };
+        if let Some(second) = second {
+            register(second, start, end, exclusive)?; // on error `token` releases the first
+            token.also = Some(second);
         }
         Ok(token)
     }
@@ -273,13 +290,9 @@ impl BorrowToken {
 
 impl Drop for BorrowToken {
     fn drop(&mut self) {
-        if let Some(api) = self.api {
+        for api in [self.api, self.also].into_iter().flatten() {
             // SAFETY: releases exactly the registration `acquire` made in this table.
             unsafe { (api.release)(api.state, self.start, self.end, self.exclusive) };
-        }
-        if self.also_local {
-            // SAFETY: as above, in our own table.
-            unsafe { local_release(ptr::null_mut(), self.start, self.end, self.exclusive) };
         }
     }
 }

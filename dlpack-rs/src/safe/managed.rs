@@ -387,7 +387,13 @@ impl<K: Kind> Managed<K> {
         }
         let ptr = self.first_element::<T>()?;
         // Borrow before reading anything: no exclusive view of these bytes exists from here on.
-        let token = self.borrow_elements::<T>(exclusive)?;
+        // Contiguous: the bytes are exactly `len` elements from the first.
+        let start = ptr as usize;
+        let token = BorrowToken::acquire(
+            start,
+            start.wrapping_add(len * core::mem::size_of::<T>()),
+            exclusive,
+        )?;
         // SAFETY: host-accessible, non-NULL, aligned, contiguous memory of `len` elements of
         // T's dtype (validated at construction not to overflow), alive until the deleter runs,
         // and borrowed above so no view elsewhere writes it.
