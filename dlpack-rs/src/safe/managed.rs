@@ -343,6 +343,7 @@ impl<K: Kind> Managed<K> {
 
     /// Registers a borrow of every byte a view of `T` elements addresses (from the lowest to
     /// the highest element the strides reach). Nothing is registered for an empty tensor.
+    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
     pub(crate) fn borrow_elements<T>(&self, exclusive: bool) -> Result<BorrowToken, Error> {
         self.borrow_bytes(core::mem::size_of::<T>(), exclusive)
     }
