@@ -208,6 +208,10 @@ else
     VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" \
       .venv/bin/maturin develop --release -m tests/pyext/Cargo.toml
   fi
+  # A second extension module with its own copy of dlpack-rs: the suite checks that the two
+  # share one borrow registry.
+  VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" \
+    .venv/bin/maturin develop --release -m examples/image-demo/Cargo.toml
   if [[ -d tests/python ]]; then
     .venv/bin/python -m pytest tests/python -q
   else

@@ -115,9 +115,10 @@ fn expand(input: &Input<'_>) -> TokenStream {
 
     let imp = quote! {
         // SAFETY: the data field is a `Buffer` (an unsafe trait whose implementations vouch for
-        // their memory), its pointer is read through `Buffer::data_ptr`, and `within_buffer`
-        // checks that every byte the shape, strides and byte offset address lies inside it;
-        // writes are allowed only where `consumers_may_write` says the buffer permits them.
+        // their memory and its device), its pointer is read through `Buffer::data_ptr`, and
+        // `within_buffer` checks that the described device is the buffer's and that every byte
+        // the shape, strides and byte offset address lies inside it; writes are allowed only
+        // where `consumers_may_write` says the buffer permits them.
         #[automatically_derived]
         unsafe impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
             fn tensor_info(&self) -> ::dlpack_rs::safe::TensorInfo {

@@ -41,7 +41,7 @@ use proc_macro::TokenStream;
 /// | `#[dlpack(shape)]` | `Vec<D>`, `Box<[D]>`, `Arc<[D]>`, `[D; N]`, `&[D]` with `D` one of `i64`, `i32`, `isize`, `u64`, `u32`, `usize` | one dimension over the whole buffer |
 /// | `#[dlpack(strides)]` (in elements; needs `shape`) | as `shape`, or an `Option` of it (`None`: compact row-major) | compact row-major |
 /// | `#[dlpack(dtype)]` | `dlpack_rs::ffi::DLDataType` | `<B::Elem as Element>::DTYPE` of the buffer |
-/// | `#[dlpack(device)]` | `dlpack_rs::ffi::DLDevice` | the struct's `device`, else CPU |
+/// | `#[dlpack(device)]` | `dlpack_rs::ffi::DLDevice`; must be the data buffer's own device (`Buffer::device`: the CPU for the standard buffers), checked per export | the struct's `device`, else the buffer's |
 /// | `#[dlpack(byte_offset)]` | `u64`, `usize`, `u32`, `u16`, `u8` | 0 |
 ///
 /// Tuple structs take the same attributes on their fields: `struct Flat(#[dlpack(data)] Vec<f32>);`.
@@ -56,7 +56,10 @@ use proc_macro::TokenStream;
 ///   with type one of `cpu`, `cuda`, `cuda_host`, `opencl`, `vulkan`, `metal`, `vpi`, `rocm`,
 ///   `rocm_host`, `ext_dev`, `cuda_managed`, `oneapi`, `webgpu`, `hexagon`, `maia`, `trn`,
 ///   `tpu`, `tpu_host`; or any expression of type `DLDevice`, such as a constant:
-///   `#[dlpack(device = MY_DEVICE)]`. Conflicts with a `#[dlpack(device)]` field.
+///   `#[dlpack(device = MY_DEVICE)]`. Conflicts with a `#[dlpack(device)]` field. It must be
+///   the device the buffer says its memory is on (`Buffer::device`): a CPU buffer described as
+///   device memory would make a consumer read host memory as device memory, so a mismatch
+///   panics at export, like an out-of-bounds shape.
 /// - `#[dlpack(no_pymethods)]`: do not generate the `#[pymethods]` block (see below).
 ///
 /// # What it generates
@@ -67,7 +70,9 @@ use proc_macro::TokenStream;
 /// # use dlpack_rs::IntoDLPack;
 /// # use dlpack_rs::safe::{cpu_device, Buffer, Element, TensorInfo};
 /// # struct Image { pixels: Vec<u8>, shape: [usize; 3] }
-/// impl IntoDLPack for Image {
+/// // SAFETY: the derive proves it: the data field is a `Buffer` (which vouches for its memory
+/// // and device), and shape, strides, byte offset and device are checked against it.
+/// unsafe impl IntoDLPack for Image {
 ///     fn tensor_info(&self) -> TensorInfo {
 ///         TensorInfo {
 ///             data: self.pixels.data_ptr().cast(),
@@ -78,7 +83,7 @@ use proc_macro::TokenStream;
 ///             byte_offset: 0,
 ///         }
 ///         // (the derive also checks that shape, strides and byte offset stay inside the
-///         // buffer, and panics if they do not: see "Panics")
+///         // buffer and that the device is the buffer's, and panics if not: see "Panics")
 ///     }
 ///     fn is_read_only(&self) -> bool {
 ///         !self.pixels.is_writable()

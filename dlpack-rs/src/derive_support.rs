@@ -172,7 +172,8 @@ macro_rules! byte_offsets {
 }
 byte_offsets!(u64, usize, u32, u16, u8);
 
-/// Returns `info` after checking that every byte it describes lies inside `buffer`.
+/// Returns `info` after checking that its device is the buffer's and that every byte it
+/// describes lies inside `buffer`.
 ///
 /// `IntoDLPack::tensor_info` cannot fail, and a tensor that reached past its buffer would let
 /// a consumer read or write memory it does not own, so a shape, strides or byte offset that do
@@ -186,6 +187,16 @@ pub fn within_buffer<B: Buffer>(
     type_name: &str,
     field: &str,
 ) -> TensorInfo {
+    if info.device != buffer.device() {
+        panic!(
+            "#[derive(IntoDLPack)] on `{type_name}`: field `{field}` holds memory on {:?}:{}, \
+             not on the described device {:?}:{}",
+            buffer.device().device_type,
+            buffer.device().device_id,
+            info.device.device_type,
+            info.device.device_id,
+        );
+    }
     let Ok(extent) = info.extent() else {
         return info;
     };

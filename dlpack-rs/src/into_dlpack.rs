@@ -77,8 +77,9 @@ pub unsafe trait IntoDLPack {
         }
         let info = self.tensor_info();
         // SAFETY: the trait's contract: `info` describes memory `self` (the keepalive) keeps
-        // valid and in place, writable by consumers since `is_read_only` said no.
-        unsafe { safe::pack_owned(self, info, None) }
+        // valid and in place, writable by consumers since `is_read_only` said no; the pointer is
+        // taken again from `self` in its final place (`pointer_in_place`).
+        unsafe { safe::pack_owned(self, info, Some(pointer_in_place::<Self>)) }
     }
 
     /// Moves `self` into a versioned (DLPack 1.3) managed tensor whose deleter drops it,
@@ -95,7 +96,7 @@ pub unsafe trait IntoDLPack {
         let info = self.tensor_info();
         // SAFETY: the trait's contract, as in `into_managed_tensor`; read-only memory is
         // flagged so.
-        unsafe { safe::pack_owned_versioned(self, info, flags, None) }
+        unsafe { safe::pack_owned_versioned(self, info, flags, Some(pointer_in_place::<Self>)) }
     }
 
     /// Moves `self` into a legacy `"dltensor"` capsule (the return value of a legacy
@@ -119,6 +120,12 @@ pub unsafe trait IntoDLPack {
     {
         crate::pyo3_glue::capsule::into_capsule(py, self.into_managed_tensor_versioned()?)
     }
+}
+
+/// The data pointer of an export's keepalive asked anew once the value sits in the export's
+/// block: a pointer taken before the move could carry the provenance of a borrow the move ended.
+fn pointer_in_place<T: IntoDLPack>(value: &mut T) -> *mut core::ffi::c_void {
+    value.tensor_info().data
 }
 
 #[cfg(feature = "ndarray")]

@@ -68,10 +68,42 @@ struct Shared {
     shape: Vec<u32>,
 }
 
+/// Device memory (never read here): `len` f32s at `addr` on `device`.
+struct DeviceMemory {
+    addr: usize,
+    len: usize,
+    device: DLDevice,
+}
+
+// SAFETY: stands for a device allocation of `len` f32s at `addr` on `device`; these tests only
+// describe it, nothing reads or writes it.
+unsafe impl Buffer for DeviceMemory {
+    type Elem = f32;
+    fn data_ptr(&self) -> *mut f32 {
+        self.addr as *mut f32
+    }
+    fn num_elements(&self) -> usize {
+        self.len
+    }
+    fn device(&self) -> DLDevice {
+        self.device
+    }
+}
+
 #[derive(IntoDLPack)]
 #[dlpack(device = "cuda:1")]
 #[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct OnGpu {
+    #[dlpack(data)]
+    data: DeviceMemory,
+}
+
+/// Soundness reproducer: host memory described as device memory would be read by a consumer
+/// as device memory. The derive refuses the mismatch.
+#[derive(IntoDLPack)]
+#[dlpack(device = "cuda:0")]
+#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
+struct HostClaimingGpu {
     #[dlpack(data)]
     data: Vec<f32>,
 }
@@ -80,7 +112,7 @@ struct OnGpu {
 #[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct DeviceField {
     #[dlpack(data)]
-    data: Vec<f32>,
+    data: DeviceMemory,
     #[dlpack(device)]
     device: DLDevice,
 }
@@ -189,16 +221,33 @@ fn read_only_attribute_and_read_only_buffers() {
 
 #[test]
 fn devices() {
-    let g = OnGpu { data: vec![0.0; 4] };
-    assert_eq!(g.tensor_info().device, cuda_device(1));
-    let d = DeviceField {
-        data: vec![0.0; 4],
-        device: DLDevice {
-            device_type: DLDeviceType::CUDA_HOST,
-            device_id: 0,
+    let g = OnGpu {
+        data: DeviceMemory {
+            addr: 0x1000,
+            len: 4,
+            device: cuda_device(1),
         },
     };
+    assert_eq!(g.tensor_info().device, cuda_device(1));
+    let host = DLDevice {
+        device_type: DLDeviceType::CUDA_HOST,
+        device_id: 0,
+    };
+    let d = DeviceField {
+        data: DeviceMemory {
+            addr: 0x1000,
+            len: 4,
+            device: host,
+        },
+        device: host,
+    };
     assert_eq!(d.tensor_info().device.device_type, DLDeviceType::CUDA_HOST);
+}
+
+#[test]
+#[should_panic(expected = "holds memory on kDLCPU:0, not on the described device kDLCUDA:0")]
+fn host_memory_cannot_be_described_as_device_memory() {
+    let _ = HostClaimingGpu { data: vec![0.0; 4] }.tensor_info();
 }
 
 #[test]

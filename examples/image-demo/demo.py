@@ -1,5 +1,6 @@
-"""What dlpack-rs does, in one run: a Rust image shared with numpy and torch, processed in place
-from Rust, and a Rust result handed back, all without copying pixels.
+"""What dlpack-rs does, in one run: a Rust image shared with numpy and torch, numpy and torch
+memory processed in place from Rust, aliasing refused, and a Rust result handed back, all
+without copying pixels.
 
 Run it after `maturin develop -m examples/image-demo/Cargo.toml` (tests/demo.sh does both).
 """
@@ -33,20 +34,29 @@ if torch is not None:
     assert ptr(t) == ptr(a)
 print("shared memory:", ptr(a) == img.data_ptr)
 
-# 2. Import + in place: Rust inverts a strided numpy view (every other column) ...
-before = a.copy()
-n = image_demo.invert(a[:, ::2])
-print(f"rust inverted {n} values of a[:, ::2] in place (numpy strides {a[:, ::2].strides})")
-assert np.array_equal(a[:, ::2], 255 - before[:, ::2]) and np.array_equal(a[:, 1::2], before[:, 1::2])
+# 2. Import + in place: Rust inverts a strided view (every other column) of numpy's own memory ...
+b = np.array(a)  # a numpy-owned copy of the pixels
+t_b = torch.from_numpy(b) if torch is not None else None  # torch shares numpy's memory
+before = b.copy()
+n = image_demo.invert(b[:, ::2])
+print(f"rust inverted {n} values of b[:, ::2] in place (numpy strides {b[:, ::2].strides})")
+assert np.array_equal(b[:, ::2], 255 - before[:, ::2]) and np.array_equal(b[:, 1::2], before[:, 1::2])
 # ... and the change is visible everywhere the memory is shared.
 if torch is not None:
-    assert torch.equal(t, torch.from_numpy(a))
-    print("torch sees the change:", bool(t[0, 0, 0] == 255 - int(before[0, 0, 0])))
+    assert torch.equal(t_b, torch.from_numpy(b))
+    print("torch sees the change:", bool(t_b[0, 0, 0] == 255 - int(before[0, 0, 0])))
     # Rust also writes into torch's own memory, whatever produced it.
     x = torch.zeros(2, 3, dtype=torch.uint8)
     image_demo.invert(x.t())
     print("rust inverted a torch tensor in place:", x.tolist())
     assert x.eq(255).all()
+# The Rust image's own pixels stay readable by Rust (`&self.pixels`) while numpy views them,
+# so Rust refuses to write them through an import: the borrow registry says BufferError.
+try:
+    image_demo.invert(a)
+    raise AssertionError("a mutable import of the Rust image's memory must be refused")
+except BufferError as e:
+    print("rust refuses to write the Rust image through numpy's view:", e)
 
 # 3. Round trip: numpy -> Rust (grayscale into a new Rust array) -> numpy and torch.
 g = image_demo.grayscale(a)

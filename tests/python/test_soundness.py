@@ -62,6 +62,26 @@ def test_torch_alias_of_numpy_memory_is_seen():
         ext.alias_views(x, t, "mut-mut")
 
 
+def test_borrows_are_shared_between_extension_modules():
+    # image_demo is another extension module with its own copy of dlpack-rs: it sees the
+    # borrow this module holds, through the registry both joined.
+    import image_demo
+
+    x = np.zeros((2, 3), dtype=np.uint8)
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.read_while(x, lambda: image_demo.invert(x))
+    assert x.tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert image_demo.invert(x) == 6  # released with the view
+    assert x.tolist() == [[255] * 3] * 2
+
+
+def test_copy_export_of_memory_being_written_is_refused():
+    t = ext.make_export_f64([4])
+    with pytest.raises(BufferError, match="mutably borrowed"):
+        ext.copy_while_writing(t, t)
+    assert np.from_dlpack(t).tolist() == [1.0, 1.0, 2.0, 3.0]  # the writer finished
+
+
 # -- 3. Memory a Rust owner exports stays readable by Rust -------------------------------------
 
 

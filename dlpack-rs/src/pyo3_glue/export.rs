@@ -129,7 +129,7 @@ where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
 {
     let py = slf.py();
-    super::borrow::join(py);
+    super::borrow::join(py)?;
     let this = slf.get();
     let info = this.tensor_info();
     let borrow = if rust_reads {

@@ -169,7 +169,7 @@ impl ImportOptions {
                 let device = tensor.device();
                 if super::exchange_import::is_cpu(device) && self.device.is_none_or(|d| d == device)
                 {
-                    return Ok(PyTensor::new(py, tensor.into_any(), false));
+                    return PyTensor::new(py, tensor.into_any(), false);
                 }
             }
         }
@@ -222,11 +222,11 @@ impl ImportOptions {
         // SAFETY: the capsule is the producer's answer to `__dlpack__`: the producer is trusted
         // (this function's documented contract, as for every DLPack consumer).
         let consumed = unsafe { super::capsule::consume_capsule(capsule) }?;
-        let tensor = self.check(PyTensor::new(py, consumed, self.writable_legacy))?;
+        let tensor = self.check(PyTensor::new(py, consumed, self.writable_legacy)?)?;
         if legacy && self.copy == Some(true) {
             // An older producer could not be asked for a copy: make it here.
             let copy = tensor.copy()?;
-            return Ok(PyTensor::new(py, copy.into_any(), false));
+            return PyTensor::new(py, copy.into_any(), false);
         }
         Ok(tensor)
     }
@@ -271,20 +271,20 @@ impl PyTensor {
     pub unsafe fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
         // SAFETY: forwarded from this function's contract.
         unsafe { super::capsule::consume_capsule(capsule) }
-            .map(|inner| PyTensor::new(capsule.py(), inner, false))
+            .and_then(|inner| PyTensor::new(capsule.py(), inner, false))
     }
 
     /// Wraps an import: joins the process-wide borrow registry, makes a legacy tensor read-only
     /// unless `writable_legacy`, and makes the owner leak instead of running the producer's
     /// deleter on a thread that may not attach once the interpreter is going away.
-    fn new(py: Python<'_>, mut inner: AnyManaged, writable_legacy: bool) -> Self {
-        super::borrow::join(py);
+    fn new(py: Python<'_>, mut inner: AnyManaged, writable_legacy: bool) -> PyResult<Self> {
+        super::borrow::join(py)?;
         super::keepalive::install_shutdown_hook(py);
         inner.leak_on_drop_if(super::keepalive::exiting_unattached);
         if !inner.is_versioned() && !writable_legacy {
             inner = inner.into_read_only();
         }
-        PyTensor(inner)
+        Ok(PyTensor(inner))
     }
 
     /// The owned managed tensor, legacy or versioned (it keeps the shutdown guard and the

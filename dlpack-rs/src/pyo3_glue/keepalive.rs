@@ -80,30 +80,50 @@ pub(crate) fn exiting_unattached() -> bool {
 /// - on a thread that is not, the thread attaches to release it ([`Python::try_attach`]);
 /// - when the interpreter is shutting down or not attachable, the reference is leaked
 ///   (never touching Python), which is what a process about to exit can afford.
-pub struct PyKeepalive(Option<Py<PyAny>>);
+pub struct PyKeepalive {
+    obj: Option<Py<PyAny>>,
+    /// The interpreter the object belongs to.
+    interp: usize,
+}
+
+/// The interpreter this (attached) thread runs, as an address.
+fn current_interpreter() -> usize {
+    // SAFETY: called on an attached thread (a `Python` token exists, or the probe said so).
+    unsafe { ffi::PyInterpreterState_Get() as usize }
+}
 
 impl PyKeepalive {
     /// Holds `obj` until this value is dropped.
     pub fn new(py: Python<'_>, obj: Py<PyAny>) -> Self {
         install_shutdown_hook(py);
-        PyKeepalive(Some(obj))
+        PyKeepalive {
+            obj: Some(obj),
+            interp: current_interpreter(),
+        }
     }
 
     /// The object held.
     pub fn object(&self) -> Option<&Py<PyAny>> {
-        self.0.as_ref()
+        self.obj.as_ref()
     }
 }
 
 impl Drop for PyKeepalive {
     fn drop(&mut self) {
-        let Some(obj) = self.0.take() else { return };
+        let Some(obj) = self.obj.take() else { return };
         // Under `abi3` the probe is always false and the `try_attach` path below is taken,
         // which is re-entrant on an attached thread; the one difference: an attached thread
         // during shutdown leaks the reference.
         if this_thread_is_attached() {
-            // SAFETY: this thread is attached (it has a current thread state), so the reference
-            // can be released directly (even during finalization, as CPython itself does).
+            if current_interpreter() != self.interp {
+                // Attached to another (sub-)interpreter: releasing the object needs its own
+                // interpreter's lock, which this thread cannot take from here. Leak it.
+                std::mem::forget(obj);
+                return;
+            }
+            // SAFETY: this thread is attached (it has a current thread state) to the object's
+            // interpreter, so the reference can be released directly (even during
+            // finalization, as CPython itself does).
             unsafe { ffi::Py_DecRef(obj.into_ptr()) };
             return;
         }
@@ -123,6 +143,6 @@ impl Drop for PyKeepalive {
 
 impl core::fmt::Debug for PyKeepalive {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_tuple("PyKeepalive").field(&self.0).finish()
+        f.debug_tuple("PyKeepalive").field(&self.obj).finish()
     }
 }

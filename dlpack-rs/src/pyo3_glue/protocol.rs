@@ -189,7 +189,8 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 ///
 /// `info` must describe initialised memory that stays valid (and, unless `read_only`, writable
 /// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
-/// contract.
+/// contract. Writers of the memory other than this crate's registered views are the caller's
+/// to exclude (a copy reads it under a shared borrow).
 pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     info: TensorInfo,
@@ -225,9 +226,14 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
             )));
         }
         let numel = info.numel()?;
-        // SAFETY: forwarded from this function's contract (valid memory, host-accessible as
-        // checked above); `info` was validated just above.
+        // No view of this crate may write the source while it is copied (whoever else owns the
+        // memory: refused with BufferError while a mutable view lives).
+        let source = safe::borrow_described(&info, false)?;
+        // SAFETY: initialised host-readable memory by this function's contract (host-accessible
+        // as checked above), validated just above, and borrowed shared, so no view of this crate
+        // writes it during the copy.
         let (buffer, copy_info) = unsafe { safe::copy_described(&info, numel) }?;
+        drop(source);
         drop(keepalive);
         // SAFETY: `copy_info` describes the new storage, which `buffer` owns alone.
         return unsafe {

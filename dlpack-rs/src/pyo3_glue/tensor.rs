@@ -105,14 +105,16 @@ impl From<PyTensor> for DLPackTensor {
 /// Exports the owned tensor's memory, kept alive by the `DLPackTensor`.
 // SAFETY: the memory is the owned managed tensor's, which stays valid and in place until the
 // `DLPackTensor` (the keepalive of every export of it) drops it; its metadata was validated
-// when the owner was made; a read-only owner is exported read-only.
+// when the owner was made; a read-only owner (and any bool tensor) is exported read-only.
 unsafe impl IntoDLPack for DLPackTensor {
     fn tensor_info(&self) -> TensorInfo {
         self.inner.tensor_info()
     }
 
     fn is_read_only(&self) -> bool {
-        self.inner.is_read_only()
+        // A consumer could write a byte that safe Rust must never read as a `bool` (views of
+        // this tensor hand out `&[bool]`): bool tensors are exported read-only, as derived ones.
+        self.inner.is_read_only() || self.inner.dtype() == safe::dtype_bool()
     }
 }
 

@@ -24,7 +24,7 @@ use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use super::Error;
 
@@ -61,28 +61,28 @@ pub(crate) struct BorrowApi {
 // functions, which synchronise every access with their lock.
 unsafe impl Sync for BorrowApi {}
 
-/// One registered range: `count` borrows of the same bytes and kind.
+/// One registered range: `count` borrows of the same bytes and kind, `migrated` of which were
+/// also registered in the shared table when this copy joined it.
 struct Entry {
     start: usize,
     end: usize,
     exclusive: bool,
     count: usize,
+    migrated: usize,
 }
 
 /// The state of this copy's table: live entries behind a spin lock.
 struct Registry {
     locked: AtomicBool,
     entries: UnsafeCell<Vec<Entry>>,
-    /// How many ranges are registered (written under the lock, read without it to skip an idle
-    /// table).
-    live: AtomicUsize,
 }
 
 // SAFETY: `entries` is only touched while `locked` is held (see `Registry::with`).
 unsafe impl Sync for Registry {}
 
 impl Registry {
-    /// Runs `f` on the entries with the lock held.
+    /// Runs `f` on the entries with the lock held. `f` must not take the lock again; it may
+    /// call another copy's table (whose functions never call back into this one).
     fn with<R>(&self, f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
         let mut spins = 0u32;
         while self
@@ -98,7 +98,7 @@ impl Registry {
             core::hint::spin_loop();
         }
         // SAFETY: the lock is held: no other reference to `entries` exists until it is released
-        // below, and `f` cannot reach the registry again (it only edits the vector).
+        // below, and `f` does not reach this registry again.
         let result = f(unsafe { &mut *self.entries.get() });
         self.locked.store(false, Ordering::Release);
         result
@@ -108,8 +108,48 @@ impl Registry {
 static LOCAL: Registry = Registry {
     locked: AtomicBool::new(false),
     entries: UnsafeCell::new(Vec::new()),
-    live: AtomicUsize::new(0),
 };
+
+/// The shared table this copy switched to, if any (read under `LOCAL`'s lock, where `install`
+/// writes it).
+fn switched() -> Option<&'static BorrowApi> {
+    let p = CURRENT.load(Ordering::Acquire);
+    // SAFETY: CURRENT only ever holds NULL, `&LOCAL_API` or a table passed to `install`, all of
+    // which live for the rest of the process.
+    let api = unsafe { p.as_ref() }?;
+    (!ptr::eq(api, &LOCAL_API)).then_some(api)
+}
+
+/// Registers `start..end` in `entries` (the table logic, under the caller's lock).
+fn add_entry(entries: &mut Vec<Entry>, start: usize, end: usize, exclusive: bool) -> i32 {
+    let overlapping = |e: &Entry| e.start < end && start < e.end;
+    if entries
+        .iter()
+        .any(|e| overlapping(e) && (exclusive || e.exclusive))
+    {
+        return CONFLICT;
+    }
+    if !exclusive {
+        if let Some(e) = entries
+            .iter_mut()
+            .find(|e| e.start == start && e.end == end && !e.exclusive)
+        {
+            e.count += 1;
+            return ACQUIRED;
+        }
+    }
+    if entries.try_reserve(1).is_err() {
+        return NO_MEMORY;
+    }
+    entries.push(Entry {
+        start,
+        end,
+        exclusive,
+        count: 1,
+        migrated: 0,
+    });
+    ACQUIRED
+}
 
 unsafe extern "C" fn local_acquire(
     _state: *mut c_void,
@@ -118,47 +158,47 @@ unsafe extern "C" fn local_acquire(
     exclusive: bool,
 ) -> i32 {
     LOCAL.with(|entries| {
-        let overlapping = |e: &Entry| e.start < end && start < e.end;
-        if entries
-            .iter()
-            .any(|e| overlapping(e) && (exclusive || e.exclusive))
-        {
-            return CONFLICT;
+        if let Some(shared) = switched() {
+            // A borrow that looked up the table just before this copy switched: register it
+            // where every borrow goes now.
+            // SAFETY: `shared` keeps the `BorrowApi` contract (`install`'s precondition).
+            return unsafe { (shared.acquire)(shared.state, start, end, exclusive) };
         }
-        if !exclusive {
-            if let Some(e) = entries
-                .iter_mut()
-                .find(|e| e.start == start && e.end == end && !e.exclusive)
-            {
-                e.count += 1;
-                return ACQUIRED;
-            }
-        }
-        if entries.try_reserve(1).is_err() {
-            return NO_MEMORY;
-        }
-        entries.push(Entry {
-            start,
-            end,
-            exclusive,
-            count: 1,
-        });
-        LOCAL.live.store(entries.len(), Ordering::SeqCst);
-        ACQUIRED
+        add_entry(entries, start, end, exclusive)
     })
+}
+
+/// Removes one registration of `start..end` from `entries`; `Some(migrated)` when found, with
+/// whether that one had been registered in a shared table too.
+fn remove_entry(
+    entries: &mut Vec<Entry>,
+    start: usize,
+    end: usize,
+    exclusive: bool,
+) -> Option<bool> {
+    let i = entries
+        .iter()
+        .position(|e| e.start == start && e.end == end && e.exclusive == exclusive)?;
+    let e = &mut entries[i];
+    e.count -= 1;
+    let migrated = e.migrated > 0;
+    if migrated {
+        e.migrated -= 1;
+    }
+    if e.count == 0 {
+        entries.swap_remove(i);
+    }
+    Some(migrated)
 }
 
 unsafe extern "C" fn local_release(_state: *mut c_void, start: usize, end: usize, exclusive: bool) {
     LOCAL.with(|entries| {
-        if let Some(i) = entries
-            .iter()
-            .position(|e| e.start == start && e.end == end && e.exclusive == exclusive)
-        {
-            entries[i].count -= 1;
-            if entries[i].count == 0 {
-                entries.swap_remove(i);
-                LOCAL.live.store(entries.len(), Ordering::SeqCst);
-            }
+        // Not found: registered in the shared table by `local_acquire` after the switch.
+        let forward = remove_entry(entries, start, end, exclusive).unwrap_or(true);
+        if let (true, Some(shared)) = (forward, switched()) {
+            // SAFETY: releases the registration made in `shared` for this range (by `install`'s
+            // migration or by a forwarded `local_acquire`).
+            unsafe { (shared.release)(shared.state, start, end, exclusive) };
         }
     })
 }
@@ -182,40 +222,53 @@ pub(crate) fn local_api() -> &'static BorrowApi {
 
 /// The table borrows go to: the installed one, or this copy's own.
 fn current() -> &'static BorrowApi {
-    let p = CURRENT.load(Ordering::SeqCst);
+    let p = CURRENT.load(Ordering::Acquire);
     if p.is_null() {
         let local = &LOCAL_API as *const BorrowApi as *mut BorrowApi;
         let _ =
-            CURRENT.compare_exchange(ptr::null_mut(), local, Ordering::SeqCst, Ordering::SeqCst);
+            CURRENT.compare_exchange(ptr::null_mut(), local, Ordering::AcqRel, Ordering::Acquire);
         // SAFETY: CURRENT only ever holds NULL, `&LOCAL_API` or a table passed to `install`,
         // all of which live for the rest of the process.
-        return unsafe { &*CURRENT.load(Ordering::SeqCst) };
+        return unsafe { &*CURRENT.load(Ordering::Acquire) };
     }
     // SAFETY: as above.
     unsafe { &*p }
 }
 
 /// Makes `api` the table every later borrow of this copy goes to (the process-wide one that
-/// another copy of the crate published). Borrows taken before stay in the table they were
-/// taken in; while any lives, new borrows are registered in this copy's own table too, and a
-/// borrow that raced with the switch registers in both (see [`BorrowToken::acquire`]).
+/// another copy of the crate published). Under this copy's lock, every borrow live in its own
+/// table is registered in `api` too (so other copies see it), and later releases of those are
+/// forwarded there; a borrow that looked up the old table just before the switch is forwarded
+/// by `local_acquire`.
 ///
 /// # Safety
 ///
 /// `api` must be a table made by a copy of this crate (or one that keeps the contract written on
-/// [`BorrowApi`]), with `version >= 1`, that lives for the rest of the process.
+/// [`BorrowApi`]), with `version >= 1`, that lives for the rest of the process, and that never
+/// calls back into this copy's table.
 #[allow(dead_code)] // used by the Python glue
 pub(crate) unsafe fn install(api: &'static BorrowApi) {
-    CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::SeqCst);
+    if ptr::eq(api, &LOCAL_API) {
+        CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::Release);
+        return;
+    }
+    LOCAL.with(|entries| {
+        for e in entries.iter_mut() {
+            for _ in 0..e.count {
+                // SAFETY: `api` keeps the `BorrowApi` contract (this function's precondition).
+                if unsafe { (api.acquire)(api.state, e.start, e.end, e.exclusive) } == ACQUIRED {
+                    e.migrated += 1;
+                }
+            }
+        }
+        CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::Release);
+    });
 }
 
-/// One registered borrow of `start..end`; dropping it releases the range in every table it was
-/// registered in.
+/// One registered borrow of `start..end`; dropping it releases the range.
 #[derive(Debug)]
 pub(crate) struct BorrowToken {
     api: Option<&'static BorrowApi>,
-    /// A second table the range is registered in, during a switch of tables (see `acquire`).
-    also: Option<&'static BorrowApi>,
     start: usize,
     end: usize,
     exclusive: bool,
@@ -229,68 +282,38 @@ impl core::fmt::Debug for BorrowApi {
     }
 }
 
-/// Registers a range in `api`, as a `Result`.
-fn register(
-    api: &'static BorrowApi,
-    start: usize,
-    end: usize,
-    exclusive: bool,
-) -> Result<(), Error> {
-    // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
-    match unsafe { (api.acquire)(api.state, start, end, exclusive) } {
-        ACQUIRED => Ok(()),
-        CONFLICT => Err(Error::AlreadyBorrowed { exclusive }),
-        _ => Err(Error::OutOfMemory),
-    }
-}
-
 impl BorrowToken {
     /// A token for an empty range: nothing to register, nothing to release.
     pub(crate) const EMPTY: BorrowToken = BorrowToken {
         api: None,
-        also: None,
         start: 0,
         end: 0,
         exclusive: false,
     };
 
     /// Registers the bytes `start..end` (nothing for an empty range).
-    ///
-    /// While this copy switches from its own table to a shared one, a borrow could land in
-    /// either: so a borrow taken in our own table registers in the new one too when the switch
-    /// happened meanwhile, and a borrow taken in a shared table registers in ours too while ours
-    /// holds anything. Every step is sequentially consistent, so of two conflicting borrows
-    /// racing with the switch, at least one sees the other.
     pub(crate) fn acquire(start: usize, end: usize, exclusive: bool) -> Result<Self, Error> {
         if start >= end {
             return Ok(Self::EMPTY);
         }
         let api = current();
-        register(api, start, end, exclusive)?;
-        let mut token = BorrowToken {
-            api: Some(api),
-            also: None,
-            start,
-            end,
-            exclusive,
-        };
-        let second = if ptr::eq(api, &LOCAL_API) {
-            let now = current();
-            (!ptr::eq(now, &LOCAL_API)).then_some(now)
-        } else {
-            (LOCAL.live.load(Ordering::SeqCst) != 0).then_some(&LOCAL_API)
-        };
-        if let Some(second) = second {
-            register(second, start, end, exclusive)?; // on error `token` releases the first
-            token.also = Some(second);
+        // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
+        match unsafe { (api.acquire)(api.state, start, end, exclusive) } {
+            ACQUIRED => Ok(BorrowToken {
+                api: Some(api),
+                start,
+                end,
+                exclusive,
+            }),
+            CONFLICT => Err(Error::AlreadyBorrowed { exclusive }),
+            _ => Err(Error::OutOfMemory),
         }
-        Ok(token)
     }
 }
 
 impl Drop for BorrowToken {
     fn drop(&mut self) {
-        for api in [self.api, self.also].into_iter().flatten() {
+        if let Some(api) = self.api {
             // SAFETY: releases exactly the registration `acquire` made in this table.
             unsafe { (api.release)(api.state, self.start, self.end, self.exclusive) };
         }
@@ -322,6 +345,69 @@ mod tests {
         assert!(BorrowToken::acquire(0x1018, 0x1020, true).is_ok());
         drop(c);
         assert!(BorrowToken::acquire(0x1000, 0x1018, true).is_ok());
+    }
+
+    /// Another copy's table, as `install` meets it.
+    static OTHER: Registry = Registry {
+        locked: AtomicBool::new(false),
+        entries: UnsafeCell::new(Vec::new()),
+    };
+    unsafe extern "C" fn other_acquire(_: *mut c_void, start: usize, end: usize, ex: bool) -> i32 {
+        OTHER.with(|e| add_entry(e, start, end, ex))
+    }
+    unsafe extern "C" fn other_release(_: *mut c_void, start: usize, end: usize, ex: bool) {
+        OTHER.with(|e| {
+            remove_entry(e, start, end, ex);
+        })
+    }
+    static OTHER_API: BorrowApi = BorrowApi {
+        version: BORROW_API_VERSION,
+        state: ptr::null_mut(),
+        acquire: other_acquire,
+        release: other_release,
+    };
+
+    #[test]
+    fn joining_a_shared_table_carries_live_borrows_over() {
+        // A borrow taken in this copy's own table before it joins another copy's table...
+        let before = BorrowToken::acquire(0x7000, 0x7100, true).unwrap();
+        // SAFETY: OTHER_API is a static table keeping the contract, which never calls back.
+        unsafe { install(&OTHER_API) };
+        // ...is seen by the other copy (its own lookups) and by this copy's new borrows.
+        // SAFETY: calling a table's own function, as another copy would.
+        assert_eq!(
+            unsafe { other_acquire(ptr::null_mut(), 0x7080, 0x7081, false) },
+            CONFLICT
+        );
+        assert_eq!(
+            BorrowToken::acquire(0x70f0, 0x7200, false).unwrap_err(),
+            Error::AlreadyBorrowed { exclusive: false }
+        );
+        // A borrow that looked up the old table just before the switch is forwarded.
+        // SAFETY: as above, on this copy's own table.
+        assert_eq!(
+            unsafe { local_acquire(ptr::null_mut(), 0xa000, 0xa010, true) },
+            ACQUIRED
+        );
+        assert_eq!(
+            unsafe { other_acquire(ptr::null_mut(), 0xa000, 0xa001, false) },
+            CONFLICT
+        );
+        // SAFETY: releases the registration made just above.
+        unsafe { local_release(ptr::null_mut(), 0xa000, 0xa010, true) };
+        // Releasing the old borrow releases it in the shared table too.
+        drop(before);
+        let after = BorrowToken::acquire(0x7000, 0x7100, true).unwrap();
+        assert!(core::ptr::eq(after.api.unwrap(), &OTHER_API));
+        drop(after);
+        assert_eq!(
+            unsafe { other_acquire(ptr::null_mut(), 0x7000, 0x7100, true) },
+            ACQUIRED
+        );
+        assert_eq!(
+            unsafe { other_acquire(ptr::null_mut(), 0xa000, 0xa010, true) },
+            ACQUIRED
+        );
     }
 
     #[test]

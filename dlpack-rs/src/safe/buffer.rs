@@ -18,6 +18,7 @@ use super::{Element, Error};
 /// - If `is_writable` returns true, consumers may write through the pointer `data_ptr_mut`
 ///   returns while they hold the export (the value is then owned by the export and reached by
 ///   nothing else), so that pointer must carry write permission for the elements.
+/// - `device` must say where the memory is (a consumer reads it there).
 /// - `SHARED_PTR_WRITABLE` may be true only if the pointer `data_ptr` returns from `&self` also
 ///   carries write permission (it is read from a raw pointer the value owns, never derived from
 ///   a reference to the elements), as for `Vec::as_ptr`.
@@ -39,6 +40,11 @@ pub unsafe trait Buffer {
     /// Whether consumers may write to the elements (false exports with `READ_ONLY`).
     fn is_writable(&self) -> bool {
         true
+    }
+    /// Where the elements live (the CPU unless a type says otherwise). The derive refuses to
+    /// describe the buffer as being anywhere else.
+    fn device(&self) -> crate::ffi::DLDevice {
+        super::cpu_device()
     }
 }
 
@@ -77,6 +83,11 @@ std_buffer! {
     Box<[T]>, shared_ptr_writable: false, writable: true, as_mut_ptr;
     Arc<[T]>, shared_ptr_writable: false, writable: false, data_ptr;
     &'static [T], shared_ptr_writable: false, writable: false, data_ptr;
+}
+
+/// The read pointer of a buffer in its final place, for [`build`](super::block::build).
+pub(crate) fn read_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
+    buffer.data_ptr().cast()
 }
 
 /// The write pointer of a buffer in its final place, for [`build`](super::block::build).

@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use super::buffer::{to_i64s, write_ptr};
+use super::buffer::{read_ptr, to_i64s, write_ptr};
 use super::dtype::cpu_device;
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
 use super::pack::{pack_owned, pack_owned_versioned};
@@ -106,12 +106,16 @@ impl<B: Buffer + Send + 'static> Export<B> {
     /// builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
         let (buffer, info, flags) = self.into_parts()?;
-        let data_of = (flags & DLPACK_FLAG_BITMASK_READ_ONLY == 0).then_some(write_ptr::<B> as _);
+        let data_of: fn(&mut B) -> *mut c_void = if flags & DLPACK_FLAG_BITMASK_READ_ONLY == 0 {
+            write_ptr::<B>
+        } else {
+            read_ptr::<B>
+        };
         // SAFETY: `into_parts` checked that the layout stays inside the buffer, which the
-        // `Buffer` contract keeps valid and in place while the keepalive (the buffer) lives; a
-        // writable export takes its pointer through `data_ptr_mut` once the buffer sits in the
-        // block, where nothing else reaches it.
-        unsafe { pack_owned_versioned(buffer, info, flags, data_of) }
+        // `Buffer` contract keeps valid and in place while the keepalive (the buffer) lives; the
+        // pointer is taken once the buffer sits in the block, where nothing else reaches it:
+        // through `data_ptr_mut` for a writable export, `data_ptr` for a read-only one.
+        unsafe { pack_owned_versioned(buffer, info, flags, Some(data_of)) }
     }
 
     /// Builds a legacy managed tensor. A read-only export cannot be legacy (the legacy struct

@@ -427,7 +427,8 @@ impl<K: Kind> Managed<K> {
         }
         let (ptr, len, token) = self.slice_parts::<T>(true)?;
         // SAFETY: checked and borrowed exclusively by `slice_parts`; the producer allows writes
-        // (no READ_ONLY flag); the guard borrows `self` mutably, so it outlives the memory.
+        // (no READ_ONLY flag); the guard borrows `self` mutably, so the memory outlives it and
+        // this owner hands out no other view meanwhile.
         Ok(unsafe { WriteSlice::new(ptr, len, token) })
     }
 
@@ -558,8 +559,8 @@ impl Managed<Versioned> {
         let read_only = self.read_only;
         let ptr = self.into_ptr().cast::<DLManagedTensorVersioned>();
         if read_only {
-            // SAFETY: we owned the struct until a moment ago and nobody else has seen the
-            // pointer since; the flags field is the producer's to read only after handover.
+            // SAFETY: the struct is still ours alone: the pointer has not been returned yet, so
+            // nobody else reads or writes it during this write.
             unsafe { (*ptr.as_ptr()).flags |= DLPACK_FLAG_BITMASK_READ_ONLY };
         }
         ptr.as_ptr()

@@ -232,3 +232,39 @@ pub fn register_probes(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(alias_views, m)?)?;
     Ok(())
 }
+
+/// Imports `obj`, holds a shared `uint8` view of it and calls `callback()` meanwhile (so that
+/// another module, or this one, tries to write the same memory); returns what it returned.
+#[pyfunction]
+fn read_while(obj: Imported, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let view = obj.as_slice::<u8>()?;
+    let result = callback.call0()?.unbind();
+    let _ = view[0];
+    Ok(result)
+}
+
+/// Imports `obj` (a `dlpack_rs.Tensor` of float64), holds a mutable view of it, and asks `obj`
+/// for a copy meanwhile (`__dlpack__(copy=True, max_version=(1, 3))`): the copy would race
+/// with the writer, so it must raise.
+#[pyfunction]
+fn copy_while_writing(
+    py: Python<'_>,
+    mut obj: Imported,
+    source: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let mut view = obj.as_mut_slice::<f64>()?;
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("copy", true)?;
+    kwargs.set_item("max_version", (1, 3))?;
+    let result = source
+        .call_method("__dlpack__", (), Some(&kwargs))
+        .map(drop);
+    view[0] += 1.0;
+    result
+}
+
+pub fn register_views(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(read_while, m)?)?;
+    m.add_function(wrap_pyfunction!(copy_while_writing, m)?)?;
+    Ok(())
+}

@@ -559,6 +559,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     derived::register_derived(m)?;
     hardening::register(m)?;
     hardening::register_probes(m)?;
+    hardening::register_views(m)?;
     ndarray_funcs::register(m)?;
     exchange::register(m)?;
     Ok(())

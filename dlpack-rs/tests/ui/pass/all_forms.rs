@@ -2,7 +2,7 @@
 use std::sync::Arc;
 
 use dlpack_rs::ffi::{DLDataType, DLDevice};
-use dlpack_rs::safe::{cpu_device, dtype_f32, Element};
+use dlpack_rs::safe::{cpu_device, dtype_f32, Buffer, Element};
 use dlpack_rs::IntoDLPack;
 
 #[derive(IntoDLPack)]
@@ -57,9 +57,26 @@ struct WithDevice {
 
 const HOST: DLDevice = dlpack_rs::safe::cuda_host_device();
 
+/// Pinned host memory: a buffer that says so.
+struct PinnedBytes(Vec<u8>);
+
+// SAFETY: as `Vec<u8>` (whose heap buffer never moves), on the device it says.
+unsafe impl Buffer for PinnedBytes {
+    type Elem = u8;
+    fn data_ptr(&self) -> *mut u8 {
+        self.0.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.0.len()
+    }
+    fn device(&self) -> DLDevice {
+        HOST
+    }
+}
+
 #[derive(IntoDLPack)]
 #[dlpack(device = HOST)]
-struct Pinned(#[dlpack(data)] Vec<u8>, #[dlpack(shape)] Vec<u32>);
+struct Pinned(#[dlpack(data)] PinnedBytes, #[dlpack(shape)] Vec<u32>);
 
 #[derive(IntoDLPack)]
 struct Tensor<T: Element> {
@@ -89,7 +106,7 @@ fn main() {
         shape: [2, 3],
     };
     assert_eq!(u.tensor_info().shape, vec![2, 3]);
-    let p = Pinned(vec![0; 4], vec![4]);
+    let p = Pinned(PinnedBytes(vec![0; 4]), vec![4]);
     assert_eq!(p.tensor_info().device, HOST);
     let _ = (
         Image::tensor_info,
