@@ -367,6 +367,12 @@ mod tests {
         release: other_release,
     };
 
+    /// Another copy's lookup in its own table.
+    fn other(start: usize, end: usize, exclusive: bool) -> i32 {
+        // SAFETY: a table's own function, called as another copy would.
+        unsafe { other_acquire(ptr::null_mut(), start, end, exclusive) }
+    }
+
     #[test]
     fn joining_a_shared_table_carries_live_borrows_over() {
         // A borrow taken in this copy's own table before it joins another copy's table...
@@ -374,25 +380,17 @@ mod tests {
         // SAFETY: OTHER_API is a static table keeping the contract, which never calls back.
         unsafe { install(&OTHER_API) };
         // ...is seen by the other copy (its own lookups) and by this copy's new borrows.
-        // SAFETY: calling a table's own function, as another copy would.
-        assert_eq!(
-            unsafe { other_acquire(ptr::null_mut(), 0x7080, 0x7081, false) },
-            CONFLICT
-        );
+        assert_eq!(other(0x7080, 0x7081, false), CONFLICT);
         assert_eq!(
             BorrowToken::acquire(0x70f0, 0x7200, false).unwrap_err(),
             Error::AlreadyBorrowed { exclusive: false }
         );
-        // A borrow that looked up the old table just before the switch is forwarded.
-        // SAFETY: as above, on this copy's own table.
-        assert_eq!(
-            unsafe { local_acquire(ptr::null_mut(), 0xa000, 0xa010, true) },
-            ACQUIRED
-        );
-        assert_eq!(
-            unsafe { other_acquire(ptr::null_mut(), 0xa000, 0xa001, false) },
-            CONFLICT
-        );
+        // A borrow that looked up the old table just before the switch is forwarded...
+        // SAFETY: this copy's own table function, as a racing `BorrowToken::acquire` calls it.
+        let rc = unsafe { local_acquire(ptr::null_mut(), 0xa000, 0xa010, true) };
+        assert_eq!(rc, ACQUIRED);
+        assert_eq!(other(0xa000, 0xa001, false), CONFLICT);
+        // ...and so is its release.
         // SAFETY: releases the registration made just above.
         unsafe { local_release(ptr::null_mut(), 0xa000, 0xa010, true) };
         // Releasing the old borrow releases it in the shared table too.
@@ -400,14 +398,13 @@ mod tests {
         let after = BorrowToken::acquire(0x7000, 0x7100, true).unwrap();
         assert!(core::ptr::eq(after.api.unwrap(), &OTHER_API));
         drop(after);
-        assert_eq!(
-            unsafe { other_acquire(ptr::null_mut(), 0x7000, 0x7100, true) },
-            ACQUIRED
-        );
-        assert_eq!(
-            unsafe { other_acquire(ptr::null_mut(), 0xa000, 0xa010, true) },
-            ACQUIRED
-        );
+        assert_eq!(other(0x7000, 0x7100, true), ACQUIRED);
+        assert_eq!(other(0xa000, 0xa010, true), ACQUIRED);
+        // SAFETY: releases the two registrations made just above.
+        unsafe {
+            other_release(ptr::null_mut(), 0x7000, 0x7100, true);
+            other_release(ptr::null_mut(), 0xa000, 0xa010, true);
+        }
     }
 
     #[test]
