@@ -115,9 +115,6 @@ pub mod __private_derive_v0_4;
 #[cfg(feature = "pyo3")]
 pub mod pyo3_glue;
 
-#[cfg(all(test, feature = "ndarray"))]
-mod ndarray_tests;
-
 /// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
 #[cfg(feature = "pyo3")]
 pub use pyo3;

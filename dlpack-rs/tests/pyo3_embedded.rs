@@ -1,0 +1,129 @@
+//! The pyo3 layer tested from Rust with an embedded interpreter: the `__dlpack__` arguments,
+//! capsule consumption, the borrow registry across an export and an import, and the read-only
+//! rule for legacy imports, without building a Python extension.
+#![cfg(feature = "pyo3")]
+
+use dlpack_rs::pyo3_glue::{into_capsule, DLPackArgs, DLPackTensor, ImportOptions, PyTensor};
+use dlpack_rs::safe::{Error, Export};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict};
+
+fn with_py<R>(f: impl FnOnce(Python<'_>) -> PyResult<R>) -> R {
+    Python::initialize();
+    Python::attach(|py| f(py).unwrap())
+}
+
+fn tensor(py: Python<'_>, values: Vec<f32>) -> PyResult<Bound<'_, DLPackTensor>> {
+    Bound::new(py, DLPackTensor::from_export(Export::new(values))?)
+}
+
+#[test]
+fn dlpack_arguments_raise_what_the_protocol_names() {
+    with_py(|py| {
+        let bad_version = (1, 2, 3).into_pyobject(py)?.into_any();
+        let err = DLPackArgs::parse(None, Some(bad_version), None, None).unwrap_err();
+        assert!(err.is_instance_of::<PyTypeError>(py));
+        let bad_copy = 1i64.into_pyobject(py)?.into_any();
+        let err = DLPackArgs::parse(None, None, None, Some(bad_copy)).unwrap_err();
+        assert!(err.is_instance_of::<PyValueError>(py));
+        let huge = (1i64 << 40, 0).into_pyobject(py)?.into_any();
+        let err = DLPackArgs::parse(None, Some(huge), None, None).unwrap_err();
+        assert!(err.is_instance_of::<PyValueError>(py));
+        let args = DLPackArgs::parse(None, Some((1, 3).into_pyobject(py)?.into_any()), None, None)?;
+        assert!(args.versioned());
+        Ok(())
+    })
+}
+
+#[test]
+fn dunder_dlpack_gives_the_capsule_asked_for() {
+    with_py(|py| {
+        let t = tensor(py, vec![1.0, 2.0])?;
+        let legacy = t.call_method0("__dlpack__")?;
+        let name = |c: &Bound<'_, PyAny>| -> PyResult<String> {
+            let c = c.cast::<PyCapsule>()?;
+            // SAFETY: the name of a live capsule, read while it lives.
+            Ok(unsafe { c.name()?.unwrap().as_cstr() }
+                .to_string_lossy()
+                .into_owned())
+        };
+        assert_eq!(name(&legacy)?, "dltensor");
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("max_version", (1, 0))?;
+        let versioned = t.call_method("__dlpack__", (), Some(&kwargs))?;
+        assert_eq!(name(&versioned)?, "dltensor_versioned");
+        kwargs.set_item("stream", 5)?;
+        let err = t.call_method("__dlpack__", (), Some(&kwargs)).unwrap_err();
+        assert!(
+            err.is_instance_of::<PyValueError>(py),
+            "CPU data takes stream=None only"
+        );
+        Ok(())
+    })
+}
+
+#[test]
+fn bare_capsules_need_the_unsafe_entry_point() {
+    with_py(|py| {
+        let mt = Export::new(vec![7u8, 8]).legacy()?;
+        let capsule = into_capsule(py, mt)?;
+        let err = PyTensor::from_pyany(py, capsule.as_any()).unwrap_err();
+        assert!(err.is_instance_of::<PyTypeError>(py));
+        // SAFETY: `into_capsule` just made this "dltensor" capsule of a DLManagedTensor.
+        let t = unsafe { PyTensor::from_capsule(&capsule) }?;
+        assert_eq!(t.as_slice::<u8>()?, &[7, 8]);
+        // Legacy: read-only unless asked otherwise.
+        assert!(t.is_read_only());
+        // Consumed once: a second take raises ValueError.
+        // SAFETY: as above (the capsule now carries its used_ name).
+        let again = unsafe { PyTensor::from_capsule(&capsule) }.unwrap_err();
+        assert!(again.is_instance_of::<PyValueError>(py));
+        Ok(())
+    })
+}
+
+#[test]
+fn an_import_cannot_write_while_the_owner_reads() {
+    with_py(|py| {
+        let t = tensor(py, vec![1.0, 2.0, 3.0])?;
+        let read = t.get().tensor().as_slice::<f32>()?;
+        let mut imported = PyTensor::from_pyany(py, t.as_any())?;
+        assert_eq!(
+            imported.as_mut_slice::<f32>().unwrap_err(),
+            Error::AlreadyBorrowed { exclusive: true }
+        );
+        let err: PyErr = imported.as_mut_slice::<f32>().unwrap_err().into();
+        assert!(err.is_instance_of::<PyBufferError>(py));
+        drop(read);
+        imported.as_mut_slice::<f32>()?[0] = 10.0;
+        assert_eq!(t.get().tensor().as_slice::<f32>()?[0], 10.0);
+        // Two imports of the one object alias: the second mutable view is refused.
+        let mut second = ImportOptions::new()
+            .exchange_api(false)
+            .import(t.as_any())?;
+        let w = imported.as_mut_slice::<f32>()?;
+        assert!(second.as_mut_slice::<f32>().is_err());
+        drop(w);
+        assert!(second.as_mut_slice::<f32>().is_ok());
+        Ok(())
+    })
+}
+
+#[test]
+fn a_read_only_reexport_stays_read_only() {
+    with_py(|py| {
+        let mt = Export::new(vec![1u16, 2]).legacy()?;
+        let capsule = into_capsule(py, mt)?;
+        // SAFETY: made just above by `into_capsule`.
+        let imported = unsafe { PyTensor::from_capsule(&capsule) }?;
+        let again = Bound::new(py, DLPackTensor::from(imported))?;
+        assert!(again.getattr("read_only")?.extract::<bool>()?);
+        let err = again.call_method0("__dlpack__").unwrap_err();
+        assert!(
+            err.is_instance_of::<PyBufferError>(py),
+            "no legacy export of read-only data"
+        );
+        Ok(())
+    })
+}
