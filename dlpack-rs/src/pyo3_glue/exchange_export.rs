@@ -73,6 +73,28 @@ where
     Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
 }
 
+/// The instance of `T` an exchange function was called with; `ValueError` for a NULL object or
+/// out pointer, `TypeError` for an object of another class.
+///
+/// # Safety
+///
+/// `py_object` is NULL or a live Python object, borrowed for the call.
+pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
+    py: Python<'py>,
+    py_object: *mut c_void,
+    out_is_null: bool,
+    function: &str,
+) -> PyResult<Borrowed<'a, 'py, T>> {
+    if py_object.is_null() || out_is_null {
+        return Err(PyValueError::new_err(format!(
+            "{function}_no_sync: NULL argument"
+        )));
+    }
+    // SAFETY: non-NULL and live, by this function's contract.
+    let obj = unsafe { Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>()) };
+    Ok(obj.cast::<T>()?)
+}
+
 /// `managed_tensor_from_py_object_no_sync` for class `T` (see
 /// [`export_object_capsule`](super::export::export_object_capsule) for `RUST_READS`).
 pub(crate) unsafe extern "C" fn from_py_object<T, const RUST_READS: bool>(
@@ -85,14 +107,13 @@ where
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {
         guarded(|py| {
-            if py_object.is_null() || out.is_null() {
-                return Err(PyValueError::new_err(
-                    "managed_tensor_from_py_object_no_sync: NULL argument",
-                ));
-            }
-            // SAFETY: the caller passes a live Python object (borrowed for the call).
-            let obj = Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>());
-            let obj = obj.cast::<T>().map_err(PyErr::from)?;
+            // SAFETY: the caller passes a live Python object (or NULL), borrowed for the call.
+            let obj = instance::<T>(
+                py,
+                py_object,
+                out.is_null(),
+                "managed_tensor_from_py_object",
+            )?;
             let ptr = export_object::<T, RUST_READS>(&obj)?;
             // SAFETY: `out` is a valid, non-NULL out pointer (checked above).
             *out = ptr.as_ptr();

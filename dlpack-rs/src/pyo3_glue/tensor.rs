@@ -10,11 +10,10 @@ use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
 
 use pyo3::exceptions::{PyBufferError, PyValueError};
-use pyo3::ffi;
 use pyo3::pyclass::boolean_struct::True;
-use pyo3::{Borrowed, PyClass};
+use pyo3::PyClass;
 
-use super::exchange_export::{guarded, table, StaticApi};
+use super::exchange_export::{guarded, instance, table, StaticApi};
 use super::export::{export_dlpack_device, export_object_capsule};
 use super::import::PyTensor;
 use super::protocol::DLPackArgs;
@@ -287,14 +286,9 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {
         guarded(|py| {
-            if py_object.is_null() || out.is_null() {
-                return Err(PyValueError::new_err(
-                    "dltensor_from_py_object_no_sync: NULL argument",
-                ));
-            }
-            // SAFETY: the caller passes a live Python object (borrowed for the call).
-            let obj = Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>());
-            let obj = obj.cast::<DLPackTensor>().map_err(PyErr::from)?;
+            // SAFETY: the caller passes a live Python object (or NULL), borrowed for the call.
+            let obj =
+                instance::<DLPackTensor>(py, py_object, out.is_null(), "dltensor_from_py_object")?;
             let tensor = &obj.get().inner;
             if tensor.is_read_only() {
                 return Err(PyBufferError::new_err(
