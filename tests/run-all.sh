@@ -141,7 +141,7 @@ for line in sys.stdin:
             print("skipping the trybuild test", msg["target"]["name"], file=sys.stderr)
             continue
         if "Python::initialize" in text:
-            # CPython's own allocator is not valgrind-clean; the same code runs in the
+            # The CPython allocator is not valgrind-clean; the same code runs in the
             # Python suite and under AddressSanitizer without Python.
             print("skipping the embedded-CPython test", msg["target"]["name"], file=sys.stderr)
             continue

@@ -6,7 +6,7 @@
 //! It points at the C table of
 //! `safe::borrow` (`version: u64`, `state`, `acquire`, `release`; later versions only append),
 //! so modules built against different releases of this crate see each other's borrows. A
-//! table of a version this crate does not read is ignored (this copy keeps its own).
+//! table of a version this crate does not read makes joining raise.
 //!
 //! Joining fails closed: if the table cannot be found or published, the import or export that
 //! asked raises and this copy tries again next time (its borrows stay in its own table, which
@@ -14,9 +14,9 @@
 //! numpy's C API capsule is); native code that plants a forged one is outside the model. The
 //! dictionary is per interpreter: copies of the crate share one table per interpreter.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
-use pyo3::exceptions::PySystemError;
+use pyo3::exceptions::{PyBufferError, PySystemError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
@@ -25,26 +25,78 @@ use crate::safe::borrow::{self, BorrowApi, BORROW_API_VERSION};
 const KEY: &str = "dlpack_rs.borrow_registry";
 const CAPSULE_NAME: &core::ffi::CStr = c"dlpack_rs.borrow_registry";
 
-/// Set once this copy has joined the shared registry.
-static JOINED: AtomicBool = AtomicBool::new(false);
+/// 0: not joined; 1: a thread is joining; 2: joined (in interpreter `JOINED_IN`).
+static STATE: AtomicU8 = AtomicU8::new(0);
+/// The interpreter (its ID) whose dictionary this copy joined through.
+static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
 
-/// Makes this copy's borrows go to the registry shared by every copy of this crate in the
-/// interpreter, publishing this copy's own table when there is none yet. Cheap after the first
-/// success (one atomic load); raises (and joins nothing) when the table cannot be had.
-pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
-    if JOINED.load(Ordering::Acquire) {
-        return Ok(());
-    }
-    let api = find_or_publish(py)?;
-    // SAFETY: `api` is a table of a copy of this crate (the capsule's name says so, see the
-    // module's trust note) of a version we read; it lives in an extension module, which CPython
-    // never unloads, and no copy's table calls into another's but through `install`'s forwarding.
-    unsafe { borrow::install(api) };
-    JOINED.store(true, Ordering::Release);
-    Ok(())
+/// The ID of the interpreter this (attached) thread runs.
+fn interpreter_id() -> i64 {
+    // SAFETY: attached (callers hold a `Python` token): the current interpreter is valid.
+    unsafe { pyo3::ffi::PyInterpreterState_GetID(pyo3::ffi::PyInterpreterState_Get()) }
 }
 
-fn find_or_publish(py: Python<'_>) -> PyResult<&'static BorrowApi> {
+/// Makes this copy's borrows go to the registry shared by every copy of this crate in the
+/// interpreter, publishing the table this copy uses when there is none yet. Cheap after the
+/// first success (an atomic load and the interpreter's ID); raises (and joins nothing) when
+/// the table cannot be had, so that no copy runs with a table the others do not see.
+///
+/// A copy joins once per process. In another interpreter it checks that the table published
+/// there (or none, then it publishes its own) is the one it uses, and raises otherwise.
+pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
+    loop {
+        match STATE.load(Ordering::Acquire) {
+            2 => {
+                if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
+                    return Ok(());
+                }
+                return check_other_interpreter(py);
+            }
+            0 if STATE
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok() =>
+            {
+                let joined = find_or_publish(py, borrow::current_api()).and_then(|api| {
+                    // SAFETY: `api` is a table of a copy of this crate (the capsule's name says
+                    // so, see the module's trust note) of a version we read; it lives in an
+                    // extension module, which CPython never unloads; a copy that published its
+                    // own table never installs another (it is joined from then on), so tables
+                    // never call each other in a cycle.
+                    unsafe { borrow::install(api) }.map_err(|e| {
+                        PyBufferError::new_err(format!(
+                            "dlpack-rs: cannot join the shared borrow registry ({e:?}): a \
+                             live view of this module conflicts with another module's"
+                        ))
+                    })
+                });
+                if joined.is_ok() {
+                    JOINED_IN.store(interpreter_id(), Ordering::Relaxed);
+                }
+                STATE.store(if joined.is_ok() { 2 } else { 0 }, Ordering::Release);
+                return joined;
+            }
+            // Another thread is joining: let it finish (it may need this thread's lock).
+            _ => py.detach(std::thread::yield_now),
+        }
+    }
+}
+
+/// In an interpreter other than the one this copy joined through: the table published there
+/// must be the one this copy uses (publishing it when there is none).
+fn check_other_interpreter(py: Python<'_>) -> PyResult<()> {
+    let ours = borrow::current_api();
+    let found = find_or_publish(py, ours)?;
+    if core::ptr::eq(found, ours) {
+        Ok(())
+    } else {
+        Err(PyBufferError::new_err(
+            "dlpack-rs: this interpreter's borrow registry is not the one this module uses \
+             (it was imported first in another interpreter): views refused",
+        ))
+    }
+}
+
+fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static BorrowApi> {
     // SAFETY: attached (we hold `py`): the interpreter's state dictionary is a borrowed
     // reference that lives as long as the interpreter.
     let dict = unsafe {
@@ -57,9 +109,8 @@ fn find_or_publish(py: Python<'_>) -> PyResult<&'static BorrowApi> {
         Bound::from_borrowed_ptr(py, raw)
     };
     let dict = dict.cast::<PyDict>()?;
-    let api = borrow::local_api();
-    // SAFETY: the table is a `static` of this crate, immutable, and lives for the process; the
-    // capsule owns nothing and has no destructor.
+    // SAFETY: `api` is a static table (this copy's own, or the one it joined), immutable, that
+    // lives for the process; the capsule owns nothing and has no destructor.
     let ours = unsafe {
         PyCapsule::new_with_pointer(py, core::ptr::NonNull::from(api).cast(), CAPSULE_NAME)
     }?;

@@ -82,14 +82,14 @@ pub(crate) fn exiting_unattached() -> bool {
 ///   (never touching Python), which is what a process about to exit can afford.
 pub struct PyKeepalive {
     obj: Option<Py<PyAny>>,
-    /// The interpreter the object belongs to.
-    interp: usize,
+    /// The interpreter the object belongs to (its ID: unlike its address, never reused).
+    interp: i64,
 }
 
-/// The interpreter this (attached) thread runs, as an address.
-fn current_interpreter() -> usize {
+/// The ID of the interpreter this (attached) thread runs.
+fn current_interpreter() -> i64 {
     // SAFETY: called on an attached thread (a `Python` token exists, or the probe said so).
-    unsafe { ffi::PyInterpreterState_Get() as usize }
+    unsafe { ffi::PyInterpreterState_GetID(ffi::PyInterpreterState_Get()) }
 }
 
 impl PyKeepalive {
@@ -132,9 +132,15 @@ impl Drop for PyKeepalive {
             return;
         }
         let mut slot = Some(obj);
+        let interp = self.interp;
         // try_attach refuses (returns None, not running the closure) when the interpreter is
-        // not initialized or (3.13+) finalizing.
-        Python::try_attach(|_py| drop(slot.take()));
+        // not initialized or (3.13+) finalizing. It attaches to the main interpreter (or the
+        // one this thread already runs): an object of another interpreter is leaked there.
+        Python::try_attach(|_py| {
+            if current_interpreter() == interp {
+                drop(slot.take());
+            }
+        });
         if let Some(obj) = slot {
             std::mem::forget(obj);
         }

@@ -235,34 +235,74 @@ fn current() -> &'static BorrowApi {
     unsafe { &*p }
 }
 
+/// Why [`install`] refused to switch tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // used by the Python glue
+pub(crate) enum InstallError {
+    /// This copy already uses another copy's table: it never switches twice.
+    AlreadySwitched,
+    /// A live borrow of this copy conflicts with one in the shared table (or memory ran out):
+    /// nothing was switched, and the migration was undone.
+    Conflict,
+}
+
 /// Makes `api` the table every later borrow of this copy goes to (the process-wide one that
 /// another copy of the crate published). Under this copy's lock, every borrow live in its own
 /// table is registered in `api` too (so other copies see it), and later releases of those are
 /// forwarded there; a borrow that looked up the old table just before the switch is forwarded
-/// by `local_acquire`.
+/// by `local_acquire`. Installing the table already in use does nothing; a copy that switched
+/// never switches again; a migration that meets a conflicting borrow is undone and reported.
 ///
 /// # Safety
 ///
 /// `api` must be a table made by a copy of this crate (or one that keeps the contract written on
 /// [`BorrowApi`]), with `version >= 1`, that lives for the rest of the process, and that never
-/// calls back into this copy's table.
+/// calls back into this copy's table (a copy that published its own table never installs
+/// another, see the Python glue's `join`).
 #[allow(dead_code)] // used by the Python glue
-pub(crate) unsafe fn install(api: &'static BorrowApi) {
-    if ptr::eq(api, &LOCAL_API) {
-        CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::Release);
-        return;
-    }
+pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError> {
     LOCAL.with(|entries| {
-        for e in entries.iter_mut() {
-            for _ in 0..e.count {
+        let now = CURRENT.load(Ordering::Acquire);
+        if ptr::eq(now, api) {
+            return Ok(());
+        }
+        if !now.is_null() && !ptr::eq(now, &LOCAL_API) {
+            return Err(InstallError::AlreadySwitched);
+        }
+        if ptr::eq(api, &LOCAL_API) {
+            CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::Release);
+            return Ok(());
+        }
+        let mut failed = false;
+        'migrate: for e in entries.iter_mut() {
+            while e.migrated < e.count {
                 // SAFETY: `api` keeps the `BorrowApi` contract (this function's precondition).
-                if unsafe { (api.acquire)(api.state, e.start, e.end, e.exclusive) } == ACQUIRED {
-                    e.migrated += 1;
+                if unsafe { (api.acquire)(api.state, e.start, e.end, e.exclusive) } != ACQUIRED {
+                    failed = true;
+                    break 'migrate;
                 }
+                e.migrated += 1;
             }
         }
+        if failed {
+            for e in entries.iter_mut() {
+                while e.migrated > 0 {
+                    // SAFETY: releases a registration this migration made in `api`.
+                    unsafe { (api.release)(api.state, e.start, e.end, e.exclusive) };
+                    e.migrated -= 1;
+                }
+            }
+            return Err(InstallError::Conflict);
+        }
         CURRENT.store(api as *const BorrowApi as *mut BorrowApi, Ordering::Release);
-    });
+        Ok(())
+    })
+}
+
+/// The table this copy's borrows go to now (its own until it joins another's).
+#[allow(dead_code)] // used by the Python glue
+pub(crate) fn current_api() -> &'static BorrowApi {
+    current()
 }
 
 /// One registered borrow of `start..end`; dropping it releases the range.
@@ -378,7 +418,12 @@ mod tests {
         // A borrow taken in this copy's own table before it joins another copy's table...
         let before = BorrowToken::acquire(0x7000, 0x7100, true).unwrap();
         // SAFETY: OTHER_API is a static table keeping the contract, which never calls back.
-        unsafe { install(&OTHER_API) };
+        assert_eq!(unsafe { install(&OTHER_API) }, Ok(()));
+        // SAFETY: as above; installing it again changes nothing, going back is refused.
+        assert_eq!(unsafe { install(&OTHER_API) }, Ok(()));
+        // SAFETY: our own table, which the copy no longer uses.
+        let back = unsafe { install(&LOCAL_API) };
+        assert_eq!(back, Err(InstallError::AlreadySwitched));
         // ...is seen by the other copy (its own lookups) and by this copy's new borrows.
         assert_eq!(other(0x7080, 0x7081, false), CONFLICT);
         assert_eq!(
