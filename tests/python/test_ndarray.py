@@ -49,6 +49,13 @@ def test_numpy_written_in_place(layout, dtype):
     before = whole.copy()
     expected = whole.copy()
     LAYOUTS[layout](expected)[...] *= 3
+    if not NUMPY_VERSIONED:
+        # numpy 2.0 exports legacy capsules only, which cannot say read-only: such imports are
+        # read-only (as numpy itself treats them), so nothing is written.
+        with pytest.raises(BufferError, match="read-only"):
+            ext.nd_scale(LAYOUTS[layout](whole), 3.0)
+        np.testing.assert_array_equal(whole, before)
+        return
     ext.nd_scale(LAYOUTS[layout](whole), 3.0)
     # Exactly the viewed elements changed, by the factor; the rest of the buffer did not.
     np.testing.assert_array_equal(whole, expected)
@@ -65,7 +72,7 @@ def test_numpy_refusals():
         assert ext.nd_view(ro)[2] == ro.ravel().tolist()  # reading is fine
     # Writable, but stride 0 on a long dimension: two indices share an element.
     bcast = as_strided(base((1, 4)), shape=(3, 4), strides=(0, 4))
-    with pytest.raises(BufferError, match="more than once"):
+    with pytest.raises(BufferError, match="more than once" if NUMPY_VERSIONED else "read-only"):
         ext.nd_scale(bcast, 2.0)
     with pytest.raises(TypeError, match="dtype mismatch"):
         ext.nd_affine(base())  # float32 where float64 is asked for
