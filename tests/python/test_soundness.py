@@ -204,3 +204,50 @@ def test_keepalive_released_attached_after_a_subinterpreter():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# -- Typed, borrow-checked arguments (TensorRef / TensorMut) -------------------------------------
+
+
+def test_typed_arguments_compute():
+    a = np.arange(4, dtype=np.float32)
+    b = torch.ones(4)
+    out = np.zeros(4, dtype=np.float32)
+    ext.typed_add(a, b, out)
+    assert out.tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert ext.typed_sum(np.ones((2, 3))) == 6.0
+
+
+def test_typed_arguments_name_the_dtype_python_users_write():
+    x = np.zeros(4, dtype=np.float32)
+    with pytest.raises(TypeError, match=r"expected a tensor of float32, got int64"):
+        ext.typed_add(np.zeros(4, dtype=np.int64), x, x.copy())
+
+
+def test_typed_arguments_check_dimensions_and_layout():
+    x = np.zeros(4, dtype=np.float32)
+    with pytest.raises(TypeError, match="expected a 1-dimensional tensor, got 2"):
+        ext.typed_add(np.zeros((2, 2), dtype=np.float32), x, x.copy())
+    with pytest.raises(BufferError, match="C-contiguous.*ascontiguousarray"):
+        ext.typed_sum(np.ones((3, 4))[:, ::2])
+    assert ext.typed_sum(np.ascontiguousarray(np.ones((3, 4))[:, ::2])) == 6.0
+
+
+def test_typed_output_cannot_alias_an_input():
+    x = np.ones(3, dtype=np.float32)
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.typed_add(x, x, x)  # out would be written while a and b read it
+    assert x.tolist() == [1.0, 1.0, 1.0]
+    y = np.zeros(3, dtype=np.float32)
+    ext.typed_add(x, x, y)  # two shared reads of one array are fine
+    assert y.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_typed_output_must_be_writable():
+    ro = np.zeros(3, dtype=np.float32)
+    ro.flags.writeable = False
+    x = np.ones(3, dtype=np.float32)
+    with pytest.raises(BufferError, match="read-only"):
+        ext.typed_add(x, x, ro)
+    with pytest.raises(BufferError, match="read-only"):
+        ext.typed_add(x, x, jnp.zeros(3, dtype=jnp.float32))

@@ -7,8 +7,9 @@
 //!   [`export_dlpack_device`] (the derive macro generates exactly that). [`DLPackTensor`]
 //!   (`dlpack_rs.Tensor` in Python) is a ready-made producer owning any managed tensor.
 //! - Import: [`PyTensor::from_pyany`] (or a `PyTensor` `#[pyfunction]` argument) takes a
-//!   tensor from any object with `__dlpack__`, or from a capsule; [`ImportOptions`] asks the
-//!   producer for a device or a copy.
+//!   tensor from any object with `__dlpack__`; [`ImportOptions`] asks the producer for a device
+//!   or a copy; [`TensorRef`] / [`TensorMut`] are typed arguments (element type and number of
+//!   dimensions in the signature) that hold their borrow from extraction on.
 //! - Fast path: the DLPack 1.3 C exchange API (`__dlpack_c_exchange_api__`). Imports use a
 //!   producer's table when its type has one (torch does), and [`DLPackTensor`] and derived
 //!   classes publish one ([`exchange_api`], [`exchange_api_capsule`]).
@@ -62,6 +63,7 @@ mod errors;
 mod exchange_export;
 mod exchange_import;
 mod export;
+mod extract;
 mod import;
 mod keepalive;
 mod protocol;
@@ -70,6 +72,7 @@ mod tensor;
 pub use crate::into_dlpack::IntoDLPack;
 pub use capsule::into_capsule;
 pub use export::{export_dlpack, export_dlpack_device};
+pub use extract::{TensorMut, TensorRef, ANY_NDIM};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
 pub use protocol::DLPackArgs;

@@ -374,7 +374,7 @@ impl<K: Kind> Managed<K> {
 
     /// Checks that a slice of `T` over this tensor is sound and borrows it, returning its first
     /// element, its length and the borrow.
-    fn slice_parts<T: Element>(
+    pub(crate) fn slice_parts<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, usize, BorrowToken), Error> {

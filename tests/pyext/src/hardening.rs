@@ -268,3 +268,31 @@ pub fn register_views(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy_while_writing, m)?)?;
     Ok(())
 }
+
+/// `out = a + b` elementwise through typed arguments (1-D float32).
+#[pyfunction]
+fn typed_add(
+    a: dlpack_rs::pyo3_glue::TensorRef<f32, 1>,
+    b: dlpack_rs::pyo3_glue::TensorRef<f32, 1>,
+    mut out: dlpack_rs::pyo3_glue::TensorMut<f32, 1>,
+) -> PyResult<()> {
+    if a.len() != b.len() || a.len() != out.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("lengths differ"));
+    }
+    for ((o, x), y) in out.iter_mut().zip(a.iter()).zip(b.iter()) {
+        *o = x + y;
+    }
+    Ok(())
+}
+
+/// Sum of a float64 tensor of any number of dimensions, through a typed argument.
+#[pyfunction]
+fn typed_sum(x: dlpack_rs::pyo3_glue::TensorRef<f64>) -> f64 {
+    x.iter().sum()
+}
+
+pub fn register_typed(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(typed_add, m)?)?;
+    m.add_function(wrap_pyfunction!(typed_sum, m)?)?;
+    Ok(())
+}

@@ -560,6 +560,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hardening::register(m)?;
     hardening::register_probes(m)?;
     hardening::register_views(m)?;
+    hardening::register_typed(m)?;
     ndarray_funcs::register(m)?;
     exchange::register(m)?;
     Ok(())

@@ -1,0 +1,213 @@
+//! Typed, borrow-checked `#[pyfunction]` arguments: [`TensorRef`] (shared) and [`TensorMut`]
+//! (exclusive) fix the element type, and optionally the number of dimensions, in the signature,
+//! import from any DLPack producer, and hold their borrow from extraction until they drop.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::ops::{Deref, DerefMut};
+
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::Borrowed;
+
+use super::import::{ImportOptions, PyTensor};
+use super::tensor::dtype_name;
+use crate::safe::borrow::BorrowToken;
+use crate::safe::{Element, Error};
+
+/// The `NDIM` of [`TensorRef`] / [`TensorMut`] that accepts any number of dimensions.
+pub const ANY_NDIM: usize = usize::MAX;
+
+/// A read-only tensor argument of element type `T` (and `NDIM` dimensions, unless
+/// [`ANY_NDIM`]), C-contiguous, from any DLPack producer; derefs to `[T]`.
+///
+/// Extraction imports the object (as [`PyTensor`] does), checks the element type (`TypeError`
+/// naming both dtypes the way Python users write them, `float32`), the number of dimensions
+/// (`TypeError`) and the layout (`BufferError` saying how to make it contiguous), and takes a
+/// shared borrow of the elements in the [borrow registry](crate::safe::borrow), held until the
+/// argument drops: while it lives no mutable view of the memory exists anywhere.
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{TensorMut, TensorRef};
+/// use pyo3::prelude::*;
+///
+/// /// `out[i] = a[i] + b[i]` for float32 matrices of one size.
+/// #[pyfunction]
+/// fn add(a: TensorRef<f32, 2>, b: TensorRef<f32, 2>, mut out: TensorMut<f32, 2>) -> PyResult<()> {
+///     if a.shape() != b.shape() || a.shape() != out.shape() {
+///         return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
+///     }
+///     for ((o, x), y) in out.iter_mut().zip(a.iter()).zip(b.iter()) {
+///         *o = x + y;
+///     }
+///     Ok(())
+/// }
+/// # fn main() {}
+/// ```
+pub struct TensorRef<T, const NDIM: usize = ANY_NDIM> {
+    ptr: *const T,
+    len: usize,
+    // Dropped before the owner (fields drop in order).
+    _borrow: BorrowToken,
+    tensor: PyTensor,
+}
+
+/// A writable tensor argument of element type `T` (and `NDIM` dimensions, unless
+/// [`ANY_NDIM`]), C-contiguous, from any DLPack producer; derefs mutably to `[T]`.
+///
+/// As [`TensorRef`], and the tensor must be writable (a read-only or legacy import raises
+/// `BufferError`); the borrow is exclusive: extraction raises `BufferError` while any other view
+/// of the memory exists (so `f(x, x)` with two `TensorMut` arguments is refused).
+pub struct TensorMut<T, const NDIM: usize = ANY_NDIM> {
+    ptr: *mut T,
+    len: usize,
+    _borrow: BorrowToken,
+    tensor: PyTensor,
+    _unique: PhantomData<T>,
+}
+
+// SAFETY: a `TensorRef` is an owner plus a shared view of its elements, like `(PyTensor, &[T])`.
+unsafe impl<T: Sync, const N: usize> Send for TensorRef<T, N> {}
+// SAFETY: as above.
+unsafe impl<T: Sync, const N: usize> Sync for TensorRef<T, N> {}
+// SAFETY: a `TensorMut` is an owner plus an exclusive view, like `(PyTensor, &mut [T])`.
+unsafe impl<T: Send, const N: usize> Send for TensorMut<T, N> {}
+// SAFETY: as above; `&TensorMut` gives only `&[T]`.
+unsafe impl<T: Sync, const N: usize> Sync for TensorMut<T, N> {}
+
+/// Imports `obj` and checks it against `T` and `NDIM`, with the messages a Python user can act
+/// on.
+fn import_checked<T: Element, const NDIM: usize>(
+    obj: &Bound<'_, PyAny>,
+    exclusive: bool,
+) -> PyResult<(PyTensor, *mut T, usize, BorrowToken)> {
+    let tensor = ImportOptions::new().import(obj)?;
+    if tensor.dtype() != T::DTYPE {
+        return Err(PyTypeError::new_err(format!(
+            "expected a tensor of {}, got {} (convert it first, e.g. x.astype(\"{0}\") in \
+             numpy or x.to(torch.{0}) in torch)",
+            dtype_name(T::DTYPE),
+            dtype_name(tensor.dtype()),
+        )));
+    }
+    if NDIM != ANY_NDIM && tensor.ndim() != NDIM {
+        return Err(PyTypeError::new_err(format!(
+            "expected a {NDIM}-dimensional tensor, got {} dimensions (shape {:?})",
+            tensor.ndim(),
+            tensor.shape()
+        )));
+    }
+    if exclusive && tensor.is_read_only() {
+        return Err(PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one (a legacy DLPack capsule is \
+             read-only: ask its producer for a versioned one, or copy it)",
+        ));
+    }
+    match tensor.slice_parts::<T>(exclusive) {
+        Ok((ptr, len, borrow)) => Ok((tensor, ptr, len, borrow)),
+        Err(Error::NotContiguous) => Err(PyBufferError::new_err(format!(
+            "expected a C-contiguous tensor, got shape {:?} with strides {:?} (pass \
+             np.ascontiguousarray(x) in numpy, x.contiguous() in torch)",
+            tensor.shape(),
+            &*tensor.strides()
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl<'a, 'py, T: Element, const NDIM: usize> FromPyObject<'a, 'py> for TensorRef<T, NDIM> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
+        let (tensor, ptr, len, borrow) = import_checked::<T, NDIM>(&obj, false)?;
+        Ok(TensorRef {
+            ptr,
+            len,
+            _borrow: borrow,
+            tensor,
+        })
+    }
+}
+
+impl<'a, 'py, T: Element, const NDIM: usize> FromPyObject<'a, 'py> for TensorMut<T, NDIM> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
+        let (tensor, ptr, len, borrow) = import_checked::<T, NDIM>(&obj, true)?;
+        Ok(TensorMut {
+            ptr,
+            len,
+            _borrow: borrow,
+            tensor,
+            _unique: PhantomData,
+        })
+    }
+}
+
+impl<T, const N: usize> TensorRef<T, N> {
+    /// Extent of each dimension.
+    pub fn shape(&self) -> &[i64] {
+        self.tensor.shape()
+    }
+
+    /// The imported tensor (its metadata; a mutable view of it is refused while `self` lives).
+    pub fn tensor(&self) -> &PyTensor {
+        &self.tensor
+    }
+}
+
+impl<T, const N: usize> TensorMut<T, N> {
+    /// Extent of each dimension.
+    pub fn shape(&self) -> &[i64] {
+        self.tensor.shape()
+    }
+
+    /// The imported tensor (its metadata; any other view of it is refused while `self` lives).
+    pub fn tensor(&self) -> &PyTensor {
+        &self.tensor
+    }
+}
+
+impl<T, const N: usize> Deref for TensorRef<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `slice_parts` checked dtype, layout, alignment and values, and registered the
+        // shared borrow held in `_borrow`; the memory lives while `tensor` (dropped after the
+        // borrow) owns it; the slice borrows `self`.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl<T, const N: usize> Deref for TensorMut<T, N> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: as for `TensorRef`, under an exclusive borrow.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl<T, const N: usize> DerefMut for TensorMut<T, N> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as for `Deref`; the tensor is writable (checked at extraction) and the
+        // exclusive borrow keeps every other view of these bytes away; borrows `self` mutably.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T: fmt::Debug, const N: usize> fmt::Debug for TensorRef<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorRef")
+            .field("shape", &self.shape())
+            .field("data", &&**self)
+            .finish()
+    }
+}
+
+impl<T: fmt::Debug, const N: usize> fmt::Debug for TensorMut<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorMut")
+            .field("shape", &self.shape())
+            .field("data", &&**self)
+            .finish()
+    }
+}
