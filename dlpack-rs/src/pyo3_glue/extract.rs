@@ -25,7 +25,10 @@ pub const ANY_NDIM: usize = usize::MAX;
 /// naming both dtypes the way Python users write them, `float32`), the number of dimensions
 /// (`TypeError`) and the layout (`BufferError` saying how to make it contiguous), and takes a
 /// shared borrow of the elements in the [borrow registry](crate::safe::borrow), held until the
-/// argument drops: while it lives no mutable view of the memory exists anywhere.
+/// argument drops: while it lives no mutable view of the memory exists anywhere. (Writes by
+/// Python or C code to memory it was given writable are outside that guarantee, as for every
+/// view; for `bool`, whose bytes must stay 0 or 1, such a write would be undefined behaviour
+/// on the Rust side, so prefer `u8` for boolean data a foreign side may write meanwhile.)
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{TensorMut, TensorRef};
@@ -83,16 +86,22 @@ fn import_checked<T: Element, const NDIM: usize>(
 ) -> PyResult<(PyTensor, *mut T, usize, BorrowToken)> {
     let tensor = ImportOptions::new().import(obj)?;
     if tensor.dtype() != T::DTYPE {
+        let wanted = dtype_name(T::DTYPE);
+        // A conversion hint only where numpy and torch both have the name.
+        let plain = !wanted.starts_with("dtype(") && wanted != "bfloat16";
+        let hint = if plain {
+            format!(" (convert it first, e.g. x.astype(\"{wanted}\") in numpy or x.to(torch.{wanted}) in torch)")
+        } else {
+            String::new()
+        };
         return Err(PyTypeError::new_err(format!(
-            "expected a tensor of {}, got {} (convert it first, e.g. x.astype(\"{0}\") in \
-             numpy or x.to(torch.{0}) in torch)",
-            dtype_name(T::DTYPE),
+            "expected a tensor of {wanted}, got {}{hint}",
             dtype_name(tensor.dtype()),
         )));
     }
     if NDIM != ANY_NDIM && tensor.ndim() != NDIM {
         return Err(PyTypeError::new_err(format!(
-            "expected a {NDIM}-dimensional tensor, got {} dimensions (shape {:?})",
+            "expected a {NDIM}-dimensional tensor, got {} dimension(s) (shape {:?})",
             tensor.ndim(),
             tensor.shape()
         )));

@@ -290,9 +290,11 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
             let obj =
                 instance::<DLPackTensor>(py, py_object, out.is_null(), "dltensor_from_py_object")?;
             let tensor = &obj.get().inner;
-            if tensor.is_read_only() {
+            // Read-only, and bool (which `__dlpack__` exports read-only too: a consumer could
+            // write a byte Rust must never read as a bool).
+            if tensor.is_read_only() || tensor.dtype() == safe::dtype_bool() {
                 return Err(PyBufferError::new_err(
-                    "a read-only tensor cannot be lent as a bare DLTensor",
+                    "a read-only (or bool) tensor cannot be lent as a bare DLTensor",
                 ));
             }
             // SAFETY: `out` is valid (checked above). The copied struct points at shape and
