@@ -102,21 +102,128 @@ impl TensorInfo {
 /// Registers a shared (or exclusive) borrow of every byte `info` addresses, for exports whose
 /// owner keeps reading the memory from Rust. Nothing is registered for an empty tensor or for
 /// memory the CPU cannot address.
+///
+/// The range is computed without the full validation (the export validates `info` right after,
+/// and drops the borrow if it fails); metadata whose range does not fit is refused here.
 #[allow(dead_code)] // used by the Python glue
 pub(crate) fn borrow_described(
     info: &TensorInfo,
     exclusive: bool,
 ) -> Result<super::borrow::BorrowToken, Error> {
-    let extent = info.extent()?;
-    if extent.numel == 0 || !info.device.device_type.is_host_accessible() {
-        return Ok(super::borrow::BorrowToken::EMPTY);
+    use super::borrow::BorrowToken;
+    if !info.device.device_type.is_host_accessible() || info.shape.contains(&0) {
+        return Ok(BorrowToken::EMPTY);
+    }
+    let ndim = info.shape.len();
+    if let Some(strides) = &info.strides {
+        if strides.len() != ndim {
+            return Err(Error::StridesLength {
+                shape: ndim,
+                strides: strides.len(),
+            });
+        }
+    }
+    // Element offsets of the lowest and highest addressed elements, in i128 (no step can
+    // overflow: |stride * (extent - 1)| < 2^126, and the sum is checked).
+    let (mut low, mut high, mut compact) = (0i128, 0i128, 1i128);
+    for axis in (0..ndim).rev() {
+        let extent = info.shape[axis];
+        if extent < 0 {
+            return Err(Error::NegativeDim { axis, extent });
+        }
+        let stride = match &info.strides {
+            Some(strides) => strides[axis] as i128,
+            None => compact,
+        };
+        compact = compact.checked_mul(extent as i128).ok_or(Error::Overflow)?;
+        let span = stride * (extent as i128 - 1);
+        if span < 0 {
+            low = low.checked_add(span).ok_or(Error::Overflow)?;
+        } else {
+            high = high.checked_add(span).ok_or(Error::Overflow)?;
+        }
     }
     let bits = super::element_bits(info.dtype) as i128;
-    // Validated by `extent`: the addressed bytes lie within an isize of `data`.
-    let first_bit = info.byte_offset as i128 * 8 + extent.min as i128 * bits;
-    let end_bit = info.byte_offset as i128 * 8 + (extent.max as i128 + 1) * bits;
+    // Bits from `data` to an element boundary; the first byte rounds down, the end up.
+    let bit = |elements: i128| -> Option<i128> {
+        (info.byte_offset as i128)
+            .checked_mul(8)?
+            .checked_add(elements.checked_mul(bits)?)
+    };
+    let first = bit(low).map(|b| b.div_euclid(8));
+    let end = bit(high + 1).map(|b| b.div_euclid(8) + i128::from(b.rem_euclid(8) != 0));
+    let (Some(first), Some(end)) = (
+        first.and_then(|b| isize::try_from(b).ok()),
+        end.and_then(|b| isize::try_from(b).ok()),
+    ) else {
+        return Err(Error::Overflow);
+    };
     let base = info.data as usize;
-    let start = base.wrapping_add_signed((first_bit.div_euclid(8)) as isize);
-    let end = base.wrapping_add_signed(((end_bit + 7).div_euclid(8)) as isize);
-    super::borrow::BorrowToken::acquire(start, end, exclusive)
+    BorrowToken::acquire(
+        base.wrapping_add_signed(first),
+        base.wrapping_add_signed(end),
+        exclusive,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::safe::borrow::BorrowToken;
+    use crate::safe::{cpu_device, dtype_f32, dtype_u8, Error};
+    use alloc::vec;
+
+    /// The described range is exactly `[first, end)`: both ends conflict, the bytes around
+    /// them do not.
+    fn assert_range(info: &TensorInfo, first: usize, end: usize) {
+        let _held = borrow_described(info, false).unwrap();
+        let probe = |a: usize, b: usize| BorrowToken::acquire(a, b, true);
+        assert!(probe(first, first + 1).is_err(), "first byte {first:#x}");
+        assert!(probe(end - 1, end).is_err(), "last byte {:#x}", end - 1);
+        assert!(probe(first - 1, first).is_ok(), "byte before {first:#x}");
+        assert!(probe(end, end + 1).is_ok(), "byte after {end:#x}");
+    }
+
+    #[test]
+    fn described_ranges_cover_exactly_the_addressed_bytes() {
+        let base = 0x5_0000usize;
+        // 2x3 f32, compact: 24 bytes.
+        let c = TensorInfo::contiguous(base as *mut _, cpu_device(), dtype_f32(), vec![2, 3]);
+        assert_range(&c, base, base + 24);
+        // Negative strides with a byte offset: [2, 3] strides [-3, -1] starting 20 bytes in.
+        let n = TensorInfo::strided(
+            base as *mut _,
+            cpu_device(),
+            dtype_f32(),
+            vec![2, 3],
+            vec![-3, -1],
+        )
+        .with_byte_offset(20);
+        assert_range(&n, base, base + 24);
+        // Broadcast: stride 0 on a long axis addresses one row.
+        let b = TensorInfo::strided(
+            base as *mut _,
+            cpu_device(),
+            dtype_u8(),
+            vec![5, 4],
+            vec![0, 1],
+        );
+        assert_range(&b, base, base + 4);
+        // Empty: nothing registered.
+        let e = TensorInfo::contiguous(base as *mut _, cpu_device(), dtype_u8(), vec![0, 4]);
+        let _held = borrow_described(&e, true).unwrap();
+        assert!(BorrowToken::acquire(base, base + 4, true).is_ok());
+        // Mismatched strides are refused.
+        let bad = TensorInfo::strided(
+            base as *mut _,
+            cpu_device(),
+            dtype_u8(),
+            vec![2],
+            vec![1, 1],
+        );
+        assert!(matches!(
+            borrow_described(&bad, false),
+            Err(Error::StridesLength { .. })
+        ));
+    }
 }
