@@ -101,69 +101,25 @@ impl TensorInfo {
 
 /// Registers a shared (or exclusive) borrow of every byte `info` addresses, for exports whose
 /// owner keeps reading the memory from Rust. Nothing is registered for an empty tensor or for
-/// memory the CPU cannot address.
-///
-/// The range is computed without the full validation (the export validates `info` right after,
-/// and drops the borrow if it fails); metadata whose range does not fit is refused here.
+/// memory the CPU cannot address; invalid metadata is refused (as the export would refuse it).
 #[allow(dead_code)] // used by the Python glue
 pub(crate) fn borrow_described(
     info: &TensorInfo,
     exclusive: bool,
 ) -> Result<super::borrow::BorrowToken, Error> {
-    use super::borrow::BorrowToken;
-    if !info.device.device_type.is_host_accessible() || info.shape.contains(&0) {
-        return Ok(BorrowToken::EMPTY);
-    }
-    let ndim = info.shape.len();
-    if let Some(strides) = &info.strides {
-        if strides.len() != ndim {
-            return Err(Error::StridesLength {
-                shape: ndim,
-                strides: strides.len(),
-            });
-        }
-    }
-    // Element offsets of the lowest and highest addressed elements, in i128 (no step can
-    // overflow: |stride * (extent - 1)| < 2^126, and the sum is checked).
-    let (mut low, mut high, mut compact) = (0i128, 0i128, 1i128);
-    for axis in (0..ndim).rev() {
-        let extent = info.shape[axis];
-        if extent < 0 {
-            return Err(Error::NegativeDim { axis, extent });
-        }
-        let stride = match &info.strides {
-            Some(strides) => strides[axis] as i128,
-            None => compact,
-        };
-        compact = compact.checked_mul(extent as i128).ok_or(Error::Overflow)?;
-        let span = stride * (extent as i128 - 1);
-        if span < 0 {
-            low = low.checked_add(span).ok_or(Error::Overflow)?;
-        } else {
-            high = high.checked_add(span).ok_or(Error::Overflow)?;
-        }
+    let extent = info.extent()?;
+    if extent.numel == 0 || !info.device.device_type.is_host_accessible() {
+        return Ok(super::borrow::BorrowToken::EMPTY);
     }
     let bits = super::element_bits(info.dtype) as i128;
-    // Bits from `data` to an element boundary; the first byte rounds down, the end up.
-    let bit = |elements: i128| -> Option<i128> {
-        (info.byte_offset as i128)
-            .checked_mul(8)?
-            .checked_add(elements.checked_mul(bits)?)
-    };
-    let first = bit(low).map(|b| b.div_euclid(8));
-    let end = bit(high + 1).map(|b| b.div_euclid(8) + i128::from(b.rem_euclid(8) != 0));
-    let (Some(first), Some(end)) = (
-        first.and_then(|b| isize::try_from(b).ok()),
-        end.and_then(|b| isize::try_from(b).ok()),
-    ) else {
-        return Err(Error::Overflow);
-    };
+    // Validated by `extent`: the addressed bytes lie within an isize of `data`. The first byte
+    // rounds down, the end up (sub-byte elements).
+    let first_bit = info.byte_offset as i128 * 8 + extent.min as i128 * bits;
+    let end_bit = info.byte_offset as i128 * 8 + (extent.max as i128 + 1) * bits;
     let base = info.data as usize;
-    BorrowToken::acquire(
-        base.wrapping_add_signed(first),
-        base.wrapping_add_signed(end),
-        exclusive,
-    )
+    let start = base.wrapping_add_signed(first_bit.div_euclid(8) as isize);
+    let end = base.wrapping_add_signed((end_bit + 7).div_euclid(8) as isize);
+    super::borrow::BorrowToken::acquire(start, end, exclusive)
 }
 
 #[cfg(test)]
