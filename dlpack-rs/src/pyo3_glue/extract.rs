@@ -13,7 +13,7 @@ use pyo3::Borrowed;
 use super::import::{ImportOptions, PyTensor};
 use super::tensor::dtype_name;
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{Element, Error};
+use crate::safe::{AnyBitPattern, Error};
 
 /// The `NDIM` of [`TensorRef`] / [`TensorMut`] that accepts any number of dimensions.
 pub const ANY_NDIM: usize = usize::MAX;
@@ -27,8 +27,8 @@ pub const ANY_NDIM: usize = usize::MAX;
 /// shared borrow of the elements in the [borrow registry](crate::safe::borrow), held until the
 /// argument drops: while it lives no mutable view of the memory exists anywhere. (Writes by
 /// Python or C code to memory it was given writable are outside that guarantee, as for every
-/// view; for `bool`, whose bytes must stay 0 or 1, such a write would be undefined behaviour
-/// on the Rust side, so prefer `u8` for boolean data a foreign side may write meanwhile.)
+/// view. `T` is an [`AnyBitPattern`] element, so such a write can never make Rust read an
+/// invalid value: `bool`, whose bytes must stay 0 or 1, is viewed as `u8`.)
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{TensorMut, TensorRef};
@@ -80,7 +80,7 @@ unsafe impl<T: Sync, const N: usize> Sync for TensorMut<T, N> {}
 
 /// Imports `obj` and checks it against `T` and `NDIM`, with the messages a Python user can act
 /// on.
-fn import_checked<T: Element, const NDIM: usize>(
+fn import_checked<T: AnyBitPattern, const NDIM: usize>(
     obj: &Bound<'_, PyAny>,
     exclusive: bool,
 ) -> PyResult<(PyTensor, *mut T, usize, BorrowToken)> {
@@ -124,7 +124,7 @@ fn import_checked<T: Element, const NDIM: usize>(
     }
 }
 
-impl<'a, 'py, T: Element, const NDIM: usize> FromPyObject<'a, 'py> for TensorRef<T, NDIM> {
+impl<'a, 'py, T: AnyBitPattern, const NDIM: usize> FromPyObject<'a, 'py> for TensorRef<T, NDIM> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
@@ -138,7 +138,7 @@ impl<'a, 'py, T: Element, const NDIM: usize> FromPyObject<'a, 'py> for TensorRef
     }
 }
 
-impl<'a, 'py, T: Element, const NDIM: usize> FromPyObject<'a, 'py> for TensorMut<T, NDIM> {
+impl<'a, 'py, T: AnyBitPattern, const NDIM: usize> FromPyObject<'a, 'py> for TensorMut<T, NDIM> {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {

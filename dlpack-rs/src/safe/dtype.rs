@@ -30,6 +30,20 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
     }
 }
 
+/// An [`Element`] every bit pattern of which is a valid value (every element type but `bool`):
+/// memory of it may be viewed while a foreign side writes it without Rust ever reading an
+/// invalid value. The typed Python arguments (`TensorRef`, `TensorMut`) ask for it.
+///
+/// # Safety
+///
+/// Every bit pattern of `size_of::<Self>()` bytes must be a valid `Self` (and
+/// [`Element::ANY_BIT_PATTERN`] true).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has invalid bit patterns: a foreign write could make Rust read one",
+    note = "view boolean data as `u8` (`x != 0`), whose every byte is valid"
+)]
+pub unsafe trait AnyBitPattern: Element {}
+
 const fn dt(code: DLDataTypeCode, bits: u8) -> DLDataType {
     DLDataType {
         code,
@@ -46,6 +60,9 @@ macro_rules! elements {
             unsafe impl Element for $ty {
                 const DTYPE: DLDataType = dt(DLDataTypeCode::$code, $bits);
             }
+
+            // SAFETY: as above, every bit pattern is a valid value.
+            unsafe impl AnyBitPattern for $ty {}
 
             #[doc = concat!("The dtype of `", stringify!($ty), "`: code `", stringify!($code), "`, ", stringify!($bits), " bits, 1 lane.")]
             pub const fn $helper() -> DLDataType {
@@ -110,10 +127,18 @@ unsafe impl Element for half::f16 {
 }
 
 #[cfg(feature = "half")]
+// SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
+unsafe impl AnyBitPattern for half::f16 {}
+
+#[cfg(feature = "half")]
 // SAFETY: `half::bf16` is a `#[repr(transparent)]` u16 holding bfloat16 bits.
 unsafe impl Element for half::bf16 {
     const DTYPE: DLDataType = dtype_bf16();
 }
+
+#[cfg(feature = "half")]
+// SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
+unsafe impl AnyBitPattern for half::bf16 {}
 
 #[cfg(feature = "num-complex")]
 // SAFETY: `Complex<f32>` is `#[repr(C)]` { re: f32, im: f32 }: 8 bytes, no padding, the
@@ -123,11 +148,19 @@ unsafe impl Element for num_complex::Complex32 {
 }
 
 #[cfg(feature = "num-complex")]
+// SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
+unsafe impl AnyBitPattern for num_complex::Complex32 {}
+
+#[cfg(feature = "num-complex")]
 // SAFETY: `Complex<f64>` is `#[repr(C)]` { re: f64, im: f64 }: 16 bytes, no padding, the
 // interleaved layout DLPack uses for complex128.
 unsafe impl Element for num_complex::Complex64 {
     const DTYPE: DLDataType = dtype_complex128();
 }
+
+#[cfg(feature = "num-complex")]
+// SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
+unsafe impl AnyBitPattern for num_complex::Complex64 {}
 
 /// The CPU device, `(kDLCPU, 0)`.
 pub const fn cpu_device() -> DLDevice {

@@ -1,0 +1,12 @@
+// Soundness: a typed argument of `bool` would hand out `&[bool]` over memory a foreign side may
+// still write (a byte other than 0 or 1 is undefined behaviour to read as `bool`).
+use dlpack_rs::pyo3::prelude::*;
+use dlpack_rs::pyo3_glue::TensorRef;
+
+#[pyfunction]
+#[pyo3(crate = "dlpack_rs::pyo3")]
+fn any(mask: TensorRef<bool>) -> bool {
+    mask.iter().any(|&b| b)
+}
+
+fn main() {}
