@@ -57,11 +57,9 @@ pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
                 .is_ok() =>
             {
                 let joined = find_or_publish(py, borrow::current_api()).and_then(|api| {
-                    // SAFETY: `api` is a table of a copy of this crate (the capsule's name says
-                    // so, see the module's trust note) of a version we read; it lives in an
-                    // extension module, which CPython never unloads; a copy that published its
-                    // own table never installs another (it is joined from then on), so tables
-                    // never call each other in a cycle.
+                    // SAFETY: a table of a copy of this crate (the capsule's name; see the trust
+                    // note), of a version we read, in an extension module CPython never unloads;
+                    // a copy that published its own table never installs another, so no cycle.
                     unsafe { borrow::install(api) }.map_err(|e| {
                         PyBufferError::new_err(format!(
                             "dlpack-rs: cannot join the shared borrow registry ({e:?}): a \

@@ -209,11 +209,10 @@ impl<K: Kind> Managed<K> {
     /// with [`Error::AlreadyBorrowed`] while a mutable view of them exists anywhere.
     pub fn as_array<T: Element>(&self) -> Result<ReadArray<'_, T>, Error> {
         let (n, token) = self.borrowed_layout::<T>(false)?;
-        // SAFETY: `normalize` checked dtype, host access, non-NULL and alignment; the tensor was
-        // validated at construction, so every element the non-negative strides reach from the
-        // lowest addressed element lies in the producer's buffer, within `isize` bytes, and
-        // that buffer lives until `self` (borrowed by the guard) calls the deleter; the shared
-        // borrow taken above keeps every writer away while the guard lives.
+        // SAFETY: dtype, host access, non-NULL and alignment checked; validated at construction,
+        // so the non-negative strides from the lowest element stay in the producer's buffer
+        // (within `isize`), alive until `self` (borrowed by the guard) drops; the shared borrow
+        // above keeps every writer of this crate away while the guard lives.
         let mut array = unsafe { ArrayViewD::from_shape_ptr(n.shape_and_strides(), n.ptr) };
         for &axis in &n.inverted {
             array.invert_axis(Axis(axis));
