@@ -86,6 +86,17 @@ if [[ -n "$py_libdir" ]]; then
   export LD_LIBRARY_PATH="$py_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
+# Whether a nightly toolchain is there; if not, says so and counts the step as skipped.
+nightly_or_skip() {
+  if command -v rustup >/dev/null 2>&1 && rustup run nightly rustc --version >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "no nightly toolchain: skipping $1 (install one with 'rustup toolchain install nightly')"
+  step_result="skipped (no nightly toolchain)"
+  skipped=$((skipped + 1))
+  return 1
+}
+
 step "cargo fmt --all --check"
 cargo fmt --all --check
 
@@ -161,11 +172,7 @@ step "AddressSanitizer: dlpack-rs test binaries (nightly -Zsanitizer=address, wi
 # Miri cannot be installed here; ASan (with LeakSanitizer) checks every test of the core,
 # the borrow registry's threads included. The pyo3 feature is left out (libpython is not
 # instrumented); the Python suite runs under the same code paths below.
-if ! command -v rustup >/dev/null 2>&1 || ! rustup run nightly rustc --version >/dev/null 2>&1; then
-  echo "no nightly toolchain: skipping AddressSanitizer (install one with 'rustup toolchain install nightly')"
-  step_result="skipped (no nightly toolchain)"
-  skipped=$((skipped + 1))
-else
+if nightly_or_skip "AddressSanitizer"; then
   host=$(rustc -vV | sed -n 's/^host: //p')
   LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" RUSTFLAGS="-Zsanitizer=address" \
     cargo +nightly test -p dlpack-rs --features std,half,num-complex,ndarray \
@@ -175,11 +182,7 @@ fi
 step "fuzz: the import validator under cargo-fuzz (nightly, ${FUZZ_SECONDS:-60}s)"
 # The same harness runs on stable in dlpack-rs/tests/fuzz_regressions.rs (kept crash inputs
 # and a bounded pseudo-random run); this step explores further with libFuzzer and ASan.
-if ! command -v rustup >/dev/null 2>&1 || ! rustup run nightly rustc --version >/dev/null 2>&1; then
-  echo "no nightly toolchain: skipping cargo-fuzz (install one with 'rustup toolchain install nightly')"
-  step_result="skipped (no nightly toolchain)"
-  skipped=$((skipped + 1))
-else
+if nightly_or_skip "cargo-fuzz"; then
   if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz"
     cargo install --locked cargo-fuzz

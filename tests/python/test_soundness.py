@@ -172,14 +172,25 @@ def test_bare_capsule_refused_by_the_safe_import():
         ext.import_safely(cap)
 
 
-def test_exchange_table_is_read_from_the_type_not_the_instance():
-    class Sneaky(ext.Probe):
+def test_exchange_table_is_read_from_the_type_not_its_metaclass():
+    # `type(obj).__dlpack_c_exchange_api__` through getattr would let a metaclass property
+    # (a data descriptor, which wins over the class dictionary) hand over any table; the
+    # lookup reads the type's own __mro__ dictionaries, where Probe's counting table is.
+    class Meta(type):
+        @property
+        def __dlpack_c_exchange_api__(cls):
+            return ext.probe_api("failing")
+
+    class Sneaky(ext.Probe, metaclass=Meta):
         pass
 
+    assert Sneaky.__dlpack_c_exchange_api__ is not ext.Probe.__dict__["__dlpack_c_exchange_api__"]
     s = Sneaky([1.0, 2.0])
-    # An instance attribute is not where a type's table lives: ignored.
-    s.__dict__["__dlpack_c_exchange_api__"] = object()
-    assert ext.import_info(s)["shape"] == [2]
+    s.__dict__["__dlpack_c_exchange_api__"] = object()  # an instance attribute is no table either
+    c0, p0, _ = ext.probe_counters()
+    assert ext.import_info(s)["shape"] == [2]  # the failing table would raise ValueError
+    c1, p1, _ = ext.probe_counters()
+    assert (c1 - c0, p1 - p0) == (1, 0)  # one call of Probe's own table, no __dlpack__
 
 
 # -- 4. Deleters on threads that never attached ------------------------------------------------

@@ -65,15 +65,10 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
             if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
                 let ptr = ffi::PyCapsule_GetPointer(capsule, name.as_ptr());
                 // The name is still the unused one: nobody took the tensor, so this capsule
-                // (made by `into_capsule` with this destructor) still owns the struct of the
-                // kind `VERSIONED` says; a valid capsule has a non-NULL pointer. Dropping the
-                // owner calls its deleter exactly once.
-                let ptr = NonNull::new_unchecked(ptr);
-                if VERSIONED {
-                    drop(ManagedTensorVersioned::from_raw_unchecked(ptr.cast()));
-                } else {
-                    drop(ManagedTensor::from_raw_unchecked(ptr.cast()));
-                }
+                // (made by `into_capsule` from `into_raw_parts`, with this destructor) still owns
+                // the struct of the kind `VERSIONED` says; a valid capsule has a non-NULL
+                // pointer. Dropping the owner calls its deleter exactly once.
+                AnyManaged::drop_raw_parts(NonNull::new_unchecked(ptr), VERSIONED);
             }
         })
     }
@@ -92,15 +87,7 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
              read-only); ask for max_version=(1, x)",
         ));
     }
-    let any = tensor.into_any();
-    let raw: NonNull<c_void> = match any.into_versioned() {
-        Ok(v) => NonNull::new(v.into_raw()).map(NonNull::cast),
-        Err(any) => any
-            .into_legacy()
-            .ok()
-            .and_then(|l| NonNull::new(l.into_raw()).map(NonNull::cast)),
-    }
-    .ok_or_else(|| pyo3::exceptions::PySystemError::new_err("managed tensor of no kind"))?;
+    let (raw, _) = tensor.into_raw_parts();
     let destructor = if versioned {
         capsule_destructor::<true> as unsafe extern "C" fn(*mut ffi::PyObject)
     } else {
@@ -112,15 +99,8 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
     let capsule =
         unsafe { PyCapsule::new_with_pointer_and_destructor(py, raw, name, Some(destructor)) };
     if capsule.is_err() {
-        // SAFETY: no capsule was made, so `raw` is still ours alone, of the kind `versioned`
-        // says.
-        unsafe {
-            if versioned {
-                drop(ManagedTensorVersioned::from_raw_unchecked(raw.cast()));
-            } else {
-                drop(ManagedTensor::from_raw_unchecked(raw.cast()));
-            }
-        }
+        // SAFETY: no capsule was made, so `raw` is still ours alone, from `into_raw_parts`.
+        unsafe { Managed::<K>::drop_raw_parts(raw, versioned) };
     }
     capsule
 }

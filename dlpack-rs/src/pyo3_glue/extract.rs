@@ -3,7 +3,6 @@
 //! import from any DLPack producer, and hold their borrow from extraction until they drop.
 
 use core::fmt;
-use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -48,11 +47,7 @@ pub const ANY_NDIM: usize = usize::MAX;
 /// # fn main() {}
 /// ```
 pub struct TensorRef<T, const NDIM: usize = ANY_NDIM> {
-    ptr: *const T,
-    len: usize,
-    // Dropped before the owner (fields drop in order).
-    _borrow: BorrowToken,
-    tensor: PyTensor,
+    held: Held<T>,
 }
 
 /// A writable tensor argument of element type `T` (and `NDIM` dimensions, unless
@@ -62,11 +57,16 @@ pub struct TensorRef<T, const NDIM: usize = ANY_NDIM> {
 /// `BufferError`); the borrow is exclusive: extraction raises `BufferError` while any other view
 /// of the memory exists (so `f(x, x)` with two `TensorMut` arguments is refused).
 pub struct TensorMut<T, const NDIM: usize = ANY_NDIM> {
+    held: Held<T>,
+}
+
+/// What both argument types hold: the import, the borrow of its elements, and the elements.
+struct Held<T> {
     ptr: *mut T,
     len: usize,
+    // Dropped before the owner (fields drop in order).
     _borrow: BorrowToken,
     tensor: PyTensor,
-    _unique: PhantomData<T>,
 }
 
 // SAFETY: a `TensorRef` is an owner plus a shared view of its elements, like `(PyTensor, &[T])`.
@@ -78,49 +78,70 @@ unsafe impl<T: Send, const N: usize> Send for TensorMut<T, N> {}
 // SAFETY: as above; `&TensorMut` gives only `&[T]`.
 unsafe impl<T: Sync, const N: usize> Sync for TensorMut<T, N> {}
 
-/// Imports `obj` and checks it against `T` and `NDIM`, with the messages a Python user can act
-/// on.
-fn import_checked<T: AnyBitPattern, const NDIM: usize>(
-    obj: &Bound<'_, PyAny>,
-    exclusive: bool,
-) -> PyResult<(PyTensor, *mut T, usize, BorrowToken)> {
-    let tensor = ImportOptions::new().import(obj)?;
-    if tensor.dtype() != T::DTYPE {
-        let wanted = dtype_name(T::DTYPE);
-        // A conversion hint only where numpy and torch both have the name.
-        let plain = !wanted.starts_with("dtype(") && wanted != "bfloat16";
-        let hint = if plain {
-            format!(" (convert it first, e.g. x.astype(\"{wanted}\") in numpy or x.to(torch.{wanted}) in torch)")
-        } else {
-            String::new()
-        };
-        return Err(PyTypeError::new_err(format!(
-            "expected a tensor of {wanted}, got {}{hint}",
-            dtype_name(tensor.dtype()),
-        )));
-    }
-    if NDIM != ANY_NDIM && tensor.ndim() != NDIM {
-        return Err(PyTypeError::new_err(format!(
-            "expected a {NDIM}-dimensional tensor, got {} dimension(s) (shape {:?})",
-            tensor.ndim(),
-            tensor.shape()
-        )));
-    }
-    if exclusive && tensor.is_read_only() {
-        return Err(PyBufferError::new_err(
-            "expected a writable tensor, got a read-only one (a legacy DLPack capsule is \
+impl<T: AnyBitPattern> Held<T> {
+    /// Imports `obj` and checks it against `T` and `NDIM`, with the messages a Python user can act
+    /// on, then borrows its elements (exclusively or not).
+    fn import<const NDIM: usize>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self> {
+        let tensor = ImportOptions::new().import(obj)?;
+        if tensor.dtype() != T::DTYPE {
+            let wanted = dtype_name(T::DTYPE);
+            // A conversion hint only where numpy and torch both have the name.
+            let plain = !wanted.starts_with("dtype(") && wanted != "bfloat16";
+            let hint = if plain {
+                format!(" (convert it first, e.g. x.astype(\"{wanted}\") in numpy or x.to(torch.{wanted}) in torch)")
+            } else {
+                String::new()
+            };
+            return Err(PyTypeError::new_err(format!(
+                "expected a tensor of {wanted}, got {}{hint}",
+                dtype_name(tensor.dtype()),
+            )));
+        }
+        if NDIM != ANY_NDIM && tensor.ndim() != NDIM {
+            return Err(PyTypeError::new_err(format!(
+                "expected a {NDIM}-dimensional tensor, got {} dimension(s) (shape {:?})",
+                tensor.ndim(),
+                tensor.shape()
+            )));
+        }
+        if exclusive && tensor.is_read_only() {
+            return Err(PyBufferError::new_err(
+                "expected a writable tensor, got a read-only one (a legacy DLPack capsule is \
              read-only: ask its producer for a versioned one, or copy it)",
-        ));
-    }
-    match tensor.slice_parts::<T>(exclusive) {
-        Ok((ptr, len, borrow)) => Ok((tensor, ptr, len, borrow)),
-        Err(Error::NotContiguous) => Err(PyBufferError::new_err(format!(
-            "expected a C-contiguous tensor, got shape {:?} with strides {:?} (pass \
+            ));
+        }
+        match tensor.slice_parts::<T>(exclusive) {
+            Ok((ptr, len, borrow)) => Ok(Held {
+                ptr,
+                len,
+                _borrow: borrow,
+                tensor,
+            }),
+            Err(Error::NotContiguous) => Err(PyBufferError::new_err(format!(
+                "expected a C-contiguous tensor, got shape {:?} with strides {:?} (pass \
              np.ascontiguousarray(x) in numpy, x.contiguous() in torch)",
-            tensor.shape(),
-            &*tensor.strides()
-        ))),
-        Err(e) => Err(e.into()),
+                tensor.shape(),
+                &*tensor.strides()
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl<T> Held<T> {
+    fn slice(&self) -> &[T] {
+        // SAFETY: `slice_parts` checked dtype, layout, alignment and values, and registered the
+        // borrow held in `_borrow`; the memory lives while `tensor` (dropped after the borrow)
+        // owns it; the slice borrows `self`.
+        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// # Safety
+    /// The borrow is exclusive and the tensor writable (a `TensorMut`'s).
+    unsafe fn slice_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `slice`; exclusive and writable by this function's contract, and the
+        // slice borrows `self` mutably.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
 
@@ -128,13 +149,7 @@ impl<'a, 'py, T: AnyBitPattern, const NDIM: usize> FromPyObject<'a, 'py> for Ten
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
-        let (tensor, ptr, len, borrow) = import_checked::<T, NDIM>(&obj, false)?;
-        Ok(TensorRef {
-            ptr,
-            len,
-            _borrow: borrow,
-            tensor,
-        })
+        Held::import::<NDIM>(&obj, false).map(|held| TensorRef { held })
     }
 }
 
@@ -142,64 +157,53 @@ impl<'a, 'py, T: AnyBitPattern, const NDIM: usize> FromPyObject<'a, 'py> for Ten
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
-        let (tensor, ptr, len, borrow) = import_checked::<T, NDIM>(&obj, true)?;
-        Ok(TensorMut {
-            ptr,
-            len,
-            _borrow: borrow,
-            tensor,
-            _unique: PhantomData,
-        })
+        Held::import::<NDIM>(&obj, true).map(|held| TensorMut { held })
     }
 }
 
 impl<T, const N: usize> TensorRef<T, N> {
     /// Extent of each dimension.
     pub fn shape(&self) -> &[i64] {
-        self.tensor.shape()
+        self.held.tensor.shape()
     }
 
     /// The imported tensor (its metadata; a mutable view of it is refused while `self` lives).
     pub fn tensor(&self) -> &PyTensor {
-        &self.tensor
+        &self.held.tensor
     }
 }
 
 impl<T, const N: usize> TensorMut<T, N> {
     /// Extent of each dimension.
     pub fn shape(&self) -> &[i64] {
-        self.tensor.shape()
+        self.held.tensor.shape()
     }
 
     /// The imported tensor (its metadata; any other view of it is refused while `self` lives).
     pub fn tensor(&self) -> &PyTensor {
-        &self.tensor
+        &self.held.tensor
     }
 }
 
 impl<T, const N: usize> Deref for TensorRef<T, N> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        // SAFETY: `slice_parts` checked dtype, layout, alignment and values, and registered the
-        // shared borrow held in `_borrow`; the memory lives while `tensor` (dropped after the
-        // borrow) owns it; the slice borrows `self`.
-        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+        self.held.slice()
     }
 }
 
 impl<T, const N: usize> Deref for TensorMut<T, N> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        // SAFETY: as for `TensorRef`, under an exclusive borrow.
-        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+        self.held.slice()
     }
 }
 
 impl<T, const N: usize> DerefMut for TensorMut<T, N> {
     fn deref_mut(&mut self) -> &mut [T] {
-        // SAFETY: as for `Deref`; the tensor is writable (checked at extraction) and the
-        // exclusive borrow keeps every other view of these bytes away; borrows `self` mutably.
-        unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) }
+        // SAFETY: a `TensorMut` holds an exclusive borrow of a tensor checked writable at
+        // extraction.
+        unsafe { self.held.slice_mut() }
     }
 }
 

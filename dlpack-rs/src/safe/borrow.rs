@@ -331,6 +331,25 @@ impl BorrowToken {
         exclusive: false,
     };
 
+    /// Registers every byte of the elements `low..=high` (offsets in elements of `bits` bits
+    /// from the element at address `first`; the first byte rounds down, the end up).
+    ///
+    /// The caller has validated that the range lies within an `isize` of `first`.
+    pub(crate) fn acquire_elements(
+        first: usize,
+        low: i64,
+        high: i64,
+        bits: u64,
+        exclusive: bool,
+    ) -> Result<Self, Error> {
+        let bits = bits as i128;
+        let start_bit = low as i128 * bits;
+        let end_bit = (high as i128 + 1) * bits;
+        let start = first.wrapping_add_signed(start_bit.div_euclid(8) as isize);
+        let end = first.wrapping_add_signed((end_bit + 7).div_euclid(8) as isize);
+        Self::acquire(start, end, exclusive)
+    }
+
     /// Registers the bytes `start..end` (nothing for an empty range).
     pub(crate) fn acquire(start: usize, end: usize, exclusive: bool) -> Result<Self, Error> {
         if start >= end {

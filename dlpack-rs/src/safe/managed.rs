@@ -341,15 +341,10 @@ impl<K: Kind> Managed<K> {
         Ok(ptr)
     }
 
-    /// Registers a borrow of every byte a view of `T` elements addresses (from the lowest to
-    /// the highest element the strides reach). Nothing is registered for an empty tensor.
+    /// Registers a borrow of every byte the tensor's elements address (from the lowest to the
+    /// highest element the strides reach). Nothing is registered for an empty tensor.
     #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
-    pub(crate) fn borrow_elements<T>(&self, exclusive: bool) -> Result<BorrowToken, Error> {
-        self.borrow_bytes(core::mem::size_of::<T>(), exclusive)
-    }
-
-    /// As [`Managed::borrow_elements`], for elements of `size` bytes.
-    fn borrow_bytes(&self, size: usize, exclusive: bool) -> Result<BorrowToken, Error> {
+    pub(crate) fn borrow_addressed(&self, exclusive: bool) -> Result<BorrowToken, Error> {
         if self.numel() == 0 {
             return Ok(BorrowToken::EMPTY);
         }
@@ -364,12 +359,8 @@ impl<K: Kind> Managed<K> {
                 high = high.wrapping_add(span);
             }
         }
-        let size = size as i64;
-        let first = self.data_ptr() as usize;
-        // Validated: the whole range lies within an isize of the data pointer.
-        let start = first.wrapping_add_signed((low * size) as isize);
-        let end = first.wrapping_add_signed(((high + 1) * size) as isize);
-        BorrowToken::acquire(start, end, exclusive)
+        let bits = super::dtype::element_bits(self.dtype());
+        BorrowToken::acquire_elements(self.data_ptr() as usize, low, high, bits, exclusive)
     }
 
     /// Checks that a slice of `T` over this tensor is sound and borrows it, returning its first
@@ -449,8 +440,7 @@ impl<K: Kind> Managed<K> {
         if !self.device().device_type.is_host_accessible() {
             return Err(Error::NotHostAccessible(self.device()));
         }
-        let bits = super::dtype::element_bits(self.dtype());
-        let _source = self.borrow_bytes(bits.div_ceil(8).max(1) as usize, false)?;
+        let _source = self.borrow_addressed(false)?;
         let info = self.tensor_info();
         // SAFETY: validated at construction (numel is its element count); host memory alive
         // while `self` is, and the shared borrow above keeps writers of this crate away.
@@ -466,11 +456,32 @@ impl<K: Kind> Managed<K> {
         }
     }
 
-    /// Forgets ownership: returns the managed struct's pointer without calling the deleter.
-    fn into_ptr(self) -> NonNull<c_void> {
-        let ptr = self.ptr;
+    /// Gives up ownership without calling the deleter: the managed struct's pointer and whether
+    /// it is versioned. A read-only versioned owner hands the `READ_ONLY` flag on; a read-only
+    /// legacy one cannot (the caller decides whether that may go on).
+    pub(crate) fn into_raw_parts(self) -> (NonNull<c_void>, bool) {
+        let (ptr, versioned, read_only) = (self.ptr, self.versioned, self.read_only);
         core::mem::forget(self);
-        ptr
+        if versioned && read_only {
+            // SAFETY: the struct is still ours alone: the pointer has not been returned yet, so
+            // nobody else reads or writes it during this write.
+            unsafe {
+                (*ptr.cast::<DLManagedTensorVersioned>().as_ptr()).flags |=
+                    DLPACK_FLAG_BITMASK_READ_ONLY
+            };
+        }
+        (ptr, versioned)
+    }
+
+    /// Drops an owner given back by [`Managed::into_raw_parts`]: calls the deleter once.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` and `versioned` come from `into_raw_parts`, and nobody else took the struct since.
+    #[allow(dead_code)] // used by the Python glue
+    pub(crate) unsafe fn drop_raw_parts(ptr: NonNull<c_void>, versioned: bool) {
+        // SAFETY: a valid, validated struct of that kind, owned here (the caller's contract).
+        drop(unsafe { Managed::<AnyKind>::from_parts(ptr, versioned) });
     }
 }
 
@@ -503,7 +514,7 @@ impl Managed<Legacy> {
 
     /// Gives up ownership without calling the deleter: whoever receives the pointer must.
     pub fn into_raw(self) -> *mut DLManagedTensor {
-        self.into_ptr().cast().as_ptr()
+        self.into_raw_parts().0.cast().as_ptr()
     }
 
     /// The managed struct, still owned by `self`.
@@ -556,14 +567,7 @@ impl Managed<Versioned> {
     /// Gives up ownership without calling the deleter: whoever receives the pointer must. A
     /// read-only owner ([`Managed::into_read_only`]) hands on the `READ_ONLY` flag.
     pub fn into_raw(self) -> *mut DLManagedTensorVersioned {
-        let read_only = self.read_only;
-        let ptr = self.into_ptr().cast::<DLManagedTensorVersioned>();
-        if read_only {
-            // SAFETY: the struct is still ours alone: the pointer has not been returned yet, so
-            // nobody else reads or writes it during this write.
-            unsafe { (*ptr.as_ptr()).flags |= DLPACK_FLAG_BITMASK_READ_ONLY };
-        }
-        ptr.as_ptr()
+        self.into_raw_parts().0.cast().as_ptr()
     }
 
     /// The managed struct, still owned by `self`.

@@ -256,7 +256,7 @@ impl<K: Kind> Managed<K> {
         if exclusive && overlaps(&n.shape, &n.strides) {
             return Err(Error::Overlapping);
         }
-        let token = self.borrow_elements::<T>(exclusive)?;
+        let token = self.borrow_addressed(exclusive)?;
         check_values::<T>(&n)?;
         Ok((n, token))
     }

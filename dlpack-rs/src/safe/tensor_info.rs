@@ -111,15 +111,15 @@ pub(crate) fn borrow_described(
     if extent.numel == 0 || !info.device.device_type.is_host_accessible() {
         return Ok(super::borrow::BorrowToken::EMPTY);
     }
-    let bits = super::element_bits(info.dtype) as i128;
-    // Validated by `extent`: the addressed bytes lie within an isize of `data`. The first byte
-    // rounds down, the end up (sub-byte elements).
-    let first_bit = info.byte_offset as i128 * 8 + extent.min as i128 * bits;
-    let end_bit = info.byte_offset as i128 * 8 + (extent.max as i128 + 1) * bits;
-    let base = info.data as usize;
-    let start = base.wrapping_add_signed(first_bit.div_euclid(8) as isize);
-    let end = base.wrapping_add_signed((end_bit + 7).div_euclid(8) as isize);
-    super::borrow::BorrowToken::acquire(start, end, exclusive)
+    // Validated by `extent`: the addressed bytes lie within an isize of `data`.
+    let first = (info.data as usize).wrapping_add(info.byte_offset as usize);
+    super::borrow::BorrowToken::acquire_elements(
+        first,
+        extent.min,
+        extent.max,
+        super::element_bits(info.dtype),
+        exclusive,
+    )
 }
 
 #[cfg(test)]
