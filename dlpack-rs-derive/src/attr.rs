@@ -8,7 +8,7 @@ use syn::{Attribute, Error, Expr, Ident, Lit, LitStr, Result};
 /// Keys accepted on a field, one role each.
 pub const FIELD_KEYS: &[&str] = &["data", "shape", "strides", "dtype", "device", "byte_offset"];
 /// Keys accepted on the struct.
-pub const CONTAINER_KEYS: &[&str] = &["read_only", "device", "no_pymethods"];
+pub const CONTAINER_KEYS: &[&str] = &["read_only", "device", "pyclass"];
 
 /// What a field is to the tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub enum DeviceSpec {
 pub struct ContainerAttrs {
     pub read_only: Option<Span>,
     pub device: Option<(Span, DeviceSpec)>,
-    pub no_pymethods: Option<Span>,
+    pub pyclass: Option<Span>,
 }
 
 /// Device type names accepted in `device = "name"` / `"name:index"`.
@@ -105,10 +105,17 @@ pub fn container_attrs(attrs: &[Attribute]) -> Result<ContainerAttrs> {
                     no_value(&meta, &key)?;
                     set_once(&mut out.read_only, span, &key)
                 }
-                "no_pymethods" => {
+                "pyclass" => {
                     no_value(&meta, &key)?;
-                    set_once(&mut out.no_pymethods, span, &key)
+                    set_once(&mut out.pyclass, span, &key)
                 }
+                "no_pymethods" => Err(Error::new(
+                    span,
+                    "`no_pymethods` is gone: the derive adds Python methods only when asked, so \
+                     remove it. A class with its own `#[pymethods]` block writes \
+                     `#[dlpack_rs::pymethods]` there instead and drops its hand-written \
+                     `__dlpack__` / `__dlpack_device__`",
+                )),
                 "device" => {
                     if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
                         return Err(Error::new(

@@ -3,16 +3,42 @@
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{DeriveInput, Member, Result};
+use syn::{DeriveInput, Member};
 
 use crate::ast::{Field, Input};
 use crate::attr::Role;
 
-/// Entry point: parse, validate, generate.
-pub fn derive(input: &DeriveInput) -> Result<TokenStream> {
-    let input = Input::from_syn(input)?;
-    input.validate()?;
-    Ok(expand(&input))
+/// Entry point: parse, validate, generate. After an error, the errors and a stub impl of the
+/// traits, so that the user sees the derive's errors and not a cascade of "`X` does not
+/// implement `IntoDLPack`" wherever the struct is used (the way thiserror does).
+pub fn derive(input: &DeriveInput) -> TokenStream {
+    let result = Input::from_syn(input).and_then(|parsed| {
+        parsed.validate()?;
+        Ok(expand(&parsed))
+    });
+    match result {
+        Ok(tokens) => tokens,
+        Err(e) => {
+            let error = e.into_compile_error();
+            let stub = fallback(input);
+            quote!(#error #stub)
+        }
+    }
+}
+
+/// The stub after a derive error: never run, since the crate does not compile.
+fn fallback(input: &DeriveInput) -> TokenStream {
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        // SAFETY: never compiled into a program: the derive reported an error above.
+        #[automatically_derived]
+        unsafe impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
+            fn tensor_info(&self) -> ::dlpack_rs::safe::TensorInfo {
+                ::core::unreachable!("#[derive(IntoDLPack)] reported an error")
+            }
+        }
+    }
 }
 
 fn access(field: &Field<'_>) -> TokenStream {
@@ -145,15 +171,31 @@ fn expand(input: &Input<'_>) -> TokenStream {
             }
         }
     };
-    // pyo3 classes cannot be generic, so generic structs only get the trait impl.
-    let pymethods = input.generics.params.is_empty() && input.attrs.no_pymethods.is_none();
-    let hook = if pymethods {
-        quote!(::dlpack_rs::__impl_dlpack_pymethods!(#ident);)
-    } else {
-        TokenStream::new()
+    let data_member = &data.member;
+    let derived = quote! {
+        // SAFETY: `tensor_info` above describes only bytes inside this field's buffer, on its
+        // device (checked by `within_buffer` on every call).
+        #[automatically_derived]
+        unsafe impl #impl_generics ::dlpack_rs::__private_derive_v0_4::DerivedData
+            for #ident #ty_generics #where_clause
+        {
+            type Data = #data_ty;
+            fn data_field(&self) -> &#data_ty {
+                &self.#data_member
+            }
+        }
+    };
+    // Python methods only when asked: a plain struct compiles the same with or without pyo3.
+    // Validation refused `pyclass` on a generic struct (pyo3 classes cannot be generic).
+    let hook = match input.attrs.pyclass {
+        Some(span) => quote_spanned! {span=>
+            ::dlpack_rs::__dlpack_pymethods! { @derive #ident }
+        },
+        None => TokenStream::new(),
     };
     quote! {
         #imp
+        #derived
         #hook
     }
 }

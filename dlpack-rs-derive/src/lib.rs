@@ -5,6 +5,7 @@
 mod ast;
 mod attr;
 mod expand;
+mod pymethods;
 mod valid;
 
 use proc_macro::TokenStream;
@@ -173,7 +174,59 @@ use proc_macro::TokenStream;
 #[proc_macro_derive(IntoDLPack, attributes(dlpack))]
 pub fn derive_into_dlpack(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
-    expand::derive(&input)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    expand::derive(&input).into()
+}
+
+/// Use in place of pyo3's `#[pymethods]` on the `impl` block of a class that derives
+/// `IntoDLPack`: the block keeps all its own items (constructor, getters, anything) and gets the
+/// DLPack protocol added: `__dlpack__(*, stream, max_version, dl_device, copy)`,
+/// `__dlpack_device__` and the class attribute `__dlpack_c_exchange_api__`. No pyo3 feature
+/// (`multiple-pymethods`) is needed. Needs dlpack-rs's features `derive` and `pyo3`.
+///
+/// ```
+/// use dlpack_rs::IntoDLPack;
+/// use pyo3::prelude::*;
+///
+/// #[pyclass(frozen)]
+/// #[derive(IntoDLPack)]
+/// struct Image {
+///     #[dlpack(data)]
+///     pixels: Vec<u8>,
+///     #[dlpack(shape)]
+///     shape: [usize; 3],
+/// }
+///
+/// #[dlpack_rs::pymethods]
+/// impl Image {
+///     #[new]
+///     fn new(height: usize, width: usize) -> Self {
+///         Image { pixels: vec![0; height * width * 3], shape: [height, width, 3] }
+///     }
+///
+///     #[getter]
+///     fn height(&self) -> usize {
+///         self.shape[0]
+///     }
+/// }
+///
+/// Python::initialize();
+/// Python::attach(|py| -> PyResult<()> {
+///     let class = py.get_type::<Image>();
+///     let image = class.call1((2, 4))?;
+///     assert_eq!(image.getattr("height")?.extract::<usize>()?, 2);
+///     assert_eq!(image.call_method0("__dlpack_device__")?.extract::<(i32, i32)>()?, (1, 0));
+///     let tensor = dlpack_rs::pyo3_glue::PyTensor::from_pyany(py, &image)?;
+///     assert_eq!(tensor.shape(), &[2, 4, 3]);
+///     Ok(())
+/// })
+/// .unwrap();
+/// ```
+///
+/// A class with no `#[pymethods]` block of its own asks for the same methods with
+/// `#[dlpack(pyclass)]` on the struct; giving both is an error
+/// (`Use_either_dlpack_pyclass_or_dlpack_rs_pymethods_not_both`), as is a block that defines
+/// `__dlpack__` itself.
+#[proc_macro_attribute]
+pub fn pymethods(args: TokenStream, item: TokenStream) -> TokenStream {
+    pymethods::expand(args.into(), item.into()).into()
 }

@@ -78,6 +78,14 @@ impl Input<'_> {
             e.combine(Error::new(*span, "the struct's `device` is here"));
             errors.push(e);
         }
+        if let (Some(span), false) = (self.attrs.pyclass, self.generics.params.is_empty()) {
+            errors.push(Error::new(
+                span,
+                "`#[dlpack(pyclass)]` on a generic struct: pyo3 classes cannot be generic; \
+                 derive on the generic struct without `pyclass` and wrap a concrete instance in \
+                 a `#[pyclass]` of its own",
+            ));
+        }
         for field in &self.fields {
             if let Some(attr) = field.attr {
                 if let Err(e) = check_type(attr.role, field.ty) {

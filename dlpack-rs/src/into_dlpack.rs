@@ -104,6 +104,7 @@ pub unsafe trait IntoDLPack {
     ///
     /// The capsule's destructor calls the deleter only if no consumer took the tensor.
     #[cfg(feature = "pyo3")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
     fn into_capsule<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>>
     where
         Self: Sized + Send + 'static,
@@ -114,6 +115,7 @@ pub unsafe trait IntoDLPack {
     /// Moves `self` into a `"dltensor_versioned"` capsule (DLPack 1.3), flagged `READ_ONLY`
     /// for read-only data.
     #[cfg(feature = "pyo3")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
     fn into_capsule_versioned<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>>
     where
         Self: Sized + Send + 'static,
@@ -129,6 +131,7 @@ fn pointer_in_place<T: IntoDLPack>(value: &mut T) -> *mut core::ffi::c_void {
 }
 
 #[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 mod ndarray_impls {
     use core::ffi::c_void;
 

@@ -91,6 +91,7 @@
 //! any `byte_offset`, negative and size-1 odd strides, and refuse other major versions
 //! (after calling the deleter and reading nothing else).
 #![cfg_attr(not(feature = "std"), no_std)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -101,8 +102,13 @@ pub mod ffi;
 pub mod safe;
 
 mod into_dlpack;
+/// `#[dlpack_rs::pymethods]` (features `derive` and `pyo3`): see the macro's documentation.
+#[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "derive", feature = "pyo3"))))]
+pub use dlpack_rs_derive::pymethods;
 /// `#[derive(IntoDLPack)]` (feature `derive`): see the macro's documentation.
 #[cfg(feature = "derive")]
+#[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use dlpack_rs_derive::IntoDLPack;
 pub use into_dlpack::IntoDLPack;
 
@@ -113,10 +119,12 @@ pub use into_dlpack::IntoDLPack;
 pub mod __private_derive_v0_4;
 
 #[cfg(feature = "pyo3")]
+#[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub mod pyo3_glue;
 
 /// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
 #[cfg(feature = "pyo3")]
+#[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub use pyo3;
 
 /// The README's Rust examples, compiled and run as doctests (they use the pyo3 glue and the

@@ -12,7 +12,6 @@ use dlpack_rs::IntoDLPack;
 // `#[pyclass(frozen)]`; these are plain Rust types, so they opt out there.
 
 #[derive(IntoDLPack)]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -22,11 +21,9 @@ struct Image {
 }
 
 #[derive(IntoDLPack)]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct Flat(#[dlpack(data)] Box<[f32]>);
 
 #[derive(IntoDLPack)]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct Transposed {
     #[dlpack(data)]
     data: Vec<i32>,
@@ -37,7 +34,6 @@ struct Transposed {
 }
 
 #[derive(IntoDLPack)]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct Reinterpreted {
     #[dlpack(data)]
     bytes: Vec<u8>,
@@ -51,14 +47,12 @@ struct Reinterpreted {
 
 #[derive(IntoDLPack)]
 #[dlpack(read_only)]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct Frozen {
     #[dlpack(data)]
     data: Vec<f64>,
 }
 
 #[derive(IntoDLPack)]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct Shared {
     #[dlpack(data)]
     data: Arc<[u16]>,
@@ -92,7 +86,6 @@ unsafe impl Buffer for DeviceMemory {
 
 #[derive(IntoDLPack)]
 #[dlpack(device = "cuda:1")]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct OnGpu {
     #[dlpack(data)]
     data: DeviceMemory,
@@ -102,14 +95,12 @@ struct OnGpu {
 /// as device memory. The derive refuses the mismatch.
 #[derive(IntoDLPack)]
 #[dlpack(device = "cuda:0")]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct HostClaimingGpu {
     #[dlpack(data)]
     data: Vec<f32>,
 }
 
 #[derive(IntoDLPack)]
-#[cfg_attr(feature = "pyo3", dlpack(no_pymethods))]
 struct DeviceField {
     #[dlpack(data)]
     data: DeviceMemory,

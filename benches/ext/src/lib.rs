@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 /// dlpack-rs: a derived frozen pyclass over a `Vec<f32>`.
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct Ours {
     #[dlpack(data)]
     data: Vec<f32>,

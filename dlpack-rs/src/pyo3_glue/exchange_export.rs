@@ -15,16 +15,15 @@ use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::panic::PanicException;
 use pyo3::prelude::*;
-use pyo3::pyclass::boolean_struct::True;
 use pyo3::{Borrowed, PyClass};
 
+use super::export::ClassRoute;
 use crate::ffi::{
     DLDataType, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
     DLPackSetError, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
-use crate::IntoDLPack;
 
 /// Runs the body of one of our `extern "C"` functions: a `PyErr` is restored as the pending
 /// Python exception and a panic becomes a `PanicException`; both return -1.
@@ -51,24 +50,32 @@ pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_in
     }
 }
 
-/// Exports a frozen pyclass instance as a versioned managed tensor whose keepalive is the
-/// object itself (the zero-copy `__dlpack__(max_version=(1, 3))`).
+/// Exports a pyclass instance as a versioned managed tensor kept alive as its [`ClassRoute`]
+/// says (the zero-copy `__dlpack__(max_version=(1, 3))`).
 fn export_object<T, const RUST_READS: bool>(
     obj: &Bound<'_, T>,
 ) -> PyResult<NonNull<DLManagedTensorVersioned>>
 where
-    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
 {
-    let (info, read_only, keepalive) = super::export::object_export(obj, RUST_READS)?;
+    let (info, read_only, keepalive) = <T::Frozen as ClassRoute<T>>::export(obj, RUST_READS)?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
         0
     };
-    // SAFETY: the keepalive holds the frozen object whose value vouches for the memory `info`
-    // describes (the `unsafe impl IntoDLPack` contract); a frozen class is never mutably
-    // borrowed, so the memory stays valid and in place until the deleter drops the keepalive.
-    let owned = unsafe { safe::pack_owned_versioned(keepalive, info, flags, None) }?;
+    // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
+    // place (writable unless read-only) until the deleter drops it, and `DATA_OF` reads the same
+    // pointer from it.
+    let owned = unsafe {
+        safe::pack_owned_versioned(
+            keepalive,
+            info,
+            flags,
+            <T::Frozen as ClassRoute<T>>::DATA_OF,
+        )
+    }?;
     // SAFETY: `into_raw` of an owner never returns NULL.
     Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
 }
@@ -102,7 +109,8 @@ pub(crate) unsafe extern "C" fn from_py_object<T, const RUST_READS: bool>(
     out: *mut *mut DLManagedTensorVersioned,
 ) -> c_int
 where
-    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
 {
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {
@@ -251,7 +259,8 @@ pub(crate) const fn table<T, const RUST_READS: bool>(
     dltensor: DLPackDLTensorFromPyObjectNoSync,
 ) -> DLPackExchangeAPI
 where
-    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
 {
     DLPackExchangeAPI {
         header: DLPackExchangeAPIHeader {

@@ -1,14 +1,18 @@
 //! What a `#[pyclass(frozen)]`'s `__dlpack__` and `__dlpack_device__` delegate to.
 
+use core::ffi::c_void;
+
+use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
-use pyo3::pyclass::boolean_struct::True;
+use pyo3::pyclass::boolean_struct::{False, True};
 use pyo3::types::PyCapsule;
 use pyo3::PyClass;
 
 use super::keepalive::PyKeepalive;
 use super::protocol::{export_capsule, DLPackArgs};
+use crate::__private_derive_v0_4::DerivedData;
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{borrow_described, TensorInfo};
+use crate::safe::{borrow_described, SharedBuffer, TensorInfo};
 use crate::IntoDLPack;
 
 /// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`
@@ -94,51 +98,168 @@ where
     export_object_capsule(slf, &args, true)
 }
 
-/// [`export_dlpack`] with arguments already parsed. `rust_reads` says whether Rust code may read
-/// the exported memory without a registered view (a `#[pyclass]` reading its own field through
-/// `&self`): the export then holds a shared borrow of it until the deleter runs, so no import
-/// of the memory can take a mutable view meanwhile.
+/// [`export_dlpack`] for any derived class: frozen, or mutable with shared data (see
+/// [`ClassRoute`]). What the derive's `__dlpack__` calls.
+#[doc(hidden)]
+pub fn export_derived<'py, T>(
+    slf: &Bound<'py, T>,
+    stream: Option<Bound<'py, PyAny>>,
+    max_version: Option<Bound<'py, PyAny>>,
+    dl_device: Option<Bound<'py, PyAny>>,
+    copy: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyCapsule>>
+where
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
+    export_object_capsule(slf, &args, true)
+}
+
+/// [`export_dlpack`] with arguments already parsed, for any class with a [`ClassRoute`].
+/// `rust_reads` says whether Rust code may read the exported memory without a registered view
+/// (a `#[pyclass]` reading its own field through `&self`): the export then holds a shared
+/// borrow of it until the deleter runs, so no import of the memory can take a mutable view
+/// meanwhile.
 pub(crate) fn export_object_capsule<'py, T>(
     slf: &Bound<'py, T>,
     args: &DLPackArgs,
     rust_reads: bool,
 ) -> PyResult<Bound<'py, PyCapsule>>
 where
-    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
 {
-    let (info, read_only, keepalive) = object_export(slf, rust_reads)?;
-    // SAFETY: the keepalive holds the frozen Python object whose value vouches for the memory
-    // `info` describes (the `unsafe impl IntoDLPack` contract); a frozen class is never mutably
-    // borrowed, so the memory stays valid and in place until the deleter drops the keepalive.
-    unsafe { export_capsule(slf.py(), info, read_only, keepalive, args) }
+    let (info, read_only, keepalive) = <T::Frozen as ClassRoute<T>>::export(slf, rust_reads)?;
+    // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
+    // place until the deleter drops it, and `DATA_OF` (when given) reads the same pointer from it.
+    unsafe {
+        export_capsule(
+            slf.py(),
+            info,
+            read_only,
+            keepalive,
+            args,
+            <T::Frozen as ClassRoute<T>>::DATA_OF,
+        )
+    }
 }
 
-/// The keepalive of an export of a frozen pyclass instance: the registered borrow of its
-/// memory (released first), then the object itself.
-pub(crate) type ObjectKeepalive = (Option<BorrowToken>, PyKeepalive);
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for pyo3::pyclass::boolean_struct::True {}
+    impl Sealed for pyo3::pyclass::boolean_struct::False {}
+}
 
-/// What an export of a frozen pyclass instance needs: its metadata, whether it is read-only,
-/// and the keepalive (shared by `__dlpack__` and the C exchange API). See
-/// [`export_object_capsule`] for `rust_reads`; a borrow that conflicts with a live mutable view
-/// of the memory raises `BufferError`.
-pub(crate) fn object_export<T>(
-    slf: &Bound<'_, T>,
-    rust_reads: bool,
-) -> PyResult<(TensorInfo, bool, ObjectKeepalive)>
+/// How an export of a `#[pyclass]` instance keeps its memory alive, chosen by whether the class
+/// is frozen (`T::Frozen`, pyo3's `True` or `False`). Not a public API: named by the code
+/// `#[derive(IntoDLPack)]` generates.
+///
+/// - **Frozen** (`True`): the keepalive is the Python object itself. Python never hands out
+///   `&mut` to a frozen object, so the memory its [`IntoDLPack::tensor_info`] describes stays
+///   in place until the last consumer lets go.
+/// - **Mutable** (`False`, derived classes only): the keepalive is a clone of the class's data
+///   field, which must be a [`SharedBuffer`] (`Arc<[T]>`, `ArcArray`, ...): a `&mut self`
+///   method may then replace the class's value at any time without touching the memory a
+///   consumer reads. Such exports are read-only.
+#[doc(hidden)]
+pub trait ClassRoute<T: PyClass>: sealed::Sealed {
+    /// What keeps the memory alive: the object, or the export's own clone of its data.
+    type Owner: Send + 'static;
+    /// Reads the data pointer from the keepalive in its final place (`None`: `info.data`).
+    const DATA_OF: Option<fn(&mut ClassKeepalive<Self::Owner>) -> *mut c_void>;
+    /// The metadata, whether the export is read-only, and the keepalive. Contract: the
+    /// keepalive keeps the described memory valid and in place while it lives, and writable
+    /// unless read-only.
+    fn export(
+        slf: &Bound<'_, T>,
+        rust_reads: bool,
+    ) -> PyResult<(TensorInfo, bool, ClassKeepalive<Self::Owner>)>;
+}
+
+/// The keepalive of an export of a pyclass instance: the registered borrow of its memory
+/// (released first: fields drop in order), then what keeps the memory alive.
+#[doc(hidden)]
+pub struct ClassKeepalive<O> {
+    _borrow: Option<BorrowToken>,
+    owner: O,
+}
+
+fn borrow_if(info: &TensorInfo, rust_reads: bool) -> PyResult<Option<BorrowToken>> {
+    Ok(if rust_reads {
+        Some(borrow_described(info, false)?)
+    } else {
+        None
+    })
+}
+
+impl<T> ClassRoute<T> for True
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
 {
-    let py = slf.py();
-    super::borrow::join(py)?;
-    let this = slf.get();
-    let info = this.tensor_info();
-    let borrow = if rust_reads {
-        Some(borrow_described(&info, false)?)
-    } else {
-        None
-    };
-    let keepalive = PyKeepalive::new(py, slf.clone().into_any().unbind());
-    Ok((info, this.is_read_only(), (borrow, keepalive)))
+    type Owner = PyKeepalive;
+    const DATA_OF: Option<fn(&mut ClassKeepalive<PyKeepalive>) -> *mut c_void> = None;
+
+    fn export(
+        slf: &Bound<'_, T>,
+        rust_reads: bool,
+    ) -> PyResult<(TensorInfo, bool, ClassKeepalive<PyKeepalive>)> {
+        let py = slf.py();
+        super::borrow::join(py)?;
+        let this = slf.get();
+        let info = this.tensor_info();
+        let borrow = borrow_if(&info, rust_reads)?;
+        let owner = PyKeepalive::new(py, slf.clone().into_any().unbind());
+        Ok((
+            info,
+            this.is_read_only(),
+            ClassKeepalive {
+                _borrow: borrow,
+                owner,
+            },
+        ))
+    }
+}
+
+fn shared_data_ptr<D: SharedBuffer>(keepalive: &mut ClassKeepalive<D>) -> *mut c_void {
+    keepalive.owner.data_ptr().cast()
+}
+
+impl<T> ClassRoute<T> for False
+where
+    T: DerivedData + PyClass<Frozen = False>,
+    T::Data: SharedBuffer,
+{
+    type Owner = T::Data;
+    const DATA_OF: Option<fn(&mut ClassKeepalive<T::Data>) -> *mut c_void> =
+        Some(shared_data_ptr::<T::Data>);
+
+    fn export(
+        slf: &Bound<'_, T>,
+        rust_reads: bool,
+    ) -> PyResult<(TensorInfo, bool, ClassKeepalive<T::Data>)> {
+        super::borrow::join(slf.py())?;
+        let this = slf.try_borrow().map_err(|_| {
+            PyBufferError::new_err(
+                "cannot export: the object is being mutated (a `&mut self` method is running)",
+            )
+        })?;
+        let info = this.tensor_info();
+        // The export's own reference: the class may replace its value once `this` is released.
+        let owner = this.data_field().clone();
+        drop(this);
+        let borrow = borrow_if(&info, rust_reads)?;
+        // Shared memory is never written by its owners (the `SharedBuffer` contract), so no
+        // consumer may write it either: always read-only.
+        Ok((
+            info,
+            true,
+            ClassKeepalive {
+                _borrow: borrow,
+                owner,
+            },
+        ))
+    }
 }
 
 /// The `__dlpack_device__()` answer for `this`: `(device_type, device_id)`.

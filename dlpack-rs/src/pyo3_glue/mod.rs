@@ -71,9 +71,13 @@ mod tensor;
 
 pub use crate::into_dlpack::IntoDLPack;
 pub use capsule::into_capsule;
+#[doc(hidden)]
+pub use export::{export_derived, ClassRoute};
 pub use export::{export_dlpack, export_dlpack_device};
 pub use extract::{TensorMut, TensorRef, ANY_NDIM};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
 pub use protocol::DLPackArgs;
+#[doc(hidden)]
+pub use tensor::class_exchange_api_capsule;
 pub use tensor::{dtype_name, exchange_api, exchange_api_capsule, register, DLPackTensor};

@@ -187,7 +187,8 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 ///
 /// # Safety
 ///
-/// `info` must describe initialised memory that stays valid (and, unless `read_only`, writable
+/// `info` (with the pointer `data_of` reads from the keepalive in its final place, when given)
+/// must describe initialised memory that stays valid (and, unless `read_only`, writable
 /// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
 /// contract. Writers of the memory other than this crate's registered views are the caller's
 /// to exclude (a copy reads it under a shared borrow).
@@ -197,6 +198,7 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     read_only: bool,
     keepalive: K,
     args: &DLPackArgs,
+    data_of: Option<fn(&mut K) -> *mut c_void>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     args.check_stream(info.device)?;
     let device = info.device;
@@ -253,7 +255,7 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         0
     };
     // SAFETY: forwarded from this function's contract.
-    unsafe { pack_capsule(py, keepalive, info, flags, args, None) }
+    unsafe { pack_capsule(py, keepalive, info, flags, args, data_of) }
 }
 
 /// # Safety

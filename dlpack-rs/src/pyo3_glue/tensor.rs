@@ -14,7 +14,7 @@ use pyo3::pyclass::boolean_struct::True;
 use pyo3::PyClass;
 
 use super::exchange_export::{guarded, instance, table, StaticApi};
-use super::export::{export_dlpack_device, export_object_capsule};
+use super::export::{export_dlpack_device, export_object_capsule, ClassRoute};
 use super::import::PyTensor;
 use super::protocol::DLPackArgs;
 use crate::ffi::{
@@ -317,7 +317,8 @@ struct Tables<T>(core::marker::PhantomData<T>);
 
 impl<T> Tables<T>
 where
-    T: IntoDLPack + PyClass<Frozen = True> + Sync,
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
 {
     const API: StaticApi = StaticApi(table::<T, true>(Some(to_py_object), None));
 }
@@ -331,6 +332,15 @@ where
 pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync + 'static,
+{
+    class_exchange_api::<T>()
+}
+
+/// [`exchange_api`] for any class with a [`ClassRoute`] (frozen, or derived with shared data).
+pub(crate) fn class_exchange_api<T>() -> &'static DLPackExchangeAPI
+where
+    T: PyClass + 'static,
+    T::Frozen: ClassRoute<T>,
 {
     if core::any::TypeId::of::<T>() == core::any::TypeId::of::<DLPackTensor>() {
         return &TENSOR_API.0;
@@ -366,7 +376,18 @@ pub fn exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync + 'static,
 {
-    let api = NonNull::from(exchange_api::<T>()).cast::<c_void>();
+    class_exchange_api_capsule::<T>(py)
+}
+
+/// [`exchange_api_capsule`] for any class with a [`ClassRoute`]: what the derive's class
+/// attribute calls.
+#[doc(hidden)]
+pub fn class_exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
+where
+    T: PyClass + 'static,
+    T::Frozen: ClassRoute<T>,
+{
+    let api = NonNull::from(class_exchange_api::<T>()).cast::<c_void>();
     // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
     // capsule owns nothing.
     unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }

@@ -22,6 +22,8 @@ use super::{Element, Error};
 /// - `SHARED_PTR_WRITABLE` may be true only if the pointer `data_ptr` returns from `&self` also
 ///   carries write permission (it is read from a raw pointer the value owns, never derived from
 ///   a reference to the elements), as for `Vec::as_ptr`.
+/// - No method taking `&self` writes the elements (no interior mutability of the elements): safe
+///   code that shares the value only ever reads them.
 pub unsafe trait Buffer {
     /// The element type; it decides the exported dtype.
     type Elem: Element;
@@ -84,6 +86,54 @@ std_buffer! {
     Arc<[T]>, shared_ptr_writable: false, writable: false, data_ptr;
     &'static [T], shared_ptr_writable: false, writable: false, data_ptr;
 }
+
+// SAFETY: an `Arc` of a buffer keeps the buffer, and so its memory, in place for as long as any
+// clone lives; it only hands out `&B`, through which (the `Buffer` contract) nothing writes the
+// elements, so it is exported read-only.
+unsafe impl<B: Buffer> Buffer for Arc<B> {
+    type Elem = B::Elem;
+    fn data_ptr(&self) -> *mut B::Elem {
+        (**self).data_ptr()
+    }
+    fn num_elements(&self) -> usize {
+        (**self).num_elements()
+    }
+    fn is_writable(&self) -> bool {
+        false
+    }
+    fn device(&self) -> crate::ffi::DLDevice {
+        (**self).device()
+    }
+}
+
+/// A [`Buffer`] held by shared ownership, whose clones share one memory: what a *mutable*
+/// `#[pyclass]` can export without a copy. The export holds its own clone, so a `&mut self`
+/// method that replaces (or drops) the class's value cannot free memory a consumer still reads,
+/// and such an export is always read-only.
+///
+/// Implemented for `Arc<[T]>`, `Arc<B>` of any `Buffer` (`Arc<Vec<T>>`,
+/// `Arc<AlignedBuffer<T>>`), and with feature `ndarray` for `ArcArray`.
+///
+/// # Safety
+///
+/// A clone must describe the same memory (the same `data_ptr`, `num_elements` and `device`) and
+/// keep it valid and in place for as long as it lives, whatever happens to the other clones; and
+/// no owner may write the elements while more than one owner exists (immutable shared data, or
+/// copy-on-write like `ArcArray`).
+#[diagnostic::on_unimplemented(
+    message = "a mutable `#[pyclass]` cannot export `{Self}` without a copy",
+    label = "not shared ownership: a `&mut self` method could free or reallocate it while a consumer reads it",
+    note = "make the class `#[pyclass(frozen)]`, or hold the data by shared ownership: `Arc<[T]>` (or `Arc<AlignedBuffer<T>>`, `ndarray::ArcArray`)"
+)]
+pub unsafe trait SharedBuffer: Buffer + Clone + Send + Sync + 'static {}
+
+// SAFETY: an `Arc<[T]>` never writes its elements (`T: Element` has no interior mutability)
+// and every clone points at the one allocation, which lives until the last clone drops.
+unsafe impl<T: Element> SharedBuffer for Arc<[T]> {}
+
+// SAFETY: every clone points at the one `B`, which never moves and lives until the last clone
+// drops; `Arc` hands out only `&B`, through which nothing writes the elements.
+unsafe impl<B: Buffer + Send + Sync + 'static> SharedBuffer for Arc<B> {}
 
 /// The read pointer of a buffer in its final place, for [`build`](super::block::build).
 pub(crate) fn read_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {

@@ -121,26 +121,31 @@ pub const fn dtype_complex128() -> DLDataType {
 }
 
 #[cfg(feature = "half")]
+#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
 // SAFETY: `half::f16` is a `#[repr(transparent)]` u16 holding IEEE binary16 bits.
 unsafe impl Element for half::f16 {
     const DTYPE: DLDataType = dtype_f16();
 }
 
 #[cfg(feature = "half")]
+#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
 // SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
 unsafe impl AnyBitPattern for half::f16 {}
 
 #[cfg(feature = "half")]
+#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
 // SAFETY: `half::bf16` is a `#[repr(transparent)]` u16 holding bfloat16 bits.
 unsafe impl Element for half::bf16 {
     const DTYPE: DLDataType = dtype_bf16();
 }
 
 #[cfg(feature = "half")]
+#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
 // SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
 unsafe impl AnyBitPattern for half::bf16 {}
 
 #[cfg(feature = "num-complex")]
+#[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
 // SAFETY: `Complex<f32>` is `#[repr(C)]` { re: f32, im: f32 }: 8 bytes, no padding, the
 // interleaved layout DLPack uses for complex64.
 unsafe impl Element for num_complex::Complex32 {
@@ -148,10 +153,12 @@ unsafe impl Element for num_complex::Complex32 {
 }
 
 #[cfg(feature = "num-complex")]
+#[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
 // SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
 unsafe impl AnyBitPattern for num_complex::Complex32 {}
 
 #[cfg(feature = "num-complex")]
+#[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
 // SAFETY: `Complex<f64>` is `#[repr(C)]` { re: f64, im: f64 }: 16 bytes, no padding, the
 // interleaved layout DLPack uses for complex128.
 unsafe impl Element for num_complex::Complex64 {
@@ -159,6 +166,7 @@ unsafe impl Element for num_complex::Complex64 {
 }
 
 #[cfg(feature = "num-complex")]
+#[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
 // SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
 unsafe impl AnyBitPattern for num_complex::Complex64 {}
 

@@ -4,7 +4,8 @@
 //! | question | file |
 //! |---|---|
 //! | what does an export describe? | [`TensorInfo`] |
-//! | which memory can the safe route export? | [`Buffer`], [`Dim`] |
+//! | which memory can the safe route export? | [`Buffer`], [`Dim`], [`SharedBuffer`] |
+//! | owned storage aligned for jax (64 bytes) | [`AlignedBuffer`] |
 //! | how do I export safely? | [`Export`] |
 //! | how do I export a raw pointer (the seed route)? | [`pack`], [`pack_versioned`], `try_` forms |
 //! | who owns an imported (or exported) managed tensor? | [`Managed`] ([`ManagedTensor`], [`ManagedTensorVersioned`], [`AnyManaged`]) |
@@ -13,6 +14,7 @@
 //!
 //! With feature `ndarray`, [`ndarray`](mod@ndarray) adds `as_array` / `as_array_mut` views.
 
+mod aligned;
 mod block;
 pub mod borrow;
 mod buffer;
@@ -24,11 +26,13 @@ mod guard;
 mod layout;
 mod managed;
 #[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub mod ndarray;
 mod pack;
 mod tensor_info;
 
-pub use buffer::{Buffer, Dim};
+pub use aligned::AlignedBuffer;
+pub use buffer::{Buffer, Dim, SharedBuffer};
 pub(crate) use copy::{copy_described, AlignedBytes};
 pub use dtype::*;
 pub use error::Error;

@@ -374,3 +374,8 @@ unsafe impl<A: Element, D: Dimension> Buffer for ArcArray<A, D> {
         false
     }
 }
+
+// SAFETY: a clone of an `ArcArray` shares its allocation, pointer, dimensions and strides, and
+// keeps the allocation alive; every mutable access of ndarray's shared arrays first makes the
+// data unique (copy-on-write), so no owner writes the elements while another owner exists.
+unsafe impl<A: Element, D: Dimension + 'static> super::SharedBuffer for ArcArray<A, D> {}

@@ -8,12 +8,11 @@
 //! - `grayscale`: a round trip: imports an `H x W x 3` tensor, computes a new Rust
 //!   `Array2<u8>` and hands it back to Python, again without a copy.
 
-use dlpack_rs::pyo3_glue::{export_dlpack, export_dlpack_device, DLPackTensor, PyTensor};
+use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
 use dlpack_rs::IntoDLPack;
 use ndarray::Axis;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
 
 /// An `height x width x 3` RGB image of `uint8` pixels, owned by Rust.
 ///
@@ -22,7 +21,6 @@ use pyo3::types::PyCapsule;
 /// is the point of sharing memory.)
 #[pyclass(frozen, module = "image_demo")]
 #[derive(IntoDLPack)]
-#[dlpack(no_pymethods)]
 pub struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -30,7 +28,7 @@ pub struct Image {
     shape: [usize; 3],
 }
 
-#[pymethods]
+#[dlpack_rs::pymethods]
 impl Image {
     /// A test pattern: red grows along x, green along y, blue is constant.
     #[new]
@@ -66,22 +64,6 @@ impl Image {
     #[getter]
     fn data_ptr(&self) -> usize {
         self.pixels.as_ptr() as usize
-    }
-
-    /// The DLPack protocol: one line each, delegated to dlpack-rs.
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__<'py>(
-        slf: &Bound<'py, Self>,
-        stream: Option<Bound<'py, PyAny>>,
-        max_version: Option<Bound<'py, PyAny>>,
-        dl_device: Option<Bound<'py, PyAny>>,
-        copy: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyCapsule>> {
-        export_dlpack(slf, stream, max_version, dl_device, copy)
-    }
-
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        export_dlpack_device(self)
     }
 
     fn __repr__(&self) -> String {

@@ -7,14 +7,14 @@
 //! that JAX imports it zero-copy) as data; shape as `[usize; N]`, `Vec<i64>`, `Vec<usize>` or
 //! none; strides; a dtype field; a byte offset field; a device field and the `device = ...`
 //! attribute; `read_only`; a tuple struct; a generic struct (trait impl only, exported through
-//! `DLPackTensor` or a capsule); and `no_pymethods` with the class's own `#[pymethods]`.
+//! `DLPackTensor` or a capsule); and `#[dlpack_rs::pymethods]` on a class's own block.
 
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dlpack_rs::ffi::{DLDataType, DLDevice};
-use dlpack_rs::pyo3_glue::{export_dlpack, export_dlpack_device, DLPackTensor};
+use dlpack_rs::pyo3_glue::DLPackTensor;
 use dlpack_rs::safe::{cpu_device, dtype_f32, Buffer, Element};
 use dlpack_rs::IntoDLPack;
 use half::{bf16, f16};
@@ -114,6 +114,7 @@ unsafe impl<T: Element> Buffer for Aligned<T> {
 /// `[usize; 3]`, dtype from the element type).
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct DerivedImage {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -140,6 +141,7 @@ fn derived_image(height: usize, width: usize, channels: usize) -> PyResult<Deriv
 /// A 1-D `f32` vector (tuple struct, data `Vec<f32>`, no shape field).
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct DerivedVector(#[dlpack(data)] Vec<f32>, DropCounter);
 
 /// A `DerivedVector` of `values`.
@@ -152,6 +154,7 @@ fn derived_vector(values: Vec<f32>) -> DerivedVector {
 /// `(cols, rows)`, strides `(1, cols)`, with the dtype given by a field.
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct DerivedTransposed {
     #[dlpack(data)]
     data: Vec<f32>,
@@ -180,6 +183,7 @@ fn derived_transposed(rows: u32, cols: u32) -> DerivedTransposed {
 /// A read-only `i32` vector `0..n` (exported with `READ_ONLY`; legacy export is refused).
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 #[dlpack(read_only)]
 struct DerivedReadOnly {
     #[dlpack(data)]
@@ -201,6 +205,7 @@ fn derived_read_only(n: u32) -> PyResult<DerivedReadOnly> {
 /// a dtype field, with a fixed device given by the struct attribute.
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 #[dlpack(device = "cpu:0")]
 struct DerivedTyped {
     #[dlpack(data)]
@@ -239,6 +244,7 @@ fn derived_typed(data: &[u8], dtype: &str, shape: Vec<i64>) -> PyResult<DerivedT
 /// a byte offset field, a device field, shape `Vec<usize>`.
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct DerivedWindow {
     #[dlpack(data)]
     data: Vec<f64>,
@@ -413,11 +419,10 @@ fn derived_generic_capsule<'py>(
     })
 }
 
-/// An `f64` signal with its own `#[pymethods]`: `#[dlpack(no_pymethods)]`, and `__dlpack__` /
-/// `__dlpack_device__` delegated in one line each, next to a constructor and getters.
+/// An `f64` signal with its own methods: `#[dlpack_rs::pymethods]` on its block adds the
+/// protocol next to its constructor and getters.
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
-#[dlpack(no_pymethods)]
 struct DerivedSignal {
     #[dlpack(data)]
     samples: Aligned<f64>,
@@ -446,27 +451,12 @@ impl DerivedSignal {
     }
 }
 
-#[pymethods]
+#[dlpack_rs::pymethods]
 impl DerivedSignal {
     #[new]
     #[pyo3(signature = (values, shape=None))]
     fn py_new(values: Vec<f64>, shape: Option<Vec<i64>>) -> PyResult<Self> {
         Self::build(values, shape)
-    }
-
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__<'py>(
-        slf: &Bound<'py, Self>,
-        stream: Option<Bound<'py, PyAny>>,
-        max_version: Option<Bound<'py, PyAny>>,
-        dl_device: Option<Bound<'py, PyAny>>,
-        copy: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyCapsule>> {
-        export_dlpack(slf, stream, max_version, dl_device, copy)
-    }
-
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        export_dlpack_device(self)
     }
 
     /// The samples as they are now, in memory order (writes by consumers show here).

@@ -226,6 +226,7 @@ fn hc_bf16_copy(obj: Imported) -> PyResult<DLPackTensor> {
 /// A derived class over `Complex64` samples, shape `rows x cols`.
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct ComplexSignal {
     #[dlpack(data)]
     data: Vec<Complex64>,
@@ -236,6 +237,7 @@ struct ComplexSignal {
 /// A derived class over `bf16` samples (`i * 0.25 - 1.5`), one dimension.
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct Bf16Vector {
     #[dlpack(data)]
     data: Vec<bf16>,
@@ -244,11 +246,13 @@ struct Bf16Vector {
 /// A derived class over a `Complex32` tensor.
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct Complex32Vector(#[dlpack(data)] Vec<Complex32>);
 
 /// A derived class whose data field is an ndarray `Array1<f32>` (a buffer: 1-D over its span).
 #[pyclass(frozen)]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct NdVector {
     #[dlpack(data)]
     data: Array1<f32>,

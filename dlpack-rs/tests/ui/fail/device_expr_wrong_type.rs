@@ -3,7 +3,7 @@ use dlpack_rs::IntoDLPack;
 const GPU: (i32, i32) = (2, 0);
 
 #[derive(IntoDLPack)]
-#[dlpack(device = GPU, no_pymethods)]
+#[dlpack(device = GPU)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,

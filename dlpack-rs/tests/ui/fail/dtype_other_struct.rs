@@ -3,7 +3,6 @@ use dlpack_rs::IntoDLPack;
 struct MyDtype;
 
 #[derive(IntoDLPack)]
-#[dlpack(no_pymethods)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,

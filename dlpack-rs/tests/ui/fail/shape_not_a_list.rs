@@ -6,7 +6,6 @@ struct Dims {
 }
 
 #[derive(IntoDLPack)]
-#[dlpack(no_pymethods)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,

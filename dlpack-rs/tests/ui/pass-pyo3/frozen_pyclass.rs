@@ -4,6 +4,7 @@ use dlpack_rs::IntoDLPack;
 
 #[pyclass(frozen, crate = "dlpack_rs::pyo3")]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -13,6 +14,7 @@ struct Image {
 
 #[pyclass(frozen, crate = "dlpack_rs::pyo3")]
 #[derive(IntoDLPack)]
+#[dlpack(pyclass)]
 #[dlpack(read_only)]
 struct Frozen(#[dlpack(data)] Vec<f32>);
 

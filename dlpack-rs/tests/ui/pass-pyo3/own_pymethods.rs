@@ -1,12 +1,10 @@
-// `no_pymethods`: keep one's own `#[pymethods]` block and delegate in one line each.
+// `#[dlpack_rs::pymethods]` in place of `#[pymethods]`: the class keeps its constructor and
+// getters and gets the protocol, with no pyo3 feature.
 use dlpack_rs::pyo3::prelude::*;
-use dlpack_rs::pyo3::types::PyCapsule;
-use dlpack_rs::pyo3_glue::{export_dlpack, export_dlpack_device};
 use dlpack_rs::IntoDLPack;
 
 #[pyclass(frozen, crate = "dlpack_rs::pyo3")]
 #[derive(IntoDLPack)]
-#[dlpack(no_pymethods)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
@@ -14,7 +12,7 @@ struct Image {
     shape: Vec<i64>,
 }
 
-#[pymethods(crate = "dlpack_rs::pyo3")]
+#[dlpack_rs::pymethods]
 impl Image {
     #[new]
     fn new(width: i64, height: i64) -> Self {
@@ -29,19 +27,9 @@ impl Image {
         self.shape.clone()
     }
 
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__<'py>(
-        slf: &Bound<'py, Self>,
-        stream: Option<Bound<'py, PyAny>>,
-        max_version: Option<Bound<'py, PyAny>>,
-        dl_device: Option<Bound<'py, PyAny>>,
-        copy: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyCapsule>> {
-        export_dlpack(slf, stream, max_version, dl_device, copy)
-    }
-
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        export_dlpack_device(self)
+    #[staticmethod]
+    fn channels() -> usize {
+        1
     }
 }
 
