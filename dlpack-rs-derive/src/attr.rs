@@ -8,7 +8,7 @@ use syn::{Attribute, Error, Expr, Ident, Lit, LitStr, Result};
 /// Keys accepted on a field, one role each.
 pub const FIELD_KEYS: &[&str] = &["data", "shape", "strides", "dtype", "device", "byte_offset"];
 /// Keys accepted on the struct.
-pub const CONTAINER_KEYS: &[&str] = &["read_only", "device", "pyclass"];
+pub const CONTAINER_KEYS: &[&str] = &["read_only", "device", "pyclass", "no_pymethods"];
 
 /// What a field is to the tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +68,7 @@ pub struct ContainerAttrs {
     pub read_only: Option<Span>,
     pub device: Option<(Span, DeviceSpec)>,
     pub pyclass: Option<Span>,
+    pub no_pymethods: Option<Span>,
 }
 
 /// Device type names accepted in `device = "name"` / `"name:index"`.
@@ -109,13 +110,10 @@ pub fn container_attrs(attrs: &[Attribute]) -> Result<ContainerAttrs> {
                     no_value(&meta, &key)?;
                     set_once(&mut out.pyclass, span, &key)
                 }
-                "no_pymethods" => Err(Error::new(
-                    span,
-                    "`no_pymethods` is gone: the derive adds Python methods only when asked, so \
-                     remove it. A class with its own `#[pymethods]` block writes \
-                     `#[dlpack_rs::pymethods]` there instead and drops its hand-written \
-                     `__dlpack__` / `__dlpack_device__`",
-                )),
+                "no_pymethods" => {
+                    no_value(&meta, &key)?;
+                    set_once(&mut out.no_pymethods, span, &key)
+                }
                 "device" => {
                     if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
                         return Err(Error::new(

@@ -187,11 +187,19 @@ fn expand(input: &Input<'_>) -> TokenStream {
     };
     // Python methods only when asked: a plain struct compiles the same with or without pyo3.
     // Validation refused `pyclass` on a generic struct (pyo3 classes cannot be generic).
-    let hook = match input.attrs.pyclass {
-        Some(span) => quote_spanned! {span=>
+    let hook = match (input.attrs.pyclass, input.attrs.no_pymethods) {
+        (Some(span), _) => quote_spanned! {span=>
             ::dlpack_rs::__dlpack_pymethods! { @derive #ident }
         },
-        None => TokenStream::new(),
+        // The class writes the protocol itself: nothing to add, nothing to check.
+        (None, Some(span)) => quote_spanned! {span=>
+            impl ::dlpack_rs::__private_derive_v0_4::Use_either_dlpack_pyclass_or_dlpack_rs_pymethods_not_both for #ident {}
+        },
+        // A `#[pyclass]` given neither is refused at compile time (plain structs pass).
+        (None, None) if input.generics.params.is_empty() => quote! {
+            ::dlpack_rs::__dlpack_check_methods!(#ident, #type_name);
+        },
+        (None, None) => TokenStream::new(),
     };
     quote! {
         #imp

@@ -10,8 +10,8 @@ mod valid;
 
 use proc_macro::TokenStream;
 
-/// Derives `dlpack_rs::IntoDLPack` for a struct that owns a buffer, and for a `#[pyclass]` the
-/// Python protocol methods `__dlpack__` and `__dlpack_device__`.
+/// Derives `dlpack_rs::IntoDLPack` for a struct that owns a buffer, and, when asked, the Python
+/// protocol methods of a `#[pyclass]`.
 ///
 /// Use it as `dlpack_rs::IntoDLPack` (feature `derive`), which names both the trait and this
 /// derive:
@@ -20,7 +20,6 @@ use proc_macro::TokenStream;
 /// use dlpack_rs::IntoDLPack;
 ///
 /// #[derive(IntoDLPack)]
-/// # #[dlpack(no_pymethods)] // doctests may be built with feature `pyo3`: see below
 /// struct Image {
 ///     #[dlpack(data)]
 ///     pixels: Vec<u8>,
@@ -34,11 +33,15 @@ use proc_macro::TokenStream;
 /// # Ok::<(), dlpack_rs::safe::Error>(())
 /// ```
 ///
+/// A plain struct like this one compiles the same whether or not any crate in the build turns
+/// on dlpack-rs's feature `pyo3`: a core crate can derive on its tensor type and a separate
+/// binding crate add the Python side.
+///
 /// # Field attributes
 ///
 /// | attribute | field type | default without it |
 /// |---|---|---|
-/// | `#[dlpack(data)]` (exactly one) | `Vec<T>`, `Box<[T]>`, `Arc<[T]>` (read-only), `&'static [T]` (read-only), or any `dlpack_rs::safe::Buffer` (user containers) | required |
+/// | `#[dlpack(data)]` (exactly one) | `Vec<T>`, `Box<[T]>`, `dlpack_rs::safe::AlignedBuffer<T>` (64-byte aligned: zero-copy to jax), `Arc<[T]>` / `Arc<B>` (read-only), `&'static [T]` (read-only), ndarray `Array` / `ArcArray`, or any `dlpack_rs::safe::Buffer` (user containers) | required |
 /// | `#[dlpack(shape)]` | `Vec<D>`, `Box<[D]>`, `Arc<[D]>`, `[D; N]`, `&[D]` with `D` one of `i64`, `i32`, `isize`, `u64`, `u32`, `usize` | one dimension over the whole buffer |
 /// | `#[dlpack(strides)]` (in elements; needs `shape`) | as `shape`, or an `Option` of it (`None`: compact row-major) | compact row-major |
 /// | `#[dlpack(dtype)]` | `dlpack_rs::ffi::DLDataType` | `<B::Elem as Element>::DTYPE` of the buffer |
@@ -50,6 +53,12 @@ use proc_macro::TokenStream;
 ///
 /// # Struct attributes
 ///
+/// - `#[dlpack(pyclass)]`: on a `#[pyclass]` without a `#[pymethods]` block of its own, adds
+///   one with the Python protocol (see "Python classes"). Needs feature `pyo3`.
+/// - `#[dlpack(no_pymethods)]`: on a `#[pyclass]` that writes `__dlpack__` itself (delegating to
+///   `dlpack_rs::pyo3_glue::export_dlpack`): the derive adds nothing and does not ask for the
+///   methods. (A `#[pyclass]` with neither this, `pyclass`, nor a `#[dlpack_rs::pymethods]`
+///   block is a compile error: Python would see no `__dlpack__`.)
 /// - `#[dlpack(read_only)]`: export with the `READ_ONLY` flag (buffers that are not writable,
 ///   such as `Arc<[T]>`, are read-only anyway). A read-only tensor cannot be exported as a legacy
 ///   (unversioned) capsule.
@@ -61,7 +70,6 @@ use proc_macro::TokenStream;
 ///   the device the buffer says its memory is on (`Buffer::device`): a CPU buffer described as
 ///   device memory would make a consumer read host memory as device memory, so a mismatch
 ///   panics at export, like an out-of-bounds shape.
-/// - `#[dlpack(no_pymethods)]`: do not generate the `#[pymethods]` block (see below).
 ///
 /// # What it generates
 ///
@@ -92,69 +100,118 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
-/// and, with feature `pyo3`, for a non-generic struct without `no_pymethods`:
+/// plus a hidden trait impl naming the data field (which a mutable class's export clones), and
+/// with `#[dlpack(pyclass)]` a `#[pymethods]` block with `__dlpack__(*, stream=None,
+/// max_version=None, dl_device=None, copy=None)`, `__dlpack_device__()` and the class attribute
+/// `__dlpack_c_exchange_api__` (the DLPack 1.3 C exchange table).
 ///
-/// ```ignore
-/// #[pymethods]
-/// impl Image {
-///     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-///     fn __dlpack__<'py>(
-///         slf: &Bound<'py, Self>,
-///         stream: Option<Bound<'py, PyAny>>,
-///         max_version: Option<Bound<'py, PyAny>>,
-///         dl_device: Option<Bound<'py, PyAny>>,
-///         copy: Option<Bound<'py, PyAny>>,
-///     ) -> PyResult<Bound<'py, PyCapsule>> {
-///         dlpack_rs::pyo3_glue::export_dlpack(slf, stream, max_version, dl_device, copy)
-///     }
-///     fn __dlpack_device__(&self) -> (i32, i32) {
-///         dlpack_rs::pyo3_glue::export_dlpack_device(self)
-///     }
-/// }
+/// # Python classes
+///
+/// Three shapes, each a few words on top of pyo3's own:
+///
+/// **1. Frozen, with its own methods.** Write [`macro@pymethods`] (`#[dlpack_rs::pymethods]`) in
+/// place of `#[pymethods]` on the class's block; the block keeps its constructor, getters and
+/// anything else, and gets the protocol. (A class with no block of its own writes
+/// `#[dlpack(pyclass)]` on the struct instead.) No pyo3 feature (`multiple-pymethods`) is needed.
+///
 /// ```
+/// use dlpack_rs::IntoDLPack;
+/// use pyo3::prelude::*;
 ///
-/// # Python classes: `#[pyclass(frozen)]` and memory safety
-///
-/// ```ignore
 /// #[pyclass(frozen)]
 /// #[derive(IntoDLPack)]
 /// struct Image {
-///     #[dlpack(data)]  pixels: Vec<u8>,
-///     #[dlpack(shape)] shape: Vec<i64>,
+///     #[dlpack(data)]
+///     pixels: Vec<u8>,
+///     #[dlpack(shape)]
+///     shape: [usize; 2],
 /// }
-/// // Python: np.from_dlpack(img), torch.from_dlpack(img), jax.numpy.from_dlpack(img)
+///
+/// #[dlpack_rs::pymethods]
+/// impl Image {
+///     #[new]
+///     fn new(height: usize, width: usize) -> Self {
+///         Image { pixels: vec![7; height * width], shape: [height, width] }
+///     }
+/// }
+///
+/// Python::initialize();
+/// Python::attach(|py| -> PyResult<()> {
+///     let image = py.get_type::<Image>().call1((2, 3))?; // Image(2, 3) from Python
+///     let tensor = dlpack_rs::pyo3_glue::PyTensor::from_pyany(py, &image)?;
+///     assert_eq!((tensor.shape(), tensor.is_read_only()), (&[2i64, 3][..], false));
+///     // The export keeps the object alive: a frozen class cannot free its pixels meanwhile.
+///     assert_eq!(tensor.as_slice::<u8>()?[5], 7);
+///     Ok(())
+/// })
+/// .unwrap();
 /// ```
 ///
-/// `__dlpack__` exports a pointer into the buffer and keeps the Python object alive for as
-/// long as the consumer holds the tensor. The class must be `#[pyclass(frozen)]`: a frozen
-/// class has no `&mut self` method, so no Rust code reachable from Python can push to,
-/// reallocate or free the buffer while a consumer reads it. A class that is not frozen is a
-/// compile error ("needs a `#[pyclass(frozen)]` class"). Values that need to change after
-/// construction can live in interior-mutable fields (`Mutex`, atomics) *other than* the
-/// buffer; the exported shape, dtype and device are read once per export.
+/// A frozen class has no `&mut self` method, so nothing can reallocate or free the buffer while
+/// a consumer reads it; the export keeps the Python object alive. Consumers may write to the
+/// elements unless the export is read-only: that is the point of in-place processing, and what
+/// `jax` (which only takes legacy, writable exports) needs. A frozen class can still *read* its
+/// buffer through `&self`, and a read that overlaps a consumer's write from another thread
+/// (torch runs kernels without the GIL) is a data race. So, for a writable export, do not read
+/// the buffer from Rust while consumers may be writing it (copy it out under the GIL before
+/// handing work to other threads), or mark the struct `#[dlpack(read_only)]`. Element types with
+/// invalid bit patterns (`bool`) are always exported read-only.
 ///
-/// Unless the export is read-only, consumers write to the elements: that is the point of
-/// in-place processing, and what `jax` (which only takes legacy, writable exports) needs. A
-/// frozen class can still *read* its buffer through `&self`, and a read that overlaps a
-/// consumer's write from another thread (torch runs kernels without the GIL) is a data race.
-/// So, for a writable export, do not read the buffer from Rust while consumers may be writing
-/// it (for example, copy it out under the GIL before handing work to other threads), or mark
-/// the struct `#[dlpack(read_only)]`. Element types with invalid bit patterns (`bool`) are
-/// always exported read-only, since a consumer could write a byte that safe Rust must never
-/// read as a `bool`.
+/// **2. Mutable, with shared data.** A class that is not frozen must hold its data by shared
+/// ownership (a `dlpack_rs::safe::SharedBuffer`: `Arc<[T]>`, `Arc<AlignedBuffer<T>>`,
+/// `ndarray::ArcArray`). Each export holds its own reference to the data, not the object, so a
+/// `&mut self` method may replace the data (or ndarray may copy on write) at any time and a
+/// consumer keeps reading what it was given. Such exports are read-only (numpy marks its array
+/// so; jax, which takes only legacy capsules, is refused with `BufferError`). A mutable class
+/// owning a `Vec` is a compile error that names both fixes.
 ///
-/// # Keeping one's own `#[pymethods]`
+/// ```
+/// use std::sync::Arc;
 ///
-/// pyo3 allows one `#[pymethods]` block per class (unless its `multiple-pymethods` feature is
-/// on). With a block of your own, add `#[dlpack(no_pymethods)]` and delegate in one line each,
-/// as in the hand-written block above.
+/// use dlpack_rs::IntoDLPack;
+/// use pyo3::prelude::*;
 ///
-/// Generic structs (`struct Tensor<T: Element>`) get the `IntoDLPack` impl only: pyo3 classes
-/// cannot be generic, so no `#[pymethods]` are generated for them.
+/// #[pyclass]
+/// #[derive(IntoDLPack)]
+/// struct Frame {
+///     #[dlpack(data)]
+///     pixels: Arc<[f32]>,
+/// }
 ///
-/// The `#[pymethods]` block is generated when `dlpack_rs` is built with feature `pyo3`. Cargo
-/// unifies features across a build, so a non-generic plain Rust type (not a `#[pyclass]`) that
-/// may be built alongside another crate enabling `pyo3` should say `#[dlpack(no_pymethods)]`.
+/// #[dlpack_rs::pymethods]
+/// impl Frame {
+///     #[new]
+///     fn new(len: usize) -> Self {
+///         Frame { pixels: vec![1.0; len].into() }
+///     }
+///
+///     fn fill(&mut self, value: f32) {
+///         self.pixels = vec![value; self.pixels.len()].into();
+///     }
+/// }
+///
+/// Python::initialize();
+/// Python::attach(|py| -> PyResult<()> {
+///     let frame = Bound::new(py, Frame::new(4))?;
+///     let tensor = dlpack_rs::pyo3_glue::PyTensor::from_pyany(py, frame.as_any())?;
+///     frame.call_method1("fill", (9.0,))?; // replaces the pixels ...
+///     assert_eq!(&*tensor.as_slice::<f32>()?, &[1.0; 4]); // ... the export still has its own
+///     assert!(tensor.is_read_only());
+///     Ok(())
+/// })
+/// .unwrap();
+/// ```
+///
+/// **3. A plain Rust struct** (no pyclass), as in the first example: only the trait impl, for
+/// `into_capsule`, `DLPackTensor::new(value.into_managed_tensor_versioned()?)` or a Rust
+/// consumer. Generic structs (`struct Tensor<T: Element>`) are always of this shape: pyo3
+/// classes cannot be generic, and `#[dlpack(pyclass)]` on one is an error.
+///
+/// # Zero copy to jax
+///
+/// jax shares CPU memory only when it is 64-byte aligned and silently copies otherwise. A
+/// `Vec<f32>` is only 4-byte aligned, so its exports are usually copied by jax; hold the data in
+/// a `dlpack_rs::safe::AlignedBuffer<f32>` (64 bytes by default, any power of two) to be shared.
 ///
 /// # Panics
 ///
@@ -165,12 +222,15 @@ use proc_macro::TokenStream;
 ///
 /// # Compile errors
 ///
-/// Every mistake is reported at the attribute or field type that causes it: a missing or second
-/// data field, an unknown key (with a "did you mean" suggestion for misspellings), a field key
-/// on the struct or a struct key on a field, a duplicate key, a key given a value, an enum or a
-/// union, a field type that does not fit its role (a scalar buffer, an inline array, a shape of
-/// floats, a dtype that is not `DLDataType`, a signed byte offset, ...), strides without a
-/// shape, and a device given twice.
+/// Every mistake is reported at the attribute or field type that causes it, once (after an
+/// error the derive still emits a stub impl, so uses of the struct add no errors of their own):
+/// a missing or second data field, an unknown key (with a "did you mean" suggestion for
+/// misspellings), a field key on the struct or a struct key on a field, a duplicate key, a key
+/// given a value, an enum or a union, a field type that does not fit its role (a scalar buffer,
+/// an inline array, a shape of floats, a dtype that is not `DLDataType`, a signed byte offset,
+/// ...), strides without a shape, a device given twice, `pyclass` on a generic struct, a mutable
+/// class without shared data, both `#[dlpack(pyclass)]` and `#[dlpack_rs::pymethods]`, and a
+/// `#[pyclass]` given neither (it would have no `__dlpack__` in Python).
 #[proc_macro_derive(IntoDLPack, attributes(dlpack))]
 pub fn derive_into_dlpack(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

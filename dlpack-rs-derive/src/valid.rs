@@ -86,6 +86,15 @@ impl Input<'_> {
                  a `#[pyclass]` of its own",
             ));
         }
+        if let (Some(span), Some(other)) = (self.attrs.no_pymethods, self.attrs.pyclass) {
+            let mut e = Error::new(
+                span,
+                "`no_pymethods` (you write the protocol methods) and `pyclass` (the derive adds \
+                 them) contradict each other: keep one",
+            );
+            e.combine(Error::new(other, "`pyclass` is here"));
+            errors.push(e);
+        }
         for field in &self.fields {
             if let Some(attr) = field.attr {
                 if let Err(e) = check_type(attr.role, field.ty) {

@@ -242,6 +242,57 @@ pub unsafe trait DerivedData: crate::IntoDLPack {
 #[allow(non_camel_case_types)]
 pub trait Use_either_dlpack_pyclass_or_dlpack_rs_pymethods_not_both {}
 
+/// Whether a type is a `#[pyclass]` and whether it was given the protocol methods, for concrete
+/// types at compile time: an inherent associated constant applies when its impl's bound holds,
+/// and the trait's default otherwise.
+pub struct Probe<T: ?Sized>(core::marker::PhantomData<T>);
+
+/// The answers for types the inherent impls of [`Probe`] do not cover.
+pub trait ProbeFallback {
+    /// Not a `#[pyclass]`.
+    const IS_PYCLASS: bool = false;
+    /// No protocol methods from dlpack-rs.
+    const HAS_PROTOCOL: bool = false;
+}
+
+impl<T: ?Sized> ProbeFallback for Probe<T> {}
+
+#[cfg(feature = "pyo3")]
+impl<T: pyo3::PyClass> Probe<T> {
+    /// A `#[pyclass]`.
+    pub const IS_PYCLASS: bool = true;
+}
+
+impl<T: Use_either_dlpack_pyclass_or_dlpack_rs_pymethods_not_both> Probe<T> {
+    /// Given the protocol methods (or `#[dlpack(no_pymethods)]`).
+    pub const HAS_PROTOCOL: bool = true;
+}
+
+/// Refuses, at compile time, a `#[pyclass]` that derives `IntoDLPack` but was given no protocol
+/// methods: without them Python sees no `__dlpack__` and every consumer raises `TypeError`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __dlpack_check_methods {
+    ($ty:ty, $name:literal) => {
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::__private_derive_v0_4::ProbeFallback as _;
+            if <$crate::__private_derive_v0_4::Probe<$ty>>::IS_PYCLASS
+                && !<$crate::__private_derive_v0_4::Probe<$ty>>::HAS_PROTOCOL
+            {
+                ::core::panic!(::core::concat!(
+                    "`",
+                    $name,
+                    "` is a #[pyclass] deriving IntoDLPack, but Python will not see ",
+                    "`__dlpack__`: add `#[dlpack(pyclass)]` to the struct, or write ",
+                    "`#[dlpack_rs::pymethods]` in place of `#[pymethods]` on its impl block ",
+                    "(or `#[dlpack(no_pymethods)]` if you write the protocol methods yourself)"
+                ));
+            }
+        };
+    };
+}
+
 /// The `#[pymethods]` block of a class with `__dlpack__`, `__dlpack_device__` and the class
 /// attribute `__dlpack_c_exchange_api__`, followed by the class's own items (if any): what
 /// `#[dlpack(pyclass)]` and `#[dlpack_rs::pymethods]` expand to.

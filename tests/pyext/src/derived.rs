@@ -28,10 +28,10 @@ static DERIVED_CREATED: AtomicUsize = AtomicUsize::new(0);
 static DERIVED_DROPPED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts creations and drops of the derived values (one per value).
-struct DropCounter;
+pub(crate) struct DropCounter;
 
 impl DropCounter {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         DERIVED_CREATED.fetch_add(1, Ordering::SeqCst);
         DropCounter
     }

@@ -148,6 +148,7 @@ static ATTACHED_DROPS: AtomicUsize = AtomicUsize::new(0);
 /// interpreter (a Python object may only be deallocated by an attached thread).
 #[pyclass(frozen)]
 #[derive(dlpack_rs::IntoDLPack)]
+#[dlpack(pyclass)]
 struct AttachProbe {
     #[dlpack(data)]
     data: Vec<u8>,

@@ -6,6 +6,7 @@ mod derived;
 mod exchange;
 mod hardening;
 mod ndarray_funcs;
+mod shapes;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -557,6 +558,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reexport, m)?)?;
     m.add_function(wrap_pyfunction!(hold, m)?)?;
     derived::register_derived(m)?;
+    shapes::register(m)?;
     hardening::register(m)?;
     hardening::register_probes(m)?;
     hardening::register_views(m)?;

@@ -1,5 +1,5 @@
 // The protocol written by hand in one's own `#[pymethods]` block, delegating in one line each
-// (the derive adds no Python methods unless asked).
+// (`no_pymethods`: the derive adds none and does not ask for them).
 use dlpack_rs::pyo3::prelude::*;
 use dlpack_rs::pyo3::types::PyCapsule;
 use dlpack_rs::pyo3_glue::{export_dlpack, export_dlpack_device};
@@ -7,6 +7,7 @@ use dlpack_rs::IntoDLPack;
 
 #[pyclass(frozen, crate = "dlpack_rs::pyo3")]
 #[derive(IntoDLPack)]
+#[dlpack(no_pymethods)]
 struct Image {
     #[dlpack(data)]
     pixels: Vec<u8>,
