@@ -6,7 +6,8 @@
 # or pyarrow skip themselves when those are missing).
 #
 # Interpreters pyenv lacks are skipped with a message; 3.9 and 3.13 are required whenever
-# pyenv has them. Without pyenv the script skips everything (exit 0) with a message.
+# pyenv has them. Exit status: 0 every version ran, 3 none could run (no pyenv, or none of the
+# versions), 4 some were missing (named in target/abi3-matrix/missing); anything else failed.
 #
 # Environment:
 #   MATURIN   the maturin to use (default: .venv/bin/maturin, else maturin on PATH)
@@ -17,9 +18,11 @@ versions=(3.9 3.10 3.11 3.12 3.13)
 required=(3.9 3.13)
 work=target/abi3-matrix
 
+mkdir -p "$work"
+rm -f "$work/missing"
 if ! command -v pyenv >/dev/null 2>&1; then
   echo "abi3-matrix: pyenv not found: skipping the CPython 3.9-3.13 matrix"
-  exit 0
+  exit 3
 fi
 root=$(pyenv root)
 
@@ -33,17 +36,19 @@ interpreter() {
 }
 
 declare -A found=()
+missing=()
 for minor in "${versions[@]}"; do
   py=$(interpreter "$minor")
   if [[ -n "$py" ]]; then
     found[$minor]=$py
   else
     echo "abi3-matrix: CPython $minor is not installed in pyenv: skipped"
+    missing+=("$minor")
   fi
 done
 if [[ ${#found[@]} -eq 0 ]]; then
   echo "abi3-matrix: no CPython 3.9-3.13 in pyenv: nothing to run"
-  exit 0
+  exit 3
 fi
 
 maturin=${MATURIN:-}
@@ -82,7 +87,7 @@ for minor in "${versions[@]}"; do
     echo "abi3-matrix: [$minor] creating $venv (numpy, pytest)"
     rm -rf "$venv"
     "$py" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet numpy pytest
+    "$venv/bin/python" -m pip install --progress-bar on numpy pytest
   fi
   "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$wheel"
   echo "abi3-matrix: [$minor] $("$venv/bin/python" -c 'import sys, numpy; print("CPython", sys.version.split()[0], "numpy", numpy.__version__)')"
@@ -111,3 +116,7 @@ for minor in "${required[@]}"; do
   fi
 done
 echo "abi3-matrix: one abi3 wheel passed under CPython ${results[*]}"
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "CPython ${missing[*]} not installed" >"$work/missing"
+  exit 4
+fi

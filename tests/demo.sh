@@ -31,8 +31,9 @@ if [[ ! -x .venv/bin/python ]]; then
   "$py" -m venv .venv
 fi
 if ! .venv/bin/python -c 'import numpy, torch' 2>/dev/null || [[ ! -x .venv/bin/maturin ]]; then
-  echo "installing maturin, numpy and torch into .venv (torch is large: a few minutes the first time)"
-  .venv/bin/python -m pip install --quiet maturin numpy torch
+  echo "installing maturin, numpy and torch into .venv (pinned in tests/python/constraints.txt);"
+  echo "torch is several GB with its CUDA libraries: a few minutes the first time"
+  .venv/bin/python -m pip install --progress-bar on -c tests/python/constraints.txt maturin numpy torch
 fi
 # Libraries built with pyo3 link libpython dynamically when the interpreter is shared (pyenv).
 py_libdir=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')

@@ -31,7 +31,10 @@ if [[ ! -s "$header" || "$(cat "$stamp" 2>/dev/null)" != "$wheel_req" ]]; then
   rm -f "$cache"/wheel/*.whl "$header"
   "$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$cache/wheel" "$wheel_req"
   whl=$(ls "$cache"/wheel/*.whl | head -n1)
-  unzip -o -j -q "$whl" 'tvm_ffi/include/dlpack/dlpack.h' -d "$cache"
+  # Python's zipfile, not unzip (one tool fewer to install).
+  "$py" -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out:
+    out.write(z.read("tvm_ffi/include/dlpack/dlpack.h"))' "$whl" "$header"
   echo "$wheel_req" >"$stamp"
 fi
 
