@@ -88,10 +88,14 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     });
     let attrs = &block.attrs;
+    let cfgs: Vec<_> = attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
+        .collect();
     let self_ty = &block.self_ty;
     let items = &block.items;
     let expanded = quote! {
-        ::dlpack_rs::__dlpack_pymethods! { [#(#attrs)*] #self_ty { #(#items)* } }
+        ::dlpack_rs::__dlpack_pymethods! { [#(#attrs)*] cfg[#(#cfgs)*] #self_ty { #(#items)* } }
     };
     let mut out = TokenStream::new();
     for e in errors {

@@ -303,19 +303,22 @@ macro_rules! __dlpack_pymethods {
     // From `#[dlpack(pyclass)]`: the methods under their Python names.
     (@derive $ty:ty) => {
         $crate::__dlpack_pymethods! {
-            @block [] $ty {}
+            @block [] [] $ty {}
             __dlpack__ __dlpack_device__ __dlpack_c_exchange_api__
         }
     };
     // From `#[dlpack_rs::pymethods]`: the user's block, the methods under Rust names of their
     // own, so that a class given both ways gets the conflict errors and fewer duplicate names.
-    ([$($attr:tt)*] $ty:ty { $($items:tt)* }) => {
+    // `cfg` attributes of the block also apply to the marker impl, so a block compiled out
+    // does not silence the missing-methods check.
+    ([$($attr:tt)*] cfg[$($cfg:tt)*] $ty:ty { $($items:tt)* }) => {
         $crate::__dlpack_pymethods! {
-            @block [$($attr)*] $ty { $($items)* }
+            @block [$($attr)*] [$($cfg)*] $ty { $($items)* }
             __dlpack_rs_dlpack __dlpack_rs_dlpack_device __dlpack_rs_exchange_api
         }
     };
-    (@block [$($attr:tt)*] $ty:ty { $($items:tt)* } $dlpack:ident $device:ident $api:ident) => {
+    (@block [$($attr:tt)*] [$($cfg:tt)*] $ty:ty { $($items:tt)* } $dlpack:ident $device:ident $api:ident) => {
+        $($cfg)*
         impl $crate::__private_derive_v0_4::Use_either_dlpack_pyclass_or_dlpack_rs_pymethods_not_both for $ty {}
 
         #[$crate::pyo3::pymethods]

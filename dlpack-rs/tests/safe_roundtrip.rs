@@ -410,3 +410,59 @@ fn errors_display_what_is_wrong() {
     let e: &dyn std::error::Error = &Error::Overflow;
     assert!(e.to_string().contains("overflow"));
 }
+
+/// A user buffer whose memory is on a CUDA device (a real host allocation stands in for it:
+/// nothing may read it from the CPU).
+struct DeviceBuffer(Box<[f32]>);
+
+// SAFETY: the elements live in the box's heap block, which does not move; the buffer says they
+// are on CUDA device 0, and nothing in this test reads them from the host.
+unsafe impl dlpack_rs::safe::Buffer for DeviceBuffer {
+    type Elem = f32;
+    fn data_ptr(&self) -> *mut f32 {
+        self.0.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.0.len()
+    }
+    fn is_writable(&self) -> bool {
+        false
+    }
+    fn device(&self) -> dlpack_rs::ffi::DLDevice {
+        dlpack_rs::safe::cuda_device(0)
+    }
+}
+
+/// `Export` took the CPU as every buffer's device, so device memory (directly, or through an
+/// `Arc`) came back as a host tensor whose `as_slice` read it on the CPU (found in review).
+#[test]
+fn export_keeps_the_buffers_device_and_refuses_host_views() {
+    let t = Export::new(DeviceBuffer(vec![1.0; 4].into()))
+        .versioned()
+        .unwrap();
+    assert_eq!(t.device(), dlpack_rs::safe::cuda_device(0));
+    assert!(t.as_slice::<f32>().is_err());
+    let shared = std::sync::Arc::new(DeviceBuffer(vec![1.0; 4].into()));
+    let t = Export::new(shared).versioned().unwrap();
+    assert_eq!(t.device(), dlpack_rs::safe::cuda_device(0));
+    assert!(t.as_slice::<f32>().is_err());
+    assert!(t.is_read_only());
+}
+
+/// `AlignedBuffer` through `Export`: aligned as asked, values intact, writable.
+#[test]
+fn aligned_buffer_exports_aligned() {
+    let mut data = dlpack_rs::safe::AlignedBuffer::<f64>::zeroed(5).unwrap();
+    data.copy_from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+    let mut t = Export::new(data).shape(&[5]).versioned().unwrap();
+    assert_eq!(t.data_ptr() as usize % 64, 0);
+    t.as_mut_slice::<f64>().unwrap()[0] = 10.0;
+    assert_eq!(&*t.as_slice::<f64>().unwrap(), &[10.0, 2.0, 3.0, 4.0, 5.0]);
+    let page = dlpack_rs::safe::AlignedBuffer::<u8, 4096>::from_elem(7, 3).unwrap();
+    assert_eq!(page.as_ptr() as usize % 4096, 0);
+    assert_eq!(&*page, &[7, 7, 7]);
+    let empty = dlpack_rs::safe::AlignedBuffer::<f32>::zeroed(0).unwrap();
+    assert_eq!((empty.len(), empty.as_ptr() as usize % 64), (0, 0));
+    assert_eq!(empty.clone(), empty);
+    assert!(dlpack_rs::safe::AlignedBuffer::<f64>::zeroed(usize::MAX).is_err());
+}

@@ -79,22 +79,38 @@ def test_deleter_on_non_python_thread_without_gil(no_leaks):
     del t
     gc.collect()
     assert h.to_bytes() == a.tobytes()
+    counts = ext.keepalive_counts()
     h.release_on_thread()
+    # The path taken: released after attaching the Rust thread (not leaked, not attached).
+    after = ext.keepalive_counts()
+    assert after["after_attaching"] == counts["after_attaching"] + 1
+    assert after["attached"] == counts["attached"]
     collect()
     assert live() == before
 
 
 def test_deleter_on_thread_while_gil_busy(no_leaks):
-    # The deleter's thread must wait for the GIL while this thread keeps running Python code.
+    # The deleter's thread must wait for the GIL while this thread holds it (spinning in Rust,
+    # never releasing it), then release the object by attaching.
     t, _ = rust_tensor("int32", (4,), "class")
     start = sys.getrefcount(t)
     h = ext.hold(t)
     assert sys.getrefcount(t) == start + 1
-    h.release_on_detached_thread()
+    counts = ext.keepalive_counts()
+    refs, released = h.release_on_thread_while_holding_gil(t, 0.3)
+    # Read at the end of the spin, GIL still held: the deleter's thread was waiting.
+    assert refs == start + 1  # (the call's argument stands in for getrefcount's own)
+    assert released == counts["after_attaching"]
+    # (CPython 3.11's current-thread-state read is the GIL holder's: a keepalive dropped on a
+    # thread that never attached was taken for attached and released without the GIL.)
+    assert ext.keepalive_counts()["attached"] == counts["attached"]
     deadline = time.time() + 10
     while sys.getrefcount(t) != start and time.time() < deadline:
-        time.sleep(0.001)
+        time.sleep(0.001)  # releases the GIL: now the deleter's thread attaches
     assert sys.getrefcount(t) == start
+    after = ext.keepalive_counts()
+    assert after["after_attaching"] == counts["after_attaching"] + 1
+    assert after["leaked_at_shutdown"] == counts["leaked_at_shutdown"]
 
 
 def test_torch_frees_from_its_side(no_leaks):
@@ -122,8 +138,16 @@ def test_shutdown_with_live_exports(tmp_path):
         "cap = t.__dlpack__()\n"
         "h = ext.hold(t)\n"
         "h.release_on_detached_thread()\n"
+        "ext.report_keepalive_counts_at_exit()\n"
         "print('ok')\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "ok"
+    # The process got past finalization (the C atexit handler runs after it), and which paths
+    # the keepalives took is on record: every one alive at exit was released or leaked, none
+    # crossed interpreters.
+    line = r.stderr.split("keepalive counts at exit:")[1].splitlines()[0]
+    counts = {k: int(v) for k, v in (kv.split("=") for kv in line.split())}
+    assert counts["leaked_other_interpreter"] == 0, r.stderr
+    assert counts["attached"] + counts["after_attaching"] + counts["leaked_at_shutdown"] >= 1

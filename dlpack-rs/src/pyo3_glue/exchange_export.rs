@@ -66,16 +66,8 @@ where
         0
     };
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
-    // place (writable unless read-only) until the deleter drops it, and `DATA_OF` reads the same
-    // pointer from it.
-    let owned = unsafe {
-        safe::pack_owned_versioned(
-            keepalive,
-            info,
-            flags,
-            <T::Frozen as ClassRoute<T>>::DATA_OF,
-        )
-    }?;
+    // place (writable unless read-only) until the deleter drops it.
+    let owned = unsafe { safe::pack_owned_versioned(keepalive, info, flags, None) }?;
     // SAFETY: `into_raw` of an owner never returns NULL.
     Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
 }

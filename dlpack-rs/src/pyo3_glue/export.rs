@@ -1,7 +1,5 @@
 //! What a `#[pyclass(frozen)]`'s `__dlpack__` and `__dlpack_device__` delegate to.
 
-use core::ffi::c_void;
-
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::{False, True};
@@ -109,7 +107,7 @@ pub fn export_derived<'py, T>(
     copy: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyCapsule>>
 where
-    T: PyClass,
+    T: IntoDLPack + PyClass,
     T::Frozen: ClassRoute<T>,
 {
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
@@ -132,17 +130,8 @@ where
 {
     let (info, read_only, keepalive) = <T::Frozen as ClassRoute<T>>::export(slf, rust_reads)?;
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
-    // place until the deleter drops it, and `DATA_OF` (when given) reads the same pointer from it.
-    unsafe {
-        export_capsule(
-            slf.py(),
-            info,
-            read_only,
-            keepalive,
-            args,
-            <T::Frozen as ClassRoute<T>>::DATA_OF,
-        )
-    }
+    // place (writable unless read-only) until the deleter drops it.
+    unsafe { export_capsule(slf.py(), info, read_only, keepalive, args, None) }
 }
 
 mod sealed {
@@ -162,12 +151,17 @@ mod sealed {
 ///   field, which must be a [`SharedBuffer`] (`Arc<[T]>`, `ArcArray`, ...): a `&mut self`
 ///   method may then replace the class's value at any time without touching the memory a
 ///   consumer reads. Such exports are read-only.
+///
+/// # Safety
+///
+/// `export` returns a keepalive that keeps the memory the returned `TensorInfo` describes valid,
+/// in place and initialised for as long as it lives (writable by consumers unless the returned
+/// flag says read-only). (Sealed in practice: the keepalive type cannot be
+/// named outside this crate.)
 #[doc(hidden)]
-pub trait ClassRoute<T: PyClass>: sealed::Sealed {
+pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     /// What keeps the memory alive: the object, or the export's own clone of its data.
     type Owner: Send + 'static;
-    /// Reads the data pointer from the keepalive in its final place (`None`: `info.data`).
-    const DATA_OF: Option<fn(&mut ClassKeepalive<Self::Owner>) -> *mut c_void>;
     /// The metadata, whether the export is read-only, and the keepalive. Contract: the
     /// keepalive keeps the described memory valid and in place while it lives, and writable
     /// unless read-only.
@@ -182,7 +176,7 @@ pub trait ClassRoute<T: PyClass>: sealed::Sealed {
 #[doc(hidden)]
 pub struct ClassKeepalive<O> {
     _borrow: Option<BorrowToken>,
-    owner: O,
+    _owner: O,
 }
 
 fn borrow_if(info: &TensorInfo, rust_reads: bool) -> PyResult<Option<BorrowToken>> {
@@ -193,12 +187,14 @@ fn borrow_if(info: &TensorInfo, rust_reads: bool) -> PyResult<Option<BorrowToken
     })
 }
 
-impl<T> ClassRoute<T> for True
+// SAFETY: the keepalive holds the frozen object, whose `unsafe impl IntoDLPack` vouches for the
+// memory `tensor_info` describes; a frozen object is never mutably borrowed, so that memory
+// stays valid and in place until the keepalive is dropped.
+unsafe impl<T> ClassRoute<T> for True
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
 {
     type Owner = PyKeepalive;
-    const DATA_OF: Option<fn(&mut ClassKeepalive<PyKeepalive>) -> *mut c_void> = None;
 
     fn export(
         slf: &Bound<'_, T>,
@@ -215,24 +211,22 @@ where
             this.is_read_only(),
             ClassKeepalive {
                 _borrow: borrow,
-                owner,
+                _owner: owner,
             },
         ))
     }
 }
 
-fn shared_data_ptr<D: SharedBuffer>(keepalive: &mut ClassKeepalive<D>) -> *mut c_void {
-    keepalive.owner.data_ptr().cast()
-}
-
-impl<T> ClassRoute<T> for False
+// SAFETY: the keepalive holds a clone of the data field, which `DerivedData` says contains every
+// byte `tensor_info` describes, and which (`SharedBuffer`) describes the same memory as the
+// field, keeps it alive and in place, and is never written while shared: the export is
+// read-only. The pointer `tensor_info` read is exported as is (the field is read once).
+unsafe impl<T> ClassRoute<T> for False
 where
     T: DerivedData + PyClass<Frozen = False>,
     T::Data: SharedBuffer,
 {
     type Owner = T::Data;
-    const DATA_OF: Option<fn(&mut ClassKeepalive<T::Data>) -> *mut c_void> =
-        Some(shared_data_ptr::<T::Data>);
 
     fn export(
         slf: &Bound<'_, T>,
@@ -256,7 +250,7 @@ where
             true,
             ClassKeepalive {
                 _borrow: borrow,
-                owner,
+                _owner: owner,
             },
         ))
     }

@@ -2,7 +2,7 @@
 //! and [`PyKeepalive`], the Python object an export holds from a deleter that may run on any
 //! thread.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -20,6 +20,7 @@ static HOOK_STATE: AtomicU8 = AtomicU8::new(0);
 /// re-entered us, or if another thread waited on it while holding the GIL): the thread that
 /// wins the flag installs the hook; the others go on and install nothing.
 pub(crate) fn install_shutdown_hook(py: Python<'_>) {
+    learn_tstate_kind(py);
     if HOOK_STATE.load(Ordering::Acquire) != 0 {
         return;
     }
@@ -44,19 +45,51 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     HOOK_STATE.store(2, Ordering::Release);
 }
 
+/// 0: not known yet; 1: CPython <= 3.11, whose "current thread state" is the GIL holder's,
+/// process-wide; 2: CPython >= 3.12, where it is the calling thread's own.
+static TSTATE_PER_THREAD: AtomicU8 = AtomicU8::new(0);
+
+/// Records which kind of current-thread-state read this interpreter has (see
+/// [`this_thread_is_attached`]). Called attached, before any keepalive exists.
+fn learn_tstate_kind(py: Python<'_>) {
+    if TSTATE_PER_THREAD.load(Ordering::Relaxed) == 0 {
+        let kind = if py.version_info() >= (3, 12) { 2 } else { 1 };
+        TSTATE_PER_THREAD.store(kind, Ordering::Relaxed);
+    }
+}
+
 /// Whether this thread is attached to the interpreter (has a current thread state: holds the
 /// GIL on GIL builds). `PyGILState_Check` cannot answer this: CPython returns 1 on every thread
-/// once a sub-interpreter has been created. The stable ABI (feature `abi3`) offers no unchecked
-/// thread-state read: there the answer is always "no", which only makes callers take their
-/// conservative path.
+/// once a sub-interpreter has been created. Before 3.12, CPython's unchecked current-thread-state
+/// read returns the thread state of whichever thread holds the GIL, not the caller's: a thread
+/// that never attached saw "attached" whenever another thread ran Python, and released objects
+/// without the GIL (a data race on the reference count, found by `test_lifetime.py`'s GIL-busy
+/// case). There the caller is attached only if that state is its own (`PyGILState`'s record of
+/// this thread); a thread attached to a sub-interpreter through a thread state of its own making
+/// is then taken for unattached, which on those versions only matters to embedders.
+///
+/// The stable ABI (feature `abi3`) offers no unchecked thread-state read: there the answer is
+/// always "no", which only makes callers take their conservative path.
 pub(crate) fn this_thread_is_attached() -> bool {
     #[cfg(not(feature = "abi3"))]
     {
-        // SAFETY: both are callable at any time from any thread: `Py_IsInitialized` reads a
-        // flag, `PyThreadState_GetUnchecked` this thread's current thread state (NULL when not
-        // attached) without any check that could abort.
+        // SAFETY: all three are callable at any time from any thread: `Py_IsInitialized` reads a
+        // flag, `PyThreadState_GetUnchecked` the current thread state without any check that
+        // could abort (NULL when none), and `PyGILState_GetThisThreadState` this thread's entry
+        // in a thread-specific slot.
         unsafe {
-            ffi::Py_IsInitialized() != 0 && !ffi::compat::PyThreadState_GetUnchecked().is_null()
+            if ffi::Py_IsInitialized() == 0 {
+                return false;
+            }
+            let current = ffi::compat::PyThreadState_GetUnchecked();
+            if current.is_null() {
+                return false;
+            }
+            match TSTATE_PER_THREAD.load(Ordering::Relaxed) {
+                2 => true,
+                // <= 3.11, or not known yet (the check is right on every version then).
+                _ => current == ffi::PyGILState_GetThisThreadState(),
+            }
         }
     }
     #[cfg(feature = "abi3")]
@@ -70,6 +103,47 @@ pub(crate) fn this_thread_is_attached() -> bool {
 /// [`Managed::leak_on_drop_if`](crate::safe::Managed::leak_on_drop_if) predicate).
 pub(crate) fn exiting_unattached() -> bool {
     SHUTTING_DOWN.load(Ordering::SeqCst) && !this_thread_is_attached()
+}
+
+/// How the keepalives dropped so far in this process let go of their object, one counter per
+/// path of [`PyKeepalive`]'s `Drop`: for tests that must prove which path ran (a relaxed
+/// atomic increment per drop). Not a stable API.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeepaliveCounts {
+    /// Released at once: the dropping thread was attached.
+    pub attached: usize,
+    /// Released after attaching the dropping thread.
+    pub after_attaching: usize,
+    /// Leaked: shutdown had begun and the thread was not attached.
+    pub leaked_at_shutdown: usize,
+    /// Leaked: the object belongs to another (sub-)interpreter than the dropping thread's.
+    pub leaked_other_interpreter: usize,
+}
+
+static RELEASED_ATTACHED: AtomicUsize = AtomicUsize::new(0);
+static RELEASED_AFTER_ATTACHING: AtomicUsize = AtomicUsize::new(0);
+static LEAKED_AT_SHUTDOWN: AtomicUsize = AtomicUsize::new(0);
+static LEAKED_OTHER_INTERPRETER: AtomicUsize = AtomicUsize::new(0);
+
+fn count(counter: &AtomicUsize) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn py_is_initialized() -> bool {
+    // SAFETY: `Py_IsInitialized` may be called at any time, attached or not.
+    unsafe { ffi::Py_IsInitialized() != 0 }
+}
+
+/// The counts so far (see [`KeepaliveCounts`]).
+#[doc(hidden)]
+pub fn keepalive_counts() -> KeepaliveCounts {
+    KeepaliveCounts {
+        attached: RELEASED_ATTACHED.load(Ordering::Relaxed),
+        after_attaching: RELEASED_AFTER_ATTACHING.load(Ordering::Relaxed),
+        leaked_at_shutdown: LEAKED_AT_SHUTDOWN.load(Ordering::Relaxed),
+        leaked_other_interpreter: LEAKED_OTHER_INTERPRETER.load(Ordering::Relaxed),
+    }
 }
 
 /// A Python object held as the keepalive of an exported tensor.
@@ -119,16 +193,19 @@ impl Drop for PyKeepalive {
                 // Attached to another (sub-)interpreter: releasing the object needs its own
                 // interpreter's lock, which this thread cannot take from here. Leak it.
                 std::mem::forget(obj);
+                count(&LEAKED_OTHER_INTERPRETER);
                 return;
             }
             // SAFETY: this thread is attached (it has a current thread state) to the object's
             // interpreter, so the reference can be released directly (even during
             // finalization, as CPython itself does).
             unsafe { ffi::Py_DecRef(obj.into_ptr()) };
+            count(&RELEASED_ATTACHED);
             return;
         }
         if SHUTTING_DOWN.load(Ordering::SeqCst) {
             std::mem::forget(obj);
+            count(&LEAKED_AT_SHUTDOWN);
             return;
         }
         let mut slot = Some(obj);
@@ -139,10 +216,17 @@ impl Drop for PyKeepalive {
         Python::try_attach(|_py| {
             if current_interpreter() == interp {
                 drop(slot.take());
+                count(&RELEASED_AFTER_ATTACHING);
             }
         });
         if let Some(obj) = slot {
             std::mem::forget(obj);
+            // Refused: finalizing (or never initialized), or another interpreter's object.
+            if SHUTTING_DOWN.load(Ordering::SeqCst) || !py_is_initialized() {
+                count(&LEAKED_AT_SHUTDOWN);
+            } else {
+                count(&LEAKED_OTHER_INTERPRETER);
+            }
         }
     }
 }

@@ -77,6 +77,8 @@ pub use export::{export_dlpack, export_dlpack_device};
 pub use extract::{TensorMut, TensorRef, ANY_NDIM};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
+#[doc(hidden)]
+pub use keepalive::{keepalive_counts, KeepaliveCounts};
 pub use protocol::DLPackArgs;
 #[doc(hidden)]
 pub use tensor::class_exchange_api_capsule;

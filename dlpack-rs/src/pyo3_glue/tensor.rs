@@ -384,7 +384,7 @@ where
 #[doc(hidden)]
 pub fn class_exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
 where
-    T: PyClass + 'static,
+    T: IntoDLPack + PyClass + 'static,
     T::Frozen: ClassRoute<T>,
 {
     let api = NonNull::from(class_exchange_api::<T>()).cast::<c_void>();

@@ -24,6 +24,11 @@ use super::{Element, Error};
 ///   a reference to the elements), as for `Vec::as_ptr`.
 /// - No method taking `&self` writes the elements (no interior mutability of the elements): safe
 ///   code that shares the value only ever reads them.
+/// - `data_ptr`, `num_elements` and `device` give the same answers on every call, whether the
+///   value was moved or shared meanwhile, until it is mutably borrowed; `data_ptr_mut` returns
+///   the address `data_ptr` does. (The crate checks a layout against one answer and exports
+///   another: a buffer whose answers change through `&self`, a cursor say, would let a
+///   consumer read outside it.)
 pub unsafe trait Buffer {
     /// The element type; it decides the exported dtype.
     type Elem: Element;
@@ -116,10 +121,10 @@ unsafe impl<B: Buffer> Buffer for Arc<B> {
 ///
 /// # Safety
 ///
-/// A clone must describe the same memory (the same `data_ptr`, `num_elements` and `device`) and
-/// keep it valid and in place for as long as it lives, whatever happens to the other clones; and
-/// no owner may write the elements while more than one owner exists (immutable shared data, or
-/// copy-on-write like `ArcArray`).
+/// A clone must describe the same memory (the same `data_ptr`, `num_elements` and `device`, on
+/// every call: see `Buffer`) and keep it valid and in place for as long as it lives, whatever
+/// happens to the other clones; and no owner may write the elements while more than one owner
+/// exists (immutable shared data, or copy-on-write like `ArcArray`).
 #[diagnostic::on_unimplemented(
     message = "a mutable `#[pyclass]` cannot export `{Self}` without a copy",
     label = "not shared ownership: a `&mut self` method could free or reallocate it while a consumer reads it",

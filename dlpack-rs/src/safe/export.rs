@@ -5,7 +5,6 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use super::buffer::{read_ptr, to_i64s, write_ptr};
-use super::dtype::cpu_device;
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
 use super::pack::{pack_owned, pack_owned_versioned};
 use super::{Buffer, Dim, Element, Error, TensorInfo};
@@ -78,7 +77,9 @@ impl<B: Buffer + Send + 'static> Export<B> {
         let data = self.buffer.data_ptr().cast::<c_void>();
         let info = TensorInfo {
             data,
-            device: cpu_device(),
+            // The buffer's own device: a view of the result is then refused unless the memory
+            // is host-accessible.
+            device: self.buffer.device(),
             dtype: B::Elem::DTYPE,
             shape,
             strides,

@@ -133,6 +133,10 @@ fn drop_on_detached_thread(obj: Imported) {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(panicking_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(panicking_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(keepalive_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(report_keepalive_counts_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(spin_holding_gil, m)?)?;
+    m.add_function(wrap_pyfunction!(drop_capsule_with_exception_set, m)?)?;
     m.add_function(wrap_pyfunction!(bombs_dropped, m)?)?;
     m.add_function(wrap_pyfunction!(checksum_detached, m)?)?;
     m.add_function(wrap_pyfunction!(export_detached, m)?)?;
@@ -296,4 +300,85 @@ pub fn register_typed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(typed_add, m)?)?;
     m.add_function(wrap_pyfunction!(typed_sum, m)?)?;
     Ok(())
+}
+
+/// How the library's keepalives let go of their objects so far (see
+/// `dlpack_rs::pyo3_glue::KeepaliveCounts`), as a dict.
+#[pyfunction]
+fn keepalive_counts(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let c = dlpack_rs::pyo3_glue::keepalive_counts();
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("attached", c.attached)?;
+    d.set_item("after_attaching", c.after_attaching)?;
+    d.set_item("leaked_at_shutdown", c.leaked_at_shutdown)?;
+    d.set_item("leaked_other_interpreter", c.leaked_other_interpreter)?;
+    Ok(d)
+}
+
+extern "C" fn print_keepalive_counts() {
+    let c = dlpack_rs::pyo3_glue::keepalive_counts();
+    eprintln!(
+        "keepalive counts at exit: attached={} after_attaching={} leaked_at_shutdown={} leaked_other_interpreter={}",
+        c.attached, c.after_attaching, c.leaked_at_shutdown, c.leaked_other_interpreter
+    );
+}
+
+extern "C" {
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// Prints the keepalive counts on stderr when the process exits, after the interpreter has
+/// finalized (a C `atexit` handler), so that shutdown tests can read which paths ran.
+#[pyfunction]
+fn report_keepalive_counts_at_exit() -> PyResult<()> {
+    // SAFETY: registers a plain function that touches no Python state.
+    if unsafe { atexit(print_keepalive_counts) } != 0 {
+        return Err(PyRuntimeError::new_err("atexit registration failed"));
+    }
+    Ok(())
+}
+
+/// Holds the GIL (attached, not releasing it) for `seconds`, spinning: other threads that
+/// need the GIL wait meanwhile.
+#[pyfunction]
+fn spin_holding_gil(seconds: f64) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
+    while std::time::Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// Makes a capsule of ours nobody consumes (a plain export, or one whose keepalive panics),
+/// sets a pending `ValueError("pending from Rust")`, and drops the capsule (its last
+/// reference) while that exception is set, so that its destructor runs with it pending. Returns
+/// the exception pending afterwards, as `(type name, message)`, or None if there was none.
+#[pyfunction]
+fn drop_capsule_with_exception_set(
+    py: Python<'_>,
+    panicking: bool,
+    versioned: bool,
+) -> PyResult<Option<(String, String)>> {
+    let capsule = if panicking {
+        panicking_capsule(py, versioned)?
+    } else {
+        let t = safe::Export::new(vec![1u8, 2, 3, 4]);
+        if versioned {
+            into_capsule(py, t.versioned()?)?
+        } else {
+            into_capsule(py, t.legacy()?)?
+        }
+    };
+    // SAFETY: `capsule` is a live object and this thread is attached.
+    let refs = unsafe { pyo3::ffi::Py_REFCNT(capsule.as_ptr()) };
+    assert_eq!(refs, 1, "the capsule must die here");
+    pyo3::exceptions::PyValueError::new_err("pending from Rust").restore(py);
+    drop(capsule);
+    Ok(PyErr::take(py).map(|e| {
+        let name = e
+            .get_type(py)
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        (name, e.value(py).to_string())
+    }))
 }

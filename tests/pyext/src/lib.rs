@@ -522,6 +522,29 @@ impl Held {
             .map_err(|_| PyRuntimeError::new_err("thread panicked"))
     }
 
+    /// Drops the tensor on a new thread while this thread keeps holding the GIL for `seconds`
+    /// (spinning in Rust, never releasing it). Returns `obj`'s reference count and the number of
+    /// keepalives released after attaching, both read at the end of the spin, still holding the
+    /// GIL: the dropping thread must have waited.
+    fn release_on_thread_while_holding_gil(
+        &self,
+        obj: &Bound<'_, PyAny>,
+        seconds: f64,
+    ) -> (isize, usize) {
+        let t = self.tensor.lock().unwrap().take();
+        std::thread::spawn(move || drop(t));
+        let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
+        while std::time::Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        // SAFETY: `obj` is a live object and this thread is attached.
+        let refs = unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) };
+        (
+            refs,
+            dlpack_rs::pyo3_glue::keepalive_counts().after_attaching,
+        )
+    }
+
     /// Drops the tensor on a new thread without waiting: the deleter runs while this thread
     /// may still hold the GIL.
     fn release_on_detached_thread(&self) {
