@@ -181,7 +181,11 @@ fn dtype_field_and_byte_offset() {
     assert_eq!(info.dtype, dtype_u16());
     assert_eq!(info.byte_offset, 2);
     assert_eq!(info.shape, vec![2]);
-    r.into_managed_tensor_versioned().unwrap();
+    // The values are read at the offset, as the dtype field says (little-endian u16s 1 and 2).
+    let mt = r.into_managed_tensor_versioned().unwrap();
+    assert_eq!(mt.byte_offset(), 2);
+    let expected = [u16::from_le_bytes([1, 0]), u16::from_le_bytes([2, 0])];
+    assert_eq!(&*mt.as_slice::<u16>().unwrap(), &expected);
 }
 
 #[test]
