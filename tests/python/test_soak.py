@@ -5,7 +5,10 @@ torch use counts back to their start, resident memory flat.
 The cycle count defaults to a modest 20000 (about a second or two); set DLPACK_SOAK_CYCLES to
 run longer (the issue's soak is 1000000).
 
-RSS bound: after a warm-up of a tenth of the cycles, resident memory may grow by at most
+Leaks are counted first: the test extension's global allocator counts its live Rust heap
+blocks (the library's export blocks and shape arrays among them), which after the warm-up must
+not grow over the cycles (a block leaked per cycle shows as thousands). RSS is a coarse second
+check: after a warm-up of a tenth of the cycles, resident memory may grow by at most
 16 MiB over the rest. Every cycle creates about 24 KiB of tensors (4 KiB buffers exported and
 imported in several ways), so leaking any one of them per cycle exceeds the bound by far at
 the default count (18000 * 4 KiB = 70 MiB), while allocator noise stays well below it.
@@ -65,14 +68,19 @@ def test_soak_export_import_cycles():
         cycle(i)
     gc.collect()
     base = rss()
+    blocks0, bytes0 = ext.rust_heap()
     for i in range(warmup, CYCLES):
         cycle(i)
     gc.collect()
     grown = rss() - base
+    blocks, nbytes = ext.rust_heap()
 
     created, dropped = ext.counters()
     assert created - created0 == CYCLES  # one Rust storage per cycle ...
     assert dropped - dropped0 == CYCLES  # ... each dropped exactly once by its deleter
     assert sys.getrefcount(a) == a_refs  # numpy's deleter released every import
     assert x._use_count() == x_uses  # torch's deleter released every import
+    # A few blocks of slack for lazily grown caches; a leak per cycle is thousands.
+    assert blocks - blocks0 <= 16, f"{blocks - blocks0} Rust heap blocks leaked"
+    assert nbytes - bytes0 <= 64 * 1024, f"{nbytes - bytes0} bytes of Rust heap leaked"
     assert grown < RSS_BOUND, f"RSS grew by {grown / 2**20:.1f} MiB over {CYCLES - warmup} cycles"

@@ -5,6 +5,7 @@
 mod derived;
 mod exchange;
 mod hardening;
+mod heap;
 mod ndarray_funcs;
 mod shapes;
 
@@ -582,6 +583,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hold, m)?)?;
     derived::register_derived(m)?;
     shapes::register(m)?;
+    heap::register(m)?;
     hardening::register(m)?;
     hardening::register_probes(m)?;
     hardening::register_views(m)?;
