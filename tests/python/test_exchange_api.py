@@ -500,3 +500,32 @@ def test_torch_conjugate_view_is_not_imported_unconjugated():
     resolved = view.resolve_conj()
     assert np.frombuffer(ext.to_bytes(resolved), dtype=np.complex64).tolist() == [1 - 2j, 3 + 4j]
     assert ext.import_info(base)["data_ptr"] == base.data_ptr()
+
+
+# ---------------------------------------------------------------------------------------------
+# to_framework: handing a Rust tensor to torch through torch's own table
+
+
+def test_to_framework_gives_torch_the_rust_memory(no_leaks):
+    payload = np.arange(5, dtype=np.float32).tobytes()
+    before = live()
+    x, ptr = ext.hand_to(torch.Tensor, payload)
+    assert type(x) is torch.Tensor
+    assert x.data_ptr() == ptr  # zero-copy
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    x[0] = 7.0  # torch owns it now and may write
+    assert x[0].item() == 7.0
+    assert live() == before + 1
+    del x
+    collect()
+    assert live() == before  # torch called the deleter: the Rust storage is gone
+
+
+def test_to_framework_falls_back_to_from_dlpack(no_leaks):
+    # numpy's type has no exchange table: the fallback is called with a dlpack_rs.Tensor.
+    payload = np.arange(3, dtype=np.float32).tobytes()
+    a, ptr = ext.hand_to(np.ndarray, payload, np.from_dlpack)
+    assert isinstance(a, np.ndarray) and a.ctypes.data == ptr
+    assert a.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(TypeError, match="no DLPack exchange table"):
+        ext.hand_to(np.ndarray, payload)

@@ -86,7 +86,20 @@ unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLP
 
 /// The exchange table of `obj`'s type, if it has one this crate can use (cached per type).
 fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, bool)> {
-    let key = obj.get_type_ptr() as usize;
+    lookup_type(obj.py(), obj.get_type_ptr() as usize, || obj.get_type())
+}
+
+/// The exchange table of type `ty`, if it has one this crate can use (cached per type).
+pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
+    lookup_type(ty.py(), ty.as_ptr() as usize, || ty.clone()).map(|(api, _)| api)
+}
+
+/// [`lookup`] by type: `key` is the type's address, `ty` makes the type when it is not cached.
+fn lookup_type<'py>(
+    py: Python<'py>,
+    key: usize,
+    ty: impl FnOnce() -> Bound<'py, PyType>,
+) -> Option<(&'static DLPackExchangeAPI, bool)> {
     {
         let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         for slot in cache.slots.iter().flatten() {
@@ -98,8 +111,7 @@ fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, bool)> 
             }
         }
     }
-    let py = obj.py();
-    let ty = obj.get_type();
+    let ty = ty();
     let capsule = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
     let grad = type_lookup(&ty, pyo3::intern!(py, "requires_grad")).is_some();
     let api = capsule

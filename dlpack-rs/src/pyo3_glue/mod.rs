@@ -10,6 +10,8 @@
 //!   tensor from any object with `__dlpack__`; [`ImportOptions`] asks the producer for a device
 //!   or a copy; [`TensorRef`] / [`TensorMut`] are typed arguments (element type and number of
 //!   dimensions in the signature) that hold their borrow from extraction on.
+//! - Hand-off: [`to_framework`] gives an owned tensor to a framework (torch) through its
+//!   exchange table, without a capsule or a `from_dlpack` call.
 //! - Fast path: the DLPack 1.3 C exchange API (`__dlpack_c_exchange_api__`). Imports use a
 //!   producer's table when its type has one (torch does), and [`DLPackTensor`] and derived
 //!   classes publish one ([`exchange_api`], [`exchange_api_capsule`]).
@@ -64,6 +66,7 @@ mod exchange_export;
 mod exchange_import;
 mod export;
 mod extract;
+mod handoff;
 mod import;
 mod keepalive;
 mod protocol;
@@ -75,6 +78,7 @@ pub use capsule::into_capsule;
 pub use export::{export_derived, ClassRoute};
 pub use export::{export_dlpack, export_dlpack_device};
 pub use extract::{TensorMut, TensorRef, ANY_NDIM};
+pub use handoff::to_framework;
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
 #[doc(hidden)]

@@ -134,6 +134,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(panicking_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(panicking_capsule, m)?)?;
     m.add_function(wrap_pyfunction!(keepalive_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(hand_to, m)?)?;
     m.add_function(wrap_pyfunction!(report_keepalive_counts_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(spin_holding_gil, m)?)?;
     m.add_function(wrap_pyfunction!(drop_capsule_with_exception_set, m)?)?;
@@ -381,4 +382,24 @@ fn drop_capsule_with_exception_set(
             .unwrap_or_default();
         (name, e.value(py).to_string())
     }))
+}
+
+/// A counted Rust tensor of `data` (float32, one dimension) handed to the framework of type
+/// `ty` through `to_framework` (its exchange table, else `fallback`). Returns the framework's
+/// tensor and the address of the Rust data.
+#[pyfunction]
+#[pyo3(signature = (ty, data, fallback=None))]
+fn hand_to<'py>(
+    ty: &Bound<'py, pyo3::types::PyType>,
+    data: &[u8],
+    fallback: Option<Bound<'py, PyAny>>,
+) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    let len = (data.len() / 4) as i64;
+    let t = crate::new_rust_tensor(data, "float32", vec![len], None, 0, false, (1, 0))?;
+    let tensor = dlpack_rs::IntoDLPack::into_managed_tensor_versioned(t)?;
+    let ptr = tensor.data_ptr() as usize;
+    Ok((
+        dlpack_rs::pyo3_glue::to_framework(ty, tensor, fallback.as_ref())?,
+        ptr,
+    ))
 }

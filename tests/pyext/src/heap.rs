@@ -43,7 +43,10 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: forwarded unchanged (the `GlobalAlloc::realloc` contract).
         let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() {
-            LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+            LIVE_BYTES.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
         }
         new
     }

@@ -116,7 +116,7 @@ unsafe impl IntoDLPack for RustTensor {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn new_rust_tensor(
+pub(crate) fn new_rust_tensor(
     data: &[u8],
     dtype: &str,
     shape: Vec<i64>,

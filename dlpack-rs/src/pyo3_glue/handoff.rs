@@ -1,0 +1,79 @@
+//! Handing an owned tensor to a framework without the Python-level round trip: through the
+//! framework type's C exchange table (`managed_tensor_to_py_object_no_sync`), or, where it has
+//! none, through its `from_dlpack`.
+
+use pyo3::exceptions::{PySystemError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use super::exchange_import::type_table;
+use super::DLPackTensor;
+use crate::safe::ManagedTensorVersioned;
+
+/// Turns `tensor` into a tensor of the framework whose tensor type is `ty` (`torch.Tensor`, or
+/// any type that publishes a DLPack 1.3 `__dlpack_c_exchange_api__` with
+/// `managed_tensor_to_py_object_no_sync`), zero-copy, without a capsule or a Python call: the
+/// framework takes ownership of the managed tensor and calls its deleter when it lets go.
+///
+/// Where `ty` has no such table, `fallback` (a `from_dlpack` function, such as
+/// `torch.from_dlpack` or `jax.numpy.from_dlpack`) is called with the tensor wrapped in a
+/// [`DLPackTensor`]; without a fallback that is a `TypeError`.
+///
+/// No stream synchronisation is done (the `_no_sync` of the table): for device memory, the
+/// work that produced the data must be complete (or ordered before the framework's) when this
+/// is called. A read-only tensor stays read-only only for frameworks that honour the flag
+/// (torch does not).
+///
+/// ```no_run
+/// use dlpack_rs::pyo3_glue::to_framework;
+/// use dlpack_rs::safe::Export;
+/// use pyo3::prelude::*;
+/// use pyo3::types::PyType;
+///
+/// /// A float32 torch tensor of `n` zeros made in Rust: no `torch.from_dlpack` round trip.
+/// #[pyfunction]
+/// fn zeros_for_torch(py: Python<'_>, n: usize) -> PyResult<Bound<'_, PyAny>> {
+///     let torch = py.import("torch")?;
+///     let tensor_type = torch.getattr("Tensor")?.cast_into::<PyType>()?;
+///     let tensor = Export::new(vec![0.0f32; n]).versioned()?;
+///     to_framework(&tensor_type, tensor, Some(&torch.getattr("from_dlpack")?))
+/// }
+/// ```
+pub fn to_framework<'py>(
+    ty: &Bound<'py, PyType>,
+    tensor: ManagedTensorVersioned,
+    fallback: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = ty.py();
+    super::borrow::join(py)?;
+    if let Some(to_py) = type_table(ty).and_then(|api| api.managed_tensor_to_py_object_no_sync) {
+        let raw = tensor.into_raw();
+        let mut out: *mut core::ffi::c_void = core::ptr::null_mut();
+        // SAFETY: `to_py` comes from the static table of `ty` itself, found in its own MRO as the
+        // interpreter finds a special method; it is called as dlpack.h says: attached (we hold
+        // `py`), with an owned managed tensor (ownership is stolen, on failure too) and a valid
+        // out pointer.
+        let rc = unsafe { to_py(raw, &mut out) };
+        if rc != 0 {
+            return Err(PyErr::take(py).unwrap_or_else(|| {
+                PySystemError::new_err(
+                    "managed_tensor_to_py_object_no_sync failed without setting an exception",
+                )
+            }));
+        }
+        if out.is_null() {
+            return Err(PySystemError::new_err(
+                "managed_tensor_to_py_object_no_sync returned NULL",
+            ));
+        }
+        // SAFETY: on success the table hands back a new (owned) reference to a Python object.
+        return Ok(unsafe { Bound::from_owned_ptr(py, out.cast()) });
+    }
+    match fallback {
+        Some(from_dlpack) => from_dlpack.call1((DLPackTensor::new(tensor),)),
+        None => Err(PyTypeError::new_err(format!(
+            "{} has no DLPack exchange table that makes tensors, and no fallback was given",
+            ty.name()?
+        ))),
+    }
+}
