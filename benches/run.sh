@@ -6,14 +6,18 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3.11}
-if [[ ! -x .venv/bin/python ]]; then
-  "$PY" -m venv .venv
+# The test command's venv has numpy and torch already (several GB): use it when it is there.
+venv=.venv
+if [[ -x ../.venv/bin/python ]]; then venv=../.venv; fi
+if [[ ! -x $venv/bin/python ]]; then
+  "$PY" -m venv "$venv"
 fi
-if ! .venv/bin/python -c 'import numpy, torch' 2>/dev/null || [[ ! -x .venv/bin/maturin ]]; then
-  .venv/bin/python -m pip install --quiet maturin numpy torch
+if ! "$venv/bin/python" -c 'import numpy, torch, tvm_ffi' 2>/dev/null || [[ ! -x $venv/bin/maturin ]]; then
+  "$venv/bin/python" -m pip install --progress-bar on -c ../tests/python/constraints.txt \
+    maturin numpy torch apache-tvm-ffi
 fi
-VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" \
-  .venv/bin/maturin develop --quiet --release -m ext/Cargo.toml
+VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
+  "$venv/bin/maturin" develop --quiet --release -m ext/Cargo.toml
 # Machine-specific OpenBLAS overrides skew numpy's start-up; not wanted while measuring.
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
-env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench.py ${BENCH_ARGS:-}
+env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" bench.py ${BENCH_ARGS:-}

@@ -38,6 +38,7 @@ STEPS=(
   "asan|full|AddressSanitizer: dlpack-rs test binaries (nightly -Zsanitizer=address, without Python)"
   "fuzz|quick|fuzz: the import validator under cargo-fuzz (nightly)"
   "python|quick|Python interop suite (venv, maturin, pytest)"
+  "instructions|full|instruction counts per call (callgrind) against tests/perf/budgets.json"
   "abi3|full|abi3: one wheel, the numpy part of the interop suite under CPython 3.9-3.13 (pyenv)"
 )
 
@@ -448,6 +449,25 @@ if unexpected:
     print("unexpected skips (a peer that does not import?):", *unexpected[:20], sep="\n  ", file=sys.stderr)
     sys.exit(1)
 EOF
+}
+
+step_instructions() {
+  need valgrind "install valgrind" || return 0
+  need callgrind_annotate "it comes with valgrind" || return 0
+  if ! "$venv/bin/python" -c 'import dlpack_testext, numpy, torch' 2>/dev/null; then
+    skip "the test extension is not built in $venv: run the python step first"
+    return 0
+  fi
+  # Collection only inside the three measured loops: the interpreter's and torch's start-up
+  # run uninstrumented (about a minute under valgrind all the same).
+  local out=target/callgrind.instructions.out
+  valgrind --tool=callgrind --collect-atstart=no \
+    --toggle-collect='*hardening::count_export*' \
+    --toggle-collect='*hardening::count_numpy_import*' \
+    --toggle-collect='*hardening::count_torch_import*' \
+    --callgrind-out-file="$out" env PYTHONHASHSEED=0 "$venv/bin/python" tests/perf/instructions.py run \
+    >target/callgrind.instructions.log 2>&1 || { tail -n 20 target/callgrind.instructions.log >&2; return 1; }
+  "$venv/bin/python" tests/perf/instructions.py check "$out"
 }
 
 step_abi3() {

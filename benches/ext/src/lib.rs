@@ -173,6 +173,28 @@ fn numel_dlpark(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
     Ok(t.shape().iter().product::<i64>() as usize)
 }
 
+/// Import of three tensors in one call (the per-extra-tensor cost: this minus `numel_ours`, / 2).
+#[pyfunction]
+fn numel3_ours(a: PyTensor, b: PyTensor, c: PyTensor) -> usize {
+    a.numel() + b.numel() + c.numel()
+}
+
+/// A `#[pyfunction]` that does nothing with its argument: the call's own cost (the floor of
+/// an import is this plus the producer's own `__dlpack__`).
+#[pyfunction]
+fn nop(_obj: &Bound<'_, PyAny>) {}
+
+/// A new 1-element Rust tensor handed to torch through torch's exchange table
+/// (`to_framework`), against `torch.from_dlpack(derived)`.
+#[pyfunction]
+fn to_torch_ours<'py>(
+    ty: &Bound<'py, pyo3::types::PyType>,
+    n: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let t = dlpack_rs::safe::Export::new(vec![1.0f32; n]).versioned()?;
+    dlpack_rs::pyo3_glue::to_framework(ty, t, None)
+}
+
 #[pymodule]
 fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Ours>()?;
@@ -185,5 +207,8 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numel_ours_dunder, m)?)?;
     m.add_function(wrap_pyfunction!(numel_rust_numpy, m)?)?;
     m.add_function(wrap_pyfunction!(numel_dlpark, m)?)?;
+    m.add_function(wrap_pyfunction!(numel3_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(nop, m)?)?;
+    m.add_function(wrap_pyfunction!(to_torch_ours, m)?)?;
     Ok(())
 }

@@ -135,6 +135,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(panicking_capsule, m)?)?;
     m.add_function(wrap_pyfunction!(keepalive_counts, m)?)?;
     m.add_function(wrap_pyfunction!(hand_to, m)?)?;
+    m.add_function(wrap_pyfunction!(numel, m)?)?;
+    m.add_function(wrap_pyfunction!(count_export, m)?)?;
+    m.add_function(wrap_pyfunction!(count_numpy_import, m)?)?;
+    m.add_function(wrap_pyfunction!(count_torch_import, m)?)?;
     m.add_function(wrap_pyfunction!(report_keepalive_counts_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(spin_holding_gil, m)?)?;
     m.add_function(wrap_pyfunction!(drop_capsule_with_exception_set, m)?)?;
@@ -403,3 +407,31 @@ fn hand_to<'py>(
         ptr,
     ))
 }
+
+/// Imports `t` and returns its element count: the lightest import, for instruction counts.
+#[pyfunction]
+fn numel(t: PyTensor) -> usize {
+    t.numel()
+}
+
+/// Calls `f(arg)` `n` times. Never inlined, and one copy per measured case (the three
+/// `count_*` below), so that callgrind's inclusive cost of each is that case's `n` calls.
+#[inline(never)]
+fn call_n(f: &Bound<'_, PyAny>, arg: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
+    for _ in 0..n {
+        std::hint::black_box(f.call1((arg,))?);
+    }
+    Ok(())
+}
+
+macro_rules! counted_loops {
+    ($($name:ident),*) => {$(
+        /// `f(arg)`, `n` times: the loop `tests/perf/instructions.py` counts.
+        #[pyfunction]
+        #[inline(never)]
+        fn $name(f: &Bound<'_, PyAny>, arg: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
+            call_n(f, arg, n)
+        }
+    )*};
+}
+counted_loops!(count_export, count_numpy_import, count_torch_import);

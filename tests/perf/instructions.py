@@ -1,0 +1,79 @@
+"""Instruction counts per call (callgrind), the deterministic guard of the per-call costs that
+BENCHMARKS.md measures in time: an export (`np.from_dlpack` of a derived class), a numpy import
+and a torch import (through torch's exchange table), each `N` calls of a fixed 1-element input
+inside a Rust loop of the test extension (`count_export`, ...), whose `#[pyfunction]` wrapper's
+inclusive cost callgrind reports (the linker may fold the three identical loops into one body;
+the wrappers stay apart). Times vary on a shared machine; these counts do not.
+
+Run by `tests/run-all.sh --step instructions`: `python tests/perf/instructions.py run` under
+callgrind (collection only inside the loops), then `... check callgrind.out` compares the counts
+with tests/perf/budgets.json and fails when one grows more than 10% over its budget (a count
+well under its budget is reported, so the budget can be lowered with it).
+"""
+
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+N = 2000
+CASES = ["count_export", "count_numpy_import", "count_torch_import"]
+BUDGETS = pathlib.Path(__file__).with_name("budgets.json")
+SLACK = 1.10
+
+
+def run():
+    import numpy as np
+    import torch
+
+    import dlpack_testext as ext
+
+    obj = ext.derived_vector([1.0])
+    arr = np.ones(1, dtype=np.float32)
+    t = torch.ones(1, dtype=torch.float32)
+    loops = [
+        (ext.count_export, np.from_dlpack, obj),
+        (ext.count_numpy_import, ext.numel, arr),
+        (ext.count_torch_import, ext.numel, t),
+    ]
+    for loop, f, arg in loops:
+        loop(f, arg, 50)  # warm-up (caches, interned names), counted once: small and fixed
+        loop(f, arg, N)
+
+
+def counts(path):
+    out = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", path],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+)\s.*__pyfunction_(count_export|count_numpy_import|count_torch_import)\b", line)
+        if m and m.group(2) not in found:
+            found[m.group(2)] = int(m.group(1).replace(",", ""))
+    return found
+
+
+def check(path):
+    budgets = json.loads(BUDGETS.read_text())
+    found = counts(path)
+    failed = False
+    for case in CASES:
+        if case not in found:
+            print(f"instructions: no count for {case} in {path}", file=sys.stderr)
+            failed = True
+            continue
+        per_call = found[case] / (N + 50)
+        budget = budgets[case]
+        ratio = per_call / budget
+        verdict = "ok" if ratio <= SLACK else "OVER BUDGET"
+        print(f"instructions: {case}: {per_call:,.0f} per call, budget {budget:,} ({ratio:.2f}x) {verdict}")
+        if ratio < 0.8:
+            print(f"instructions:   well under budget: lower it in {BUDGETS.name}")
+        failed |= ratio > SLACK
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    {"run": run, "check": lambda: check(sys.argv[2])}[sys.argv[1]]()
