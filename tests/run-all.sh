@@ -461,11 +461,11 @@ step_instructions() {
   # Collection only inside the three measured loops: the interpreter's and torch's start-up
   # run uninstrumented (about a minute under valgrind all the same).
   local out=target/callgrind.instructions.out
-  valgrind --tool=callgrind --collect-atstart=no \
+  PYTHONHASHSEED=0 valgrind --tool=callgrind --collect-atstart=no \
     --toggle-collect='*hardening::count_export*' \
     --toggle-collect='*hardening::count_numpy_import*' \
     --toggle-collect='*hardening::count_torch_import*' \
-    --callgrind-out-file="$out" env PYTHONHASHSEED=0 "$venv/bin/python" tests/perf/instructions.py run \
+    --callgrind-out-file="$out" "$venv/bin/python" tests/perf/instructions.py run \
     >target/callgrind.instructions.log 2>&1 || { tail -n 20 target/callgrind.instructions.log >&2; return 1; }
   "$venv/bin/python" tests/perf/instructions.py check "$out"
 }
