@@ -5,6 +5,7 @@ environment (`maturin develop -m tests/pyext/Cargo.toml`).
 """
 
 import gc
+import importlib
 import sys
 
 import numpy as np
@@ -12,12 +13,61 @@ import pytest
 
 import dlpack_testext as ext
 
-try:  # JAX truncates 64-bit types unless x64 is enabled; enable it before any use.
-    import jax
 
+def optional_import(name):
+    """The module `name`, or None when it is not installed.
+
+    Only ImportError means "missing": any other error of a broken install propagates.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+# The peers: every module imports them from here, each None where it is missing (the abi3
+# matrix's venvs have numpy and pytest only). Tests that need one carry `needs(...)`, and skip
+# with the reason "needs <peer>" where it is missing; nothing else skips.
+torch = optional_import("torch")
+jax = optional_import("jax")
+if jax is not None:  # JAX truncates 64-bit types unless x64 is enabled; enable it before any use.
     jax.config.update("jax_enable_x64", True)
-except ImportError:  # pragma: no cover - the suite installs jax
-    jax = None
+jnp = optional_import("jax.numpy") if jax is not None else None
+pa = optional_import("pyarrow")
+xp = optional_import("array_api_strict")
+
+PEERS = {"torch": torch, "jax": jax, "pyarrow": pa, "array_api_strict": xp}
+MISSING = [name for name, module in PEERS.items() if module is None]
+
+
+def needs(*peers):
+    """A skip mark for a test (or one parameter) that needs all of `peers`: it skips with
+    "needs <peer>", naming the first one missing, and runs where all are installed."""
+    for peer in peers:
+        if peer not in PEERS:
+            raise ValueError(f"unknown peer {peer!r}")
+    missing = [peer for peer in peers if PEERS[peer] is None]
+    return pytest.mark.skipif(bool(missing), reason="needs " + (missing[0] if missing else "-"))
+
+
+needs_torch = needs("torch")
+needs_jax = needs("jax")
+needs_pyarrow = needs("pyarrow")
+needs_array_api_strict = needs("array_api_strict")
+
+
+def peer_param(*values, peers=None, **kw):
+    """`pytest.param(*values)`, marked with `needs` for every value that names a peer
+    ("torch", "jax", ...; "numpy" and "rust" need nothing), or for `peers` when given."""
+    if peers is None:
+        peers = [v for v in values if isinstance(v, str) and v in PEERS]
+    marks = [needs(*peers)] if peers else []
+    return pytest.param(*values, marks=marks, **kw)
+
+
+def by_peer(values):
+    """Parameter values, each one naming a peer marked as `peer_param` does."""
+    return [peer_param(v) for v in values]
 
 NUMPY_DTYPES = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -16,20 +16,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import collect
-
-
-def optional(name):
-    try:
-        return __import__(name, fromlist=["_"])
-    except ImportError:
-        return None
-
-
-torch = optional("torch")
-jnp = optional("jax.numpy")
-needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
-needs_jax = pytest.mark.skipif(jnp is None, reason="jax is not installed")
+from conftest import collect, jnp, needs_jax, needs_torch, torch
 
 
 def live():

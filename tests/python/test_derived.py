@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import NUMPY_DTYPES, collect, sample
-
-torch = pytest.importorskip("torch")
-jax = pytest.importorskip("jax")
-jnp = pytest.importorskip("jax.numpy")
+from conftest import (
+    NUMPY_DTYPES, by_peer, collect, jnp, needs, needs_jax, needs_torch, peer_param, sample, torch,
+)
 
 GENERIC_DTYPES = ["uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64", "bool"]
 ALIGNED_KINDS = {"typed", "signal", "generic"}  # a 64-byte aligned user Buffer as data
@@ -107,7 +105,7 @@ def source_ptr(obj):
 
 def to_numpy(x, dtype):
     """The values of a torch tensor or jax array as numpy (bfloat16 as uint16 bits)."""
-    if isinstance(x, torch.Tensor):
+    if torch is not None and isinstance(x, torch.Tensor):
         if dtype == "bfloat16":
             return x.view(torch.int16).numpy().view(np.uint16)
         return x.numpy()
@@ -131,7 +129,7 @@ def consume(consumer, obj):
 # Consumers: values, shape, dtype, strides, zero copy
 
 
-@pytest.mark.parametrize("consumer", ["numpy", "torch", "jax"])
+@pytest.mark.parametrize("consumer", by_peer(["numpy", "torch", "jax"]))
 @pytest.mark.parametrize("case", list(CASES))
 def test_consumer_reads_derived(case, consumer, derived_no_leaks):
     make, dtype, kind = CASES[case]
@@ -165,6 +163,7 @@ def test_consumer_reads_derived(case, consumer, derived_no_leaks):
         assert xptr == ptr
 
 
+@needs_jax
 def test_jax_zero_copy_sees_rust_memory(derived_no_leaks):
     """A jax array over an aligned derived buffer sees a write made through numpy."""
     s = ext.DerivedSignal([1.0, 2.0, 3.0, 4.0])
@@ -185,6 +184,7 @@ def test_write_through_numpy_visible_in_rust_getter(derived_no_leaks):
     assert ext.derived_image_pixels(img) == expected.tobytes()
 
 
+@needs_torch
 @pytest.mark.parametrize("case", CLASS_CASES + ["generic-float64"])
 def test_write_through_numpy_visible_to_second_consumer(case, derived_no_leaks):
     make, dtype, _ = CASES[case]
@@ -207,6 +207,7 @@ def test_write_into_transposed_lands_in_rust_row_major_buffer(derived_no_leaks):
     np.testing.assert_array_equal(raw, [0.0, 1.0, 2.0, 3.0, 4.0, -7.0])
 
 
+@needs_torch
 def test_byte_offset_honoured(derived_no_leaks):
     w = ext.derived_window(10, 3, 4)
     info = ext.inspect(w)
@@ -221,6 +222,7 @@ def test_byte_offset_honoured(derived_no_leaks):
     assert a[0] == -1.0
 
 
+@needs_torch
 def test_generic_capsules(derived_no_leaks):
     c = ext.derived_generic_capsule("int64", [2, 2], versioned=True)
     info = ext.inspect(c)
@@ -250,6 +252,7 @@ def test_dlpack_device(case, derived_no_leaks):
     assert obj.__dlpack_device__() == (1, 0)
 
 
+@needs("torch", "jax")
 def test_empty_and_scalar(derived_no_leaks):
     e = ext.derived_typed(b"", "float32", [0, 3])
     for consumer in ("numpy", "torch", "jax"):
@@ -299,6 +302,7 @@ def test_read_only_legacy_request_raises(derived_no_leaks):
         r.__dlpack__(max_version=(0, 8))
 
 
+@needs_jax
 def test_read_only_jax_refuses(derived_no_leaks):
     # jax asks for a legacy capsule only, which cannot carry READ_ONLY.
     r = ext.derived_read_only(3)
@@ -306,6 +310,7 @@ def test_read_only_jax_refuses(derived_no_leaks):
         jnp.from_dlpack(r)
 
 
+@needs_torch
 def test_read_only_torch_reads_values(derived_no_leaks):
     r = ext.derived_read_only(4)
     x = torch.from_dlpack(r)  # torch asks for versioned, ignores READ_ONLY on import
@@ -434,6 +439,7 @@ def test_attributes_cannot_be_set(case, attr, derived_no_leaks):
     assert np.from_dlpack(obj).ctypes.data == a.ctypes.data
 
 
+@needs("torch", "jax")
 def test_replacing_data_returns_new_object(derived_no_leaks):
     s = ext.DerivedSignal([1.0, 2.0, 3.0])
     a = np.from_dlpack(s)
@@ -487,7 +493,7 @@ def make_consumer(consumer, obj):
 
 @pytest.mark.parametrize(
     "case,consumer",
-    [(case, consumer) for case in CLASS_CASES + ["generic-float32", "read_only"]
+    [peer_param(case, consumer) for case in CLASS_CASES + ["generic-float32", "read_only"]
      for consumer in ["numpy", "torch", "jax", "rust"]
      if (case, consumer) != ("read_only", "jax")],  # jax refuses read-only (tested above)
 )
@@ -520,6 +526,7 @@ def test_owner_deleted_first_then_consumer_reads(case, consumer, derived_no_leak
     assert derived_live() == before - 1  # dropped exactly once
 
 
+@needs("torch", "jax")
 def test_each_value_dropped_exactly_once_after_all_consumers(derived_no_leaks):
     created0, dropped0 = ext.derived_counts()
     objs = [CASES[c][0]()[0] for c in CLASS_CASES] + [ext.derived_read_only(4)]
@@ -548,6 +555,7 @@ def test_each_value_dropped_exactly_once_after_all_consumers(derived_no_leaks):
     assert ext.derived_counts() == (created0 + n, dropped0 + n)  # and never again
 
 
+@needs_torch
 def test_generic_dropped_by_deleter(derived_no_leaks):
     before = derived_live()
     t = ext.derived_generic("int64", [4])
@@ -570,6 +578,7 @@ def test_generic_dropped_by_deleter(derived_no_leaks):
     assert derived_live() == before
 
 
+@needs("torch", "jax")
 @pytest.mark.parametrize("case", CLASS_CASES + ["read_only"])
 def test_refcount_returns(case, derived_no_leaks):
     obj = ext.derived_read_only(3) if case == "read_only" else CASES[case][0]()[0]
@@ -592,6 +601,7 @@ def test_refcount_returns(case, derived_no_leaks):
     assert sys.getrefcount(obj) == start  # failed exports release it too
 
 
+@needs_torch
 def test_consumers_released_without_gc(derived_no_leaks):
     """Plain reference counting frees a derived value once numpy and torch are done."""
     gc.disable()

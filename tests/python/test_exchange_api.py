@@ -14,9 +14,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import collect, live, refcount, rust_tensor
-
-torch = pytest.importorskip("torch")
+from conftest import collect, live, needs_torch, refcount, rust_tensor, torch
 
 # ----------------------------------------------------------------------------------------------
 # ctypes mirror of dlpack.h (1.3)
@@ -135,12 +133,14 @@ def strides_of(t):
 # ----------------------------------------------------------------------------------------------
 
 
+@needs_torch
 def test_torch_publishes_a_table():
     api = api_of(torch.zeros(1))
     assert api.header.version.major == 1
     assert api.managed_tensor_from_py_object_no_sync
 
 
+@needs_torch
 def test_torch_import_through_exchange_api_shares_memory():
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     fast = ext.import_info(t)
@@ -151,12 +151,14 @@ def test_torch_import_through_exchange_api_shares_memory():
     assert fast["device"] == (1, 0)
 
 
+@needs_torch
 def test_torch_import_writes_are_shared():
     t = torch.zeros(4, dtype=torch.uint8)
     ext.add_one(t)
     assert t.tolist() == [1, 1, 1, 1]
 
 
+@needs_torch
 def test_torch_read_only_wrapper_is_read_only_through_its_table():
     from torch.utils.dlpack import ReadOnlyTensorWrapper
 
@@ -171,6 +173,7 @@ def _storage_use_count(t):
     return t._use_count()
 
 
+@needs_torch
 def test_torch_deleter_called_once_per_import():
     t = torch.arange(5, dtype=torch.float32)
     base = _storage_use_count(t)
@@ -181,6 +184,7 @@ def test_torch_deleter_called_once_per_import():
     assert _storage_use_count(t) == base
 
 
+@needs_torch
 def test_torch_import_keeps_data_after_tensor_deleted():
     t = torch.arange(4, dtype=torch.int64) * 3
     h = ext.hold(t)
@@ -190,6 +194,7 @@ def test_torch_import_keeps_data_after_tensor_deleted():
     h.release()
 
 
+@needs_torch
 def test_torch_error_propagates_as_python_exception():
     # A sparse tensor cannot be exported: torch's table raises RuntimeError, its __dlpack__
     # BufferError; through either route the caller gets the protocol's BufferError, the
@@ -468,6 +473,7 @@ def test_pytensor_imports_our_classes_through_the_table(no_leaks):
     assert ext.as_slice_values(d, "float32") == [1.0, 2.0]
 
 
+@needs_torch
 def test_torch_from_dlpack_still_works_on_our_classes(producer):
     # torch.from_dlpack uses __dlpack__ (it does not consume other types' tables).
     obj, values, shape = producer
@@ -488,6 +494,7 @@ def test_no_leak_after_many_exchange_exports(no_leaks):
     assert live() == before
 
 
+@needs_torch
 def test_torch_conjugate_view_is_not_imported_unconjugated():
     """torch's exchange table exports a conjugate-bit view without resolving it (its
     `__dlpack__` refuses it); the importer must not hand out the unconjugated values."""
@@ -506,6 +513,7 @@ def test_torch_conjugate_view_is_not_imported_unconjugated():
 # to_framework: handing a Rust tensor to torch through torch's own table
 
 
+@needs_torch
 def test_to_framework_gives_torch_the_rust_memory(no_leaks):
     payload = np.arange(5, dtype=np.float32).tobytes()
     before = live()

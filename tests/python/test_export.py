@@ -5,13 +5,10 @@ import pytest
 
 import dlpack_testext as ext
 from conftest import (
-    JAX_DTYPES, NUMPY_DTYPES, PYARROW_DTYPES, SHAPES, TORCH_DTYPES, collect, live, rust_tensor,
-    sample,
+    JAX_DTYPES, NUMPY_DTYPES, PYARROW_DTYPES, SHAPES, TORCH_DTYPES, collect, jnp, live, needs,
+    needs_array_api_strict, needs_jax, needs_pyarrow, needs_torch, pa, rust_tensor, sample, torch,
+    xp,
 )
-
-torch = pytest.importorskip("torch")
-jnp = pytest.importorskip("jax.numpy")
-pa = pytest.importorskip("pyarrow")
 
 
 def torch_to_numpy(t, dtype):
@@ -38,6 +35,7 @@ def test_numpy_from_rust(dtype, shape, kind, no_leaks):
     np.testing.assert_array_equal(a, expected)
 
 
+@needs_torch
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", TORCH_DTYPES)
 def test_torch_from_rust(dtype, shape, no_leaks):
@@ -48,6 +46,7 @@ def test_torch_from_rust(dtype, shape, no_leaks):
     np.testing.assert_array_equal(torch_to_numpy(x, dtype), expected)
 
 
+@needs_jax
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", JAX_DTYPES)
 def test_jax_from_rust(dtype, shape, no_leaks):
@@ -58,6 +57,7 @@ def test_jax_from_rust(dtype, shape, no_leaks):
     np.testing.assert_array_equal(jax_to_numpy(j, dtype), expected)
 
 
+@needs_pyarrow
 @pytest.mark.parametrize("shape", [(0,), (5,)], ids=str)
 @pytest.mark.parametrize("dtype", PYARROW_DTYPES)
 def test_pyarrow_from_rust(dtype, shape, no_leaks):
@@ -67,8 +67,8 @@ def test_pyarrow_from_rust(dtype, shape, no_leaks):
     np.testing.assert_array_equal(pt.to_numpy(), expected)
 
 
+@needs_array_api_strict
 def test_array_api_strict_from_rust(no_leaks):
-    xp = pytest.importorskip("array_api_strict")
     t, expected = rust_tensor("float64", (2, 3))
     x = xp.from_dlpack(t)
     assert x.shape == (2, 3)
@@ -88,6 +88,7 @@ def test_zero_copy_write_visible_numpy(kind, no_leaks):
     assert back[1, 2] == 42.0
 
 
+@needs("torch", "jax")
 def test_zero_copy_torch_and_jax(no_leaks):
     t, _ = rust_tensor("float32", (4,), "class")
     x = torch.from_dlpack(t)
@@ -129,6 +130,7 @@ def test_strided_export_to_numpy(shape, strides, offset, length, no_leaks):
     assert info["data_ptr"] == a.ctypes.data
 
 
+@needs_torch
 def test_strided_export_to_torch():
     buf = np.arange(6, dtype=np.float32)
     t = ext.make_tensor(buf.tobytes(), "float32", [3, 2], strides=[1, 3])
@@ -189,6 +191,7 @@ def test_tensor_class_properties():
     np.testing.assert_array_equal(np.from_dlpack(e), [[0.0, 1.0], [2.0, 3.0]])
 
 
+@needs_torch
 def test_export_of_capsules_from_into_capsule(no_leaks):
     a = sample("int64", (4,))
     for versioned in (False, True):

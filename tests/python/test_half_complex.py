@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
+from conftest import jax, needs_jax, needs_torch, torch
 
 
 def expected(dtype, n):
@@ -65,9 +66,9 @@ def test_derived_ndarray_field_exports_its_memory():
 TORCH_TYPED = ["float16", "bfloat16", "complex64", "complex128"]
 
 
+@needs_torch
 @pytest.mark.parametrize("dtype", TORCH_TYPED)
 def test_typed_export_to_torch_and_back(dtype):
-    torch = pytest.importorskip("torch")
     t = ext.hc_make(dtype, 6)
     x = torch.from_dlpack(t)
     assert x.dtype == getattr(torch, dtype)
@@ -79,8 +80,8 @@ def test_typed_export_to_torch_and_back(dtype):
     assert back == [complex(v) for v in (ref * 2).flip(0)[::2].tolist()]
 
 
+@needs_torch
 def test_bf16_round_trip_with_torch():
-    torch = pytest.importorskip("torch")
     x = (torch.arange(24, dtype=torch.float32) * 0.375 - 4).to(torch.bfloat16).reshape(2, 3, 4)
     y = torch.from_dlpack(ext.hc_bf16_copy(x))  # torch -> Vec<bf16> -> torch
     assert y.dtype == torch.bfloat16 and y.shape == x.shape
@@ -93,8 +94,8 @@ def test_bf16_round_trip_with_torch():
 # ---- jax ----
 
 
+@needs_jax
 def test_bf16_round_trip_with_jax():
-    jax = pytest.importorskip("jax")
     jnp = jax.numpy
     x = (jnp.arange(12, dtype=jnp.float32) * 0.375 - 2).astype(jnp.bfloat16).reshape(3, 4)
     assert [re for re, _ in ext.hc_values(x)] == np.asarray(x.astype(jnp.float32)).ravel().tolist()
@@ -107,9 +108,9 @@ def test_bf16_round_trip_with_jax():
     np.testing.assert_array_equal(np.asarray(d.astype(jnp.float32)), expected("bfloat16", 4))
 
 
+@needs_jax
 @pytest.mark.parametrize("dtype", ["float16", "complex64"])
 def test_jax_typed_exports(dtype):
-    jax = pytest.importorskip("jax")
     z = jax.numpy.from_dlpack(ext.hc_make(dtype, 5))
     assert z.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(np.asarray(z), expected(dtype, 5))

@@ -6,12 +6,10 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import JAX_DTYPES, NUMPY_DTYPES, PYARROW_DTYPES, SHAPES, TORCH_DTYPES, sample
-
-torch = pytest.importorskip("torch")
-jax = pytest.importorskip("jax")
-jnp = pytest.importorskip("jax.numpy")
-pa = pytest.importorskip("pyarrow")
+from conftest import (
+    JAX_DTYPES, NUMPY_DTYPES, PYARROW_DTYPES, SHAPES, TORCH_DTYPES, jnp, needs,
+    needs_array_api_strict, needs_jax, needs_pyarrow, needs_torch, pa, sample, torch, xp,
+)
 
 
 def expected_bytes(a):
@@ -34,6 +32,7 @@ def test_from_numpy(dtype, shape):
     assert ext.to_bytes(a) == expected_bytes(a)
 
 
+@needs_torch
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", TORCH_DTYPES)
 def test_from_torch(dtype, shape):
@@ -51,6 +50,7 @@ def test_from_torch(dtype, shape):
     assert ext.to_bytes(x) == expected_bytes(a)
 
 
+@needs_jax
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", JAX_DTYPES)
 def test_from_jax(dtype, shape):
@@ -63,6 +63,7 @@ def test_from_jax(dtype, shape):
     assert ext.to_bytes(j) == expected_bytes(a)
 
 
+@needs_pyarrow
 @pytest.mark.parametrize("dtype", PYARROW_DTYPES)
 def test_from_pyarrow(dtype):
     a = sample(dtype, (5,))
@@ -77,14 +78,15 @@ def test_from_pyarrow(dtype):
             ext.add_one(arr)
 
 
+@needs_array_api_strict
 def test_from_array_api_strict():
-    xp = pytest.importorskip("array_api_strict")
     x = xp.asarray([[1.0, 2.0], [3.0, 4.0]], dtype=xp.float32)
     info = ext.inspect(x)
     assert info["shape"] == [2, 2] and info["dtype"] == "float32"
     assert ext.as_slice_values(x, "float32") == [1.0, 2.0, 3.0, 4.0]
 
 
+@needs_torch
 def test_write_in_place_numpy_and_torch():
     a = np.arange(6, dtype=np.int32).reshape(2, 3)
     ext.add_one(a)
@@ -138,6 +140,7 @@ def test_views_numpy(name):
     assert ext.to_bytes(v) == np.ascontiguousarray(v).tobytes()
 
 
+@needs_torch
 @pytest.mark.parametrize("name", ["x[:, 0]", "x.T", "x[::2]", "offset x[1:, 1:]"])
 def test_views_torch(name):
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
@@ -157,6 +160,7 @@ def test_size1_odd_strides_numpy():
     assert ext.as_slice_values(v, "float64") == list(range(6))
 
 
+@needs("torch", "jax")
 def test_reexport_foreign_tensor():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     t = ext.reexport(a)
@@ -172,6 +176,7 @@ def test_reexport_foreign_tensor():
     assert repr(t).startswith("Tensor(shape=(2, 3), dtype=float32")
 
 
+@needs_pyarrow
 def test_reexport_read_only_keeps_flag():
     arr = pa.array(np.arange(3, dtype=np.int64))
     t = ext.reexport(arr)
@@ -193,6 +198,7 @@ def test_source_refcount_restored():
     assert sys.getrefcount(a) == start
 
 
+@needs_torch
 def test_source_deleted_first():
     a = np.arange(6, dtype=np.int64) * 3
     expected = a.tobytes()
@@ -209,6 +215,7 @@ def test_source_deleted_first():
     hx.release()
 
 
+@needs_torch
 def test_drop_foreign_on_other_thread():
     a = np.arange(8.0)
     start = sys.getrefcount(a)

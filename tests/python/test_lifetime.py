@@ -8,13 +8,10 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import collect, live, rust_tensor
-
-torch = pytest.importorskip("torch")
-jnp = pytest.importorskip("jax.numpy")
+from conftest import by_peer, collect, jnp, live, needs, needs_torch, rust_tensor, torch
 
 
-@pytest.mark.parametrize("consumer", ["numpy", "torch", "jax", "rust"])
+@pytest.mark.parametrize("consumer", by_peer(["numpy", "torch", "jax", "rust"]))
 @pytest.mark.parametrize("kind", ["ready", "class"])
 def test_owner_deleted_first_then_consumer_reads(consumer, kind, no_leaks):
     before = live()
@@ -40,6 +37,7 @@ def test_owner_deleted_first_then_consumer_reads(consumer, kind, no_leaks):
     assert live() == before  # dropped exactly once
 
 
+@needs("torch", "jax")
 def test_refcount_of_our_object_returns(no_leaks):
     t, _ = rust_tensor("int64", (3,), "class")
     start = sys.getrefcount(t)
@@ -54,6 +52,7 @@ def test_refcount_of_our_object_returns(no_leaks):
     assert sys.getrefcount(t) == start
 
 
+@needs_torch
 def test_deleters_counted_exactly_once(no_leaks):
     created0, dropped0 = ext.counters()
     ts = [rust_tensor("uint8", (4,), kind)[0] for kind in ("ready", "class") for _ in range(5)]
@@ -113,6 +112,7 @@ def test_deleter_on_thread_while_gil_busy(no_leaks):
     assert after["leaked_at_shutdown"] == counts["leaked_at_shutdown"]
 
 
+@needs_torch
 def test_torch_frees_from_its_side(no_leaks):
     before = live()
     t, _ = rust_tensor("float32", (1000,), "ready")
@@ -127,6 +127,7 @@ def test_torch_frees_from_its_side(no_leaks):
     assert live() == before
 
 
+@needs_torch
 def test_shutdown_with_live_exports(tmp_path):
     # Exports still alive at interpreter exit must neither crash nor hang the shutdown.
     import subprocess

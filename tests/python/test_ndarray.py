@@ -7,6 +7,7 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import dlpack_testext as ext
+from conftest import needs_torch, torch
 
 # numpy < 2.1 (the last for Python 3.9 is 2.0) asks for legacy capsules only: its imports are
 # read-only and it cannot export a read-only array at all.
@@ -116,8 +117,8 @@ def test_array_export_to_numpy_is_zero_copy(layout):
     assert a.flags.writeable == (NUMPY_VERSIONED and layout != "shared")
 
 
+@needs_torch
 def test_torch_views_and_in_place_writes():
-    torch = pytest.importorskip("torch")
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     shape, strides, values = ext.nd_view(x.t())
     assert (tuple(shape), tuple(strides)) == ((4, 3), (1, 4))
@@ -131,9 +132,9 @@ def test_torch_views_and_in_place_writes():
     assert torch.equal(out, 2 * x.double().t() + 1)
 
 
+@needs_torch
 @pytest.mark.parametrize("layout", ["c", "f", "transposed", "unique"])
 def test_array_export_to_torch_is_zero_copy(layout):
-    torch = pytest.importorskip("torch")
     t, first = ext.nd_export(layout)
     x = torch.from_dlpack(t)
     expected = EXPORTS[layout]
@@ -142,8 +143,8 @@ def test_array_export_to_torch_is_zero_copy(layout):
     np.testing.assert_array_equal(x.numpy(), expected)
 
 
+@needs_torch
 def test_torch_refuses_negative_strides():
-    torch = pytest.importorskip("torch")
     t, _ = ext.nd_export("neg")
     with pytest.raises(Exception):  # torch has no negative strides
         torch.from_dlpack(t)

@@ -4,10 +4,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import live, rust_tensor
-
-torch = pytest.importorskip("torch")
-jnp = pytest.importorskip("jax.numpy")
+from conftest import jnp, live, needs, needs_torch, rust_tensor, torch
 
 
 def capsule_name(cap):
@@ -167,6 +164,7 @@ def test_no_fallback_on_other_errors():
     assert p.calls == 1
 
 
+@needs_torch
 def test_capsule_consumed_twice():
     a = np.arange(3.0)
     cap = a.__dlpack__(max_version=(1, 0))
@@ -203,6 +201,7 @@ def test_any_1x_minor_accepted(minor, no_leaks):
     assert ext.inspect(cap)["version"] == (1, minor)
 
 
+@needs("torch", "jax")
 def test_numpy_torch_jax_accept_our_tensor_repeatedly(no_leaks):
     t, a = rust_tensor("int32", (4,), "class")
     results = [np.from_dlpack(t), torch.from_dlpack(t), jnp.from_dlpack(t), np.from_dlpack(t)]

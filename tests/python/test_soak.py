@@ -19,11 +19,9 @@ import os
 import sys
 
 import numpy as np
-import pytest
 
 import dlpack_testext as ext
-
-torch = pytest.importorskip("torch")
+from conftest import needs_torch, torch
 
 CYCLES = int(os.environ.get("DLPACK_SOAK_CYCLES", "20000"))
 RSS_BOUND = 16 * 2**20
@@ -35,6 +33,7 @@ def rss():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@needs_torch
 def test_soak_export_import_cycles():
     a = np.arange(N, dtype=np.float32)
     x = torch.arange(N, dtype=torch.float32)

@@ -11,10 +11,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-
-torch = pytest.importorskip("torch")
-jax = pytest.importorskip("jax")
-jnp = jax.numpy
+from conftest import jnp, needs_jax, needs_torch, torch
 
 
 # -- 2. Aliasing mutable views ---------------------------------------------------------------
@@ -55,6 +52,7 @@ def test_borrows_are_released_with_the_view():
     assert x.tolist() == [3.0, 3.0, 3.0]
 
 
+@needs_torch
 def test_torch_alias_of_numpy_memory_is_seen():
     x = np.zeros(4, dtype=np.float32)
     t = torch.from_numpy(x)  # same memory, another producer
@@ -95,6 +93,7 @@ def test_derived_export_refuses_mutable_rust_import():
     assert np.from_dlpack(v).tolist() == [1.0, 2.0, 3.0]
 
 
+@needs_torch
 def test_derived_export_through_torch_stays_borrowed():
     v = ext.derived_vector([1.0, 2.0])
     t = torch.from_dlpack(v)  # torch ignores READ_ONLY and re-exports writable
@@ -112,6 +111,7 @@ def test_derived_export_through_torch_stays_borrowed():
 # -- Imports never grant more than the producer ----------------------------------------------
 
 
+@needs_jax
 def test_legacy_import_is_read_only():
     a = jnp.arange(4, dtype=jnp.float32)  # jax exports legacy capsules only
     with pytest.raises(BufferError, match="read-only"):
@@ -146,6 +146,7 @@ def test_legacy_import_writable_on_request():
     assert x.tolist() == [1.0, 1.0]
 
 
+@needs_torch
 def test_requires_grad_refused_through_the_exchange_table():
     t = torch.ones(3, requires_grad=True)
     with pytest.raises(BufferError, match="requires grad"):
@@ -155,6 +156,7 @@ def test_requires_grad_refused_through_the_exchange_table():
     assert ext.import_info(t.detach())["shape"] == [3]
 
 
+@needs_torch
 def test_conjugate_view_refused_through_the_exchange_table():
     t = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64).conj()
     assert t.is_conj()
@@ -220,6 +222,7 @@ def test_keepalive_released_attached_after_a_subinterpreter():
 # -- Typed, borrow-checked arguments (TensorRef / TensorMut) -------------------------------------
 
 
+@needs_torch
 def test_typed_arguments_compute():
     a = np.arange(4, dtype=np.float32)
     b = torch.ones(4)
@@ -254,6 +257,7 @@ def test_typed_output_cannot_alias_an_input():
     assert y.tolist() == [2.0, 2.0, 2.0]
 
 
+@needs_jax
 def test_typed_output_must_be_writable():
     ro = np.zeros(3, dtype=np.float32)
     ro.flags.writeable = False

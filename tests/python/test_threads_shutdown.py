@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import collect, live
-
-torch = pytest.importorskip("torch")
+from conftest import collect, live, needs_torch, peer_param, torch
 
 THREADS = 8
 
@@ -40,6 +38,7 @@ def run_threads(target, n=THREADS):
         raise errors[0]
 
 
+@needs_torch
 def test_concurrent_imports_and_exports_with_gil_released(no_leaks):
     a = np.arange(256, dtype=np.uint8)
     x = torch.arange(256, dtype=torch.uint8)
@@ -64,6 +63,7 @@ def test_concurrent_imports_and_exports_with_gil_released(no_leaks):
     assert x._use_count() == x_uses
 
 
+@needs_torch
 def test_imports_dropped_concurrently_on_gil_free_threads(no_leaks):
     arrays = [np.full(64, i, dtype=np.int32) for i in range(40)]
     tensors = [torch.full((64,), i, dtype=torch.int32) for i in range(40)]
@@ -113,9 +113,7 @@ def test_gil_free_drops_while_python_threads_run(no_leaks):
     assert len(spins) == 3
 
 
-SHUTDOWN_PRELUDE = (
-    "import sys, threading, numpy as np, torch, dlpack_testext as ext\n"
-)
+SHUTDOWN_PRELUDE = "import sys, threading, numpy as np, dlpack_testext as ext\n"
 
 SHUTDOWN_SCENARIOS = {
     # Imported numpy, torch and Rust tensors still held by Rust at exit, plus capsules of
@@ -169,9 +167,18 @@ SHUTDOWN_SCENARIOS = {
 # left is a drop already waiting for the GIL when finalization starts.
 
 
-@pytest.mark.parametrize("scenario", sorted(SHUTDOWN_SCENARIOS))
+# The scenarios that use torch: the child imports it for those only, and they need it here.
+SHUTDOWN_TORCH = {name for name, code in SHUTDOWN_SCENARIOS.items() if "torch." in code}
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [peer_param(name, peers=["torch"] if name in SHUTDOWN_TORCH else [])
+     for name in sorted(SHUTDOWN_SCENARIOS)],
+)
 def test_interpreter_shutdown(scenario):
-    code = SHUTDOWN_PRELUDE + SHUTDOWN_SCENARIOS[scenario] + "print('ok', flush=True)\n"
+    prelude = SHUTDOWN_PRELUDE + ("import torch\n" if scenario in SHUTDOWN_TORCH else "")
+    code = prelude + SHUTDOWN_SCENARIOS[scenario] + "print('ok', flush=True)\n"
     # The timeout only turns a hang into a failure; no duration is asserted.
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-4000:]
