@@ -328,16 +328,14 @@ macro_rules! __dlpack_pymethods {
             $($items)*
 
             /// The DLPack export: `__dlpack__(*, stream=None, max_version=None, dl_device=None,
-            /// copy=None)` (added by dlpack-rs).
-            #[pyo3(name = "__dlpack__", signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-            fn $dlpack<'py>(
-                slf: &$crate::pyo3::Bound<'py, Self>,
-                stream: ::core::option::Option<$crate::pyo3::Bound<'py, $crate::pyo3::PyAny>>,
-                max_version: ::core::option::Option<$crate::pyo3::Bound<'py, $crate::pyo3::PyAny>>,
-                dl_device: ::core::option::Option<$crate::pyo3::Bound<'py, $crate::pyo3::PyAny>>,
-                copy: ::core::option::Option<$crate::pyo3::Bound<'py, $crate::pyo3::PyAny>>,
-            ) -> $crate::pyo3::PyResult<$crate::pyo3::Bound<'py, $crate::pyo3::types::PyCapsule>> {
-                $crate::pyo3_glue::export_derived(slf, stream, max_version, dl_device, copy)
+            /// copy=None)` (added by dlpack-rs): a method descriptor with a hand-written entry
+            /// point (`dlpack_rs::pyo3_glue::dlpack_method`).
+            #[classattr]
+            #[pyo3(name = "__dlpack__")]
+            fn $dlpack(
+                py: $crate::pyo3::Python<'_>,
+            ) -> $crate::pyo3::PyResult<$crate::pyo3::Bound<'_, $crate::pyo3::PyAny>> {
+                $crate::pyo3_glue::dlpack_method::<Self>(py)
             }
 
             /// `(device_type, device_id)` of the data (added by dlpack-rs).

@@ -59,15 +59,16 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let (info, read_only, keepalive) = <T::Frozen as ClassRoute<T>>::export(obj, RUST_READS)?;
+    let (info, _extent, read_only, keepalive) = super::export::class_export(obj, RUST_READS)?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
         0
     };
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
-    // place (writable unless read-only) until the deleter drops it.
-    let owned = unsafe { safe::pack_owned_versioned(keepalive, info, flags, None) }?;
+    // place (writable unless read-only) until the deleter drops it; `class_export` validated
+    // `info`.
+    let owned = unsafe { safe::pack_owned_versioned_validated(keepalive, info, flags, None) };
     // SAFETY: `into_raw` of an owner never returns NULL.
     Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
 }

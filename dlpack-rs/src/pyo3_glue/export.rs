@@ -10,7 +10,7 @@ use super::keepalive::PyKeepalive;
 use super::protocol::{export_capsule, DLPackArgs};
 use crate::__private_derive_v0_4::DerivedData;
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{borrow_described, SharedBuffer, TensorInfo};
+use crate::safe::{borrow_extent, SharedBuffer, TensorInfo};
 use crate::IntoDLPack;
 
 /// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`
@@ -96,24 +96,6 @@ where
     export_object_capsule(slf, &args, true)
 }
 
-/// [`export_dlpack`] for any derived class: frozen, or mutable with shared data (see
-/// [`ClassRoute`]). What the derive's `__dlpack__` calls.
-#[doc(hidden)]
-pub fn export_derived<'py, T>(
-    slf: &Bound<'py, T>,
-    stream: Option<Bound<'py, PyAny>>,
-    max_version: Option<Bound<'py, PyAny>>,
-    dl_device: Option<Bound<'py, PyAny>>,
-    copy: Option<Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyCapsule>>
-where
-    T: IntoDLPack + PyClass,
-    T::Frozen: ClassRoute<T>,
-{
-    let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
-    export_object_capsule(slf, &args, true)
-}
-
 /// [`export_dlpack`] with arguments already parsed, for any class with a [`ClassRoute`].
 /// `rust_reads` says whether Rust code may read the exported memory without a registered view
 /// (a `#[pyclass]` reading its own field through `&self`): the export then holds a shared
@@ -128,10 +110,42 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let (info, read_only, keepalive) = <T::Frozen as ClassRoute<T>>::export(slf, rust_reads)?;
+    let (info, extent, read_only, keepalive) = class_export(slf, rust_reads)?;
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
-    // place (writable unless read-only) until the deleter drops it.
-    unsafe { export_capsule(slf.py(), info, read_only, keepalive, args, None) }
+    // place (writable unless read-only) until the deleter drops it; `extent` is `info`'s.
+    unsafe { export_capsule(slf.py(), info, extent, read_only, keepalive, args, None) }
+}
+
+/// The keepalive of an export of a pyclass instance: the registered borrow of its memory (when
+/// Rust may read it; released first, as tuple fields drop in order), then what keeps the
+/// memory alive.
+pub(crate) type Keepalive<O> = (Option<BorrowToken>, ClassKeepalive<O>);
+
+/// What [`class_export`] returns: the metadata, its extent, whether the export is read-only,
+/// and the keepalive.
+pub(crate) type ClassExport<T> = (
+    TensorInfo,
+    crate::safe::Extent,
+    bool,
+    Keepalive<<<T as PyClass>::Frozen as ClassRoute<T>>::Owner>,
+);
+
+/// One export of `slf` through its route, validated once: the metadata, its extent, whether it
+/// is read-only, and the keepalive (with a shared borrow of the memory when `rust_reads`).
+pub(crate) fn class_export<T>(slf: &Bound<'_, T>, rust_reads: bool) -> PyResult<ClassExport<T>>
+where
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    super::borrow::join(slf.py())?;
+    let (info, read_only, owner) = <T::Frozen as ClassRoute<T>>::export(slf)?;
+    let extent = info.extent()?;
+    let borrow = if rust_reads {
+        Some(borrow_extent(&info, extent, false)?)
+    } else {
+        None
+    };
+    Ok((info, extent, read_only, (borrow, owner)))
 }
 
 mod sealed {
@@ -165,26 +179,14 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     /// The metadata, whether the export is read-only, and the keepalive. Contract: the
     /// keepalive keeps the described memory valid and in place while it lives, and writable
     /// unless read-only.
-    fn export(
-        slf: &Bound<'_, T>,
-        rust_reads: bool,
-    ) -> PyResult<(TensorInfo, bool, ClassKeepalive<Self::Owner>)>;
+    fn export(slf: &Bound<'_, T>) -> PyResult<(TensorInfo, bool, ClassKeepalive<Self::Owner>)>;
 }
 
-/// The keepalive of an export of a pyclass instance: the registered borrow of its memory
-/// (released first: fields drop in order), then what keeps the memory alive.
+/// What keeps the memory of an export of a pyclass instance alive (the object, or a clone of
+/// its data); unnameable outside this crate, which seals [`ClassRoute`] in practice.
 #[doc(hidden)]
 pub struct ClassKeepalive<O> {
-    _borrow: Option<BorrowToken>,
     _owner: O,
-}
-
-fn borrow_if(info: &TensorInfo, rust_reads: bool) -> PyResult<Option<BorrowToken>> {
-    Ok(if rust_reads {
-        Some(borrow_described(info, false)?)
-    } else {
-        None
-    })
 }
 
 // SAFETY: the keepalive holds the frozen object, whose `unsafe impl IntoDLPack` vouches for the
@@ -196,24 +198,11 @@ where
 {
     type Owner = PyKeepalive;
 
-    fn export(
-        slf: &Bound<'_, T>,
-        rust_reads: bool,
-    ) -> PyResult<(TensorInfo, bool, ClassKeepalive<PyKeepalive>)> {
-        let py = slf.py();
-        super::borrow::join(py)?;
+    fn export(slf: &Bound<'_, T>) -> PyResult<(TensorInfo, bool, ClassKeepalive<PyKeepalive>)> {
         let this = slf.get();
         let info = this.tensor_info();
-        let borrow = borrow_if(&info, rust_reads)?;
-        let owner = PyKeepalive::new(py, slf.clone().into_any().unbind());
-        Ok((
-            info,
-            this.is_read_only(),
-            ClassKeepalive {
-                _borrow: borrow,
-                _owner: owner,
-            },
-        ))
+        let owner = PyKeepalive::new(slf.py(), slf.clone().into_any().unbind());
+        Ok((info, this.is_read_only(), ClassKeepalive { _owner: owner }))
     }
 }
 
@@ -228,11 +217,7 @@ where
 {
     type Owner = T::Data;
 
-    fn export(
-        slf: &Bound<'_, T>,
-        rust_reads: bool,
-    ) -> PyResult<(TensorInfo, bool, ClassKeepalive<T::Data>)> {
-        super::borrow::join(slf.py())?;
+    fn export(slf: &Bound<'_, T>) -> PyResult<(TensorInfo, bool, ClassKeepalive<T::Data>)> {
         let this = slf.try_borrow().map_err(|_| {
             PyBufferError::new_err(
                 "cannot export: the object is being mutated (a `&mut self` method is running)",
@@ -242,17 +227,9 @@ where
         // The export's own reference: the class may replace its value once `this` is released.
         let owner = this.data_field().clone();
         drop(this);
-        let borrow = borrow_if(&info, rust_reads)?;
         // Shared memory is never written by its owners (the `SharedBuffer` contract), so no
         // consumer may write it either: always read-only.
-        Ok((
-            info,
-            true,
-            ClassKeepalive {
-                _borrow: borrow,
-                _owner: owner,
-            },
-        ))
+        Ok((info, true, ClassKeepalive { _owner: owner }))
     }
 }
 

@@ -61,6 +61,7 @@
 
 mod borrow;
 pub(crate) mod capsule;
+mod dunder;
 mod errors;
 mod exchange_export;
 mod exchange_import;
@@ -75,7 +76,9 @@ mod tensor;
 pub use crate::into_dlpack::IntoDLPack;
 pub use capsule::into_capsule;
 #[doc(hidden)]
-pub use export::{export_derived, ClassRoute};
+pub use dunder::dlpack_method;
+#[doc(hidden)]
+pub use export::ClassRoute;
 pub use export::{export_dlpack, export_dlpack_device};
 pub use extract::{TensorMut, TensorRef, ANY_NDIM};
 pub use handoff::to_framework;

@@ -187,7 +187,8 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 ///
 /// # Safety
 ///
-/// `info` (with the pointer `data_of` reads from the keepalive in its final place, when given)
+/// `extent` is `info.extent()` (the validation succeeded for this `info`), and `info` (with the
+/// pointer `data_of` reads from the keepalive in its final place, when given)
 /// must describe initialised memory that stays valid (and, unless `read_only`, writable
 /// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
 /// contract. Writers of the memory other than this crate's registered views are the caller's
@@ -195,6 +196,7 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     info: TensorInfo,
+    extent: safe::Extent,
     read_only: bool,
     keepalive: K,
     args: &DLPackArgs,
@@ -227,10 +229,10 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
                 device.device_type, device.device_id
             )));
         }
-        let numel = info.numel()?;
+        let numel = extent.numel;
         // No view of this crate may write the source while it is copied (whoever else owns the
         // memory: refused with BufferError while a mutable view lives).
-        let source = safe::borrow_described(&info, false)?;
+        let source = safe::borrow_extent(&info, extent, false)?;
         // SAFETY: initialised host-readable memory by this function's contract (host-accessible
         // as checked above), validated just above, and borrowed shared, so no view of this crate
         // writes it during the copy.
@@ -254,8 +256,8 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     } else {
         0
     };
-    // SAFETY: forwarded from this function's contract.
-    unsafe { pack_capsule(py, keepalive, info, flags, args, data_of) }
+    // SAFETY: forwarded from this function's contract (validated: `extent`).
+    unsafe { pack_validated_capsule(py, keepalive, info, flags, args, data_of) }
 }
 
 /// # Safety
@@ -274,13 +276,44 @@ unsafe fn pack_capsule<'py, K: Send + 'static>(
         into_capsule(py, mt)
     } else {
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
-            return Err(PyBufferError::new_err(
-                "cannot export read-only data as a legacy DLPack capsule (it cannot signal \
-                 read-only); ask for max_version=(1, x)",
-            ));
+            return Err(read_only_legacy());
         }
         // SAFETY: forwarded from this function's contract (not read-only: checked above).
         let mt = unsafe { safe::pack_owned(keepalive, info, data_of) }?;
         into_capsule(py, mt)
     }
+}
+
+/// [`pack_capsule`] for metadata validated already.
+///
+/// # Safety
+///
+/// As [`pack_capsule`], and `info.extent()` succeeded for this very `info`.
+unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
+    py: Python<'py>,
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+    args: &DLPackArgs,
+    data_of: Option<fn(&mut K) -> *mut c_void>,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    if args.versioned() {
+        // SAFETY: forwarded from this function's contract.
+        let mt = unsafe { safe::pack_owned_versioned_validated(keepalive, info, flags, data_of) };
+        into_capsule(py, mt)
+    } else {
+        if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+            return Err(read_only_legacy());
+        }
+        // SAFETY: forwarded from this function's contract (not read-only: checked above).
+        let mt = unsafe { safe::pack_owned_validated(keepalive, info, data_of) };
+        into_capsule(py, mt)
+    }
+}
+
+fn read_only_legacy() -> PyErr {
+    PyBufferError::new_err(
+        "cannot export read-only data as a legacy DLPack capsule (it cannot signal read-only); \
+         ask for max_version=(1, x)",
+    )
 }

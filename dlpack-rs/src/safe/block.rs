@@ -135,6 +135,23 @@ pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
     data_from_keepalive: Option<fn(&mut K) -> *mut c_void>,
 ) -> Result<NonNull<M>, Error> {
     info.numel()?;
+    // SAFETY: validated just above.
+    Ok(unsafe { build_validated(keepalive, info, flags, data_from_keepalive) })
+}
+
+/// [`build`] for metadata the caller has validated already (the export routes validate once and
+/// use the result for their borrow too).
+///
+/// # Safety
+///
+/// `info.extent()` (the validation of [`TensorInfo::numel`]) must have succeeded for this very
+/// `info`.
+pub(crate) unsafe fn build_validated<M: ManagedStruct, K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+    data_from_keepalive: Option<fn(&mut K) -> *mut c_void>,
+) -> NonNull<M> {
     let ndim = info.shape.len(); // validated: at most MAX_NDIM
     let (layout, dims_offset) = block_layout::<M, K>(ndim);
     // SAFETY: the layout is not zero-sized (the header holds the managed struct).
@@ -182,5 +199,5 @@ pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
         }
     }
     // SAFETY: `block` is non-NULL (checked above) and starts with the managed struct.
-    Ok(unsafe { NonNull::new_unchecked(block.cast::<M>()) })
+    unsafe { NonNull::new_unchecked(block.cast::<M>()) }
 }

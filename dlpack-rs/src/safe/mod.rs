@@ -38,12 +38,16 @@ pub use dtype::*;
 pub use error::Error;
 pub use export::Export;
 pub use guard::{ReadSlice, WriteSlice};
+#[allow(unused_imports)] // used by the Python glue
+pub(crate) use layout::Extent;
 pub use layout::{compact_strides, is_c_contiguous, MAX_NDIM};
 pub use managed::{
     AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
 };
 pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
-pub(crate) use pack::{pack_owned, pack_owned_versioned};
-#[allow(unused_imports)] // used by the Python glue
-pub(crate) use tensor_info::borrow_described;
+pub(crate) use pack::{
+    pack_owned, pack_owned_validated, pack_owned_versioned, pack_owned_versioned_validated,
+};
 pub use tensor_info::TensorInfo;
+#[allow(unused_imports)] // used by the Python glue
+pub(crate) use tensor_info::{borrow_described, borrow_extent};

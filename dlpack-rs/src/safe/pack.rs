@@ -118,3 +118,41 @@ pub(crate) unsafe fn pack_owned<K: Send + 'static>(
     // SAFETY: as in `pack_owned_versioned`.
     Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
 }
+
+/// [`pack_owned_versioned`] for metadata the caller has validated already.
+///
+/// # Safety
+///
+/// As [`pack_owned_versioned`], and `info.extent()` must have succeeded for this very `info`.
+pub(crate) unsafe fn pack_owned_versioned_validated<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    flags: u64,
+    data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
+) -> ManagedTensorVersioned {
+    // SAFETY: validated, by this function's contract.
+    let ptr = unsafe {
+        super::block::build_validated::<DLManagedTensorVersioned, K>(
+            keepalive, info, flags, data_of,
+        )
+    };
+    // SAFETY: as in `pack_owned_versioned`.
+    unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }
+}
+
+/// [`pack_owned`] for metadata the caller has validated already.
+///
+/// # Safety
+///
+/// As [`pack_owned`], and `info.extent()` must have succeeded for this very `info`.
+pub(crate) unsafe fn pack_owned_validated<K: Send + 'static>(
+    keepalive: K,
+    info: TensorInfo,
+    data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
+) -> ManagedTensor {
+    // SAFETY: validated, by this function's contract.
+    let ptr =
+        unsafe { super::block::build_validated::<DLManagedTensor, K>(keepalive, info, 0, data_of) };
+    // SAFETY: as in `pack_owned_versioned`.
+    unsafe { ManagedTensor::from_raw_unchecked(ptr) }
+}

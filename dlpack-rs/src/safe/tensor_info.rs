@@ -108,6 +108,16 @@ pub(crate) fn borrow_described(
     exclusive: bool,
 ) -> Result<super::borrow::BorrowToken, Error> {
     let extent = info.extent()?;
+    borrow_extent(info, extent, exclusive)
+}
+
+/// [`borrow_described`] with `info`'s extent already computed (`info.extent()` for this `info`).
+#[allow(dead_code)] // used by the Python glue
+pub(crate) fn borrow_extent(
+    info: &TensorInfo,
+    extent: Extent,
+    exclusive: bool,
+) -> Result<super::borrow::BorrowToken, Error> {
     if extent.numel == 0 || !info.device.device_type.is_host_accessible() {
         return Ok(super::borrow::BorrowToken::EMPTY);
     }
