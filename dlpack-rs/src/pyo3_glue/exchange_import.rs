@@ -178,7 +178,9 @@ fn type_lookup<'py>(
 /// is refused here with `BufferError` (as torch's `__dlpack__` does), a complex tensor is
 /// released and fetched through `__dlpack__` (which refuses one whose conjugate bit is set),
 /// and a `RuntimeError` of the table (a tensor DLPack cannot describe) becomes `BufferError`.
-pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
+pub(crate) fn import(
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<(ManagedTensorVersioned, &'static DLPackExchangeAPI)>> {
     let Some((api, grad)) = lookup(obj) else {
         return Ok(None);
     };
@@ -232,7 +234,29 @@ pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
         // it (its `__dlpack__` refuses such tensors with BufferError): take `__dlpack__`.
         return Ok(None);
     }
-    Ok(Some(tensor))
+    Ok(Some((tensor, api)))
+}
+
+/// The producer's current work stream on `device` (`current_work_stream`), or `None` when the
+/// table has no such function. Called attached; a failure raises.
+pub(crate) fn current_stream(
+    py: Python<'_>,
+    api: &'static DLPackExchangeAPI,
+    device: DLDevice,
+) -> PyResult<Option<*mut core::ffi::c_void>> {
+    let Some(current) = api.current_work_stream else {
+        return Ok(None);
+    };
+    let mut stream: *mut core::ffi::c_void = core::ptr::null_mut();
+    // SAFETY: a function of the producer's static table, called as dlpack.h says: attached
+    // (we hold `py`), with a device and a valid out pointer.
+    let rc = unsafe { current(device.device_type, device.device_id, &mut stream) };
+    if rc != 0 {
+        return Err(PyErr::take(py).unwrap_or_else(|| {
+            PySystemError::new_err("current_work_stream failed without setting an exception")
+        }));
+    }
+    Ok(Some(stream))
 }
 
 /// Whether `device` is the plain CPU (the only device on which an import through the exchange

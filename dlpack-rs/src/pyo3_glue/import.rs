@@ -52,7 +52,7 @@ use crate::safe::AnyManaged;
 /// [`PyTensor::into_inner`] returns) dropped on a thread that is not attached after `atexit`
 /// began leaks its tensor instead (the process is exiting).
 #[derive(Debug)]
-pub struct PyTensor(AnyManaged);
+pub struct PyTensor(AnyManaged, Option<usize>);
 
 impl Deref for PyTensor {
     type Target = AnyManaged;
@@ -145,11 +145,14 @@ impl ImportOptions {
     /// When the type of `obj` publishes a C exchange API table (a `"dlpack_exchange_api"`
     /// capsule whose header, or one in its `prev_api` chain, has major version 1), no `copy`
     /// or `stream` was asked for, the table's `managed_tensor_from_py_object_no_sync` is
-    /// called instead of `__dlpack__` (tables are cached per type). Its tensor is kept only
-    /// if it is on the CPU (and on the requested device, if any): the call does no stream
-    /// synchronisation, so device tensors are released and fetched again through
-    /// `__dlpack__`, which does. Complex tensors also take `__dlpack__`: torch's table does not
-    /// refuse a tensor with its conjugate bit set, as its `__dlpack__` does.
+    /// called instead of `__dlpack__` (tables are cached per type). Its tensor is kept if it is
+    /// on the requested device (if any) and on the CPU, or on a device whose stream the table
+    /// reports (`current_work_stream`): that call does no stream synchronisation, so the
+    /// producer's stream is handed on ([`PyTensor::producer_stream`]) for the consumer to order
+    /// its work after. A device tensor from a table without `current_work_stream` is released
+    /// and fetched again through `__dlpack__`, which synchronises. Complex tensors also take
+    /// `__dlpack__`: torch's table does not refuse a tensor with its conjugate bit set, as its
+    /// `__dlpack__` does.
     ///
     /// Otherwise calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
     /// (a producer older than DLPack 1.0), retries `obj.__dlpack__(stream=...)` without the
@@ -165,11 +168,20 @@ impl ImportOptions {
             ));
         }
         if !self.no_exchange_api && self.copy.is_none() && self.stream.is_none() {
-            if let Some(tensor) = super::exchange_import::import(obj)? {
+            if let Some((tensor, api)) = super::exchange_import::import(obj)? {
                 let device = tensor.device();
-                if super::exchange_import::is_cpu(device) && self.device.is_none_or(|d| d == device)
-                {
-                    return PyTensor::new(py, tensor.into_any(), false);
+                if self.device.is_none_or(|d| d == device) {
+                    if super::exchange_import::is_cpu(device) {
+                        return PyTensor::new(py, tensor.into_any(), false);
+                    }
+                    // A device tensor, unsynchronised: kept when the table can say which
+                    // stream the producer's work is on (else released, and `__dlpack__`
+                    // synchronises).
+                    if let Some(stream) = super::exchange_import::current_stream(py, api, device)? {
+                        let mut imported = PyTensor::new(py, tensor.into_any(), false)?;
+                        imported.1 = Some(stream as usize);
+                        return Ok(imported);
+                    }
                 }
             }
         }
@@ -284,13 +296,28 @@ impl PyTensor {
         if !inner.is_versioned() && !writable_legacy {
             inner = inner.into_read_only();
         }
-        Ok(PyTensor(inner))
+        Ok(PyTensor(inner, None))
     }
 
     /// The owned managed tensor, legacy or versioned (it keeps the shutdown guard and the
     /// read-only decision).
     pub fn into_inner(self) -> AnyManaged {
         self.0
+    }
+
+    /// For a device tensor imported through the producer's C exchange table (which does no
+    /// stream synchronisation: `managed_tensor_from_py_object_no_sync`), the producer's current
+    /// work stream on the tensor's device at the time of the import, as the table's
+    /// `current_work_stream` gave it (a `cudaStream_t` / `hipStream_t`; NULL is the legacy
+    /// default stream). The DLPack 1.3 rule: work that reads or writes the data must be
+    /// ordered after that stream's pending work, for example by recording an event on it and
+    /// making the consumer's stream wait for the event (or by running on that stream).
+    ///
+    /// `None` when nothing is left to synchronise: a CPU tensor, or an import through
+    /// `__dlpack__`, where the producer already ordered its work before the stream the
+    /// consumer passed ([`ImportOptions::stream`]; the default stream without one).
+    pub fn producer_stream(&self) -> Option<*mut core::ffi::c_void> {
+        self.1.map(|s| s as *mut core::ffi::c_void)
     }
 }
 

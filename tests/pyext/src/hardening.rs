@@ -136,6 +136,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keepalive_counts, m)?)?;
     m.add_function(wrap_pyfunction!(hand_to, m)?)?;
     m.add_function(wrap_pyfunction!(numel, m)?)?;
+    m.add_function(wrap_pyfunction!(import_device, m)?)?;
+    m.add_function(wrap_pyfunction!(make_device_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(count_export, m)?)?;
     m.add_function(wrap_pyfunction!(count_numpy_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import, m)?)?;
@@ -435,3 +437,36 @@ macro_rules! counted_loops {
     )*};
 }
 counted_loops!(count_export, count_numpy_import, count_torch_import);
+
+/// Imports `obj` (optionally asking the producer for `stream`) and describes where it landed:
+/// `(device_type, device_id)`, the producer's stream when the import came through an exchange
+/// table unsynchronised (`PyTensor::producer_stream`, as an int), and whether a host view is
+/// refused (device memory must never be read from the CPU).
+#[pyfunction]
+#[pyo3(signature = (obj, stream=None))]
+fn import_device(
+    obj: &Bound<'_, PyAny>,
+    stream: Option<i64>,
+) -> PyResult<((i32, i32), Option<usize>, bool)> {
+    let mut options = dlpack_rs::pyo3_glue::ImportOptions::new();
+    if let Some(s) = stream {
+        options = options.stream(s);
+    }
+    let t = options.import(obj)?;
+    let device = t.device();
+    Ok((
+        (device.device_type.0, device.device_id),
+        t.producer_stream().map(|s| s as usize),
+        t.as_slice::<u8>().is_err(),
+    ))
+}
+
+/// A `dlpack_rs.Tensor` of `n` bytes that claims to live on `device` (the memory is host
+/// memory: for tests of arguments and refusals only, never to be read there).
+#[pyfunction]
+fn make_device_tensor(n: usize, device: (i32, i32)) -> PyResult<DLPackTensor> {
+    let t = crate::new_rust_tensor(&vec![0; n], "uint8", vec![n as i64], None, 0, false, device)?;
+    Ok(DLPackTensor::new(
+        dlpack_rs::IntoDLPack::into_managed_tensor_versioned(t)?,
+    ))
+}
