@@ -142,3 +142,35 @@ def no_leaks():
 
 def refcount(obj):
     return sys.getrefcount(obj)
+
+
+
+class DlpackOnlyProducer:
+    """A Python producer in front of a Rust export (`dlpack_rs.Tensor`) with `__dlpack__` and
+    no `__dlpack_device__`: records the keyword arguments of every `__dlpack__` call and the
+    name of the capsule each call returned.
+
+    `legacy=True` answers as a pre-1.0 producer does, whose `__dlpack__` takes `stream` only:
+    any other keyword is a TypeError.
+    """
+
+    def __init__(self, tensor, legacy=False):
+        self.tensor = tensor
+        self.legacy = legacy
+        self.calls = []
+        self.capsules = []
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        if self.legacy and set(kwargs) - {"stream"}:
+            raise TypeError("__dlpack__() got an unexpected keyword argument")
+        capsule = self.tensor.__dlpack__(**kwargs)
+        self.capsules.append(repr(capsule).split('"')[1])  # '<capsule object "NAME" at ...>'
+        return capsule
+
+
+class RecordingProducer(DlpackOnlyProducer):
+    """`DlpackOnlyProducer` with `__dlpack_device__`: the whole protocol."""
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()

@@ -5,9 +5,9 @@ import pytest
 
 import dlpack_testext as ext
 from conftest import (
-    JAX_DTYPES, NUMPY_DTYPES, PYARROW_DTYPES, SHAPES, TORCH_DTYPES, collect, jnp, live, needs,
-    needs_array_api_strict, needs_jax, needs_pyarrow, needs_torch, pa, rust_tensor, sample, torch,
-    xp,
+    JAX_DTYPES, NUMPY_DTYPES, PYARROW_DTYPES, SHAPES, TORCH_DTYPES, DlpackOnlyProducer,
+    RecordingProducer, collect, jnp, live, needs, needs_array_api_strict, needs_jax, needs_pyarrow,
+    needs_torch, pa, rust_tensor, sample, torch, xp,
 )
 
 
@@ -73,6 +73,63 @@ def test_array_api_strict_from_rust(no_leaks):
     x = xp.from_dlpack(t)
     assert x.shape == (2, 3)
     np.testing.assert_array_equal(np.asarray(x._array), expected)
+
+
+# README, Compatibility: what each peer asks a producer for, and what it refuses.
+
+
+@needs_pyarrow
+@pytest.mark.parametrize("convert", ["Array", "Tensor"])
+def test_pyarrow_asks_versioned_1_3_without_legacy_fallback(convert, no_leaks):
+    from_dlpack = getattr(pa, convert).from_dlpack
+    t, expected = rust_tensor("int32", (4,))
+    p = RecordingProducer(t)
+    np.testing.assert_array_equal(from_dlpack(p).to_numpy(), expected)
+    assert p.calls == [{"max_version": (1, 3), "dl_device": None, "copy": None}]
+    assert p.capsules == ["dltensor_versioned"]
+    # A producer that only makes legacy capsules: pyarrow does not ask again without
+    # max_version, the producer's TypeError is the answer.
+    legacy = RecordingProducer(t, legacy=True)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        from_dlpack(legacy)
+    assert legacy.calls == [{"max_version": (1, 3), "dl_device": None, "copy": None}]
+    assert legacy.capsules == []
+
+
+@needs_pyarrow
+def test_pyarrow_refuses_bool_and_arrays_of_other_than_1_d(no_leaks):
+    for convert in (pa.Array.from_dlpack, pa.Tensor.from_dlpack):
+        with pytest.raises(pa.ArrowInvalid, match="unsupported DLPack type"):
+            convert(rust_tensor("bool", (3,))[0])
+    # An Array is 1-D only (a Tensor takes any number of dimensions).
+    for shape in [(2, 3), (), (1, 4)]:
+        with pytest.raises(pa.ArrowInvalid, match="one dimensional"):
+            pa.Array.from_dlpack(rust_tensor("float64", shape)[0])
+    t, expected = rust_tensor("float64", (2, 3))
+    np.testing.assert_array_equal(pa.Tensor.from_dlpack(t).to_numpy(), expected)
+
+
+@needs_jax
+def test_jax_needs_dlpack_device(no_leaks):
+    t, expected = rust_tensor("float32", (3,), "class")
+    bare = DlpackOnlyProducer(t)
+    with pytest.raises(TypeError, match="__dlpack_device__"):
+        jnp.from_dlpack(bare)
+    assert bare.calls == []  # refused before asking for a capsule
+    # With `__dlpack_device__` added, the same export is taken (as a legacy capsule).
+    p = RecordingProducer(t)
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(p)), expected)
+    assert p.calls == [{"stream": None}]
+    assert p.capsules == ["dltensor"]
+
+
+@needs_array_api_strict
+def test_array_api_strict_has_no_float16(no_leaks):
+    assert not hasattr(xp, "float16")
+    t, expected = rust_tensor("float16", (3,))
+    with pytest.raises(TypeError, match="float16"):
+        xp.from_dlpack(t)
+    np.testing.assert_array_equal(np.from_dlpack(t), expected)  # numpy takes the same export
 
 
 @pytest.mark.parametrize("kind", ["ready", "class"])

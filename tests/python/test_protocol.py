@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import jnp, live, needs, needs_torch, rust_tensor, torch
+from conftest import RecordingProducer, jnp, live, needs, needs_torch, rust_tensor, torch
 
 
 def capsule_name(cap):
@@ -38,6 +38,25 @@ def test_version_matrix_numpy_producer(max_version):
     info = ext.inspect(cap)
     assert info["versioned"] == (max_version is not None and max_version[0] >= 1)
     assert info["data_ptr"] == a.ctypes.data
+
+
+def test_what_numpy_asks_a_producer_for(no_leaks):
+    # README, Compatibility: numpy 2.x (2.1 and newer) asks `max_version=(1, 0)` and gets our
+    # versioned capsule (1.3, which a 1.0 consumer reads); numpy 2.0, the last for Python 3.9,
+    # asks with no keyword at all and gets a legacy one.
+    t, expected = rust_tensor("float32", (2, 3))
+    p = RecordingProducer(t)
+    a = np.from_dlpack(p)
+    np.testing.assert_array_equal(a, expected)
+    assert a.ctypes.data == ext.inspect(t)["data_ptr"]
+    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":
+        assert p.calls == [{"dl_device": None, "copy": None, "max_version": (1, 0)}]
+        assert p.capsules == ["dltensor_versioned"]
+        assert a.flags.writeable
+    else:
+        assert p.calls == [{}]
+        assert p.capsules == ["dltensor"]
+        assert not a.flags.writeable  # a legacy capsule cannot say it is writable
 
 
 @pytest.mark.parametrize(
