@@ -1,0 +1,63 @@
+"""What tests/gpu/run.sh runs on a GPU (see there). Prints one line per check; raises on the
+first failure."""
+
+import numpy as np
+import torch
+
+import dlpack_testext as ext
+
+CUDA = 2
+
+
+def check(name, condition):
+    if not condition:
+        raise AssertionError(name)
+    print("ok  ", name)
+
+
+dev = torch.device("cuda", 0)
+x = torch.arange(16, dtype=torch.float32, device=dev)
+
+# torch -> Rust through torch's exchange table: the device, the producer's stream handed on.
+(device, producer_stream, host_view_refused) = ext.import_device(x)
+check("import: device is cuda:0", device == (CUDA, 0))
+check("import: producer stream is torch's current stream",
+      producer_stream == torch.cuda.current_stream(dev).cuda_stream)
+check("import: no host view of device memory", host_view_refused)
+
+# torch -> Rust -> torch: the same device pointer, no copy.
+back = torch.from_dlpack(ext.reexport(x))
+check("round trip: same device pointer", back.data_ptr() == x.data_ptr())
+check("round trip: same values", torch.equal(back, x))
+
+# numpy cannot take device memory.
+try:
+    np.from_dlpack(ext.reexport(x))
+    check("numpy refuses a CUDA tensor", False)
+except (RuntimeError, BufferError, ValueError):
+    check("numpy refuses a CUDA tensor", True)
+
+# A write on a side stream (torch's current stream while it runs), then an import asking for the
+# consumer's stream: torch's __dlpack__(stream=...) makes the consumer's stream wait for its
+# current stream, so a read on the consumer's stream sees the write.
+side = torch.cuda.Stream(dev)
+consumer = torch.cuda.current_stream(dev)
+y = torch.zeros(1 << 20, device=dev)
+with torch.cuda.stream(side):
+    torch.cuda._sleep(50_000_000)  # keep the side stream busy
+    y.fill_(7.0)
+    ext.import_device(y, consumer.cuda_stream)  # __dlpack__(stream=consumer) synchronises
+seen = torch.from_dlpack(ext.reexport(y))  # read on the consumer (current) stream
+check("side-stream write visible after the documented sync", bool((seen == 7.0).all()))
+
+# The exchange-table import hands the producer's stream on; ordering after it is the consumer's
+# job (here: wait for it), and then the write is visible.
+with torch.cuda.stream(side):
+    torch.cuda._sleep(50_000_000)
+    y.fill_(9.0)
+    (_, stream, _) = ext.import_device(y)
+check("table import reports the side stream", stream == side.cuda_stream)
+torch.cuda.ExternalStream(stream).synchronize()
+check("after waiting on the reported stream the write is visible",
+      bool((torch.from_dlpack(ext.reexport(y)) == 9.0).all()))
+print("gpu check: all passed")
