@@ -38,6 +38,7 @@ STEPS=(
   "asan|full|AddressSanitizer: dlpack-rs test binaries (nightly -Zsanitizer=address, without Python)"
   "fuzz|quick|fuzz: the import validator under cargo-fuzz (nightly)"
   "python|quick|Python interop suite (venv, maturin, pytest)"
+  "newcomer|full|the README's extension module, built from README.md as written, used from numpy"
   "instructions|full|instruction counts per call (callgrind) against tests/perf/budgets.json"
   "abi3|full|abi3: one wheel, the numpy part of the interop suite under CPython 3.9-3.13 (pyenv)"
 )
@@ -449,6 +450,14 @@ if unexpected:
     print("unexpected skips (a peer that does not import?):", *unexpected[:20], sep="\n  ", file=sys.stderr)
     sys.exit(1)
 EOF
+}
+
+step_newcomer() {
+  if [[ ! -x $venv/bin/maturin ]]; then
+    skip "no maturin in $venv: run the python step first"
+    return 0
+  fi
+  "$venv/bin/python" tests/newcomer.py "$venv"
 }
 
 step_instructions() {
