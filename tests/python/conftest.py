@@ -14,6 +14,12 @@ import pytest
 import dlpack_testext as ext
 
 
+# numpy 2.1 and newer speak DLPack 1.x (max_version, copy and dl_device, versioned capsules
+# with READ_ONLY). numpy 2.0, the last for Python 3.9, only legacy capsules both ways: its
+# imports are read-only, it cannot export a read-only array, and it refuses a read-only export.
+NUMPY_VERSIONED = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+
+
 def optional_import(name):
     """The module `name`, or None when it is not installed.
 
@@ -27,7 +33,8 @@ def optional_import(name):
 
 # The peers: every module imports them from here, each None where it is missing (the abi3
 # matrix's venvs have numpy and pytest only). Tests that need one carry `needs(...)`, and skip
-# with the reason "needs <peer>" where it is missing; nothing else skips.
+# with the reason "needs <peer>" where it is missing; apart from "needs numpy >= 2.1" (below)
+# nothing else skips, and tests/abi3-matrix.sh checks that.
 torch = optional_import("torch")
 jax = optional_import("jax")
 if jax is not None:  # JAX truncates 64-bit types unless x64 is enabled; enable it before any use.
@@ -54,6 +61,10 @@ needs_torch = needs("torch")
 needs_jax = needs("jax")
 needs_pyarrow = needs("pyarrow")
 needs_array_api_strict = needs("array_api_strict")
+# For a test whose subject numpy 2.0 cannot take part in at all (a writable import of numpy
+# memory, numpy reading a read-only export); where numpy 2.0 merely answers differently, the
+# test asserts its answer instead.
+needs_numpy_versioned = pytest.mark.skipif(not NUMPY_VERSIONED, reason="needs numpy >= 2.1")
 
 
 def peer_param(*values, peers=None, **kw):

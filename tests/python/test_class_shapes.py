@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import collect, jnp, needs_jax, needs_torch, torch
+from conftest import collect, jnp, needs_jax, needs_numpy_versioned, needs_torch, torch
 
 
 def live():
@@ -90,6 +90,7 @@ def test_frozen_with_own_methods_jax(no_leaks):
 # Mutable classes with shared data
 
 
+@needs_numpy_versioned
 @pytest.mark.parametrize("kind", MUTABLE)
 def test_mutable_constructor_and_numpy_shares_read_only(kind, no_leaks):
     make, expected = MUTABLE[kind]
@@ -103,6 +104,7 @@ def test_mutable_constructor_and_numpy_shares_read_only(kind, no_leaks):
         a[0, 0] = 1
 
 
+@needs_numpy_versioned
 @pytest.mark.parametrize("kind", MUTABLE)
 def test_mutating_method_leaves_consumer_data_intact(kind, no_leaks):
     make, expected = MUTABLE[kind]
@@ -121,6 +123,7 @@ def test_mutating_method_leaves_consumer_data_intact(kind, no_leaks):
     assert ptr_b == m.data_ptr and b.ravel().tolist() == new
 
 
+@needs_numpy_versioned
 @pytest.mark.parametrize("kind", MUTABLE)
 def test_mutable_object_can_die_before_consumer(kind, no_leaks):
     make, expected = MUTABLE[kind]
@@ -131,6 +134,7 @@ def test_mutable_object_can_die_before_consumer(kind, no_leaks):
     np.testing.assert_array_equal(a, expected)
 
 
+@needs_numpy_versioned
 def test_copy_on_write_only_while_exported(no_leaks):
     m = ext.MutableFrame(1, 4)
     ptr = m.data_ptr
@@ -145,6 +149,7 @@ def test_copy_on_write_only_while_exported(no_leaks):
     assert m.scale(0.5) is True and m.data_ptr == ptr
 
 
+@needs_numpy_versioned
 @pytest.mark.parametrize("kind", MUTABLE)
 def test_mutable_export_holds_data_not_object(kind, no_leaks):
     make, _ = MUTABLE[kind]
@@ -157,6 +162,7 @@ def test_mutable_export_holds_data_not_object(kind, no_leaks):
     assert sys.getrefcount(m) == start
 
 
+@needs_numpy_versioned
 def test_mutable_reshape_changes_next_export_only(no_leaks):
     m = ext.MutableFrame(2, 3)
     a = np.from_dlpack(m)

@@ -7,11 +7,9 @@ import pytest
 from numpy.lib.stride_tricks import as_strided
 
 import dlpack_testext as ext
-from conftest import needs_torch, torch
-
 # numpy < 2.1 (the last for Python 3.9 is 2.0) asks for legacy capsules only: its imports are
 # read-only and it cannot export a read-only array at all.
-NUMPY_VERSIONED = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+from conftest import NUMPY_VERSIONED, needs_torch, torch
 
 
 def base(shape=(4, 6), dtype="float32"):

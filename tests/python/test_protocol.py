@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import RecordingProducer, jnp, live, needs, needs_torch, rust_tensor, torch
+from conftest import (
+    NUMPY_VERSIONED, RecordingProducer, jnp, live, needs, needs_torch, rust_tensor, torch,
+)
 
 
 def capsule_name(cap):
@@ -34,6 +36,13 @@ def test_version_matrix_producer(kind, max_version, name, no_leaks):
 @pytest.mark.parametrize("max_version", [None, (0, 8), (1, 0), (1, 3), (2, 0)], ids=str)
 def test_version_matrix_numpy_producer(max_version):
     a = np.arange(3.0)
+    if not NUMPY_VERSIONED:
+        # numpy 2.0's __dlpack__ takes `stream` only and makes legacy capsules.
+        with pytest.raises(TypeError):
+            a.__dlpack__(max_version=max_version)
+        info = ext.inspect(a.__dlpack__())
+        assert not info["versioned"] and info["data_ptr"] == a.ctypes.data
+        return
     cap = a.__dlpack__(max_version=max_version)
     info = ext.inspect(cap)
     assert info["versioned"] == (max_version is not None and max_version[0] >= 1)
@@ -49,7 +58,7 @@ def test_what_numpy_asks_a_producer_for(no_leaks):
     a = np.from_dlpack(p)
     np.testing.assert_array_equal(a, expected)
     assert a.ctypes.data == ext.inspect(t)["data_ptr"]
-    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":
+    if NUMPY_VERSIONED:
         assert p.calls == [{"dl_device": None, "copy": None, "max_version": (1, 0)}]
         assert p.capsules == ["dltensor_versioned"]
         assert a.flags.writeable
