@@ -63,11 +63,23 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         !is_pymethods
     });
     block.items.retain(|item| {
-        let name = match item {
-            ImplItem::Fn(f) => Some(f.sig.ident.to_string()),
-            ImplItem::Const(c) => Some(c.ident.to_string()),
-            _ => None,
+        let (attrs, ident) = match item {
+            ImplItem::Fn(f) => (&f.attrs[..], Some(f.sig.ident.to_string())),
+            ImplItem::Const(c) => (&c.attrs[..], Some(c.ident.to_string())),
+            _ => (&[][..], None),
         };
+        // The Python name: `#[pyo3(name = "...")]` if given, else the Rust one.
+        let renamed = attrs
+            .iter()
+            .filter(|a| a.path().is_ident("pyo3"))
+            .find_map(|a| {
+                let text = a.meta.to_token_stream().to_string().replace(' ', "");
+                PROTOCOL
+                    .iter()
+                    .find(|p| text.contains(&format!("name=\"{p}\"")))
+                    .map(|p| p.to_string())
+            });
+        let name = renamed.or(ident);
         match name {
             Some(name) if PROTOCOL.contains(&name.as_str()) => {
                 let span = match item {

@@ -19,7 +19,7 @@ dev = torch.device("cuda", 0)
 x = torch.arange(16, dtype=torch.float32, device=dev)
 
 # torch -> Rust through torch's exchange table: the device, the producer's stream handed on.
-(device, producer_stream, host_view_refused) = ext.import_device(x)
+(device, producer_stream, host_view_refused) = ext.import_device(x, unsynchronized=True)
 check("import: device is cuda:0", device == (CUDA, 0))
 check("import: producer stream is torch's current stream",
       producer_stream == torch.cuda.current_stream(dev).cuda_stream)
@@ -55,7 +55,7 @@ check("side-stream write visible after the documented sync", bool((seen == 7.0).
 with torch.cuda.stream(side):
     torch.cuda._sleep(50_000_000)
     y.fill_(9.0)
-    (_, stream, _) = ext.import_device(y)
+    (_, stream, _) = ext.import_device(y, unsynchronized=True)
 check("table import reports the side stream", stream == side.cuda_stream)
 torch.cuda.ExternalStream(stream).synchronize()
 check("after waiting on the reported stream the write is visible",

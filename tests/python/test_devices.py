@@ -92,7 +92,7 @@ def device_producer_type(device, stream=0xAB00, with_stream=True):
 def test_table_import_of_device_tensor_hands_on_the_producers_stream(device):
     cls, made, stream_calls = device_producer_type(device, stream=0xAB00)
     obj = cls()
-    (dev, producer_stream, host_view_refused) = ext.import_device(obj)
+    (dev, producer_stream, host_view_refused) = ext.import_device(obj, unsynchronized=True)
     assert dev == device
     assert producer_stream == 0xAB00  # unsynchronised: the consumer must order after it
     assert stream_calls == [device]  # asked for the tensor's own device
@@ -101,10 +101,36 @@ def test_table_import_of_device_tensor_hands_on_the_producers_stream(device):
     assert [h.deleted for h in made] == [1]  # released exactly once
 
 
+def test_device_tensors_take_dunder_dlpack_by_default():
+    # Without `unsynchronized`, a device tensor from the table is released and `__dlpack__`
+    # (which synchronises) is asked instead.
+    cls, made, stream_calls = device_producer_type((CUDA, 0))
+    obj = cls()
+    dev, producer_stream, host_view_refused = ext.import_device(obj)
+    assert (dev, producer_stream, host_view_refused) == ((CUDA, 0), None, True)
+    assert obj.calls == [{"max_version": (1, 3)}]
+    assert stream_calls == []
+    assert [h.deleted for h in made] == [1, 1]
+
+
+@pytest.mark.parametrize("device_type", [3, 11, 13])  # CUDA_HOST, ROCM_HOST, CUDA_MANAGED
+def test_pinned_and_managed_memory_is_never_viewed_unsynchronised(device_type):
+    # The CPU can address these, but queued device work may still write them: the table's
+    # unsynchronised tensor is not kept even when asked, and no host view or copy is handed out.
+    cls, made, stream_calls = device_producer_type((device_type, 0))
+    obj = cls()
+    dev, producer_stream, host_view_refused = ext.import_device(obj, unsynchronized=True)
+    assert (dev, producer_stream, host_view_refused) == ((device_type, 0), None, True)
+    assert obj.calls == [{"max_version": (1, 3)}]
+    assert stream_calls == []
+    with pytest.raises(BufferError, match="without synchronisation"):
+        ext.as_slice_values(cls(), "float32")
+
+
 def test_table_without_work_stream_falls_back_to_dunder_dlpack():
     cls, made, stream_calls = device_producer_type((CUDA, 0), with_stream=False)
     obj = cls()
-    dev, producer_stream, _ = ext.import_device(obj)
+    dev, producer_stream, _ = ext.import_device(obj, unsynchronized=True)
     assert dev == (CUDA, 0)
     # The unsynchronised table tensor was released; `__dlpack__` synchronises (on the default
     # stream: no stream was given), so nothing is left to order after.
@@ -127,7 +153,7 @@ def test_consumer_stream_goes_to_dunder_dlpack(stream):
 def test_our_own_device_export_reports_the_default_stream():
     # dlpack_rs.Tensor's table says NULL (the default stream) for every device.
     t = ext.make_device_tensor(8, (CUDA, 0))
-    dev, producer_stream, host_view_refused = ext.import_device(t)
+    dev, producer_stream, host_view_refused = ext.import_device(t, unsynchronized=True)
     assert (dev, producer_stream, host_view_refused) == ((CUDA, 0), 0, True)
 
 

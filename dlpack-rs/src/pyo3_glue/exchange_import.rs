@@ -149,16 +149,34 @@ fn lookup_type<'py>(
 }
 
 /// `name` as the interpreter finds a special method: in the dictionaries of the type's
-/// `__mro__`, without running descriptors, `__getattr__` or the metaclass.
+/// `__mro__` (both read through `type`'s own descriptors), without running descriptors,
+/// `__getattr__` or the metaclass. (A class body may still copy another type's table: what it
+/// points to must then check the objects it is called with, as torch's and ours do.)
 fn type_lookup<'py>(
     ty: &Bound<'py, PyType>,
     name: &Bound<'py, pyo3::types::PyString>,
 ) -> Option<Bound<'py, PyAny>> {
     let py = ty.py();
-    let mro = ty.getattr(pyo3::intern!(py, "__mro__")).ok()?;
+    // `type`'s own `__mro__` and `__dict__` descriptors, applied to the type: a metaclass
+    // cannot override them (as it could plain attribute look-ups of `__mro__` / `__dict__`).
+    static DESCRIPTORS: pyo3::sync::PyOnceLock<(Py<PyAny>, Py<PyAny>)> =
+        pyo3::sync::PyOnceLock::new();
+    let (mro_of, dict_of) = DESCRIPTORS
+        .get_or_try_init(py, || -> PyResult<_> {
+            let dict = py
+                .get_type::<PyType>()
+                .getattr(pyo3::intern!(py, "__dict__"))?;
+            Ok((
+                dict.get_item(pyo3::intern!(py, "__mro__"))?.unbind(),
+                dict.get_item(pyo3::intern!(py, "__dict__"))?.unbind(),
+            ))
+        })
+        .ok()?;
+    let get = pyo3::intern!(py, "__get__");
+    let mro = mro_of.bind(py).call_method1(get, (ty,)).ok()?;
     let mro = mro.cast::<PyTuple>().ok()?;
     for base in mro.iter() {
-        let dict = base.getattr(pyo3::intern!(py, "__dict__")).ok()?;
+        let dict = dict_of.bind(py).call_method1(get, (&base,)).ok()?;
         // `type.__dict__` is a read-only mapping proxy: look the name up through it.
         let found = match dict.cast::<PyDict>() {
             Ok(d) => d.get_item(name).ok().flatten(),

@@ -2,12 +2,13 @@
 //! framework type's C exchange table (`managed_tensor_to_py_object_no_sync`), or, where it has
 //! none, through its `from_dlpack`.
 
-use pyo3::exceptions::{PySystemError, PyTypeError};
+use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use super::exchange_import::type_table;
 use super::DLPackTensor;
+use crate::ffi::DLDeviceType;
 use crate::safe::ManagedTensorVersioned;
 
 /// Turns `tensor` into a tensor of the framework whose tensor type is `ty` (`torch.Tensor`, or
@@ -15,9 +16,14 @@ use crate::safe::ManagedTensorVersioned;
 /// `managed_tensor_to_py_object_no_sync`), zero-copy, without a capsule or a Python call: the
 /// framework takes ownership of the managed tensor and calls its deleter when it lets go.
 ///
-/// Where `ty` has no such table, `fallback` (a `from_dlpack` function, such as
-/// `torch.from_dlpack` or `jax.numpy.from_dlpack`) is called with the tensor wrapped in a
-/// [`DLPackTensor`]; without a fallback that is a `TypeError`.
+/// Where `ty` has no such table (or the tensor is not one a framework can be expected to
+/// represent: lanes other than 1, sub-byte elements, a device other than the CPU, CUDA or
+/// ROCm), `fallback` (a `from_dlpack` function, such as `torch.from_dlpack` or
+/// `jax.numpy.from_dlpack`) is called with the tensor wrapped in a [`DLPackTensor`]; without a
+/// fallback that is a `TypeError`. A read-only tensor is refused with `BufferError` (torch's
+/// table ignores `READ_ONLY`, so the framework would write it): hand over a copy. If the table
+/// itself fails it raises its error, and it owns the tensor all the same (dlpack.h: ownership is
+/// stolen), so the tensor may leak.
 ///
 /// No stream synchronisation is done (the `_no_sync` of the table): for device memory, the
 /// work that produced the data must be complete (or ordered before the framework's) when this
@@ -46,7 +52,22 @@ pub fn to_framework<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = ty.py();
     super::borrow::join(py)?;
-    if let Some(to_py) = type_table(ty).and_then(|api| api.managed_tensor_to_py_object_no_sync) {
+    if tensor.is_read_only() {
+        // torch's table ignores READ_ONLY: the framework would write memory that must not be
+        // written (a Rust owner's shared data, bool bytes Rust reads back).
+        return Err(PyBufferError::new_err(
+            "to_framework: the tensor is read-only, and a framework's exchange table need not \
+             honour the flag; hand over a copy (`tensor.copy()`)",
+        ));
+    }
+    // What a framework can be expected to take; anything else goes to the fallback, since a
+    // table that refuses a tensor owns it all the same (it may leak it).
+    let representable = tensor.dtype().lanes == 1
+        && crate::safe::element_bits(tensor.dtype()) % 8 == 0
+        && [DLDeviceType::CPU, DLDeviceType::CUDA, DLDeviceType::ROCM]
+            .contains(&tensor.device().device_type);
+    let table = type_table(ty).and_then(|api| api.managed_tensor_to_py_object_no_sync);
+    if let Some(to_py) = table.filter(|_| representable) {
         let raw = tensor.into_raw();
         let mut out: *mut core::ffi::c_void = core::ptr::null_mut();
         // SAFETY: `to_py` comes from the static table of `ty` itself, found in its own MRO as the

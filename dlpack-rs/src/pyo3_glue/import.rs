@@ -92,6 +92,7 @@ pub struct ImportOptions {
     stream: Option<i64>,
     no_exchange_api: bool,
     writable_legacy: bool,
+    unsynchronized: bool,
 }
 
 impl ImportOptions {
@@ -125,6 +126,19 @@ impl ImportOptions {
         self
     }
 
+    /// Whether a device tensor may come through the producer's exchange table without stream
+    /// synchronisation (default `false`: device tensors take `__dlpack__`, which orders the
+    /// producer's work before the consumer's stream). With `true`, a tensor on memory the CPU
+    /// cannot address (CUDA, ROCm, ...; not pinned or managed memory, which the CPU can read)
+    /// is kept when the table reports the producer's current work stream, which
+    /// [`PyTensor::producer_stream`] hands on: the caller must order its device work after that
+    /// stream (an event recorded on it, waited for on the caller's stream) before touching the
+    /// data, and before handing the tensor on (a re-export does not carry the stream).
+    pub fn unsynchronized(mut self, enabled: bool) -> Self {
+        self.unsynchronized = enabled;
+        self
+    }
+
     /// Whether a legacy (unversioned) tensor may be written (default `false`). A legacy capsule
     /// cannot say "read-only", and producers export immutable data that way (jax arrays; numpy
     /// 2.x imports legacy capsules read-only for this reason), so by default a legacy import is
@@ -146,11 +160,10 @@ impl ImportOptions {
     /// capsule whose header, or one in its `prev_api` chain, has major version 1), no `copy`
     /// or `stream` was asked for, the table's `managed_tensor_from_py_object_no_sync` is
     /// called instead of `__dlpack__` (tables are cached per type). Its tensor is kept if it is
-    /// on the requested device (if any) and on the CPU, or on a device whose stream the table
-    /// reports (`current_work_stream`): that call does no stream synchronisation, so the
-    /// producer's stream is handed on ([`PyTensor::producer_stream`]) for the consumer to order
-    /// its work after. A device tensor from a table without `current_work_stream` is released
-    /// and fetched again through `__dlpack__`, which synchronises. Complex tensors also take
+    /// on the requested device (if any) and on the CPU; a device tensor only with
+    /// [`ImportOptions::unsynchronized`] (that call does no stream synchronisation, so the
+    /// producer's stream is handed on in [`PyTensor::producer_stream`]). Any other device tensor
+    /// is released and fetched again through `__dlpack__`, which synchronises. Complex tensors also take
     /// `__dlpack__`: torch's table does not refuse a tensor with its conjugate bit set, as its
     /// `__dlpack__` does.
     ///
@@ -174,10 +187,17 @@ impl ImportOptions {
                     if super::exchange_import::is_cpu(device) {
                         return PyTensor::new(py, tensor.into_any(), false);
                     }
-                    // A device tensor, unsynchronised: kept when the table can say which
-                    // stream the producer's work is on (else released, and `__dlpack__`
-                    // synchronises).
-                    if let Some(stream) = super::exchange_import::current_stream(py, api, device)? {
+                    // A device tensor, unsynchronised: kept only when asked for, for memory the
+                    // CPU cannot reach (no host view can race the producer's pending work), and
+                    // when the table says which stream that work is on. Otherwise it is
+                    // released, and `__dlpack__` synchronises.
+                    let keep = self.unsynchronized && !device.device_type.is_host_accessible();
+                    let stream = if keep {
+                        super::exchange_import::current_stream(py, api, device)?
+                    } else {
+                        None
+                    };
+                    if let Some(stream) = stream {
                         let mut imported = PyTensor::new(py, tensor.into_any(), false)?;
                         imported.1 = Some(stream as usize);
                         return Ok(imported);
@@ -315,7 +335,9 @@ impl PyTensor {
     ///
     /// `None` when nothing is left to synchronise: a CPU tensor, or an import through
     /// `__dlpack__`, where the producer already ordered its work before the stream the
-    /// consumer passed ([`ImportOptions::stream`]; the default stream without one).
+    /// consumer passed ([`ImportOptions::stream`]; the default stream without one). Only an
+    /// import with [`ImportOptions::unsynchronized`] can have one; [`PyTensor::into_inner`] and
+    /// a re-export drop it, so order the work first.
     pub fn producer_stream(&self) -> Option<*mut core::ffi::c_void> {
         self.1.map(|s| s as *mut core::ffi::c_void)
     }

@@ -54,7 +54,9 @@ pub enum Error {
     },
     /// A slice view needs compact row-major layout.
     NotContiguous,
-    /// The memory is on a device the CPU cannot address.
+    /// The memory is not plain CPU memory: on a device the CPU cannot address, or pinned or
+    /// managed memory that queued device work may still write (views and copies are for
+    /// `kDLCPU` memory only).
     NotHostAccessible(DLDevice),
     /// A mutable view of a read-only tensor was asked for.
     ReadOnly,
@@ -135,7 +137,8 @@ impl fmt::Display for Error {
             Error::NotContiguous => f.write_str("tensor is not C-contiguous"),
             Error::NotHostAccessible(d) => write!(
                 f,
-                "memory on device {:?}:{} is not accessible from the CPU",
+                "memory on device {:?}:{} is not accessible from the CPU without \
+                 synchronisation (views and copies need kDLCPU memory)",
                 d.device_type, d.device_id
             ),
             Error::ReadOnly => f.write_str("tensor is read-only"),

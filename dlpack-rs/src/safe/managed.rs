@@ -320,10 +320,7 @@ impl<K: Kind> Managed<K> {
                 found: self.dtype(),
             });
         }
-        if !self.device().device_type.is_host_accessible() {
-            return Err(Error::NotHostAccessible(self.device()));
-        }
-        Ok(())
+        host_viewable(self.device())
     }
 
     /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
@@ -437,9 +434,7 @@ impl<K: Kind> Managed<K> {
     /// # Ok::<(), dlpack_rs::safe::Error>(())
     /// ```
     pub fn copy(&self) -> Result<ManagedTensorVersioned, Error> {
-        if !self.device().device_type.is_host_accessible() {
-            return Err(Error::NotHostAccessible(self.device()));
-        }
+        host_viewable(self.device())?;
         let _source = self.borrow_addressed(false)?;
         let info = self.tensor_info();
         // SAFETY: validated at construction (numel is its element count); host memory alive
@@ -677,5 +672,17 @@ impl<K: Kind> fmt::Debug for Managed<K> {
             .field("byte_offset", &self.byte_offset())
             .field("flags", &self.flags())
             .finish()
+    }
+}
+
+/// Whether safe code may read (or write) the memory of a tensor on `device` from the host: only
+/// plain CPU memory. Device memory is not addressable, and pinned or managed memory
+/// (`CUDA_HOST`, `ROCM_HOST`, `CUDA_MANAGED`), though addressable, may still be written by the
+/// producer's queued device work, which a host view would race (nothing here can wait for it).
+fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
+    if device.device_type == crate::ffi::DLDeviceType::CPU {
+        Ok(())
+    } else {
+        Err(Error::NotHostAccessible(device))
     }
 }

@@ -394,14 +394,15 @@ fn drop_capsule_with_exception_set(
 /// `ty` through `to_framework` (its exchange table, else `fallback`). Returns the framework's
 /// tensor and the address of the Rust data.
 #[pyfunction]
-#[pyo3(signature = (ty, data, fallback=None))]
+#[pyo3(signature = (ty, data, fallback=None, read_only=false))]
 fn hand_to<'py>(
     ty: &Bound<'py, pyo3::types::PyType>,
     data: &[u8],
     fallback: Option<Bound<'py, PyAny>>,
+    read_only: bool,
 ) -> PyResult<(Bound<'py, PyAny>, usize)> {
     let len = (data.len() / 4) as i64;
-    let t = crate::new_rust_tensor(data, "float32", vec![len], None, 0, false, (1, 0))?;
+    let t = crate::new_rust_tensor(data, "float32", vec![len], None, 0, read_only, (1, 0))?;
     let tensor = dlpack_rs::IntoDLPack::into_managed_tensor_versioned(t)?;
     let ptr = tensor.data_ptr() as usize;
     Ok((
@@ -443,12 +444,13 @@ counted_loops!(count_export, count_numpy_import, count_torch_import);
 /// table unsynchronised (`PyTensor::producer_stream`, as an int), and whether a host view is
 /// refused (device memory must never be read from the CPU).
 #[pyfunction]
-#[pyo3(signature = (obj, stream=None))]
+#[pyo3(signature = (obj, stream=None, unsynchronized=false))]
 fn import_device(
     obj: &Bound<'_, PyAny>,
     stream: Option<i64>,
+    unsynchronized: bool,
 ) -> PyResult<((i32, i32), Option<usize>, bool)> {
-    let mut options = dlpack_rs::pyo3_glue::ImportOptions::new();
+    let mut options = dlpack_rs::pyo3_glue::ImportOptions::new().unsynchronized(unsynchronized);
     if let Some(s) = stream {
         options = options.stream(s);
     }
@@ -457,7 +459,8 @@ fn import_device(
     Ok((
         (device.device_type.0, device.device_id),
         t.producer_stream().map(|s| s as usize),
-        t.as_slice::<u8>().is_err(),
+        // Every host access is refused (a copy reads the data on the host, whatever the dtype).
+        t.copy().is_err(),
     ))
 }
 
