@@ -542,6 +542,7 @@ def test_to_framework_falls_back_to_from_dlpack(no_leaks):
         ext.hand_to(np.ndarray, payload)
 
 
+@needs_torch
 def test_to_framework_refuses_read_only_tensors(no_leaks):
     # torch's table ignores READ_ONLY: handing read-only memory over would let torch write it.
     before = live()
