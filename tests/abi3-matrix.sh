@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # One abi3 wheel, every CPython from 3.9 to 3.13: builds the interop extension (tests/pyext)
-# once with dlpack-rs feature `abi3` (pyo3's stable ABI, Python >= 3.9), then for each
-# interpreter pyenv has, makes a small venv (numpy and pytest only), installs that single
-# wheel and runs the interop suite's numpy part (tests/python: modules that need torch, jax
-# or pyarrow skip themselves when those are missing).
+# once with dlpack-rs feature `abi3` (pyo3's stable ABI, Python >= 3.9), and the image-demo
+# example the same way (the suite checks that two extension modules share one borrow
+# registry), then for each interpreter pyenv has, makes a small venv (numpy and pytest only),
+# installs those single wheels and runs the interop suite's numpy part (tests/python: the
+# tests that need torch, jax, pyarrow or array-api-strict skip with "needs <peer>").
+#
+# Every skip is checked: its reason must be "needs <peer>" for a peer that really does not
+# import in that venv, or "needs numpy >= 2.1" where numpy is older (2.0 under CPython 3.9);
+# any other skip fails the run. Each version's counts are printed.
 #
 # Interpreters pyenv lacks are skipped with a message; 3.9 and 3.13 are required whenever
 # pyenv has them. Exit status: 0 every version ran, 3 none could run (no pyenv, or none of the
@@ -67,16 +72,23 @@ for minor in "${versions[@]}"; do
 done
 rm -rf "$work/wheel"
 mkdir -p "$work/wheel"
-echo "abi3-matrix: building the abi3 wheel of tests/pyext"
+echo "abi3-matrix: building the abi3 wheels of tests/pyext and examples/image-demo"
 "$maturin" build --quiet --release -m tests/pyext/Cargo.toml --features abi3 \
   -i "$builder" --out "$work/wheel"
-wheels=("$work"/wheel/*-abi3-*.whl)
-if [[ ${#wheels[@]} -ne 1 || ! -f "${wheels[0]}" ]]; then
-  echo "abi3-matrix: expected exactly one abi3 wheel in $work/wheel, got: ${wheels[*]}" >&2
-  exit 1
-fi
-wheel=${wheels[0]}
-echo "abi3-matrix: $(basename "$wheel")"
+"$maturin" build --quiet --release -m examples/image-demo/Cargo.toml --features abi3 \
+  -i "$builder" --out "$work/wheel"
+# The one abi3 wheel of distribution $1 in $work/wheel.
+one_wheel() {
+  local found=("$work"/wheel/"$1"-*-abi3-*.whl)
+  if [[ ${#found[@]} -ne 1 || ! -f "${found[0]}" ]]; then
+    echo "abi3-matrix: expected exactly one abi3 wheel of $1 in $work/wheel, got: ${found[*]}" >&2
+    return 1
+  fi
+  echo "${found[0]}"
+}
+wheel=$(one_wheel dlpack_testext)
+demo_wheel=$(one_wheel image_demo)
+echo "abi3-matrix: $(basename "$wheel"), $(basename "$demo_wheel")"
 
 results=()
 for minor in "${versions[@]}"; do
@@ -89,21 +101,77 @@ for minor in "${versions[@]}"; do
     "$py" -m venv "$venv"
     "$venv/bin/python" -m pip install --progress-bar on numpy pytest
   fi
-  "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$wheel"
+  "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$wheel" "$demo_wheel"
   echo "abi3-matrix: [$minor] $("$venv/bin/python" -c 'import sys, numpy; print("CPython", sys.version.split()[0], "numpy", numpy.__version__)')"
-  # The installed wheel, not a development build, must be what the suite imports.
+  # The installed wheels, not development builds, must be what the suite imports.
   "$venv/bin/python" -c '
-import pathlib, dlpack_testext
-libs = [p.name for p in pathlib.Path(dlpack_testext.__file__).parent.glob("dlpack_testext*.so")]
-assert libs == ["dlpack_testext.abi3.so"], libs'
+import pathlib, dlpack_testext, image_demo
+for module, name in [(dlpack_testext, "dlpack_testext"), (image_demo, "_native")]:
+    libs = [p.name for p in pathlib.Path(module.__file__).parent.glob(name + "*.so")]
+    assert libs == [name + ".abi3.so"], libs'
   log="$work/pytest-$minor.log"
+  report="$work/pytest-$minor.xml"
+  rm -f "$report"
   status=0
-  "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider >"$log" 2>&1 || status=$?
+  "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider -rs --junitxml="$report" \
+    >"$log" 2>&1 || status=$?
   summary=$(tail -n1 "$log")
   echo "abi3-matrix: [$minor] $summary"
   if [[ $status -ne 0 ]] || ! grep -q " passed" <<<"$summary"; then
     echo "abi3-matrix: [$minor] FAILED (log: $log)" >&2
     tail -n 40 "$log" >&2
+    exit 1
+  fi
+  # Skips must be honest: each one says "needs <peer>" of a peer that really does not import
+  # in this venv (tried as tests/python/conftest.py tries it). Any other skip (another
+  # reason, an xfail, a peer that imports after all) fails.
+  status=0
+  "$venv/bin/python" - "$minor" "$report" <<'EOF' || status=$?
+import collections
+import importlib
+import sys
+import xml.etree.ElementTree as ET
+
+import numpy
+
+minor, report = sys.argv[1:]
+missing = []
+for peer in ("torch", "jax", "pyarrow", "array_api_strict"):
+    try:
+        importlib.import_module(peer)
+    except ImportError:
+        missing.append(peer)
+allowed = {"needs " + peer for peer in missing}
+# The one other reason (tests/python/conftest.py: needs_numpy_versioned), where it is true.
+if numpy.lib.NumpyVersion(numpy.__version__) < "2.1.0":
+    missing.append("numpy >= 2.1")
+    allowed.add("needs numpy >= 2.1")
+cases = list(ET.parse(report).iter("testcase"))
+passed, skipped, bad = 0, collections.Counter(), []
+for case in cases:
+    name = case.get("classname", "") + "::" + case.get("name", "")
+    outcome = [c for c in case if c.tag in ("skipped", "failure", "error")]
+    if not outcome:
+        passed += 1
+        continue
+    reason = outcome[0].get("message", "")
+    if len(outcome) == 1 and outcome[0].tag == "skipped":
+        skipped[reason] += 1
+        if outcome[0].get("type") == "pytest.skip" and reason in allowed:
+            continue
+    bad.append("%s: %s %r" % (name, outcome[0].tag, reason))
+by_reason = ", ".join("%d %s" % (n, r) for r, n in sorted(skipped.items()))
+print("abi3-matrix: [%s] %d passed, %d skipped (%s; not installed: %s)"
+      % (minor, passed, sum(skipped.values()), by_reason or "none", ", ".join(missing) or "none"))
+if passed == 0:
+    sys.exit("abi3-matrix: [%s] %s records no passed test" % (minor, report))
+if bad:
+    print("abi3-matrix: [%s] %d tests neither passed nor skipped for a missing peer:"
+          % (minor, len(bad)), *bad[:40], sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+EOF
+  if [[ $status -ne 0 ]]; then
+    echo "abi3-matrix: [$minor] FAILED (log: $log, report: $report)" >&2
     exit 1
   fi
   results+=("$minor")
