@@ -199,6 +199,29 @@ def test_exchange_table_is_read_from_the_type_not_its_metaclass():
     assert (c1 - c0, p1 - p0) == (1, 0)  # one call of Probe's own table, no __dlpack__
 
 
+
+def test_exchange_table_mro_is_not_redirected_by_a_metaclass():
+    # A metaclass property named `__mro__` (or `__dict__`) shadowed the type's own when the
+    # lookup read them as plain attributes: it could point the lookup at another type's table
+    # (found in review). The lookup now reads them through `type`'s own descriptors.
+    class Meta(type):
+        @property
+        def __mro__(cls):
+            return (FailingTable, object)
+
+    class FailingTable:
+        __dlpack_c_exchange_api__ = ext.probe_api("failing")
+
+    class Sneaky(ext.Probe, metaclass=Meta):
+        pass
+
+    assert Sneaky.__mro__[0] is FailingTable  # what a plain attribute read sees
+    s = Sneaky([1.0, 2.0])
+    c0, p0, _ = ext.probe_counters()
+    assert ext.import_info(s)["shape"] == [2]  # the failing table would raise ValueError
+    c1, p1, _ = ext.probe_counters()
+    assert (c1 - c0, p1 - p0) == (1, 0)  # Probe's own table, found through the real MRO
+
 # -- 4. Deleters on threads that never attached ------------------------------------------------
 
 

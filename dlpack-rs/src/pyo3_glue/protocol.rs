@@ -239,9 +239,12 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         let (buffer, copy_info) = unsafe { safe::copy_described(&info, numel) }?;
         drop(source);
         drop(keepalive);
-        // SAFETY: `copy_info` describes the new storage, which `buffer` owns alone.
+        // The copy's own metadata (compact, on the CPU): validated like any other.
+        copy_info.extent()?;
+        // SAFETY: `copy_info` describes the new storage, which `buffer` owns alone; validated
+        // just above.
         return unsafe {
-            pack_capsule(
+            pack_validated_capsule(
                 py,
                 buffer,
                 copy_info,
@@ -260,35 +263,12 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     unsafe { pack_validated_capsule(py, keepalive, info, flags, args, data_of) }
 }
 
-/// # Safety
-/// As [`safe::pack_owned_versioned`]'s contract for `keepalive`, `info`, `flags` and `data_of`.
-unsafe fn pack_capsule<'py, K: Send + 'static>(
-    py: Python<'py>,
-    keepalive: K,
-    info: TensorInfo,
-    flags: u64,
-    args: &DLPackArgs,
-    data_of: Option<fn(&mut K) -> *mut c_void>,
-) -> PyResult<Bound<'py, PyCapsule>> {
-    if args.versioned() {
-        // SAFETY: forwarded from this function's contract.
-        let mt = unsafe { safe::pack_owned_versioned(keepalive, info, flags, data_of) }?;
-        into_capsule(py, mt)
-    } else {
-        if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
-            return Err(read_only_legacy());
-        }
-        // SAFETY: forwarded from this function's contract (not read-only: checked above).
-        let mt = unsafe { safe::pack_owned(keepalive, info, data_of) }?;
-        into_capsule(py, mt)
-    }
-}
-
-/// [`pack_capsule`] for metadata validated already.
+/// Packs the export as the capsule `args` ask for (versioned, or legacy unless read-only).
 ///
 /// # Safety
 ///
-/// As [`pack_capsule`], and `info.extent()` succeeded for this very `info`.
+/// As [`safe::pack_owned_versioned`]'s contract for `keepalive`, `info`, `flags` and `data_of`,
+/// and `info.extent()` succeeded for this very `info`.
 unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     keepalive: K,
