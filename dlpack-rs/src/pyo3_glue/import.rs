@@ -205,27 +205,35 @@ impl ImportOptions {
                 }
             }
         }
-        let method = obj.getattr(pyo3::intern!(py, "__dlpack__")).map_err(|_| {
-            PyTypeError::new_err(format!(
-                "expected an object with __dlpack__ or a DLPack capsule, got {}",
-                obj.get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_default()
-            ))
-        })?;
         // Interned keys and a cached version tuple: the common call builds one small dict.
         static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-        let stream_key = pyo3::intern!(py, "stream");
-        let kwargs = PyDict::new(py);
-        if let Some(stream) = self.stream {
-            kwargs.set_item(stream_key, stream)?;
-        }
         let max_version = MAX_VERSION.get_or_try_init(py, || {
             (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
                 .into_pyobject(py)
                 .map(Bound::unbind)
         })?;
+        #[cfg(not(feature = "abi3"))]
+        if self.stream.is_none() && self.device.is_none() && self.copy.is_none() {
+            // The common call, `obj.__dlpack__(max_version=(1, 3))`, as one vectorcall: no
+            // bound method, no keyword dict.
+            match dlpack_call(obj, max_version.bind(py)) {
+                Ok(result) => return self.finish(py, result, false),
+                Err(err) if err.is_instance_of::<PyTypeError>(py) => {
+                    // A producer older than DLPack 1.0: called again without the keyword.
+                    let method = self.method(obj)?;
+                    let result = method.call0()?;
+                    return self.finish(py, result, true);
+                }
+                Err(err) if !has_dlpack(obj) => return Err(no_dlpack(obj, err)),
+                Err(err) => return Err(err),
+            }
+        }
+        let method = self.method(obj)?;
+        let stream_key = pyo3::intern!(py, "stream");
+        let kwargs = PyDict::new(py);
+        if let Some(stream) = self.stream {
+            kwargs.set_item(stream_key, stream)?;
+        }
         kwargs.set_item(pyo3::intern!(py, "max_version"), max_version.bind(py))?;
         if let Some(device) = self.device {
             kwargs.set_item(
@@ -248,6 +256,18 @@ impl ImportOptions {
             }
             Err(err) => return Err(err),
         };
+        self.finish(py, result, legacy)
+    }
+
+    /// `obj.__dlpack__`, or the `TypeError` for an object without one.
+    fn method<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        obj.getattr(pyo3::intern!(obj.py(), "__dlpack__"))
+            .map_err(|err| no_dlpack(obj, err))
+    }
+
+    /// Takes the tensor out of what `__dlpack__` returned (`legacy`: from the call without
+    /// `max_version`), with the checks and the copy an older producer could not be asked for.
+    fn finish(&self, py: Python<'_>, result: Bound<'_, PyAny>, legacy: bool) -> PyResult<PyTensor> {
         let capsule = result
             .cast::<PyCapsule>()
             .map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?;
@@ -349,5 +369,54 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
         ImportOptions::new().import(&obj)
+    }
+}
+
+/// The `TypeError` for an object without `__dlpack__` (the attribute error as its cause).
+fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
+    let err = PyTypeError::new_err(format!(
+        "expected an object with __dlpack__ or a DLPack capsule, got {}",
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    ));
+    err.set_cause(obj.py(), Some(cause));
+    err
+}
+
+/// Whether `obj` has a `__dlpack__` attribute (only asked after a failed call, to tell a
+/// missing method from an error raised inside it).
+#[cfg(not(feature = "abi3"))]
+fn has_dlpack(obj: &Bound<'_, PyAny>) -> bool {
+    obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))
+        .unwrap_or(false)
+}
+
+/// `obj.__dlpack__(max_version=max_version)` as one `PyObject_VectorcallMethod` call.
+#[cfg(not(feature = "abi3"))]
+fn dlpack_call<'py>(
+    obj: &Bound<'py, PyAny>,
+    max_version: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    static KWNAMES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    let kwnames = KWNAMES.get_or_try_init(py, || {
+        PyTuple::new(py, [pyo3::intern!(py, "max_version")]).map(Bound::unbind)
+    })?;
+    // A free slot before the arguments (`PY_VECTORCALL_ARGUMENTS_OFFSET`), then `self` and the
+    // one keyword value; every pointer is borrowed for the call.
+    let args = [core::ptr::null_mut(), obj.as_ptr(), max_version.as_ptr()];
+    // SAFETY: attached (we hold `py`); `args[1..]` holds `self` and the value of the one name in
+    // `kwnames`, all live for the call, and `args[0]` is ours to be overwritten (the offset
+    // flag); the result is a new reference or NULL with an exception set.
+    unsafe {
+        let result = pyo3::ffi::PyObject_VectorcallMethod(
+            pyo3::intern!(py, "__dlpack__").as_ptr(),
+            args.as_ptr().add(1),
+            1 | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET,
+            kwnames.as_ptr(),
+        );
+        Bound::from_owned_ptr_or_err(py, result)
     }
 }
