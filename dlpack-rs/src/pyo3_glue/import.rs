@@ -406,14 +406,16 @@ fn dlpack_call<'py>(
     })?;
     // A free slot before the arguments (`PY_VECTORCALL_ARGUMENTS_OFFSET`), then `self` and the
     // one keyword value; every pointer is borrowed for the call.
-    let args = [core::ptr::null_mut(), obj.as_ptr(), max_version.as_ptr()];
+    // Mutable: with the offset flag the callee may write `args[0]` for the duration of the
+    // call, so the pointer handed over must carry write permission.
+    let mut args = [core::ptr::null_mut(), obj.as_ptr(), max_version.as_ptr()];
     // SAFETY: attached (we hold `py`); `args[1..]` holds `self` and the value of the one name in
     // `kwnames`, all live for the call, and `args[0]` is ours to be overwritten (the offset
     // flag); the result is a new reference or NULL with an exception set.
     unsafe {
         let result = pyo3::ffi::PyObject_VectorcallMethod(
             pyo3::intern!(py, "__dlpack__").as_ptr(),
-            args.as_ptr().add(1),
+            args.as_mut_ptr().add(1).cast_const(),
             1 | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET,
             kwnames.as_ptr(),
         );
