@@ -256,3 +256,29 @@ def test_vec_not_aligned_is_copied_by_jax(no_leaks):
     j = jnp.from_dlpack(v)
     assert j.unsafe_buffer_pointer() != ptr
     assert np.asarray(j).tolist() == [1.0, 2.0, 3.0]
+
+
+EXPECTED_PLAIN = [[0.0, 0.5, 1.0], [1.5, 2.0, 2.5]]
+
+
+def test_plain_struct_to_numpy_shares_memory():
+    t, ptr = ext.plain_tensor()
+    a = np.from_dlpack(t)
+    assert a.tolist() == EXPECTED_PLAIN
+    assert a.ctypes.data == ptr
+
+
+@needs_torch
+def test_plain_struct_to_torch_shares_memory():
+    t, ptr = ext.plain_tensor()
+    x = torch.from_dlpack(t)
+    assert x.tolist() == EXPECTED_PLAIN
+    assert x.data_ptr() == ptr
+
+
+@needs_jax
+def test_plain_struct_to_jax_shares_memory():
+    t, ptr = ext.plain_tensor()
+    j = jnp.from_dlpack(t)  # 64-byte aligned (AlignedBuffer): shared, not copied
+    assert j.unsafe_buffer_pointer() == ptr
+    assert np.asarray(j).tolist() == EXPECTED_PLAIN

@@ -163,6 +163,29 @@ fn plain_capsule(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
     .into_capsule_versioned(py)
 }
 
+/// A `Plain` 2 x 3 float32 tensor (`0.5 * i`, 64-byte aligned) handed to Python as a
+/// `dlpack_rs.Tensor`, so that numpy, torch and jax can take it; returns it with its address.
+#[pyfunction]
+fn plain_tensor() -> PyResult<(dlpack_rs::pyo3_glue::DLPackTensor, usize)> {
+    let values: Vec<f32> = (0..6).map(|i| i as f32 * 0.5).collect();
+    let plain = PlainF32 {
+        data: AlignedBuffer::from_slice(&values)?,
+        shape: [2, 3],
+    };
+    let ptr = plain.data.as_ptr() as usize;
+    let tensor = plain.into_managed_tensor_versioned()?;
+    Ok((dlpack_rs::pyo3_glue::DLPackTensor::new(tensor), ptr))
+}
+
+/// A plain float32 struct over the library's aligned buffer (no pyclass).
+#[derive(IntoDLPack)]
+struct PlainF32 {
+    #[dlpack(data)]
+    data: AlignedBuffer<f32>,
+    #[dlpack(shape)]
+    shape: [usize; 2],
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MutableFrame>()?;
     m.add_class::<MutableMatrix>()?;
@@ -170,5 +193,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(aligned_vector, m)?)?;
     m.add_function(wrap_pyfunction!(aligned_vector_ptr, m)?)?;
     m.add_function(wrap_pyfunction!(plain_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(plain_tensor, m)?)?;
     Ok(())
 }
