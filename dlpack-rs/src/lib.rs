@@ -74,8 +74,8 @@
 //!
 //! # Compatibility
 //!
-//! Tested in the interop suite (CPython 3.11; numpy also under 3.9 to 3.13 with one abi3
-//! wheel). "Legacy" is the unversioned `dltensor` capsule, "versioned" `dltensor_versioned`
+//! Tested in the interop suite (CPython 3.11, and 3.13 with one abi3 wheel; the numpy part also
+//! under 3.9 to 3.12 with that wheel). "Legacy" is the unversioned `dltensor` capsule, "versioned" `dltensor_versioned`
 //! (DLPack 1.x; we produce 1.3).
 //!
 //! | peer | takes from Rust | gives to Rust | notes |
