@@ -113,7 +113,7 @@ where
     let (info, extent, read_only, keepalive) = class_export(slf, rust_reads)?;
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
     // place (writable unless read-only) until the deleter drops it; `extent` is `info`'s.
-    unsafe { export_capsule(slf.py(), info, extent, read_only, keepalive, args, None) }
+    unsafe { export_capsule(slf.py(), info, extent, read_only, keepalive, args) }
 }
 
 /// The keepalive of an export of a pyclass instance: the registered borrow of its memory (when

@@ -20,7 +20,6 @@ static HOOK_STATE: AtomicU8 = AtomicU8::new(0);
 /// re-entered us, or if another thread waited on it while holding the GIL): the thread that
 /// wins the flag installs the hook; the others go on and install nothing.
 pub(crate) fn install_shutdown_hook(py: Python<'_>) {
-    learn_tstate_kind(py);
     if HOOK_STATE.load(Ordering::Acquire) != 0 {
         return;
     }
@@ -30,6 +29,9 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     {
         return;
     }
+    // Once, like the hook (until then the attached probe uses the check right on every
+    // version).
+    learn_tstate_kind(py);
     let hook = PyCFunction::new_closure(py, None, None, |_args, _kwargs| {
         SHUTTING_DOWN.store(true, Ordering::SeqCst);
     });
@@ -50,7 +52,7 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
 static TSTATE_PER_THREAD: AtomicU8 = AtomicU8::new(0);
 
 /// Records which kind of current-thread-state read this interpreter has (see
-/// [`this_thread_is_attached`]). Called attached, before any keepalive exists.
+/// [`this_thread_is_attached`]). Called once, attached, by the first export or import.
 fn learn_tstate_kind(py: Python<'_>) {
     if TSTATE_PER_THREAD.load(Ordering::Relaxed) == 0 {
         let kind = if py.version_info() >= (3, 12) { 2 } else { 1 };

@@ -187,9 +187,8 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 ///
 /// # Safety
 ///
-/// `extent` is `info.extent()` (the validation succeeded for this `info`), and `info` (with the
-/// pointer `data_of` reads from the keepalive in its final place, when given)
-/// must describe initialised memory that stays valid (and, unless `read_only`, writable
+/// `extent` is `info.extent()` (the validation succeeded for this `info`), and `info` must
+/// describe initialised memory that stays valid (and, unless `read_only`, writable
 /// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
 /// contract. Writers of the memory other than this crate's registered views are the caller's
 /// to exclude (a copy reads it under a shared borrow).
@@ -200,7 +199,6 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     read_only: bool,
     keepalive: K,
     args: &DLPackArgs,
-    data_of: Option<fn(&mut K) -> *mut c_void>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     args.check_stream(info.device)?;
     let device = info.device;
@@ -260,7 +258,7 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         0
     };
     // SAFETY: forwarded from this function's contract (validated: `extent`).
-    unsafe { pack_validated_capsule(py, keepalive, info, flags, args, data_of) }
+    unsafe { pack_validated_capsule(py, keepalive, info, flags, args, None) }
 }
 
 /// Packs the export as the capsule `args` ask for (versioned, or legacy unless read-only).

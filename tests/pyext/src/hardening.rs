@@ -142,7 +142,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_numpy_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import, m)?)?;
     m.add_function(wrap_pyfunction!(report_keepalive_counts_at_exit, m)?)?;
-    m.add_function(wrap_pyfunction!(spin_holding_gil, m)?)?;
     m.add_function(wrap_pyfunction!(drop_capsule_with_exception_set, m)?)?;
     m.add_function(wrap_pyfunction!(bombs_dropped, m)?)?;
     m.add_function(wrap_pyfunction!(checksum_detached, m)?)?;
@@ -343,16 +342,6 @@ fn report_keepalive_counts_at_exit() -> PyResult<()> {
         return Err(PyRuntimeError::new_err("atexit registration failed"));
     }
     Ok(())
-}
-
-/// Holds the GIL (attached, not releasing it) for `seconds`, spinning: other threads that
-/// need the GIL wait meanwhile.
-#[pyfunction]
-fn spin_holding_gil(seconds: f64) {
-    let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
-    while std::time::Instant::now() < end {
-        std::hint::spin_loop();
-    }
 }
 
 /// Makes a capsule of ours nobody consumes (a plain export, or one whose keepalive panics),
