@@ -83,7 +83,8 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let device = match (input.field(Role::Device), &input.attrs.device) {
         (Some(f), _) => role_call(f, "DeviceField", "device"),
         (None, Some((_, spec))) => spec.to_tokens(),
-        (None, None) => quote!(::dlpack_rs::safe::cpu_device()),
+        // The buffer's own device, as the reference table says.
+        (None, None) => quote!(::dlpack_rs::safe::Buffer::device(__dlpack_data)),
     };
     let shape = match input.field(Role::Shape) {
         Some(f) => role_call(f, "ShapeField", "dims"),
@@ -168,6 +169,14 @@ fn expand(input: &Input<'_>) -> TokenStream {
 
             fn is_read_only(&self) -> bool {
                 #read_only || !::dlpack_rs::__private_derive_v0_4::consumers_may_write(#data_value)
+            }
+
+            fn stream_order(
+                &self,
+            ) -> ::core::option::Option<
+                ::dlpack_rs::__private_derive_v0_4::Arc<dyn ::dlpack_rs::safe::StreamOrder>,
+            > {
+                ::dlpack_rs::safe::Buffer::stream_order(#data_expr)
             }
         }
     };

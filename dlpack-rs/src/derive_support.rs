@@ -3,6 +3,7 @@
 //! against its buffer, and the `__dlpack_pymethods!` block. Not a public API: everything
 //! here is `#[doc(hidden)]` and may change in any release.
 
+pub use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 

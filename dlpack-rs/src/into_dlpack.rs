@@ -64,6 +64,15 @@ pub unsafe trait IntoDLPack {
         false
     }
 
+    /// For data on a device with streams (CUDA, ROCm): what orders a consumer's stream after
+    /// the device work still pending on the memory. `__dlpack__(stream=...)` calls it before it
+    /// hands the data over (`stream=None` means the default stream, -1 no synchronisation), as
+    /// does this crate's C exchange table, whose `current_work_stream` is the default stream.
+    /// `None` (the default) when no device work is pending. Not asked for CPU data.
+    fn stream_order(&self) -> Option<alloc::sync::Arc<dyn safe::StreamOrder>> {
+        None
+    }
+
     /// Moves `self` into a legacy managed tensor whose deleter drops it.
     ///
     /// Fails with [`safe::Error::ReadOnly`] for read-only data (the legacy struct cannot say

@@ -13,6 +13,10 @@
     doc = "- [`macro@IntoDLPack`]: `#[derive(IntoDLPack)]` (feature `derive`); its attribute reference is on the macro's page."
 )]
 #![cfg_attr(
+    feature = "cudarc",
+    doc = "- [`cuda`]: CUDA memory through `cudarc`: `CudaSlice` export, CUDA imports as `CudaView`s, stream ordering (feature `cudarc`)."
+)]
+#![cfg_attr(
     feature = "ndarray",
     doc = "- [`safe::ndarray`]: `ArrayViewD` / `ArrayViewMutD` of imported tensors, zero-copy `Array` export (feature `ndarray`)."
 )]
@@ -64,6 +68,7 @@
 //! | `half` | no | `half::f16` and `half::bf16` as [`safe::Element`]s |
 //! | `num-complex` | no | `Complex32` and `Complex64` as [`safe::Element`]s |
 //! | `ndarray` | no | `as_array` / `as_array_mut` views, `Array` / `ArcArray` export and `Buffer` |
+//! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import as cudarc views, stream ordering (implies `std`) |
 //! | `abi3` | no | builds the pyo3 glue against CPython's stable ABI (Python >= 3.9, one wheel) |
 //!
 //! # Python glue
@@ -121,6 +126,10 @@ pub mod __private_derive_v0_4;
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub mod pyo3_glue;
+
+#[cfg(feature = "cudarc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cudarc")))]
+pub mod cuda;
 
 /// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
 #[cfg(feature = "pyo3")]

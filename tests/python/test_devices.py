@@ -8,6 +8,7 @@ memory; tests/gpu/run.sh does that on a GPU.)
 """
 
 import ctypes
+import sys
 
 import numpy as np
 import pytest
@@ -214,3 +215,70 @@ def test_numpy_refuses_a_device_tensor():
     error = BufferError if np.lib.NumpyVersion(np.__version__) >= "2.5.0" else RuntimeError
     with pytest.raises(error, match="Unsupported device"):
         np.from_dlpack(ext.make_device_tensor(8, (CUDA, 0)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Stream ordering of device exports: what the producer's StreamOrder is asked, per route
+
+
+@pytest.mark.parametrize(
+    "stream,expected",
+    [(None, [(CUDA, 0, 1)]), (-1, []), (1, [(CUDA, 0, 1)]), (2, [(CUDA, 0, 2)]), (0x7FFF_0000, [(CUDA, 0, 0x7FFF_0000)])],
+)
+@pytest.mark.parametrize("make", ["ordered_device_tensor", "derived_device_tensor"])
+def test_cuda_export_orders_the_consumer_stream(make, stream, expected):
+    # None is the legacy default stream (1), -1 asks for no synchronisation.
+    t, order = getattr(ext, make)(8, (CUDA, 0))
+    t.__dlpack__(stream=stream, max_version=(1, 3))
+    assert order.calls() == expected
+
+
+@pytest.mark.parametrize("stream,expected", [(None, [(ROCM, 0, 0)]), (0, [(ROCM, 0, 0)]), (-1, []), (3, [(ROCM, 0, 3)])])
+def test_rocm_export_orders_the_consumer_stream(stream, expected):
+    # ROCm's default stream is 0.
+    t, order = ext.ordered_device_tensor(8, (ROCM, 0))
+    t.__dlpack__(stream=stream, max_version=(1, 3))
+    assert order.calls() == expected
+
+
+def test_an_invalid_stream_is_refused_before_any_ordering():
+    t, order = ext.ordered_device_tensor(8, (CUDA, 0))
+    with pytest.raises(ValueError, match="stream 0"):
+        t.__dlpack__(stream=0, max_version=(1, 3))
+    assert order.calls() == []
+
+
+def test_a_failed_ordering_raises_buffer_error_and_exports_nothing():
+    t, order = ext.ordered_device_tensor(8, (CUDA, 0), fail=True)
+    before = sys.getrefcount(t)
+    with pytest.raises(BufferError, match="cuStreamWaitEvent failed"):
+        t.__dlpack__(stream=5, max_version=(1, 3))
+    assert order.calls() == [(CUDA, 0, 5)]
+    assert sys.getrefcount(t) == before  # no keepalive left behind
+
+
+def test_the_exchange_table_orders_before_the_default_stream_it_reports():
+    # Our table's current_work_stream is NULL (the default stream): its no_sync export orders
+    # device data before that stream, as __dlpack__(stream=None) does.
+    t, order = ext.ordered_device_tensor(8, (CUDA, 0))
+    dev, producer_stream, _ = ext.import_device(t, unsynchronized=True)
+    assert (dev, producer_stream) == ((CUDA, 0), 0)
+    assert order.calls() == [(CUDA, 0, 1)]
+
+
+def test_a_cpu_export_never_asks_for_ordering():
+    t, order = ext.ordered_device_tensor(8, (1, 0))
+    np.from_dlpack(t)
+    t.__dlpack__(max_version=(1, 3))
+    assert order.calls() == []
+
+
+def test_unsynchronized_import_with_a_stream_still_takes_the_table():
+    # With unsynchronized(true) the table is used even when a stream is given; the stream
+    # would only go to a producer without a table.
+    cls, made, stream_calls = device_producer_type((CUDA, 0))
+    obj = cls()
+    dev, producer_stream, _ = ext.import_device(obj, 0x5000, True)
+    assert obj.calls == []
+    assert stream_calls == [(CUDA, 0)]
+    assert producer_stream is not None

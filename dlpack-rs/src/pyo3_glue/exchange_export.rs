@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::{Borrowed, PyClass};
 
 use super::export::ClassRoute;
+use super::protocol::DLPackArgs;
 use crate::ffi::{
     DLDataType, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
@@ -59,7 +60,10 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let (info, _extent, read_only, keepalive) = super::export::class_export(obj, RUST_READS)?;
+    // The table's consumers order their work after `current_work_stream`, the default
+    // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
+    let (info, _extent, read_only, keepalive) =
+        super::export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {

@@ -6,11 +6,14 @@ use pyo3::pyclass::boolean_struct::{False, True};
 use pyo3::types::PyCapsule;
 use pyo3::PyClass;
 
+use std::sync::Arc;
+
 use super::keepalive::PyKeepalive;
-use super::protocol::{export_capsule, DLPackArgs};
+use super::protocol::{export_capsule, ordered_stream, DLPackArgs};
 use crate::__private_derive_v0_4::DerivedData;
+use crate::ffi::DLDeviceType;
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{borrow_extent, SharedBuffer, TensorInfo};
+use crate::safe::{borrow_extent, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
 /// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`
@@ -110,7 +113,7 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let (info, extent, read_only, keepalive) = class_export(slf, rust_reads)?;
+    let (info, extent, read_only, keepalive) = class_export(slf, rust_reads, args)?;
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
     // place (writable unless read-only) until the deleter drops it; `extent` is `info`'s.
     unsafe { export_capsule(slf.py(), info, extent, read_only, keepalive, args) }
@@ -132,13 +135,27 @@ pub(crate) type ClassExport<T> = (
 
 /// One export of `slf` through its route, validated once: the metadata, its extent, whether it
 /// is read-only, and the keepalive (with a shared borrow of the memory when `rust_reads`).
-pub(crate) fn class_export<T>(slf: &Bound<'_, T>, rust_reads: bool) -> PyResult<ClassExport<T>>
+///
+/// For data on a device with streams, `args.stream` is checked against the device and the
+/// consumer's stream (`None`: the default stream) is ordered after the producer's pending work
+/// ([`IntoDLPack::stream_order`]), unless it is -1.
+pub(crate) fn class_export<T>(
+    slf: &Bound<'_, T>,
+    rust_reads: bool,
+    args: &DLPackArgs,
+) -> PyResult<ClassExport<T>>
 where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
     super::borrow::join(slf.py())?;
-    let (info, read_only, owner) = <T::Frozen as ClassRoute<T>>::export(slf)?;
+    let (info, read_only, owner, order) = <T::Frozen as ClassRoute<T>>::export(slf)?;
+    if let Some(order) = order {
+        args.check_stream(info.device)?;
+        if let Some(stream) = ordered_stream(info.device, args.stream) {
+            order.order_before(info.device, stream)?;
+        }
+    }
     let extent = info.extent()?;
     let borrow = if rust_reads {
         Some(borrow_extent(&info, extent, false)?)
@@ -179,7 +196,27 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     /// The metadata, whether the export is read-only, and the keepalive. Contract: the
     /// keepalive keeps the described memory valid and in place while it lives, and writable
     /// unless read-only.
-    fn export(slf: &Bound<'_, T>) -> PyResult<(TensorInfo, bool, ClassKeepalive<Self::Owner>)>;
+    fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<Self::Owner>>;
+}
+
+/// What [`ClassRoute::export`] returns: the metadata, whether the export is read-only, the
+/// keepalive, and (for device data only) what orders a consumer's stream after the producer's
+/// pending work.
+#[doc(hidden)]
+pub type RouteExport<O> = (
+    TensorInfo,
+    bool,
+    ClassKeepalive<O>,
+    Option<Arc<dyn StreamOrder>>,
+);
+
+/// The stream order of `this`, asked only for data that is not plain CPU memory.
+fn order_of<T: IntoDLPack + ?Sized>(this: &T, info: &TensorInfo) -> Option<Arc<dyn StreamOrder>> {
+    if info.device.device_type == DLDeviceType::CPU {
+        None
+    } else {
+        this.stream_order()
+    }
 }
 
 /// What keeps the memory of an export of a pyclass instance alive (the object, or a clone of
@@ -198,11 +235,17 @@ where
 {
     type Owner = PyKeepalive;
 
-    fn export(slf: &Bound<'_, T>) -> PyResult<(TensorInfo, bool, ClassKeepalive<PyKeepalive>)> {
+    fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<PyKeepalive>> {
         let this = slf.get();
         let info = this.tensor_info();
+        let order = order_of(this, &info);
         let owner = PyKeepalive::new(slf.py(), slf.clone().into_any().unbind());
-        Ok((info, this.is_read_only(), ClassKeepalive { _owner: owner }))
+        Ok((
+            info,
+            this.is_read_only(),
+            ClassKeepalive { _owner: owner },
+            order,
+        ))
     }
 }
 
@@ -217,19 +260,20 @@ where
 {
     type Owner = T::Data;
 
-    fn export(slf: &Bound<'_, T>) -> PyResult<(TensorInfo, bool, ClassKeepalive<T::Data>)> {
+    fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<T::Data>> {
         let this = slf.try_borrow().map_err(|_| {
             PyBufferError::new_err(
                 "cannot export: the object is being mutated (a `&mut self` method is running)",
             )
         })?;
         let info = this.tensor_info();
+        let order = order_of(&*this, &info);
         // The export's own reference: the class may replace its value once `this` is released.
         let owner = this.data_field().clone();
         drop(this);
         // Shared memory is never written by its owners (the `SharedBuffer` contract), so no
         // consumer may write it either: always read-only.
-        Ok((info, true, ClassKeepalive { _owner: owner }))
+        Ok((info, true, ClassKeepalive { _owner: owner }, order))
     }
 }
 

@@ -133,7 +133,11 @@ impl ImportOptions {
     /// is kept when the table reports the producer's current work stream, which
     /// [`PyTensor::producer_stream`] hands on: the caller must order its device work after that
     /// stream (an event recorded on it, waited for on the caller's stream) before touching the
-    /// data, and before handing the tensor on (a re-export does not carry the stream).
+    /// data, and before handing the tensor on (a re-export does not carry the stream). With a
+    /// [`ImportOptions::stream`] as well, the table is still used (the stream then only goes to
+    /// a producer without one, through `__dlpack__(stream=...)`); without `unsynchronized`, a
+    /// stream always takes `__dlpack__`. `dlpack_rs::cuda::import` (feature `cudarc`) does this
+    /// ordering itself.
     pub fn unsynchronized(mut self, enabled: bool) -> Self {
         self.unsynchronized = enabled;
         self
@@ -158,7 +162,7 @@ impl ImportOptions {
     ///
     /// When the type of `obj` publishes a C exchange API table (a `"dlpack_exchange_api"`
     /// capsule whose header, or one in its `prev_api` chain, has major version 1), no `copy`
-    /// or `stream` was asked for, the table's `managed_tensor_from_py_object_no_sync` is
+    /// was asked for and no `stream` (unless with `unsynchronized`), the table's `managed_tensor_from_py_object_no_sync` is
     /// called instead of `__dlpack__` (tables are cached per type). Its tensor is kept if it is
     /// on the requested device (if any) and on the CPU; a device tensor only with
     /// [`ImportOptions::unsynchronized`] (that call does no stream synchronisation, so the
@@ -180,7 +184,10 @@ impl ImportOptions {
                  with the unsafe PyTensor::from_capsule)",
             ));
         }
-        if !self.no_exchange_api && self.copy.is_none() && self.stream.is_none() {
+        if !self.no_exchange_api
+            && self.copy.is_none()
+            && (self.stream.is_none() || self.unsynchronized)
+        {
             if let Some((tensor, api)) = super::exchange_import::import(obj)? {
                 let device = tensor.device();
                 if self.device.is_none_or(|d| d == device) {

@@ -135,6 +135,25 @@ impl DLPackArgs {
     }
 }
 
+/// The stream a producer orders its pending work before, for a `__dlpack__(stream=...)`
+/// argument already checked against `device`: `None` means the default stream (CUDA's legacy
+/// default, 1; ROCm's, 0), -1 no synchronisation. `None` for devices without streams.
+pub(crate) fn ordered_stream(device: DLDevice, stream: Option<i64>) -> Option<i64> {
+    let t = device.device_type;
+    let default = if t == DLDeviceType::CUDA || t == DLDeviceType::CUDA_MANAGED {
+        1
+    } else if t == DLDeviceType::ROCM {
+        0
+    } else {
+        return None;
+    };
+    match stream {
+        None => Some(default),
+        Some(-1) => None,
+        Some(s) => Some(s),
+    }
+}
+
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()

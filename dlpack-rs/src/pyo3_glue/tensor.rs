@@ -22,9 +22,11 @@ use crate::ffi::{
     DLPACK_EXCHANGE_API_CAPSULE_NAME,
 };
 use crate::safe::{
-    self, AnyManaged, Buffer, Export, ManagedTensor, ManagedTensorVersioned, TensorInfo,
+    self, AnyManaged, Buffer, Export, ManagedTensor, ManagedTensorVersioned, StreamOrder,
+    TensorInfo,
 };
 use crate::IntoDLPack;
+use std::sync::Arc;
 
 /// An owned tensor exposed to Python as `dlpack_rs.Tensor`, with `__dlpack__`,
 /// `__dlpack_device__`, the C exchange API (`__dlpack_c_exchange_api__`), and `shape`,
@@ -56,6 +58,8 @@ use crate::IntoDLPack;
 #[pyclass(frozen, name = "Tensor", module = "dlpack_rs")]
 pub struct DLPackTensor {
     inner: AnyManaged,
+    /// What orders a consumer's stream after pending device work (device exports only).
+    order: Option<Arc<dyn StreamOrder>>,
 }
 
 impl DLPackTensor {
@@ -63,12 +67,25 @@ impl DLPackTensor {
     pub fn new(tensor: ManagedTensorVersioned) -> Self {
         DLPackTensor {
             inner: tensor.into_any(),
+            order: None,
         }
     }
 
-    /// Builds the tensor of a safe [`Export`] (versioned, so read-only buffers stay read-only).
+    /// Builds the tensor of a safe [`Export`] (versioned, so read-only buffers stay read-only),
+    /// keeping the buffer's [`Buffer::stream_order`] for `__dlpack__(stream=...)`.
     pub fn from_export<B: Buffer + Send + 'static>(export: Export<B>) -> Result<Self, safe::Error> {
-        export.versioned().map(Self::new)
+        let order = export.stream_order();
+        let mut tensor = Self::new(export.versioned()?);
+        tensor.order = order;
+        Ok(tensor)
+    }
+
+    /// Sets what orders a consumer's stream after the device work pending on the tensor's
+    /// memory (see [`StreamOrder`]): for a managed tensor of device memory made by other means
+    /// than [`DLPackTensor::from_export`].
+    pub fn with_stream_order(mut self, order: Arc<dyn StreamOrder>) -> Self {
+        self.order = Some(order);
+        self
     }
 
     /// The owned tensor: metadata and borrow-checked shared views (`as_slice`, `as_array`).
@@ -87,6 +104,7 @@ impl From<ManagedTensor> for DLPackTensor {
     fn from(tensor: ManagedTensor) -> Self {
         DLPackTensor {
             inner: tensor.into_any(),
+            order: None,
         }
     }
 }
@@ -97,6 +115,7 @@ impl From<PyTensor> for DLPackTensor {
     fn from(tensor: PyTensor) -> Self {
         DLPackTensor {
             inner: tensor.into_inner(),
+            order: None,
         }
     }
 }
@@ -114,6 +133,10 @@ unsafe impl IntoDLPack for DLPackTensor {
         // A consumer could write a byte that safe Rust must never read as a `bool` (views of
         // this tensor hand out `&[bool]`): bool tensors are exported read-only, as derived ones.
         self.inner.is_read_only() || self.inner.dtype() == safe::dtype_bool()
+    }
+
+    fn stream_order(&self) -> Option<Arc<dyn StreamOrder>> {
+        self.order.clone()
     }
 }
 

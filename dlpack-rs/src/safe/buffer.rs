@@ -53,6 +53,32 @@ pub unsafe trait Buffer {
     fn device(&self) -> crate::ffi::DLDevice {
         super::cpu_device()
     }
+    /// For memory on a device with streams (CUDA, ROCm): what orders a consumer's stream after
+    /// the work still pending on the memory, which `__dlpack__(stream=...)` calls before it
+    /// hands the data over. `None` (the default) for memory with no pending device work.
+    fn stream_order(&self) -> Option<Arc<dyn StreamOrder>> {
+        None
+    }
+}
+
+/// How a consumer's stream is made to wait for the device work still pending on exported
+/// memory: what the DLPack rules ask of a producer when the consumer passes
+/// `__dlpack__(stream=...)` (or of the producer's C exchange table, whose consumers order their
+/// work after the stream `current_work_stream` names: the default stream, for this crate).
+///
+/// Returned by [`Buffer::stream_order`] and
+/// [`IntoDLPack::stream_order`](crate::IntoDLPack::stream_order); with feature `cudarc` a
+/// `CudaSlice` has one (an event recorded on its stream, waited for on the consumer's).
+/// Getting it wrong is a race on device memory, never host memory the crate reads: the trait
+/// is safe to implement.
+pub trait StreamOrder: Send + Sync {
+    /// Makes work submitted to `consumer_stream` after this call wait for the work pending on
+    /// the memory. `consumer_stream` is a DLPack stream value for `device`: for CUDA 1 (the
+    /// legacy default stream), 2 (the per-thread default stream) or a `cudaStream_t`; for ROCm
+    /// 0 (the default stream) or a `hipStream_t`. Never -1 ("no synchronisation": not called).
+    /// `__dlpack__` raises `BufferError` with the error.
+    fn order_before(&self, device: crate::ffi::DLDevice, consumer_stream: i64)
+        -> Result<(), Error>;
 }
 
 /// `Buffer` for the standard library's owned slices, each with what it permits.
@@ -108,6 +134,9 @@ unsafe impl<B: Buffer> Buffer for Arc<B> {
     }
     fn device(&self) -> crate::ffi::DLDevice {
         (**self).device()
+    }
+    fn stream_order(&self) -> Option<Arc<dyn StreamOrder>> {
+        (**self).stream_order()
     }
 }
 

@@ -92,6 +92,20 @@ pub enum Error {
     OutOfMemory,
     /// A copy of a tensor whose elements are not whole bytes (sub-byte types) was asked for.
     SubByteCopy,
+    /// The tensor is not on the device asked for.
+    DeviceMismatch {
+        /// The device asked for.
+        expected: DLDevice,
+        /// The tensor's device.
+        found: DLDevice,
+    },
+    /// A call into a device runtime (the CUDA driver, say) failed.
+    Device {
+        /// The call, or what it was for.
+        call: &'static str,
+        /// The runtime's error code.
+        code: i64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -162,6 +176,14 @@ impl fmt::Display for Error {
             Error::SubByteCopy => f.write_str("cannot copy a tensor of a sub-byte element type"),
             Error::Overlapping => {
                 f.write_str("strides address some elements more than once: no mutable view")
+            }
+            Error::DeviceMismatch { expected, found } => write!(
+                f,
+                "tensor is on {:?}:{}, not on {:?}:{}",
+                found.device_type, found.device_id, expected.device_type, expected.device_id
+            ),
+            Error::Device { call, code } => {
+                write!(f, "device runtime call {call} failed (error {code})")
             }
         }
     }

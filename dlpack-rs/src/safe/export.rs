@@ -67,6 +67,12 @@ impl<B: Buffer + Send + 'static> Export<B> {
         self
     }
 
+    /// The buffer's [`Buffer::stream_order`], for a holder of the export that outlives the
+    /// builder.
+    pub(crate) fn stream_order(&self) -> Option<alloc::sync::Arc<dyn super::StreamOrder>> {
+        self.buffer.stream_order()
+    }
+
     fn into_parts(self) -> Result<(B, TensorInfo, u64), Error> {
         let len = self.buffer.num_elements();
         let shape = match self.shape? {

@@ -8,6 +8,7 @@ mod hardening;
 mod heap;
 mod ndarray_funcs;
 mod shapes;
+mod streams;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -590,5 +591,6 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hardening::register_typed(m)?;
     ndarray_funcs::register(m)?;
     exchange::register(m)?;
+    streams::register(m)?;
     Ok(())
 }
