@@ -29,6 +29,7 @@ STEPS=(
   "test-none|quick|cargo test -p dlpack-rs (no features)"
   "test-derive|full|cargo test -p dlpack-rs --features derive (the derive alone: its UI cases)"
   "no-std|full|no_std: dlpack-rs builds without features and has no dependencies"
+  "cudarc|full|feature cudarc without CUDA: cargo check, its unit tests and doctests, the GPU check's extension"
   "doc|full|cargo doc --workspace --all-features --no-deps (warnings are errors; docs.rs badges on nightly)"
   "package|full|cargo package of both crates, and a build of what would be uploaded"
   "msrv|full|rust-version: what the dependencies need, and clippy's incompatible_msrv"
@@ -195,6 +196,17 @@ step_test-none() {
 step_test-derive() {
   # The build a derive-only user has (no pyo3, no ndarray): the UI cases' expected errors differ.
   cargo test -p dlpack-rs --features derive
+}
+
+step_cudarc() {
+  # cudarc loads the driver at run time: all of this builds (and the tests that need no GPU
+  # run) on a machine without CUDA. The GPU itself is tests/gpu/run.sh.
+  cargo check -p dlpack-rs --features cudarc
+  # Warnings are errors (a feature combination of its own).
+  cargo clippy -p dlpack-rs --features cudarc -- -D warnings
+  cargo test -p dlpack-rs --features cudarc,pyo3 --lib cuda
+  cargo test -p dlpack-rs --features cudarc,pyo3 --doc cuda
+  cargo check -p dlpack-testext --features cudarc
 }
 
 step_no-std() {

@@ -60,4 +60,25 @@ check("table import reports the side stream", stream == side.cuda_stream)
 torch.cuda.ExternalStream(stream).synchronize()
 check("after waiting on the reported stream the write is visible",
       bool((torch.from_dlpack(ext.reexport(y)) == 9.0).all()))
+
+# The cudarc paths (the extension is built with its `cudarc` feature).
+# Rust -> torch: a CudaSlice written on the extension's own non-blocking stream; torch's
+# __dlpack__(stream=its current stream) call makes that stream wait for the write.
+r = torch.from_dlpack(ext.cuda_arange(1 << 20))
+check("cudarc export: torch sees the Rust write", torch.equal(r, torch.arange(1 << 20, dtype=torch.float32, device=dev)))
+check("cudarc export: a CUDA tensor on device 0", r.device == dev)
+
+# torch -> Rust: a write queued behind a long sleep on a side stream; cuda::import takes the
+# tensor through torch's table and orders the extension's stream after the side stream.
+z = torch.zeros(1 << 20, device=dev)
+with torch.cuda.stream(side):
+    torch.cuda._sleep(50_000_000)
+    z.fill_(2.0)
+    total, ptr = ext.cuda_sum(z)
+check("cudarc import: same device pointer", ptr == z.data_ptr())
+check("cudarc import: the side-stream write is seen (event ordering)", total == 2.0 * (1 << 20))
+
+# torch -> Rust, written there: the view is mutable, the write visible to torch afterwards.
+ext.cuda_fill(z, 5.0)
+check("cudarc mutable import: torch sees the Rust write", bool((z == 5.0).all()))
 print("gpu check: all passed")

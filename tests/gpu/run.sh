@@ -4,7 +4,8 @@
 # a CUDA build of torch, then runs tests/gpu/check.py: torch CUDA tensors into Rust (through
 # torch's exchange table, the producer's stream handed on) and back to torch (same device
 # pointer), numpy refusing device memory, and a write made on a side stream that the consumer
-# sees after the documented synchronisation.
+# sees after the documented synchronisation, and the cudarc paths (a CudaSlice exported to torch,
+# torch tensors read and written through cudarc views with event ordering).
 #
 # Needs: an NVIDIA driver, Rust stable, CPython 3.11 (PYTHON=... to choose), network access to
 # the package registries. Well under five minutes on a warm machine (torch is the download).
@@ -20,6 +21,6 @@ fi
 libdir=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
-  "$venv/bin/maturin" develop --release -m tests/pyext/Cargo.toml
+  "$venv/bin/maturin" develop --release -m tests/pyext/Cargo.toml --features cudarc
 cd tests/python
 "../../$venv/bin/python" ../gpu/check.py

@@ -69,6 +69,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
 
     /// The buffer's [`Buffer::stream_order`], for a holder of the export that outlives the
     /// builder.
+    #[cfg(feature = "pyo3")]
     pub(crate) fn stream_order(&self) -> Option<alloc::sync::Arc<dyn super::StreamOrder>> {
         self.buffer.stream_order()
     }

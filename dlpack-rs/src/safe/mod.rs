@@ -45,9 +45,9 @@ pub use managed::{
     AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
 };
 pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
-pub(crate) use pack::{
-    pack_owned, pack_owned_validated, pack_owned_versioned, pack_owned_versioned_validated,
-};
+pub(crate) use pack::{pack_owned, pack_owned_versioned};
+#[cfg(feature = "pyo3")]
+pub(crate) use pack::{pack_owned_validated, pack_owned_versioned_validated};
 pub use tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the Python glue
 pub(crate) use tensor_info::{borrow_described, borrow_extent};

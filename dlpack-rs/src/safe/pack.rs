@@ -124,6 +124,7 @@ pub(crate) unsafe fn pack_owned<K: Send + 'static>(
 /// # Safety
 ///
 /// As [`pack_owned_versioned`], and `info.extent()` must have succeeded for this very `info`.
+#[cfg(feature = "pyo3")]
 pub(crate) unsafe fn pack_owned_versioned_validated<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
@@ -145,6 +146,7 @@ pub(crate) unsafe fn pack_owned_versioned_validated<K: Send + 'static>(
 /// # Safety
 ///
 /// As [`pack_owned`], and `info.extent()` must have succeeded for this very `info`.
+#[cfg(feature = "pyo3")]
 pub(crate) unsafe fn pack_owned_validated<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,

@@ -2,6 +2,8 @@
 //! tensors from Rust (the ready-made `dlpack_rs.Tensor` and an `IntoDLPack` class), imports
 //! any DLPack object and reports what it sees, writes in place, and counts deleter calls.
 
+#[cfg(feature = "cudarc")]
+mod cuda;
 mod derived;
 mod exchange;
 mod hardening;
@@ -592,5 +594,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ndarray_funcs::register(m)?;
     exchange::register(m)?;
     streams::register(m)?;
+    #[cfg(feature = "cudarc")]
+    cuda::register(m)?;
     Ok(())
 }
