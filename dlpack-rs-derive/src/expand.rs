@@ -149,6 +149,15 @@ fn expand(input: &Input<'_>) -> TokenStream {
         #[automatically_derived]
         unsafe impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
             fn tensor_info(&self) -> ::dlpack_rs::safe::TensorInfo {
+                self.__tensor_info_with_extent().0
+            }
+
+            fn __tensor_info_with_extent(
+                &self,
+            ) -> (
+                ::dlpack_rs::safe::TensorInfo,
+                ::core::option::Option<::dlpack_rs::__private_derive_v0_4::Extent>,
+            ) {
                 let __dlpack_data = #data_expr;
                 let __dlpack_dtype: ::dlpack_rs::ffi::DLDataType = #dtype;
                 let __dlpack_info = ::dlpack_rs::safe::TensorInfo {
@@ -159,7 +168,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
                     strides: #strides,
                     byte_offset: #byte_offset,
                 };
-                ::dlpack_rs::__private_derive_v0_4::within_buffer(
+                ::dlpack_rs::__private_derive_v0_4::within_buffer_extent(
                     __dlpack_data,
                     __dlpack_info,
                     #type_name,

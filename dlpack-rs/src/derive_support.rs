@@ -188,6 +188,21 @@ pub fn within_buffer<B: Buffer>(
     type_name: &str,
     field: &str,
 ) -> TensorInfo {
+    within_buffer_extent(buffer, info, type_name, field).0
+}
+
+/// The validated extent of a layout, for the export that follows the derive's bounds check.
+pub use crate::safe::layout::Extent;
+
+/// [`within_buffer`], also returning the layout's extent when it is valid (`info.extent()`'s
+/// answer for the returned `info`), so that the export need not validate it again.
+#[track_caller]
+pub fn within_buffer_extent<B: Buffer>(
+    buffer: &B,
+    info: TensorInfo,
+    type_name: &str,
+    field: &str,
+) -> (TensorInfo, Option<Extent>) {
     if info.device != buffer.device() {
         panic!(
             "#[derive(IntoDLPack)] on `{type_name}`: field `{field}` holds memory on {:?}:{}, \
@@ -199,10 +214,10 @@ pub fn within_buffer<B: Buffer>(
         );
     }
     let Ok(extent) = info.extent() else {
-        return info;
+        return (info, None);
     };
     if extent.numel == 0 {
-        return info;
+        return (info, Some(extent));
     }
     // The element range the layout addresses, relative to the first element.
     let (min, max) = (extent.min as i128, extent.max as i128);
@@ -220,7 +235,7 @@ pub fn within_buffer<B: Buffer>(
             available / 8,
         );
     }
-    info
+    (info, Some(extent))
 }
 
 /// What the derive knows about a struct besides its [`IntoDLPack`](crate::IntoDLPack) impl: its

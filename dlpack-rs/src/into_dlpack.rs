@@ -73,6 +73,17 @@ pub unsafe trait IntoDLPack {
         None
     }
 
+    /// [`IntoDLPack::tensor_info`] with the layout's extent when the implementation validated
+    /// it already (the derive's bounds check does), so that an export need not validate it
+    /// again. Not an API: only the derive overrides it, and an override must return
+    /// `Some(e)` only where `info.extent()` is `Ok(e)` for the very `info` it returns.
+    #[doc(hidden)]
+    fn __tensor_info_with_extent(
+        &self,
+    ) -> (TensorInfo, Option<crate::__private_derive_v0_4::Extent>) {
+        (self.tensor_info(), None)
+    }
+
     /// Moves `self` into a legacy managed tensor whose deleter drops it.
     ///
     /// Fails with [`safe::Error::ReadOnly`] for read-only data (the legacy struct cannot say

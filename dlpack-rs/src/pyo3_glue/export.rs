@@ -13,7 +13,7 @@ use super::protocol::{export_capsule, ordered_stream, DLPackArgs};
 use crate::__private_derive_v0_4::DerivedData;
 use crate::ffi::DLDeviceType;
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{borrow_extent, SharedBuffer, StreamOrder, TensorInfo};
+use crate::safe::{borrow_extent, Extent, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
 /// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`
@@ -149,14 +149,18 @@ where
     T::Frozen: ClassRoute<T>,
 {
     super::borrow::join(slf.py())?;
-    let (info, read_only, owner, order) = <T::Frozen as ClassRoute<T>>::export(slf)?;
+    let (info, extent, read_only, owner, order) = <T::Frozen as ClassRoute<T>>::export(slf)?;
     if let Some(order) = order {
         args.check_stream(info.device)?;
         if let Some(stream) = ordered_stream(info.device, args.stream) {
             order.order_before(info.device, stream)?;
         }
     }
-    let extent = info.extent()?;
+    // Validated once: by the implementation (the derive's bounds check), or here.
+    let extent = match extent {
+        Some(extent) => extent,
+        None => info.extent()?,
+    };
     let borrow = if rust_reads {
         Some(borrow_extent(&info, extent, false)?)
     } else {
@@ -199,12 +203,14 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<Self::Owner>>;
 }
 
-/// What [`ClassRoute::export`] returns: the metadata, whether the export is read-only, the
+/// What [`ClassRoute::export`] returns: the metadata (with its extent when the implementation
+/// validated it: `IntoDLPack::__tensor_info_with_extent`), whether the export is read-only, the
 /// keepalive, and (for device data only) what orders a consumer's stream after the producer's
 /// pending work.
 #[doc(hidden)]
 pub type RouteExport<O> = (
     TensorInfo,
+    Option<Extent>,
     bool,
     ClassKeepalive<O>,
     Option<Arc<dyn StreamOrder>>,
@@ -237,11 +243,12 @@ where
 
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<PyKeepalive>> {
         let this = slf.get();
-        let info = this.tensor_info();
+        let (info, extent) = this.__tensor_info_with_extent();
         let order = order_of(this, &info);
         let owner = PyKeepalive::new(slf.py(), slf.clone().into_any().unbind());
         Ok((
             info,
+            extent,
             this.is_read_only(),
             ClassKeepalive { _owner: owner },
             order,
@@ -266,14 +273,14 @@ where
                 "cannot export: the object is being mutated (a `&mut self` method is running)",
             )
         })?;
-        let info = this.tensor_info();
+        let (info, extent) = this.__tensor_info_with_extent();
         let order = order_of(&*this, &info);
         // The export's own reference: the class may replace its value once `this` is released.
         let owner = this.data_field().clone();
         drop(this);
         // Shared memory is never written by its owners (the `SharedBuffer` contract), so no
         // consumer may write it either: always read-only.
-        Ok((info, true, ClassKeepalive { _owner: owner }, order))
+        Ok((info, extent, true, ClassKeepalive { _owner: owner }, order))
     }
 }
 

@@ -9,9 +9,11 @@ use crate::ffi::DLDataType;
 /// The largest `ndim` this crate accepts (numpy allows 64, torch fewer).
 pub const MAX_NDIM: usize = 1024;
 
-/// What a validated layout addresses.
+/// What a validated layout addresses. Public only for the derive's generated code (through
+/// `__private_derive_v0_4`), not an API.
+#[doc(hidden)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Extent {
+pub struct Extent {
     /// Number of elements.
     pub numel: usize,
     /// Lowest element index addressed, relative to the first element (0 or negative).

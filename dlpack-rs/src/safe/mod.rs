@@ -23,7 +23,7 @@ mod dtype;
 mod error;
 mod export;
 mod guard;
-mod layout;
+pub(crate) mod layout;
 mod managed;
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
