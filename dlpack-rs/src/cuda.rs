@@ -147,16 +147,17 @@ impl StreamOrder for SliceOrder {
                 code: i64::from(device.device_type.0),
             });
         }
-        if handle == self.stream.cu_stream()
-            || (self.stream.cu_stream().is_null() && handle as usize == 1)
-        {
-            // The consumer's stream is the slice's own: in order already.
+        let own = self.stream.cu_stream() as usize;
+        // The consumer's stream is the slice's own: in order already. (Not for the per-thread
+        // default stream, 2, which is another stream on every thread.)
+        if own != 2 && (handle as usize == own || (own == 0 && handle as usize == 1)) {
             return Ok(());
         }
         // SAFETY: the handle is the consumer's own stream, which `__dlpack__(stream=...)` trusts
         // as every DLPack producer does (the protocol's contract: a stream of the consumer's, on
-        // the tensor's device, alive for the call); the wrapper does not outlive this call and
-        // destroys nothing when dropped.
+        // the tensor's device, alive for the call; with the primary context, which cudarc and
+        // the frameworks share, a stream of this context); the wrapper does not outlive this
+        // call and destroys nothing when dropped.
         let consumer = unsafe { self.stream.context().wrap_borrowed_stream(handle) };
         consumer
             .join(&self.stream)
@@ -202,8 +203,11 @@ unsafe impl<T: Element> Buffer for CudaSlice<T> {
 /// Made by [`CudaTensor::new`] / [`CudaTensor::new_mut`] from any owned managed tensor, or
 /// with the Python glue by [`import`] / [`import_mut`]. It holds a borrow of the memory in the
 /// crate's registry for as long as it lives: shared for [`CudaTensor::new`], exclusive for
-/// [`CudaTensor::new_mut`]. Dropping it waits for the consumer's stream to finish (work queued
-/// there may still use the memory) and then releases the tensor to its producer.
+/// [`CudaTensor::new_mut`] (a device export of a Rust owner holds a shared one, as host exports
+/// do). Dropping it waits for the device work that may still use the memory (the consumer's
+/// stream, and with cudarc's event tracking every stream that used the views; without event
+/// tracking, the whole device) and then releases the tensor to its producer; if that wait fails
+/// (a failed context), the producer's tensor is leaked rather than handed back in use.
 pub struct CudaTensor<T> {
     /// The memory as a cudarc slice bound to the consumer's stream. Never dropped: it does not
     /// own the memory (leaked in `drop`).
@@ -234,18 +238,32 @@ impl<T: AnyBitPattern> CudaTensor<T> {
     }
 
     fn build(tensor: AnyManaged, stream: &Arc<CudaStream>, exclusive: bool) -> Result<Self, Error> {
-        let ordinal = stream.context().ordinal();
+        let ctx = stream.context();
+        let ordinal = ctx.ordinal();
         let (ptr, len) = check_cuda::<T>(&tensor, ordinal, exclusive)?;
         let bytes = len * core::mem::size_of::<T>();
         let borrow = BorrowToken::acquire(ptr, ptr.wrapping_add(bytes), exclusive)?;
-        // SAFETY: `ptr` is the first of `len` elements of `T`'s dtype in compact layout on the
-        // stream's device, an allocation the producer keeps valid until `owner` is dropped
-        // (the managed tensor's contract, trusted at import), aligned for `T`. The slice never
-        // frees it: it is held in `ManuallyDrop` from here on and leaked in `drop`, before the
-        // owner is released.
-        let slice = ManuallyDrop::new(unsafe {
-            stream.upgrade_device_ptr::<T>(ptr as sys::CUdeviceptr, len)
-        });
+        // An error cudarc stored earlier (from a drop) would make the calls below fail, and
+        // `upgrade_device_ptr` panics when it cannot make its events: report it instead.
+        ctx.check_err()
+            .map_err(|e| device_error("an earlier CUDA call (stored by cudarc)", e))?;
+        ctx.bind_to_thread()
+            .map_err(|e| device_error("cuCtxSetCurrent", e))?;
+        let upgrade = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: `ptr` is the first of `len` elements of `T`'s dtype in compact layout on
+            // the stream's device, an allocation the producer keeps valid until `owner` is
+            // dropped (the managed tensor's contract, trusted at import), aligned for `T`. The
+            // slice never frees it: it is held in `ManuallyDrop` from here on and leaked in
+            // `drop` (waiting for its uses), before the owner is released.
+            ManuallyDrop::new(unsafe {
+                stream.upgrade_device_ptr::<T>(ptr as sys::CUdeviceptr, len)
+            })
+        }));
+        // A panic here came before the slice existed: nothing to leak or free.
+        let slice = upgrade.map_err(|_| Error::Device {
+            call: "cuEventCreate (cudarc's upgrade_device_ptr)",
+            code: -1,
+        })?;
         Ok(CudaTensor {
             slice,
             writable: exclusive,
@@ -321,19 +339,37 @@ impl<T> CudaTensor<T> {
 impl<T> Drop for CudaTensor<T> {
     fn drop(&mut self) {
         let stream = self.slice.stream().clone();
-        // Work queued on the consumer's stream may still use the memory: let it finish before
-        // the producer may free or reuse it. An error here (a failed context) leaves nothing to
-        // wait for; cudarc records it on the context.
-        stream.context().record_err(stream.synchronize());
+        let ctx = stream.context().clone();
+        // An error cudarc stored earlier makes every call below return early without waiting:
+        // take it out for now, and put it back at the end.
+        let stored = ctx.check_err();
         // SAFETY: each field is taken once, here, and not used again.
         let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
-        // Not ours to free: give the address back without freeing it.
+        // Not ours to free: give the address back without freeing it. With cudarc's event
+        // tracking (several streams) this makes the consumer's stream wait for every recorded
+        // use of the views, on whatever stream it was queued.
         let _ = slice.leak();
+        let leak_error = ctx.check_err();
+        // Work that uses the memory may still be queued: it must finish before the producer
+        // may free or reuse it. With event tracking it is all ordered before the consumer's
+        // stream now; without it, uses on other streams are not known: wait for the device.
+        let waited = if ctx.is_managing_stream_synchronization() {
+            stream.synchronize()
+        } else {
+            ctx.synchronize()
+        };
+        let done = leak_error.is_ok() && waited.is_ok();
+        ctx.record_err(stored);
+        ctx.record_err(leak_error);
+        ctx.record_err(waited);
         // SAFETY: as above.
-        unsafe {
-            ManuallyDrop::drop(&mut self.borrow);
-            ManuallyDrop::drop(&mut self.owner);
+        unsafe { ManuallyDrop::drop(&mut self.borrow) };
+        if done {
+            // SAFETY: as above.
+            unsafe { ManuallyDrop::drop(&mut self.owner) };
         }
+        // Otherwise the device work could not be waited for (a failed context): the producer's
+        // tensor is leaked rather than handed back while queued work may still use it.
     }
 }
 
@@ -426,11 +462,11 @@ fn import_impl<T: AnyBitPattern>(
     stream: &Arc<CudaStream>,
     exclusive: bool,
 ) -> pyo3::PyResult<CudaTensor<T>> {
-    let ordinal = stream.context().ordinal();
+    // No `dl_device`: managed memory (kDLCUDAManaged) is welcome too, and a tensor elsewhere
+    // is refused by `check_cuda` with the device it is on.
     let tensor = crate::pyo3_glue::ImportOptions::new()
         .unsynchronized(true)
         .stream(dlpack_stream_of(stream.cu_stream()))
-        .device(cuda_device(ordinal))
         .import(obj)?;
     let producer_stream = tensor.producer_stream();
     let imported = CudaTensor::<T>::build(tensor.into_inner(), stream, exclusive)?;
@@ -447,8 +483,35 @@ mod tests {
     use super::*;
     use crate::safe::Export;
 
-    /// The checks that need no driver: a CPU tensor, a dtype or device mismatch, a strided or
-    /// read-only tensor are refused before anything touches CUDA.
+    /// Host bytes that claim to be on CUDA device 0 (never read: only `check_cuda` sees them).
+    struct Claimed(Vec<u8>);
+
+    // SAFETY: the Vec's heap buffer holds `len` bytes and stays in place when the value moves;
+    // `Vec::as_ptr` carries write permission; nothing writes through `&self`. The device is a
+    // claim for tests of the checks, which never read the memory.
+    unsafe impl Buffer for Claimed {
+        type Elem = u8;
+        const SHARED_PTR_WRITABLE: bool = true;
+        fn data_ptr(&self) -> *mut u8 {
+            self.0.as_ptr().cast_mut()
+        }
+        fn num_elements(&self) -> usize {
+            self.0.len()
+        }
+        fn device(&self) -> DLDevice {
+            cuda_device(0)
+        }
+    }
+
+    fn claimed(export: impl FnOnce(Export<Claimed>) -> Export<Claimed>) -> AnyManaged {
+        export(Export::new(Claimed(vec![0; 16])))
+            .versioned()
+            .unwrap()
+            .into()
+    }
+
+    /// The checks that need no driver: another device, another dtype, a strided tensor, a
+    /// mutable view of a read-only one are refused before anything touches CUDA.
     #[test]
     fn views_of_the_wrong_tensor_are_refused_before_cuda() {
         let cpu: AnyManaged = Export::new(vec![1.0f32; 4]).versioned().unwrap().into();
@@ -459,6 +522,28 @@ mod tests {
                 found: crate::safe::cpu_device(),
             })
         );
+        let plain = claimed(|e| e);
+        let (ptr, len) = check_cuda::<u8>(&plain, 0, true).unwrap();
+        assert_eq!((ptr, len), (plain.data_ptr() as usize, 16));
+        // Device 1 was asked for.
+        assert!(matches!(
+            check_cuda::<u8>(&plain, 1, false),
+            Err(Error::DeviceMismatch { .. })
+        ));
+        assert!(matches!(
+            check_cuda::<i8>(&plain, 0, false),
+            Err(Error::DtypeMismatch { .. })
+        ));
+        let strided = claimed(|e| e.shape(&[4, 2]).strides(&[1, 4]));
+        assert_eq!(
+            check_cuda::<u8>(&strided, 0, false),
+            Err(Error::NotContiguous)
+        );
+        let read_only = claimed(|e| e.read_only());
+        assert!(check_cuda::<u8>(&read_only, 0, false).is_ok());
+        assert_eq!(check_cuda::<u8>(&read_only, 0, true), Err(Error::ReadOnly));
+        let empty = claimed(|e| e.shape(&[0]));
+        assert_eq!(check_cuda::<u8>(&empty, 0, true), Ok((0, 0)));
     }
 
     #[test]

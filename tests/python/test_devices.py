@@ -155,7 +155,11 @@ def test_our_own_device_export_reports_the_default_stream():
     # dlpack_rs.Tensor's table says NULL (the default stream) for every device.
     t = ext.make_device_tensor(8, (CUDA, 0))
     dev, producer_stream, host_view_refused = ext.import_device(t, unsynchronized=True)
-    assert (dev, producer_stream, host_view_refused) == ((CUDA, 0), 0, True)
+    # CU_STREAM_LEGACY by name (1), not NULL, which a per-thread-stream consumer would read as
+    # its own per-thread stream.
+    assert (dev, producer_stream, host_view_refused) == ((CUDA, 0), 1, True)
+    t = ext.make_device_tensor(8, (ROCM, 0))
+    assert ext.import_device(t, unsynchronized=True)[1] == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,8 +266,31 @@ def test_the_exchange_table_orders_before_the_default_stream_it_reports():
     # device data before that stream, as __dlpack__(stream=None) does.
     t, order = ext.ordered_device_tensor(8, (CUDA, 0))
     dev, producer_stream, _ = ext.import_device(t, unsynchronized=True)
-    assert (dev, producer_stream) == ((CUDA, 0), 0)
+    assert (dev, producer_stream) == ((CUDA, 0), 1)
     assert order.calls() == [(CUDA, 0, 1)]
+
+
+def test_the_tables_dltensor_view_orders_before_the_default_stream_too():
+    from test_exchange_api import DLTensor, DLTensorFromPy, api_of
+
+    t, order = ext.ordered_device_tensor(8, (CUDA, 0))
+    view = DLTensor()
+    assert DLTensorFromPy(api_of(t).dltensor_from_py_object_no_sync)(t, ctypes.byref(view)) == 0
+    assert order.calls() == [(CUDA, 0, 1)]
+    t, order = ext.ordered_device_tensor(8, (CUDA, 0), fail=True)
+    with pytest.raises(BufferError, match="cuStreamWaitEvent"):
+        DLTensorFromPy(api_of(t).dltensor_from_py_object_no_sync)(t, ctypes.byref(view))
+
+
+@pytest.mark.parametrize("device_type", [3, 13])  # CUDA_HOST (pinned), CUDA_MANAGED
+@pytest.mark.parametrize("kwargs", [{"dl_device": (1, 0)}, {"copy": True}])
+def test_no_host_copy_of_pinned_or_managed_exports(device_type, kwargs):
+    # Queued device work may still be writing pinned or managed memory: a host copy could read
+    # it meanwhile (the same rule as for imports: host copies are of kDLCPU memory only).
+    t, order = ext.ordered_device_tensor(8, (device_type, 0))
+    with pytest.raises(BufferError):
+        t.__dlpack__(max_version=(1, 3), **kwargs)
+
 
 
 def test_a_cpu_export_never_asks_for_ordering():

@@ -127,16 +127,23 @@ where
     }
 }
 
-/// `current_work_stream`: our tensors carry no stream; NULL (the default stream) for every
-/// device, which for the CPU means "nothing to synchronise".
+/// `current_work_stream`: the default stream, before which our exports order device data (as
+/// `__dlpack__(stream=None)` does). For CUDA that is named `CU_STREAM_LEGACY` (0x1), which a
+/// consumer built for per-thread default streams cannot take for its own NULL stream; NULL
+/// for every other device, which for the CPU means "nothing to synchronise".
 pub(crate) unsafe extern "C" fn current_work_stream(
-    _device_type: DLDeviceType,
+    device_type: DLDeviceType,
     _device_id: i32,
     out_current_stream: *mut *mut c_void,
 ) -> c_int {
+    let stream = if device_type == DLDeviceType::CUDA || device_type == DLDeviceType::CUDA_MANAGED {
+        1 as *mut c_void
+    } else {
+        core::ptr::null_mut()
+    };
     if !out_current_stream.is_null() {
         // SAFETY: a non-NULL out pointer from the caller.
-        unsafe { *out_current_stream = core::ptr::null_mut() };
+        unsafe { *out_current_stream = stream };
     }
     0
 }

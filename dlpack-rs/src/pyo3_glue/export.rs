@@ -150,12 +150,6 @@ where
 {
     super::borrow::join(slf.py())?;
     let (info, extent, read_only, owner, order) = <T::Frozen as ClassRoute<T>>::export(slf)?;
-    if let Some(order) = order {
-        args.check_stream(info.device)?;
-        if let Some(stream) = ordered_stream(info.device, args.stream) {
-            order.order_before(info.device, stream)?;
-        }
-    }
     // Validated once: by the implementation (the derive's bounds check), or here.
     let extent = match extent {
         Some(extent) => extent,
@@ -166,6 +160,13 @@ where
     } else {
         None
     };
+    if let Some(order) = order {
+        // Last, once everything else about the export is known to be fine.
+        args.check_stream(info.device)?;
+        if let Some(stream) = ordered_stream(info.device, args.stream) {
+            order.order_before(info.device, stream)?;
+        }
+    }
     Ok((info, extent, read_only, (borrow, owner)))
 }
 

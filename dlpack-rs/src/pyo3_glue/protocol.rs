@@ -195,8 +195,9 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 /// `args` ask for. This is the whole producer side of `__dlpack__`:
 ///
 /// 1. `stream` is checked against the data's device ([`DLPackArgs::check_stream`]);
-/// 2. `dl_device` must be the data's device, or the CPU for host-accessible data when a
-///    copy is allowed; anything else raises `BufferError`;
+/// 2. `dl_device` must be the data's device (or `kDLCPU:0` for CPU data, by a copy when a copy
+///    is allowed); anything else raises `BufferError`, a host copy of pinned, managed or device
+///    memory included (queued device work may still be writing it);
 /// 3. `copy=True` (or a device change) makes a real, compact copy flagged `IS_COPIED`
 ///    (`copy=False` with a needed copy raises `BufferError`); otherwise the export is
 ///    zero-copy and `keepalive` lives until the consumer's deleter call;
@@ -224,7 +225,9 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     let mut must_copy = args.copy == Some(true);
     if let Some(wanted) = args.dl_device {
         if wanted != device {
-            let to_host = wanted == cpu_device() && device.device_type.is_host_accessible();
+            // Host copies are of plain CPU memory only: queued device work may still be
+            // writing pinned or managed memory, which the CPU could read meanwhile.
+            let to_host = wanted == cpu_device() && device.device_type == DLDeviceType::CPU;
             if !to_host {
                 return Err(PyBufferError::new_err(format!(
                     "cannot export data on {:?}:{} to device {:?}:{}",
@@ -240,9 +243,10 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         }
     }
     if must_copy {
-        if !device.device_type.is_host_accessible() {
+        if device.device_type != DLDeviceType::CPU {
             return Err(PyBufferError::new_err(format!(
-                "cannot copy data on {:?}:{} (not accessible from the CPU)",
+                "cannot copy data on {:?}:{} (host copies are of kDLCPU memory only: device \
+                 work may still be writing it)",
                 device.device_type, device.device_id
             )));
         }
@@ -250,7 +254,7 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         // No view of this crate may write the source while it is copied (whoever else owns the
         // memory: refused with BufferError while a mutable view lives).
         let source = safe::borrow_extent(&info, extent, false)?;
-        // SAFETY: initialised host-readable memory by this function's contract (host-accessible
+        // SAFETY: initialised host-readable memory by this function's contract (kDLCPU memory
         // as checked above), validated just above, and borrowed shared, so no view of this crate
         // writes it during the copy.
         let (buffer, copy_info) = unsafe { safe::copy_described(&info, numel) }?;

@@ -320,6 +320,14 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
                     "a read-only (or bool) tensor cannot be lent as a bare DLTensor",
                 ));
             }
+            // Device data is ordered before the default stream the table reports, as for
+            // `managed_tensor_from_py_object_no_sync`.
+            let device = tensor.device();
+            if let Some(order) = obj.get().order.as_ref() {
+                if let Some(stream) = super::protocol::ordered_stream(device, None) {
+                    order.order_before(device, stream)?;
+                }
+            }
             // SAFETY: `out` is valid (checked above). The copied struct points at shape and
             // strides owned by the object's managed tensor, alive as long as the object.
             *out = *tensor.raw_tensor();

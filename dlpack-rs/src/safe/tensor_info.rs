@@ -101,7 +101,8 @@ impl TensorInfo {
 
 /// Registers a shared (or exclusive) borrow of every byte `info` addresses, for exports whose
 /// owner keeps reading the memory from Rust. Nothing is registered for an empty tensor or for
-/// memory the CPU cannot address; invalid metadata is refused (as the export would refuse it).
+/// memory outside the process's unified address space (see [`in_unified_addresses`]); invalid
+/// metadata is refused (as the export would refuse it).
 #[allow(dead_code)] // used by the Python glue
 pub(crate) fn borrow_described(
     info: &TensorInfo,
@@ -118,7 +119,7 @@ pub(crate) fn borrow_extent(
     extent: Extent,
     exclusive: bool,
 ) -> Result<super::borrow::BorrowToken, Error> {
-    if extent.numel == 0 || !info.device.device_type.is_host_accessible() {
+    if extent.numel == 0 || !in_unified_addresses(info.device) {
         return Ok(super::borrow::BorrowToken::EMPTY);
     }
     // Validated by `extent`: the addressed bytes lie within an isize of `data`.
@@ -130,6 +131,17 @@ pub(crate) fn borrow_extent(
         super::element_bits(info.dtype),
         exclusive,
     )
+}
+
+/// Whether the memory's addresses are addresses of the process's one virtual address space,
+/// which the borrow registry keys by: host memory, and CUDA and ROCm memory (unified virtual
+/// addressing: a device allocation never shares an address with host memory or another
+/// allocation), so that a device export of a Rust owner and a device view of an import are
+/// kept from aliasing like host views. Other devices' "pointers" may be handles that collide.
+pub(crate) fn in_unified_addresses(device: crate::ffi::DLDevice) -> bool {
+    use crate::ffi::DLDeviceType;
+    let t = device.device_type;
+    t.is_host_accessible() || t == DLDeviceType::CUDA || t == DLDeviceType::ROCM
 }
 
 #[cfg(test)]
@@ -148,6 +160,35 @@ mod tests {
         assert!(probe(end - 1, end).is_err(), "last byte {:#x}", end - 1);
         assert!(probe(first - 1, first).is_ok(), "byte before {first:#x}");
         assert!(probe(end, end + 1).is_ok(), "byte after {end:#x}");
+    }
+
+    #[test]
+    fn cuda_and_rocm_memory_is_registered_other_devices_are_not() {
+        use crate::ffi::{DLDevice, DLDeviceType};
+        // A derived export of device memory holds a shared borrow, so that an exclusive view of
+        // an import of it (a mutable cudarc view) is refused while the class may read it.
+        let base = 0x7_0000usize;
+        for (t, registered) in [
+            (DLDeviceType::CUDA, true),
+            (DLDeviceType::ROCM, true),
+            (DLDeviceType::CUDA_MANAGED, true),
+            (DLDeviceType::OPENCL, false),
+            (DLDeviceType::VULKAN, false),
+        ] {
+            let device = DLDevice {
+                device_type: t,
+                device_id: 0,
+            };
+            let info = TensorInfo::contiguous(base as *mut _, device, dtype_u8(), vec![16]);
+            let held = borrow_described(&info, false).unwrap();
+            assert_eq!(
+                BorrowToken::acquire(base, base + 16, true).is_err(),
+                registered,
+                "{t:?}"
+            );
+            drop(held);
+            assert!(BorrowToken::acquire(base, base + 16, true).is_ok());
+        }
     }
 
     #[test]
