@@ -137,7 +137,8 @@ pub(crate) unsafe extern "C" fn current_work_stream(
     out_current_stream: *mut *mut c_void,
 ) -> c_int {
     let stream = if device_type == DLDeviceType::CUDA || device_type == DLDeviceType::CUDA_MANAGED {
-        1 as *mut c_void
+        // CU_STREAM_LEGACY: a handle value, never dereferenced.
+        core::ptr::without_provenance_mut(1)
     } else {
         core::ptr::null_mut()
     };
