@@ -158,6 +158,31 @@ def test_requires_grad_refused_through_the_exchange_table():
     with pytest.raises(BufferError):
         ext.import_info(t, exchange_api=False)
     assert ext.import_info(t.detach())["shape"] == [3]
+    # A view that requires grad through its base, and a non-leaf: refused the same way.
+    with pytest.raises(BufferError, match="requires grad"):
+        ext.import_info(t[1:])
+    with pytest.raises(BufferError, match="requires grad"):
+        ext.import_info(t * 2)
+
+
+@needs_torch
+def test_requires_grad_of_a_subclass_is_read_as_getattr_would():
+    # The table import reads torch's `requires_grad` getter directly; a subclass whose own
+    # `requires_grad` is a Python property (found first in its MRO) is read through it instead.
+    class Plain(torch.Tensor):
+        pass
+
+    class Claims(torch.Tensor):
+        @property
+        def requires_grad(self):
+            return True
+
+    base = torch.ones(3)
+    assert ext.import_info(base.as_subclass(Plain))["shape"] == [3]
+    with pytest.raises(BufferError, match="requires grad"):
+        ext.import_info(torch.ones(3, requires_grad=True).as_subclass(Plain))
+    with pytest.raises(BufferError, match="requires grad"):
+        ext.import_info(base.as_subclass(Claims))
 
 
 @needs_torch

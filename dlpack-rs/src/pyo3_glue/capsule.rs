@@ -8,7 +8,7 @@ use core::ptr::NonNull;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyCapsuleMethods};
+use pyo3::types::PyCapsule;
 
 use crate::ffi::{
     DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME, DLPACK_USED_VERSIONED_CAPSULE_NAME,
@@ -175,7 +175,12 @@ fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_v
     } else {
         (DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME)
     };
-    let raw = capsule.pointer_checked(Some(name))?;
+    // SAFETY: a live capsule, the GIL held, and the name it was just found to have: the
+    // pointer is its own (NULL only for a capsule of NULL, which CPython cannot make).
+    let raw = unsafe { ffi::PyCapsule_GetPointer(ptr, name.as_ptr()) };
+    let Some(raw) = NonNull::new(raw) else {
+        return Err(PyErr::fetch(capsule.py()));
+    };
     // Take ownership before anything else can fail: after the rename the producer's capsule
     // destructor leaves the tensor alone.
     // SAFETY: a live capsule, the GIL held, and a 'static name.

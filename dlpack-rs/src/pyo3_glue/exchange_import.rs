@@ -37,11 +37,26 @@ struct Slot {
     key: usize,
     /// The table to use, or 0 when the type has no usable exchange API.
     api: usize,
-    /// Whether the type has a `requires_grad` attribute (torch tensors), which an import must
-    /// check as the producer's `__dlpack__` would.
-    grad: bool,
+    /// How the type's `requires_grad` (torch tensors) is read, which an import must check as
+    /// the producer's `__dlpack__` would.
+    grad: Grad,
+    /// The `requires_grad` descriptor, kept with the type (its getter is called directly).
+    _grad_descr: Option<Py<PyAny>>,
     _ty: Py<PyType>,
     _capsule: Option<Py<PyAny>>,
+}
+
+/// How a type's `requires_grad` is read.
+#[derive(Clone, Copy)]
+enum Grad {
+    /// The type has none.
+    Absent,
+    /// Through `getattr`.
+    Getattr,
+    /// Through the C getter of the type's own getset descriptor and its closure (torch's), as
+    /// `getattr` would call it, without the attribute look-up.
+    #[cfg_attr(feature = "abi3", allow(dead_code))]
+    Getter(pyo3::ffi::getter, usize),
 }
 
 struct Cache {
@@ -85,7 +100,7 @@ unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLP
 }
 
 /// The exchange table of `obj`'s type, if it has one this crate can use (cached per type).
-fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, bool)> {
+fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, Grad)> {
     lookup_type(obj.py(), obj.get_type_ptr() as usize, || obj.get_type())
 }
 
@@ -99,7 +114,7 @@ fn lookup_type<'py>(
     py: Python<'py>,
     key: usize,
     ty: impl FnOnce() -> Bound<'py, PyType>,
-) -> Option<(&'static DLPackExchangeAPI, bool)> {
+) -> Option<(&'static DLPackExchangeAPI, Grad)> {
     {
         let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         for slot in cache.slots.iter().flatten() {
@@ -113,7 +128,11 @@ fn lookup_type<'py>(
     }
     let ty = ty();
     let capsule = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
-    let grad = type_lookup(&ty, pyo3::intern!(py, "requires_grad")).is_some();
+    let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad"));
+    let grad = match &grad_descr {
+        None => Grad::Absent,
+        Some(descr) => getset_getter(descr).unwrap_or(Grad::Getattr),
+    };
     let api = capsule
         .as_ref()
         .and_then(|c| c.cast::<PyCapsule>().ok())
@@ -137,6 +156,7 @@ fn lookup_type<'py>(
                 key,
                 api: api as usize,
                 grad,
+                _grad_descr: grad_descr.map(Bound::unbind),
                 _ty: ty.unbind(),
                 _capsule: capsule.map(Bound::unbind),
             })
@@ -146,6 +166,58 @@ fn lookup_type<'py>(
     drop(evicted);
     // SAFETY: as for a cache hit.
     unsafe { api.as_ref() }.map(|api| (api, grad))
+}
+
+/// The C getter of a `getset_descriptor` (a type's attribute written in C, as torch's
+/// `requires_grad`), to call it without the attribute look-up. Not under the stable ABI, which
+/// hides the descriptor's layout.
+fn getset_getter(descr: &Bound<'_, PyAny>) -> Option<Grad> {
+    #[cfg(not(feature = "abi3"))]
+    {
+        use pyo3::ffi;
+        let ptr = descr.as_ptr();
+        // SAFETY: reading the type of a live object; the exact-type check makes the cast to
+        // CPython's getset descriptor layout valid, whose `d_getset` points at the owning type's
+        // getset table, which lives as long as that type (kept by the cache slot, with the
+        // descriptor).
+        unsafe {
+            if ffi::Py_TYPE(ptr) != &raw mut ffi::PyGetSetDescr_Type {
+                return None;
+            }
+            let def = (*ptr.cast::<ffi::PyGetSetDescrObject>()).d_getset;
+            let def = def.as_ref()?;
+            Some(Grad::Getter(def.get?, def.closure as usize))
+        }
+    }
+    #[cfg(feature = "abi3")]
+    {
+        let _ = descr;
+        None
+    }
+}
+
+/// Whether `obj` requires grad (read as `grad` says); an error reading it counts as no.
+fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
+    match grad {
+        Grad::Absent => false,
+        Grad::Getattr => obj
+            .getattr(pyo3::intern!(obj.py(), "requires_grad"))
+            .and_then(|g| g.is_truthy())
+            .unwrap_or(false),
+        Grad::Getter(get, closure) => {
+            let py = obj.py();
+            // SAFETY: the getter of a getset descriptor found in the MRO of `obj`'s exact type
+            // (the cache key), so `obj` is an instance of the descriptor's owning type, which is
+            // what the getter requires (the check `getattr` would make); called attached, it
+            // returns a new reference or NULL with an exception set.
+            let value = unsafe { get(obj.as_ptr(), closure as *mut core::ffi::c_void) };
+            // SAFETY: as just said: owned or NULL.
+            match unsafe { Bound::from_owned_ptr_or_err(py, value) } {
+                Ok(value) => value.is_truthy().unwrap_or(false),
+                Err(_) => false,
+            }
+        }
+    }
 }
 
 /// `name` as the interpreter finds a special method: in the dictionaries of the type's
@@ -203,12 +275,7 @@ pub(crate) fn import(
         return Ok(None);
     };
     let py = obj.py();
-    if grad
-        && obj
-            .getattr(pyo3::intern!(py, "requires_grad"))
-            .and_then(|g| g.is_truthy())
-            .unwrap_or(false)
-    {
+    if requires_grad(obj, grad) {
         return Err(PyBufferError::new_err(
             "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
              too): use tensor.detach()",

@@ -46,18 +46,25 @@ pub(crate) fn check(
         }
     }
     validate_dtype(dtype)?;
+    // One pass: the extents' signs, a zero extent, and their product.
+    let (mut product, mut overflow, mut empty) = (1usize, false, false);
     for (axis, &extent) in shape.iter().enumerate() {
         if extent < 0 {
             return Err(Error::NegativeDim { axis, extent });
         }
+        empty |= extent == 0;
+        match product.checked_mul(extent as usize) {
+            Some(p) => product = p,
+            None => overflow = true,
+        }
     }
     // A zero extent anywhere makes the tensor empty, whatever the other extents multiply to.
-    let numel = if shape.contains(&0) {
+    let numel = if empty {
         0
+    } else if overflow {
+        return Err(Error::Overflow);
     } else {
-        shape.iter().try_fold(1usize, |n, &extent| {
-            n.checked_mul(extent as usize).ok_or(Error::Overflow)
-        })?
+        product
     };
     let bits = element_bits(dtype);
     let (min, max) = if numel == 0 {
