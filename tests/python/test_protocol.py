@@ -75,6 +75,11 @@ def test_what_numpy_asks_a_producer_for(no_leaks):
         (dict(max_version=[1, 0]), TypeError),
         (dict(max_version="1.0"), TypeError),
         (dict(max_version=(1, "0")), TypeError),
+        # The exact-int fast path gives way to the general one for these:
+        (dict(max_version=(True, 3)), TypeError),
+        (dict(max_version=(1, 2**70)), TypeError),
+        (dict(max_version=(1, -1)), ValueError),
+        (dict(max_version=(1, 3, 0)), TypeError),
         (dict(dl_device=5), TypeError),
         (dict(dl_device=(1,)), TypeError),
         (dict(dl_device=(2, 0)), BufferError),
@@ -91,6 +96,21 @@ def test_kwargs_errors(kwargs, exc, no_leaks):
     t, _ = rust_tensor("float32", (3,))
     with pytest.raises(exc):
         t.__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize("make", ["derived", "tensor"])
+def test_max_version_of_int_subclasses_and_tuple_subclasses(make):
+    # Not exact ints or tuples: read by the general path, with the same answer.
+    import collections
+
+    class Int(int):
+        pass
+
+    Pair = collections.namedtuple("Pair", "major minor")
+    t = ext.derived_vector([1.0]) if make == "derived" else rust_tensor("float32", (3,))[0]
+    for mv in [(Int(1), Int(3)), Pair(1, 3), (1, np.int64(3))]:
+        assert ext.inspect(t.__dlpack__(max_version=mv))["versioned"]
+    assert not ext.inspect(t.__dlpack__(max_version=(Int(0), 5)))["versioned"]
 
 
 def test_positional_arguments_rejected():

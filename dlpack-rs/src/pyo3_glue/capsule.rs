@@ -60,17 +60,20 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
         DLPACK_CAPSULE_NAME
     };
     // SAFETY: CPython calls capsule destructors with the GIL held, with a live capsule.
+    // `PyCapsule_IsValid` never sets an exception: a consumed capsule (the usual case) costs one
+    // name comparison, and only the deleter (which may run Python code) runs with the error
+    // indicator put aside.
     unsafe {
-        preserving_error_indicator(|| {
-            if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
+        if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
+            preserving_error_indicator(|| {
                 let ptr = ffi::PyCapsule_GetPointer(capsule, name.as_ptr());
                 // The name is still the unused one: nobody took the tensor, so this capsule
                 // (made by `into_capsule` from `into_raw_parts`, with this destructor) still owns
                 // the struct of the kind `VERSIONED` says; a valid capsule has a non-NULL
                 // pointer. Dropping the owner calls its deleter exactly once.
                 AnyManaged::drop_raw_parts(NonNull::new_unchecked(ptr), VERSIONED);
-            }
-        })
+            })
+        }
     }
 }
 

@@ -87,12 +87,12 @@ where
 
 /// Which of the four keywords `name` is, comparing the interned names by identity first.
 fn slot(py: Python<'_>, name: Borrowed<'_, '_, PyAny>) -> PyResult<usize> {
-    let names = [
-        pyo3::intern!(py, "stream"),
-        pyo3::intern!(py, "max_version"),
-        pyo3::intern!(py, "dl_device"),
-        pyo3::intern!(py, "copy"),
-    ];
+    // The four interned names, fetched as one (keyword names are interned by CPython and by
+    // numpy and torch, so the identity test almost always decides).
+    static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 4]> = pyo3::sync::PyOnceLock::new();
+    let names = NAMES.get_or_init(py, || {
+        ["stream", "max_version", "dl_device", "copy"].map(|n| PyString::intern(py, n).unbind())
+    });
     if let Some(i) = names.iter().position(|n| n.as_ptr() == name.as_ptr()) {
         return Ok(i);
     }

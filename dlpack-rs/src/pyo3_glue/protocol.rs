@@ -178,6 +178,10 @@ fn optional_pair<T: TryFrom<i64>>(
 
 /// A tuple of exactly two Python ints (bools excluded), as i64s.
 fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    #[cfg(not(feature = "abi3"))]
+    if let Some(pair) = exact_int_pair(obj) {
+        return Some(pair);
+    }
     let t = obj.cast::<PyTuple>().ok()?;
     if t.len() != 2 {
         return None;
@@ -189,6 +193,36 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
         return None;
     }
     Some((a.extract().ok()?, b.extract().ok()?))
+}
+
+/// The common `max_version=(1, 3)`: an exact tuple of two exact ints that fit a C long, read
+/// without conversions (a bool is not an exact int). `None` sends anything else to the general
+/// path.
+#[cfg(not(feature = "abi3"))]
+fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    use pyo3::ffi;
+    let ptr = obj.as_ptr();
+    // SAFETY: `ptr` is a live object and we are attached. An exact tuple's items are live
+    // borrowed references for as long as the tuple (held by `obj`) lives; nothing here calls
+    // Python code or keeps a reference.
+    unsafe {
+        if ffi::PyTuple_CheckExact(ptr) == 0 || ffi::PyTuple_GET_SIZE(ptr) != 2 {
+            return None;
+        }
+        let read = |item: *mut ffi::PyObject| -> Option<i64> {
+            if ffi::PyLong_CheckExact(item) == 0 {
+                return None;
+            }
+            let mut overflow = 0;
+            let v = ffi::PyLong_AsLongAndOverflow(item, &mut overflow);
+            // An exact int cannot fail to convert except by overflow, which sets no error.
+            (overflow == 0).then_some(i64::from(v))
+        };
+        Some((
+            read(ffi::PyTuple_GET_ITEM(ptr, 0))?,
+            read(ffi::PyTuple_GET_ITEM(ptr, 1))?,
+        ))
+    }
 }
 
 /// Exports the tensor described by `info`, kept alive by `keepalive`, as the capsule that
