@@ -216,7 +216,10 @@ fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
             let mut overflow = 0;
             let v = ffi::PyLong_AsLongAndOverflow(item, &mut overflow);
             // An exact int cannot fail to convert except by overflow, which sets no error.
-            (overflow == 0).then_some(i64::from(v))
+            // `c_long` is 32 bits on Windows.
+            #[allow(clippy::useless_conversion)]
+            let v = i64::from(v);
+            (overflow == 0).then_some(v)
         };
         Some((
             read(ffi::PyTuple_GET_ITEM(ptr, 0))?,
