@@ -6,7 +6,7 @@
 //!
 //! # Export
 //!
-//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA` (its context's ordinal): [`Export`] moves it
+//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA` (its context's ordinal): [`Export`](crate::safe::Export) moves it
 //! into the managed tensor, whose deleter drops it (cudarc frees it on the slice's stream).
 //! Its [`StreamOrder`] records an event on the slice's stream and makes the consumer's stream
 //! wait for it, which is what `__dlpack__(stream=...)` asks of a producer (`None`: the legacy
