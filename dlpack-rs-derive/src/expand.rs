@@ -149,7 +149,8 @@ fn expand(input: &Input<'_>) -> TokenStream {
         #[automatically_derived]
         unsafe impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
             fn tensor_info(&self) -> ::dlpack_rs::safe::TensorInfo {
-                self.__tensor_info_with_extent().0
+                // Fully qualified: an inherent method of that name must not stand in for it.
+                <Self as ::dlpack_rs::IntoDLPack>::__tensor_info_with_extent(self).0
             }
 
             fn __tensor_info_with_extent(

@@ -73,12 +73,9 @@ use crate::ffi::{DLDevice, DLDeviceType};
 use crate::safe::borrow::BorrowToken;
 use crate::safe::{AnyBitPattern, AnyManaged, Buffer, Element, Error, StreamOrder};
 
-/// `kDLCUDA` device `ordinal`.
-pub fn cuda_device(ordinal: usize) -> DLDevice {
-    DLDevice {
-        device_type: DLDeviceType::CUDA,
-        device_id: i32::try_from(ordinal).unwrap_or(i32::MAX),
-    }
+/// `kDLCUDA` device `ordinal` (cudarc's ordinals are `usize`).
+fn device_of(ordinal: usize) -> DLDevice {
+    crate::safe::cuda_device(i32::try_from(ordinal).unwrap_or(i32::MAX))
 }
 
 /// A cudarc driver error as this crate's [`Error::Device`] (`code` is the `CUresult`).
@@ -188,7 +185,7 @@ unsafe impl<T: Element> Buffer for CudaSlice<T> {
     }
 
     fn device(&self) -> DLDevice {
-        cuda_device(self.ordinal())
+        device_of(self.ordinal())
     }
 
     fn stream_order(&self) -> Option<Arc<dyn StreamOrder>> {
@@ -396,7 +393,7 @@ pub(crate) fn check_cuda<T: Element>(
         || usize::try_from(device.device_id) != Ok(ordinal)
     {
         return Err(Error::DeviceMismatch {
-            expected: cuda_device(ordinal),
+            expected: device_of(ordinal),
             found: device,
         });
     }
@@ -499,7 +496,7 @@ mod tests {
             self.0.len()
         }
         fn device(&self) -> DLDevice {
-            cuda_device(0)
+            device_of(0)
         }
     }
 
@@ -518,7 +515,7 @@ mod tests {
         assert_eq!(
             check_cuda::<f32>(&cpu, 0, false),
             Err(Error::DeviceMismatch {
-                expected: cuda_device(0),
+                expected: device_of(0),
                 found: crate::safe::cpu_device(),
             })
         );

@@ -29,7 +29,12 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 ///   export: the pointer must carry write permission and nothing may rely on the memory staying
 ///   unchanged (Rust code of a `#[pyclass]` reading it through `&self` is the exception the
 ///   borrow registry covers, see the README's safety model);
-/// - both methods answer the same for the same value every time.
+/// - both methods answer the same for the same value every time;
+/// - `stream_order`, if given, orders a consumer's stream after the device work pending on that
+///   memory (a wrong order is a race on device memory, not on memory this crate reads);
+/// - the hidden `__tensor_info_with_extent` (left alone by hand-written implementations: only
+///   the derive overrides it) returns `tensor_info()`'s answer, with `Some(e)` only where that
+///   `info.extent()` is `Ok(e)`: an export trusts that extent instead of validating again.
 ///
 /// ```
 /// use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};

@@ -319,3 +319,37 @@ fn buffer_trait_is_what_data_fields_use() {
     let v: Vec<u8> = vec![1, 2];
     assert_eq!(v.num_elements(), 2);
 }
+
+/// A struct with an inherent method named like the derive's hidden trait method: an inherent
+/// method wins over a trait method in method-call syntax, so the derive must call its own by
+/// its full path (it once did not, and this method's wild pointer was exported).
+#[derive(IntoDLPack)]
+struct Shadowing {
+    #[dlpack(data)]
+    data: Vec<f32>,
+}
+
+impl Shadowing {
+    #[allow(dead_code)]
+    fn __tensor_info_with_extent(&self) -> (dlpack_rs::safe::TensorInfo, ()) {
+        (
+            dlpack_rs::safe::TensorInfo::contiguous(
+                8 as *mut _,
+                cpu_device(),
+                dtype_f32(),
+                vec![1 << 20],
+            ),
+            (),
+        )
+    }
+}
+
+#[test]
+fn an_inherent_method_cannot_stand_in_for_the_derived_one() {
+    let s = Shadowing { data: vec![] };
+    let info = s.tensor_info();
+    assert_eq!(info.shape, vec![0]);
+    assert_eq!(info.data, s.data.as_ptr() as *mut _);
+    let mt = s.into_managed_tensor_versioned().unwrap();
+    assert_eq!(mt.shape(), &[0]);
+}

@@ -186,6 +186,49 @@ def test_requires_grad_of_a_subclass_is_read_as_getattr_would():
 
 
 @needs_torch
+def test_a_requires_grad_gained_after_the_first_import_is_honoured():
+    # The direct getter is used only while the type is unchanged (its version tag).
+    class Later(torch.Tensor):
+        pass
+
+    t = torch.ones(3).as_subclass(Later)
+    assert ext.import_info(t)["shape"] == [3]  # cached with torch's getter
+    Later.requires_grad = property(lambda self: True)
+    with pytest.raises(BufferError, match="requires grad"):
+        ext.import_info(t)
+    del Later.requires_grad
+    assert ext.import_info(t)["shape"] == [3]
+
+
+@needs_torch
+@pytest.mark.parametrize("descriptor", ["torch", "type_name"])
+def test_a_copied_getset_descriptor_is_never_called_on_a_foreign_object(descriptor):
+    # A class body can copy a table and a C getset descriptor of another type: the getter must
+    # not be given an object of the wrong type (CPython's own check refuses it; so do we), and
+    # the table's own type check refuses the object.
+    getter = torch.Tensor.requires_grad if descriptor == "torch" else type.__dict__["__name__"]
+
+    class Forged:
+        __dlpack_c_exchange_api__ = torch.Tensor.__dlpack_c_exchange_api__
+        requires_grad = getter
+
+    # The getter is not called (getattr's TypeError counts as "no grad"); each table's own
+    # type check refuses the object. (An attribute look-up first gives the type a version tag,
+    # as a type in use has.)
+    Forged().__class__.requires_grad
+    with pytest.raises(BufferError, match="Unable to cast"):
+        ext.import_info(Forged())
+
+    class ForgedOurs:
+        __dlpack_c_exchange_api__ = type(ext.derived_vector([1.0])).__dlpack_c_exchange_api__
+        requires_grad = getter
+
+    ForgedOurs().__class__.requires_grad
+    with pytest.raises(TypeError, match="not an instance of 'DerivedVector'"):
+        ext.import_info(ForgedOurs())
+
+
+@needs_torch
 def test_conjugate_view_refused_through_the_exchange_table():
     t = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64).conj()
     assert t.is_conj()

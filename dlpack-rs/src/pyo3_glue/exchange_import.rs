@@ -53,10 +53,24 @@ enum Grad {
     Absent,
     /// Through `getattr`.
     Getattr,
-    /// Through the C getter of the type's own getset descriptor and its closure (torch's), as
-    /// `getattr` would call it, without the attribute look-up.
+    /// Through the C getter of the type's own getset descriptor (torch's), as `getattr` would
+    /// call it, without the attribute look-up, while the type is unchanged.
     #[cfg_attr(feature = "abi3", allow(dead_code))]
-    Getter(pyo3::ffi::getter, usize),
+    Getter(DirectGetter),
+}
+
+/// A getset descriptor's C getter, called directly while the type it was found on is unchanged.
+#[derive(Clone, Copy)]
+#[cfg_attr(feature = "abi3", allow(dead_code))]
+struct DirectGetter {
+    get: pyo3::ffi::getter,
+    closure: usize,
+    /// The descriptor's owning type (`d_type`, kept alive by the descriptor the slot holds):
+    /// the getter may only be given its instances, as CPython's own check makes sure.
+    owner: usize,
+    /// The type's version tag when the descriptor was found (CPython >= 3.11 resets it to 0 on
+    /// any change to the type or its bases, and never reuses one).
+    version: u32,
 }
 
 struct Cache {
@@ -131,7 +145,7 @@ fn lookup_type<'py>(
     let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad"));
     let grad = match &grad_descr {
         None => Grad::Absent,
-        Some(descr) => getset_getter(descr).unwrap_or(Grad::Getattr),
+        Some(descr) => getset_getter(&ty, descr).unwrap_or(Grad::Getattr),
     };
     let api = capsule
         .as_ref()
@@ -169,30 +183,58 @@ fn lookup_type<'py>(
 }
 
 /// The C getter of a `getset_descriptor` (a type's attribute written in C, as torch's
-/// `requires_grad`), to call it without the attribute look-up. Not under the stable ABI, which
-/// hides the descriptor's layout.
-fn getset_getter(descr: &Bound<'_, PyAny>) -> Option<Grad> {
+/// `requires_grad`) found on `ty`, to call it without the attribute look-up. Not under the
+/// stable ABI, which hides the descriptor's layout, nor before CPython 3.11, whose type version
+/// tags do not say reliably that a type changed.
+fn getset_getter(ty: &Bound<'_, PyType>, descr: &Bound<'_, PyAny>) -> Option<Grad> {
     #[cfg(not(feature = "abi3"))]
     {
         use pyo3::ffi;
+        if ty.py().version_info() < (3, 11) {
+            return None;
+        }
         let ptr = descr.as_ptr();
         // SAFETY: reading the type of a live object; the exact-type check makes the cast to
         // CPython's getset descriptor layout valid, whose `d_getset` points at the owning type's
-        // getset table, which lives as long as that type (kept by the cache slot, with the
-        // descriptor).
+        // getset table and `d_type` at that type, both alive as long as the descriptor (held by
+        // the cache slot).
         unsafe {
             if ffi::Py_TYPE(ptr) != &raw mut ffi::PyGetSetDescr_Type {
                 return None;
             }
-            let def = (*ptr.cast::<ffi::PyGetSetDescrObject>()).d_getset;
-            let def = def.as_ref()?;
-            Some(Grad::Getter(def.get?, def.closure as usize))
+            let descr = &*ptr.cast::<ffi::PyGetSetDescrObject>();
+            let def = descr.d_getset.as_ref()?;
+            let version = type_version(ty.as_type_ptr());
+            if version == 0 {
+                return None;
+            }
+            Some(Grad::Getter(DirectGetter {
+                get: def.get?,
+                closure: def.closure as usize,
+                owner: descr.d_common.d_type as usize,
+                version,
+            }))
         }
     }
     #[cfg(feature = "abi3")]
     {
-        let _ = descr;
+        let _ = (ty, descr);
         None
+    }
+}
+
+/// A type's version tag, read atomically (free-threaded builds update it from any thread).
+///
+/// # Safety
+///
+/// `ty` is a live type object.
+#[cfg(not(feature = "abi3"))]
+unsafe fn type_version(ty: *mut pyo3::ffi::PyTypeObject) -> u32 {
+    // SAFETY: a live type object's field, accessed only atomically here (CPython's writers use
+    // atomic stores on free-threaded builds, and hold the GIL otherwise, as we do).
+    unsafe {
+        core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
+            .load(core::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -204,13 +246,29 @@ fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
             .getattr(pyo3::intern!(obj.py(), "requires_grad"))
             .and_then(|g| g.is_truthy())
             .unwrap_or(false),
-        Grad::Getter(get, closure) => {
+        #[cfg(feature = "abi3")]
+        Grad::Getter(_) => requires_grad(obj, Grad::Getattr),
+        #[cfg(not(feature = "abi3"))]
+        Grad::Getter(g) => {
+            use pyo3::ffi;
             let py = obj.py();
-            // SAFETY: the getter of a getset descriptor found in the MRO of `obj`'s exact type
-            // (the cache key), so `obj` is an instance of the descriptor's owning type, which is
-            // what the getter requires (the check `getattr` would make); called attached, it
-            // returns a new reference or NULL with an exception set.
-            let value = unsafe { get(obj.as_ptr(), closure as *mut core::ffi::c_void) };
+            let ty = obj.get_type_ptr();
+            // SAFETY: `obj`'s type is live; `owner` is a live type (see `DirectGetter`).
+            let applies = unsafe {
+                type_version(ty) == g.version
+                    && ffi::PyType_IsSubtype(ty, g.owner as *mut ffi::PyTypeObject) != 0
+            };
+            if !applies {
+                // The type changed since the descriptor was found (a new `requires_grad` could
+                // shadow it), or the descriptor belongs to another type (a class body may copy
+                // one): whatever `getattr` does.
+                return requires_grad(obj, Grad::Getattr);
+            }
+            // SAFETY: the getter of a getset descriptor that `getattr` would find on `obj`'s
+            // unchanged type, given an instance of the descriptor's owning type (the check
+            // CPython makes before calling it); called attached, it returns a new reference or
+            // NULL with an exception set.
+            let value = unsafe { (g.get)(obj.as_ptr(), g.closure as *mut core::ffi::c_void) };
             // SAFETY: as just said: owned or NULL.
             match unsafe { Bound::from_owned_ptr_or_err(py, value) } {
                 Ok(value) => value.is_truthy().unwrap_or(false),
