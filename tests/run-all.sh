@@ -303,27 +303,40 @@ m = json.load(sys.stdin)
 ours = {"dlpack-rs", "dlpack-rs-derive"}
 nodes = {n["id"]: n for n in m["resolve"]["nodes"]}
 pkgs = {p["id"]: p for p in m["packages"]}
-# The normal (non-dev) dependency closure of our two crates.
-todo = [i for i, p in pkgs.items() if p["name"] in ours]
-seen = set()
-while todo:
-    i = todo.pop()
-    if i in seen:
-        continue
-    seen.add(i)
-    for d in nodes[i]["deps"]:
-        if any(k["kind"] in (None, "build") for k in d["dep_kinds"]):
-            todo.append(d["pkg"])
-worst = []
-for i in seen:
-    p = pkgs[i]
-    rv = p.get("rust_version")
-    if rv and p["name"] not in ours:
-        v = tuple(int(x) for x in rv.split(".")[:2])
-        worst.append((v, p["name"], p["version"]))
-worst.sort()
+# Feature cudarc has a Rust version of its own (README: Rust version), checked apart.
+own_msrv = {"cudarc": (1, 88)}
+def closure(roots, stop):
+    """The normal (non-dev) dependency closure of `roots`, not entering packages in `stop`."""
+    todo, seen = list(roots), set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        for d in nodes[i]["deps"]:
+            if pkgs[d["pkg"]]["name"] in stop:
+                continue
+            if any(k["kind"] in (None, "build") for k in d["dep_kinds"]):
+                todo.append(d["pkg"])
+    return seen
+def needs(ids):
+    worst = []
+    for i in ids:
+        p = pkgs[i]
+        rv = p.get("rust_version")
+        if rv and p["name"] not in ours:
+            worst.append((tuple(int(x) for x in rv.split(".")[:2]), p["name"], p["version"]))
+    return sorted(worst)
+worst = needs(closure([i for i, p in pkgs.items() if p["name"] in ours], set(own_msrv)))
 top = worst[-1]
 print("rust-version %s; the most demanding dependency: %s %s needs %s" % (sys.argv[1], top[1], top[2], ".".join(map(str, top[0]))))
+for name, version in own_msrv.items():
+    roots = [i for i, p in pkgs.items() if p["name"] == name]
+    extra = [w for w in needs(closure(roots, set())) if w[0] > version]
+    if extra:
+        print("feature %s needs more than the Rust %s its documentation says:" % (name, ".".join(map(str, version))), extra, file=sys.stderr)
+        sys.exit(1)
+    print("feature %s: Rust %s (its own dependencies)" % (name, ".".join(map(str, version))))
 bad = [w for w in worst if w[0] > declared[:2]]
 if bad:
     print("dependencies need a newer Rust than rust-version:", bad, file=sys.stderr)
