@@ -65,11 +65,10 @@ enum Grad {
 struct DirectGetter {
     get: pyo3::ffi::getter,
     closure: usize,
-    /// The descriptor's owning type (`d_type`, kept alive by the descriptor the slot holds):
-    /// the getter may only be given its instances, as CPython's own check makes sure.
-    owner: usize,
-    /// The type's version tag when the descriptor was found (CPython >= 3.11 resets it to 0 on
-    /// any change to the type or its bases, and never reuses one).
+    /// The type's version tag when the descriptor was found, and found to belong to one of its
+    /// bases (CPython >= 3.11 resets the tag to 0 on any change to the type, its dictionary or
+    /// its bases, and never reuses one): while it is unchanged, `getattr` finds this very
+    /// descriptor, and the type's instances are instances of the descriptor's owning type.
     version: u32,
 }
 
@@ -205,13 +204,15 @@ fn getset_getter(ty: &Bound<'_, PyType>, descr: &Bound<'_, PyAny>) -> Option<Gra
             let descr = &*ptr.cast::<ffi::PyGetSetDescrObject>();
             let def = descr.d_getset.as_ref()?;
             let version = type_version(ty.as_type_ptr());
-            if version == 0 {
+            // The getter may only be given instances of the descriptor's owning type (a class
+            // body may copy a descriptor of another type): checked here once, since the MRO
+            // stays as it is while the version tag does.
+            if version == 0 || ffi::PyType_IsSubtype(ty.as_type_ptr(), descr.d_common.d_type) == 0 {
                 return None;
             }
             Some(Grad::Getter(DirectGetter {
                 get: def.get?,
                 closure: def.closure as usize,
-                owner: descr.d_common.d_type as usize,
                 version,
             }))
         }
@@ -250,14 +251,10 @@ fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
         Grad::Getter(_) => requires_grad(obj, Grad::Getattr),
         #[cfg(not(feature = "abi3"))]
         Grad::Getter(g) => {
-            use pyo3::ffi;
             let py = obj.py();
             let ty = obj.get_type_ptr();
-            // SAFETY: `obj`'s type is live; `owner` is a live type (see `DirectGetter`).
-            let applies = unsafe {
-                type_version(ty) == g.version
-                    && ffi::PyType_IsSubtype(ty, g.owner as *mut ffi::PyTypeObject) != 0
-            };
+            // SAFETY: `obj`'s type is live.
+            let applies = unsafe { type_version(ty) == g.version };
             if !applies {
                 // The type changed since the descriptor was found (a new `requires_grad` could
                 // shadow it), or the descriptor belongs to another type (a class body may copy
