@@ -18,6 +18,9 @@ if [[ ! -x $venv/bin/python ]]; then
 fi
 "$venv/bin/python" -m pip install --progress-bar on maturin pytest numpy torch
 "$venv/bin/python" -c 'import torch; assert torch.cuda.is_available(), "no CUDA device visible to torch"; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name(0))'
+# cudarc's bindings for CUDA 12.8's driver API, loaded at run time: whatever nvcc the machine
+# has (cudarc refuses toolkit versions newer than it knows), any driver from 12.8 on.
+export CUDARC_CUDA_VERSION=${CUDARC_CUDA_VERSION:-12080}
 libdir=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
