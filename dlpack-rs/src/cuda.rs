@@ -2,7 +2,11 @@
 //! import a CUDA tensor as a [`CudaView`] / [`CudaViewMut`], with stream ordering by events.
 //!
 //! The feature loads the CUDA driver when it is first called (cudarc's dynamic loading), so a
-//! program built with it runs, and its CPU paths work, on a machine without CUDA.
+//! program built with it runs, and its CPU paths work, on a machine without CUDA. The CUDA
+//! version of cudarc's bindings: an application's own `cuda-*` feature of cudarc wins (cudarc
+//! allows one); otherwise the `nvcc --version` of the build machine, or the newest cudarc
+//! knows where there is no `nvcc`; `CUDARC_CUDA_VERSION=12080` (say) at build time overrides
+//! both, for an `nvcc` newer than cudarc knows. Needs Rust 1.88.
 //!
 //! # Export
 //!
