@@ -130,6 +130,13 @@ fn numel_ours(t: PyTensor) -> usize {
     t.numel()
 }
 
+/// Import via dlpack-rs returning the number of dimensions: the size-scaling cases use it for
+/// both sizes, since a `numel` result of 10^8 costs a Python int allocation that 1 does not.
+#[pyfunction]
+fn ndim_ours(t: PyTensor) -> usize {
+    t.ndim()
+}
+
 /// Import via dlpack-rs and read the first element through one borrowed view (`as_slice`:
 /// dtype, layout and alignment checks, a shared borrow in the registry, its release).
 #[pyfunction]
@@ -202,6 +209,7 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dlpark>()?;
     m.add_function(wrap_pyfunction!(ours, m)?)?;
     m.add_function(wrap_pyfunction!(numel_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(ndim_ours, m)?)?;
     m.add_function(wrap_pyfunction!(first_ours, m)?)?;
     m.add_function(wrap_pyfunction!(first_ours_x10, m)?)?;
     m.add_function(wrap_pyfunction!(numel_ours_dunder, m)?)?;
