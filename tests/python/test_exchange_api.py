@@ -313,6 +313,28 @@ def test_many_types_through_the_cache():
     assert (c1 - c0, p1 - p0) == (40, 0)
 
 
+def test_cache_entries_follow_their_types_through_eviction_and_address_reuse():
+    # Types with a table and types without, more of them than cache slots, freed and made anew
+    # (new types may take freed addresses): every import takes its own type's path, so no entry
+    # of the cache (or of its lock-free copy) answers for another type.
+    c0, p0, _ = ext.probe_counters()
+    tables = dunders = 0
+    for r in range(4):
+        with_table = [type(f"T{r}_{i}", (ext.Probe,), {}) for i in range(6)]
+        without = [
+            type(f"N{r}_{i}", (ext.Probe,), {"__dlpack_c_exchange_api__": None}) for i in range(6)
+        ]
+        for _ in range(2):
+            for a, b in zip(with_table, without):
+                assert ext.import_info(a([1.0]))["shape"] == [1]
+                assert ext.import_info(b([1.0, 2.0]))["shape"] == [2]
+                tables, dunders = tables + 1, dunders + 1
+        del with_table, without, a, b
+        gc.collect()
+    c1, p1, _ = ext.probe_counters()
+    assert (c1 - c0, p1 - p0) == (tables, dunders)
+
+
 # ----------------------------------------------------------------------------------------------
 # Producer: our tables, driven by a ctypes consumer
 # ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 //! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
 //! is trusted.
 
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
@@ -77,6 +78,87 @@ struct Cache {
     next: usize,
 }
 
+/// A lock-free copy of the cache's entries, for the hit path (every import): one sequence lock
+/// per slot, written only under the cache's mutex, before an evicted entry's references are
+/// dropped. A reader that sees an odd or changed sequence number takes the mutex path. A hit's
+/// type stays alive while the reader uses the answer: the reader holds the type (its object, or
+/// the type itself), so its address cannot be reused meanwhile.
+struct Mirror {
+    seq: AtomicUsize,
+    key: AtomicUsize,
+    api: AtomicUsize,
+    /// 0: no `requires_grad`; 1: through `getattr`; 2: through the direct getter below.
+    grad: AtomicUsize,
+    get: AtomicUsize,
+    closure: AtomicUsize,
+    version: AtomicUsize,
+}
+
+impl Mirror {
+    const fn empty() -> Mirror {
+        Mirror {
+            seq: AtomicUsize::new(0),
+            // No type lives at address 0.
+            key: AtomicUsize::new(0),
+            api: AtomicUsize::new(0),
+            grad: AtomicUsize::new(0),
+            get: AtomicUsize::new(0),
+            closure: AtomicUsize::new(0),
+            version: AtomicUsize::new(0),
+        }
+    }
+
+    /// The entry for `key`, if this slot holds it and no write overlapped the read.
+    fn read(&self, key: usize) -> Option<(usize, Grad)> {
+        let before = self.seq.load(Ordering::Acquire);
+        if before & 1 == 1 || self.key.load(Ordering::Relaxed) != key {
+            return None;
+        }
+        let api = self.api.load(Ordering::Relaxed);
+        let grad = self.grad.load(Ordering::Relaxed);
+        let get = self.get.load(Ordering::Relaxed);
+        let closure = self.closure.load(Ordering::Relaxed);
+        let version = self.version.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed) != before {
+            return None;
+        }
+        let grad = match grad {
+            0 => Grad::Absent,
+            2 if get != 0 => Grad::Getter(DirectGetter {
+                // SAFETY: a non-zero `get` was stored from a `getter` function pointer by
+                // `write` (under this very sequence number), and is one again.
+                get: unsafe { core::mem::transmute::<usize, pyo3::ffi::getter>(get) },
+                closure,
+                version: version as u32,
+            }),
+            _ => Grad::Getattr,
+        };
+        Some((api, grad))
+    }
+
+    /// Publishes an entry. Only under the cache's mutex (one writer at a time).
+    fn write(&self, key: usize, api: usize, grad: Grad) {
+        let (kind, get, closure, version) = match grad {
+            Grad::Absent => (0, 0, 0, 0),
+            Grad::Getattr => (1, 0, 0, 0),
+            Grad::Getter(g) => (2, g.get as usize, g.closure, g.version as usize),
+        };
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.key.store(key, Ordering::Relaxed);
+        self.api.store(api, Ordering::Relaxed);
+        self.grad.store(kind, Ordering::Relaxed);
+        self.get.store(get, Ordering::Relaxed);
+        self.closure.store(closure, Ordering::Relaxed);
+        self.version.store(version, Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+}
+
+static MIRROR: [Mirror; CACHE_SLOTS] = [const { Mirror::empty() }; CACHE_SLOTS];
+
 /// Shared by all threads: a `Mutex` rather than the GIL, so that free-threaded builds are
 /// correct too. No Python code runs while it is held (look-ups and reference drops happen
 /// outside), so it cannot deadlock against the interpreter.
@@ -128,6 +210,12 @@ fn lookup_type<'py>(
     key: usize,
     ty: impl FnOnce() -> Bound<'py, PyType>,
 ) -> Option<(&'static DLPackExchangeAPI, Grad)> {
+    for mirror in &MIRROR {
+        if let Some((api, grad)) = mirror.read(key) {
+            // SAFETY: as for a hit under the mutex below: `api` was published from a slot.
+            return unsafe { (api as *const DLPackExchangeAPI).as_ref() }.map(|api| (api, grad));
+        }
+    }
     {
         let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         for slot in cache.slots.iter().flatten() {
@@ -165,6 +253,8 @@ fn lookup_type<'py>(
         } else {
             let i = cache.next;
             cache.next = (i + 1) % CACHE_SLOTS;
+            // Published before the evicted entry's references are dropped (below).
+            MIRROR[i].write(key, api as usize, grad);
             cache.slots[i].replace(Slot {
                 key,
                 api: api as usize,
