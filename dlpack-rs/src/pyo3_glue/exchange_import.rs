@@ -14,7 +14,7 @@
 //! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
 //! is trusted.
 
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
@@ -89,7 +89,7 @@ struct Mirror {
     api: AtomicUsize,
     /// 0: no `requires_grad`; 1: through `getattr`; 2: through the direct getter below.
     grad: AtomicUsize,
-    get: AtomicUsize,
+    get: AtomicPtr<()>,
     closure: AtomicUsize,
     version: AtomicUsize,
 }
@@ -102,7 +102,7 @@ impl Mirror {
             key: AtomicUsize::new(0),
             api: AtomicUsize::new(0),
             grad: AtomicUsize::new(0),
-            get: AtomicUsize::new(0),
+            get: AtomicPtr::new(core::ptr::null_mut()),
             closure: AtomicUsize::new(0),
             version: AtomicUsize::new(0),
         }
@@ -125,10 +125,11 @@ impl Mirror {
         }
         let grad = match grad {
             0 => Grad::Absent,
-            2 if get != 0 => Grad::Getter(DirectGetter {
-                // SAFETY: a non-zero `get` was stored from a `getter` function pointer by
-                // `write` (under this very sequence number), and is one again.
-                get: unsafe { core::mem::transmute::<usize, pyo3::ffi::getter>(get) },
+            2 if !get.is_null() => Grad::Getter(DirectGetter {
+                // SAFETY: a non-NULL `get` was stored from a `getter` function pointer by `write`
+                // (under this very sequence number), and is one again: a pointer (with its
+                // provenance) turned back into the function pointer it was made from.
+                get: unsafe { core::mem::transmute::<*mut (), pyo3::ffi::getter>(get) },
                 closure,
                 version: version as u32,
             }),
@@ -140,9 +141,9 @@ impl Mirror {
     /// Publishes an entry. Only under the cache's mutex (one writer at a time).
     fn write(&self, key: usize, api: usize, grad: Grad) {
         let (kind, get, closure, version) = match grad {
-            Grad::Absent => (0, 0, 0, 0),
-            Grad::Getattr => (1, 0, 0, 0),
-            Grad::Getter(g) => (2, g.get as usize, g.closure, g.version as usize),
+            Grad::Absent => (0, core::ptr::null_mut(), 0, 0),
+            Grad::Getattr => (1, core::ptr::null_mut(), 0, 0),
+            Grad::Getter(g) => (2, g.get as *mut (), g.closure, g.version as usize),
         };
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
