@@ -198,9 +198,11 @@ mod sealed {
 pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     /// What keeps the memory alive: the object, or the export's own clone of its data.
     type Owner: Send + 'static;
-    /// The metadata, whether the export is read-only, and the keepalive. Contract: the
-    /// keepalive keeps the described memory valid and in place while it lives, and writable
-    /// unless read-only.
+    /// The metadata (with its extent, if validated already), whether the export is read-only,
+    /// the keepalive and the stream order. Contract: the keepalive keeps the described memory
+    /// valid and in place while it lives, and writable unless read-only; a `Some` extent is
+    /// what `info.extent()` would return for the returned `info` (the `IntoDLPack` contract of
+    /// `__tensor_info_with_extent`).
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<Self::Owner>>;
 }
 
@@ -234,8 +236,9 @@ pub struct ClassKeepalive<O> {
 }
 
 // SAFETY: the keepalive holds the frozen object, whose `unsafe impl IntoDLPack` vouches for the
-// memory `tensor_info` describes; a frozen object is never mutably borrowed, so that memory
-// stays valid and in place until the keepalive is dropped.
+// memory `tensor_info` describes (and for the extent `__tensor_info_with_extent` returns with
+// it); a frozen object is never mutably borrowed, so that memory stays valid and in place until
+// the keepalive is dropped.
 unsafe impl<T> ClassRoute<T> for True
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
