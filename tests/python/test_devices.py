@@ -229,7 +229,7 @@ def test_numpy_refuses_a_device_tensor():
     "stream,expected",
     [(None, [(CUDA, 0, 1)]), (-1, []), (1, [(CUDA, 0, 1)]), (2, [(CUDA, 0, 2)]), (0x7FFF_0000, [(CUDA, 0, 0x7FFF_0000)])],
 )
-@pytest.mark.parametrize("make", ["ordered_device_tensor", "derived_device_tensor"])
+@pytest.mark.parametrize("make", ["ordered_device_tensor", "ordered_device_tensor_with", "derived_device_tensor"])
 def test_cuda_export_orders_the_consumer_stream(make, stream, expected):
     # None is the legacy default stream (1), -1 asks for no synchronisation.
     t, order = getattr(ext, make)(8, (CUDA, 0))

@@ -104,6 +104,19 @@ fn ordered_device_tensor(
     ))
 }
 
+/// As [`ordered_device_tensor`], with the order set by `DLPackTensor::with_stream_order` on a
+/// tensor made from a managed tensor (the route for device memory exported by other means).
+#[pyfunction]
+fn ordered_device_tensor_with(
+    n: usize,
+    device: (i32, i32),
+) -> PyResult<(DLPackTensor, OrderCalls)> {
+    let (buffer, order) = claimed(n, device, false);
+    // The buffer's own order is not carried by a plain managed tensor: set it explicitly.
+    let tensor = DLPackTensor::new(Export::new(buffer).versioned()?);
+    Ok((tensor.with_stream_order(order.clone()), OrderCalls(order)))
+}
+
 /// A derived frozen class over a claimed device buffer: the derive forwards the data field's
 /// stream order.
 #[pyclass(frozen)]
@@ -125,6 +138,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<OrderCalls>()?;
     m.add_class::<DerivedDeviceTensor>()?;
     m.add_function(wrap_pyfunction!(ordered_device_tensor, m)?)?;
+    m.add_function(wrap_pyfunction!(ordered_device_tensor_with, m)?)?;
     m.add_function(wrap_pyfunction!(derived_device_tensor, m)?)?;
     Ok(())
 }
