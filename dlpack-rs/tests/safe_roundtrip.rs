@@ -431,6 +431,29 @@ unsafe impl dlpack_rs::safe::Buffer for DeviceBuffer {
     fn device(&self) -> dlpack_rs::ffi::DLDevice {
         dlpack_rs::safe::cuda_device(0)
     }
+    fn stream_order(&self) -> Option<std::sync::Arc<dyn StreamOrder>> {
+        Some(std::sync::Arc::new(NoWork))
+    }
+}
+
+/// A stream order with nothing to wait for.
+struct NoWork;
+
+impl StreamOrder for NoWork {
+    fn order_before(&self, _: DLDevice, _: i64) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// The standard buffers have no pending device work; a device buffer's order passes through an
+/// `Arc` (what a mutable derived class holds).
+#[test]
+fn stream_orders_are_the_buffers_own() {
+    assert!(Buffer::stream_order(&vec![1.0f32]).is_none());
+    assert!(Buffer::stream_order(&AlignedBuffer::<f32>::from_slice(&[1.0]).unwrap()).is_none());
+    let device = DeviceBuffer(vec![1.0; 4].into());
+    assert!(Buffer::stream_order(&device).is_some());
+    assert!(Buffer::stream_order(&std::sync::Arc::new(device)).is_some());
 }
 
 /// `Export` took the CPU as every buffer's device, so device memory (directly, or through an
