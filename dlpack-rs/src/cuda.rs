@@ -154,11 +154,11 @@ impl StreamOrder for SliceOrder {
         if own != 2 && (handle as usize == own || (own == 0 && handle as usize == 1)) {
             return Ok(());
         }
-        // SAFETY: the handle is the consumer's own stream, which `__dlpack__(stream=...)` trusts
-        // as every DLPack producer does (the protocol's contract: a stream of the consumer's, on
-        // the tensor's device, alive for the call; with the primary context, which cudarc and
-        // the frameworks share, a stream of this context); the wrapper does not outlive this
-        // call and destroys nothing when dropped.
+        // The protocol's contract, which every DLPack producer trusts: the consumer passes a
+        // stream of its own, on the tensor's device (in the primary context, which cudarc and the
+        // frameworks share), alive for the call.
+        // SAFETY: that stream, per the contract above; the wrapper does not outlive this call and
+        // destroys nothing when dropped.
         let consumer = unsafe { self.stream.context().wrap_borrowed_stream(handle) };
         consumer
             .join(&self.stream)
@@ -250,15 +250,14 @@ impl<T: AnyBitPattern> CudaTensor<T> {
             .map_err(|e| device_error("an earlier CUDA call (stored by cudarc)", e))?;
         ctx.bind_to_thread()
             .map_err(|e| device_error("cuCtxSetCurrent", e))?;
+        // `ptr` is the first of `len` elements of `T`'s dtype in compact layout on the stream's
+        // device, aligned for `T`, in memory the producer keeps valid until `owner` is dropped
+        // (the managed tensor's contract, trusted at import).
         let upgrade = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            // SAFETY: `ptr` is the first of `len` elements of `T`'s dtype in compact layout on
-            // the stream's device, an allocation the producer keeps valid until `owner` is
-            // dropped (the managed tensor's contract, trusted at import), aligned for `T`. The
-            // slice never frees it: it is held in `ManuallyDrop` from here on and leaked in
-            // `drop` (waiting for its uses), before the owner is released.
-            ManuallyDrop::new(unsafe {
-                stream.upgrade_device_ptr::<T>(ptr as sys::CUdeviceptr, len)
-            })
+            // SAFETY: a valid allocation of `len` `T`s (above), which the slice never frees: it is
+            // held in `ManuallyDrop` and leaked in `drop`, before the owner is released.
+            let slice = unsafe { stream.upgrade_device_ptr::<T>(ptr as sys::CUdeviceptr, len) };
+            ManuallyDrop::new(slice)
         }));
         // A panic here came before the slice existed: nothing to leak or free.
         let slice = upgrade.map_err(|_| Error::Device {
