@@ -413,20 +413,11 @@ pub(crate) fn check_cuda<T: Element>(
         return Err(Error::NotContiguous);
     }
     let len = tensor.numel();
-    let ptr = tensor.data_ptr() as usize;
     if len == 0 {
         return Ok((0, 0));
     }
-    if ptr == 0 {
-        return Err(Error::NullData);
-    }
-    if ptr % core::mem::align_of::<T>() != 0 {
-        return Err(Error::Misaligned {
-            align: core::mem::align_of::<T>(),
-            address: ptr,
-        });
-    }
-    Ok((ptr, len))
+    // Non-NULL and aligned for `T`, as for host views (the address is never dereferenced here).
+    Ok((tensor.first_element::<T>()? as usize, len))
 }
 
 /// Imports `obj` (any object with `__dlpack__`) for reading on `stream`.

@@ -20,7 +20,7 @@ use pyo3::{Borrowed, PyClass};
 use super::export::ClassRoute;
 use super::protocol::DLPackArgs;
 use crate::ffi::{
-    DLDataType, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
+    DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
     DLPackSetError, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
@@ -133,15 +133,17 @@ where
 /// for every other device, which for the CPU means "nothing to synchronise".
 pub(crate) unsafe extern "C" fn current_work_stream(
     device_type: DLDeviceType,
-    _device_id: i32,
+    device_id: i32,
     out_current_stream: *mut *mut c_void,
 ) -> c_int {
-    let stream = if device_type == DLDeviceType::CUDA || device_type == DLDeviceType::CUDA_MANAGED {
-        // CU_STREAM_LEGACY: a handle value, never dereferenced.
-        core::ptr::without_provenance_mut(1)
-    } else {
-        core::ptr::null_mut()
+    // The stream `__dlpack__(stream=None)` orders before (CU_STREAM_LEGACY, ROCm's 0), as a
+    // handle value, never dereferenced; none for devices without streams.
+    let device = DLDevice {
+        device_type,
+        device_id,
     };
+    let handle = super::protocol::ordered_stream(device, None).unwrap_or(0);
+    let stream = core::ptr::without_provenance_mut(handle as usize);
     if !out_current_stream.is_null() {
         // SAFETY: a non-NULL out pointer from the caller.
         unsafe { *out_current_stream = stream };
