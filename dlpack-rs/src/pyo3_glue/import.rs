@@ -162,12 +162,13 @@ impl ImportOptions {
     ///
     /// When the type of `obj` publishes a C exchange API table (a `"dlpack_exchange_api"`
     /// capsule whose header, or one in its `prev_api` chain, has major version 1), no `copy`
-    /// was asked for and no `stream` (unless with `unsynchronized`), the table's `managed_tensor_from_py_object_no_sync` is
-    /// called instead of `__dlpack__` (tables are cached per type). Its tensor is kept if it is
-    /// on the requested device (if any) and on the CPU; a device tensor only with
-    /// [`ImportOptions::unsynchronized`] (that call does no stream synchronisation, so the
-    /// producer's stream is handed on in [`PyTensor::producer_stream`]). Any other device tensor
-    /// is released and fetched again through `__dlpack__`, which synchronises. Complex tensors also take
+    /// was asked for and no `stream` (unless with `unsynchronized`), the table's
+    /// `managed_tensor_from_py_object_no_sync` is called instead of `__dlpack__` (tables are
+    /// cached per type). Its tensor is kept if it is on the requested device (if any) and on
+    /// the CPU; a device tensor only with [`ImportOptions::unsynchronized`] (that call does no
+    /// stream synchronisation, so the producer's stream is handed on in
+    /// [`PyTensor::producer_stream`]). Any other device tensor is released and fetched again
+    /// through `__dlpack__`, which synchronises. Complex tensors also take
     /// `__dlpack__`: torch's table does not refuse a tensor with its conjugate bit set, as its
     /// `__dlpack__` does.
     ///
