@@ -104,7 +104,14 @@ pub unsafe trait IntoDLPack {
         // SAFETY: the trait's contract: `info` describes memory `self` (the keepalive) keeps
         // valid and in place, writable by consumers since `is_read_only` said no; the pointer is
         // taken again from `self` in its final place (`pointer_in_place`).
-        unsafe { safe::pack_owned(self, info, Some(pointer_in_place::<Self>)) }
+        unsafe {
+            safe::pack_owned(
+                self,
+                info,
+                safe::Readers::ExportOnly,
+                Some(pointer_in_place::<Self>),
+            )
+        }
     }
 
     /// Moves `self` into a versioned (DLPack 1.3) managed tensor whose deleter drops it,
@@ -121,7 +128,15 @@ pub unsafe trait IntoDLPack {
         let info = self.tensor_info();
         // SAFETY: the trait's contract, as in `into_managed_tensor`; read-only memory is
         // flagged so.
-        unsafe { safe::pack_owned_versioned(self, info, flags, Some(pointer_in_place::<Self>)) }
+        unsafe {
+            safe::pack_owned_versioned(
+                self,
+                info,
+                flags,
+                safe::Readers::ExportOnly,
+                Some(pointer_in_place::<Self>),
+            )
+        }
     }
 
     /// Moves `self` into a legacy `"dltensor"` capsule (the return value of a legacy

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import by_peer, collect, jnp, live, needs, needs_torch, rust_tensor, torch
+from conftest import by_peer, collect, jnp, live, needs, needs_torch, peer_param, rust_tensor, torch
 
 
 @pytest.mark.parametrize("consumer", by_peer(["numpy", "torch", "jax", "rust"]))
@@ -159,3 +159,69 @@ def test_shutdown_with_live_exports(tmp_path):
     counts = {k: int(v) for k, v in (kv.split("=") for kv in line.split())}
     assert counts["leaked_other_interpreter"] == 0, r.stderr
     assert counts["attached"] + counts["after_attaching"] + counts["leaked_at_shutdown"] >= 1
+
+
+# A deleter of ours running where pyo3's attach count and CPython's thread state disagree: inside
+# a pyo3 frame, with the GIL released by foreign code (torch drops the storage of a tensor with
+# the GIL released while a PyTensor holding it is dropped by a pyclass's dealloc). Each chain runs
+# in a subprocess: the failure is a fatal error of the interpreter.
+_RELEASE_CHAINS = {
+    # Deterministic, on every CPython: the GIL released by a raw PyEval_SaveThread.
+    "raw": (
+        "b = ext.derived_vector([1.0, 2.0, 3.0])\n"
+        "h = ext.hold(b)\n"
+        "del b\n"
+        "h.release_with_gil_released_raw()\n"
+    ),
+    # The client's chain: torch's exchange table holds our export; the holder is deallocated.
+    "torch": (
+        "import torch\n"
+        "b = ext.derived_vector([1.0, 2.0, 3.0])\n"
+        "t = torch.from_dlpack(b)\n"
+        "h = ext.hold(t)\n"
+        "del b, t\n"
+        "del h\n"
+    ),
+    "numpy": (
+        "b = ext.derived_vector([1.0, 2.0, 3.0])\n"
+        "a = np.from_dlpack(b)\n"
+        "h = ext.hold(a)\n"
+        "del b, a\n"
+        "del h\n"
+    ),
+    "jax": (
+        "import jax.numpy as jnp\n"
+        "b = ext.derived_vector([1.0, 2.0, 3.0])\n"
+        "a = jnp.from_dlpack(b)\n"
+        "h = ext.hold(a)\n"
+        "del b, a\n"
+        "del h\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "holder", [peer_param(k, peers=[k] if k in ("torch", "jax") else []) for k in _RELEASE_CHAINS]
+)
+def test_deleter_with_gil_released_under_a_pyo3_frame(holder):
+    import subprocess
+
+    code = (
+        "import gc, numpy as np, dlpack_testext as ext\n"
+        + _RELEASE_CHAINS[holder]
+        + "gc.collect()\n"
+        "c = ext.keepalive_counts()\n"
+        "print('ok', c['attached'] + c['after_attaching'], c['after_attaching'],"
+        " ext.derived_dropped())\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ok, released, after_attaching, dropped = r.stdout.split()
+    assert ok == "ok"
+    # The export's keepalive (the derived object) was released, not leaked, and the object
+    # itself was dropped.
+    assert int(released) >= 1
+    assert int(dropped) >= 1
+    if holder == "raw":
+        # Released by attaching for real: the thread had no thread state.
+        assert int(after_attaching) == 1

@@ -105,11 +105,85 @@ def test_derived_export_through_torch_stays_borrowed():
         ext.add_one(t)
     assert t.tolist() == [1.0, 2.0]
     del t
-    # Our own class (dlpack_rs.Tensor) is read from Rust only through registered views:
-    # its export may be imported mutably once nothing else views it.
+    # A dlpack_rs.Tensor that owns its data outright (a Vec moved in) is read from Rust only
+    # through registered views: its export may be imported mutably once nothing else views it.
     own = ext.make_export_f64([3])
     ext.add_one(own)
     assert np.from_dlpack(own).tolist() == [1.0, 2.0, 3.0]
+
+
+def _run(code):
+    """Runs `code` in a fresh interpreter (a crash there fails the test, not the suite)."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300
+    )
+
+
+@needs_torch
+@pytest.mark.parametrize("writer", ["add_one", "typed_add"])
+def test_static_export_through_torch_is_never_written(writer):
+    # A `&'static [f32]` lives in read-only memory: torch ignores READ_ONLY and re-exports it
+    # writable; a mutable view of that re-export wrote .rodata (SIGSEGV). The export holds a
+    # shared borrow of its bytes: the view is refused.
+    r = _run(
+        f"""
+        import numpy as np, torch, dlpack_testext as ext
+        t = torch.from_dlpack(ext.static_tensor())
+        try:
+            if {writer!r} == "add_one":
+                ext.add_one(t)
+            else:
+                ext.typed_add(np.ones(4, np.float32), np.ones(4, np.float32), t)
+            print("written")
+        except BufferError as e:
+            print("refused:", e)
+        print(ext.static_values(), t.tolist())
+        """
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    refused, values = r.stdout.splitlines()
+    assert refused.startswith("refused:") and "already borrowed" in refused
+    assert values == "[1.0, 2.0, 3.0, 4.0] [1.0, 2.0, 3.0, 4.0]"
+
+
+SHARED_ROUTES = {
+    "Export(Arc<[f32]>)": lambda s: s.tensor(),
+    "Export(Arc<Arc<[f32]>>)": lambda s: s.nested_tensor(),
+    "derived plain struct": lambda s: s.plain_capsule(),
+}
+
+
+@needs_torch
+@pytest.mark.parametrize("route", list(SHARED_ROUTES))
+def test_shared_export_through_torch_keeps_rust_readers_safe(route):
+    s = ext.SharedData(4)
+    t = torch.from_dlpack(SHARED_ROUTES[route](s))
+    for write in (ext.add_one, lambda x: ext.typed_add(np.ones(4, np.float32), np.ones(4, np.float32), x)):
+        with pytest.raises(BufferError, match="already borrowed"):
+            write(t)
+    # Rust's other handle of the data reads what it always did.
+    assert s.values() == [0.0, 1.0, 2.0, 3.0]
+    # Shared views are fine meanwhile.
+    assert ext.as_slice_values(t, "float32") == [0.0, 1.0, 2.0, 3.0]
+
+
+@needs_torch
+def test_shared_arcarray_export_through_torch_keeps_rust_readers_safe():
+    s = ext.SharedData(3)
+    t = torch.from_dlpack(s.array_capsule())
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.add_one(t)
+    assert s.array_values() == [0.0, 1.0, 2.0]
+
+
+@needs_torch
+def test_shared_export_borrow_lives_until_the_consumer_lets_go():
+    s = ext.SharedData(2)
+    tensor = s.tensor()
+    t = torch.from_dlpack(tensor)
+    del tensor  # torch's reference keeps our export (and its borrow) alive
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.add_one(t)
 
 
 # -- Imports never grant more than the producer ----------------------------------------------
@@ -362,3 +436,45 @@ def test_typed_output_must_be_writable():
         ext.typed_add(x, x, ro)
     with pytest.raises(BufferError, match="read-only"):
         ext.typed_add(x, x, jnp.zeros(3, dtype=jnp.float32))
+
+
+# -- jax takes read-only Rust tensors (a legacy request copies read-only data when copy=None) --
+
+
+@needs_jax
+def test_jax_takes_a_read_only_rust_tensor():
+    s = ext.SharedData(4)
+    a = jnp.from_dlpack(s.tensor())
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+    static = jnp.from_dlpack(ext.static_tensor())
+    assert static.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@needs_jax
+def test_jax_takes_a_bool_rust_tensor():
+    t = ext.make_tensor(bytes([1, 0, 1, 1]), "bool", [4])
+    assert jnp.from_dlpack(t).tolist() == [True, False, True, True]
+
+
+@needs_jax
+def test_jax_round_trip_through_a_rust_tensor():
+    x = jnp.arange(6, dtype=jnp.float32).reshape(2, 3)
+    y = jnp.from_dlpack(ext.reexport(x))  # the legacy import is read-only: copied back
+    assert y.tolist() == x.tolist()
+
+
+def test_legacy_request_of_read_only_data_copies_unless_copy_false():
+    s = ext.SharedData(3)
+    t = s.tensor()
+    # copy=None (or absent): a copy, since a legacy capsule cannot say "read-only".
+    for kwargs in ({}, {"copy": None}):
+        cap = t.__dlpack__(**kwargs)
+        info = ext.inspect(cap)
+        assert info["data_ptr"] != s.data_ptr()
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__(copy=False)
+    # A versioned request shares the memory, flagged read-only.
+    info = ext.inspect(t.__dlpack__(max_version=(1, 3)))
+    assert info["data_ptr"] == s.data_ptr() and info["read_only"]
+    # numpy's legacy import of the copy reads the same values.
+    assert np.from_dlpack(t).tolist() == [0.0, 1.0, 2.0]

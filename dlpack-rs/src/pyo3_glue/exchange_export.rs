@@ -62,7 +62,7 @@ where
 {
     // The table's consumers order their work after `current_work_stream`, the default
     // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
-    let (info, _extent, read_only, keepalive) =
+    let (info, extent, read_only, readers, keepalive) =
         super::export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
@@ -71,8 +71,10 @@ where
     };
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
     // place (writable unless read-only) until the deleter drops it; `class_export` validated
-    // `info`.
-    let owned = unsafe { safe::pack_owned_versioned_validated(keepalive, info, flags, None) };
+    // `info` (`extent` is its extent); Rust reads outside the export are declared by `readers`.
+    let owned = unsafe {
+        safe::pack_owned_versioned_validated(keepalive, info, extent, flags, readers, None)
+    }?;
     // SAFETY: `into_raw` of an owner never returns NULL.
     Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
 }
@@ -204,9 +206,16 @@ unsafe fn allocate_like(
     };
     // SAFETY: `info` describes the new zeroed storage (validated above), which the keepalive
     // owns alone; the pointer is taken again from it in its final place.
-    let owned =
-        unsafe { safe::pack_owned_versioned(storage, info, 0, Some(AlignedBytes::as_mut_ptr)) }
-            .map_err(|e| (c"ValueError", msg(&e.to_string())))?;
+    let owned = unsafe {
+        safe::pack_owned_versioned(
+            storage,
+            info,
+            0,
+            safe::Readers::ExportOnly,
+            Some(AlignedBytes::as_mut_ptr),
+        )
+    }
+    .map_err(|e| (c"ValueError", msg(&e.to_string())))?;
     Ok(owned.into_raw())
 }
 

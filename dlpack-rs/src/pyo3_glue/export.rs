@@ -12,8 +12,7 @@ use super::keepalive::PyKeepalive;
 use super::protocol::{export_capsule, ordered_stream, DLPackArgs};
 use crate::__private_derive_v0_4::DerivedData;
 use crate::ffi::DLDeviceType;
-use crate::safe::borrow::BorrowToken;
-use crate::safe::{borrow_extent, Extent, SharedBuffer, StreamOrder, TensorInfo};
+use crate::safe::{Extent, Readers, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
 /// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`
@@ -24,7 +23,8 @@ use crate::IntoDLPack;
 /// has called its deleter. Arguments: `stream` is checked against the device; `dl_device`
 /// must be the data's device (or the CPU for host memory, by copy); `copy=True` makes a real
 /// copy flagged `IS_COPIED`; `max_version` major >= 1 gives a versioned capsule, else a legacy
-/// one, which read-only data cannot have (`BufferError`).
+/// one, which cannot say "read-only": read-only data is then copied (`copy=None`, what jax
+/// gets) or refused (`copy=False`: `BufferError`).
 ///
 /// **Borrows.** Rust code of the class may read the exported memory through `&self` at any
 /// time, so each export holds a shared borrow of it in the [borrow
@@ -113,28 +113,26 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let (info, extent, read_only, keepalive) = class_export(slf, rust_reads, args)?;
+    let (info, extent, read_only, readers, keepalive) = class_export(slf, rust_reads, args)?;
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
-    // place (writable unless read-only) until the deleter drops it; `extent` is `info`'s.
-    unsafe { export_capsule(slf.py(), info, extent, read_only, keepalive, args) }
+    // place (writable unless read-only) until the deleter drops it; `extent` is `info`'s; Rust
+    // reads of the memory outside the export are declared by `readers`.
+    unsafe { export_capsule(slf.py(), info, extent, read_only, readers, keepalive, args) }
 }
 
-/// The keepalive of an export of a pyclass instance: the registered borrow of its memory (when
-/// Rust may read it; released first, as tuple fields drop in order), then what keeps the
-/// memory alive.
-pub(crate) type Keepalive<O> = (Option<BorrowToken>, ClassKeepalive<O>);
-
 /// What [`class_export`] returns: the metadata, its extent, whether the export is read-only,
-/// and the keepalive.
+/// who else reads the memory (the export's shared borrow is registered where every export
+/// passes, from this answer), and the keepalive.
 pub(crate) type ClassExport<T> = (
     TensorInfo,
     crate::safe::Extent,
     bool,
-    Keepalive<<<T as PyClass>::Frozen as ClassRoute<T>>::Owner>,
+    Readers,
+    ClassKeepalive<<<T as PyClass>::Frozen as ClassRoute<T>>::Owner>,
 );
 
 /// One export of `slf` through its route, validated once: the metadata, its extent, whether it
-/// is read-only, and the keepalive (with a shared borrow of the memory when `rust_reads`).
+/// is read-only, who else reads it ([`Readers::Rust`] when `rust_reads`), and the keepalive.
 ///
 /// For data on a device with streams, `args.stream` is checked against the device and the
 /// consumer's stream (`None`: the default stream) is ordered after the producer's pending work
@@ -155,10 +153,10 @@ where
         Some(extent) => extent,
         None => info.extent()?,
     };
-    let borrow = if rust_reads {
-        Some(borrow_extent(&info, extent, false)?)
+    let readers = if rust_reads {
+        Readers::Rust
     } else {
-        None
+        Readers::ExportOnly
     };
     if let Some(order) = order {
         // Last, once everything else about the export is known to be fine.
@@ -167,7 +165,7 @@ where
             order.order_before(info.device, stream)?;
         }
     }
-    Ok((info, extent, read_only, (borrow, owner)))
+    Ok((info, extent, read_only, readers, owner))
 }
 
 mod sealed {

@@ -153,7 +153,8 @@ pub fn keepalive_counts() -> KeepaliveCounts {
 /// DLPack deleters run on any thread, with or without the GIL, even during interpreter
 /// shutdown. Dropping a `PyKeepalive` is sound in all three cases:
 /// - on a thread that is attached, the reference is released at once;
-/// - on a thread that is not, the thread attaches to release it ([`Python::try_attach`]);
+/// - on a thread that is not (by CPython's own thread state, never pyo3's attach count), the
+///   thread attaches for real (`PyGILState_Ensure`) to release it;
 /// - when the interpreter is shutting down or not attachable, the reference is leaked
 ///   (never touching Python), which is what a process about to exit can afford.
 pub struct PyKeepalive {
@@ -187,49 +188,55 @@ impl PyKeepalive {
 impl Drop for PyKeepalive {
     fn drop(&mut self) {
         let Some(obj) = self.obj.take() else { return };
-        // Under `abi3` the probe is always false and the `try_attach` path below is taken,
-        // which is re-entrant on an attached thread; the one difference: an attached thread
-        // during shutdown leaks the reference.
+        // From here on the reference is a raw pointer: releasing it never goes through pyo3's
+        // `Drop for Py`, which decides from pyo3's own thread-local attach count. That count
+        // and the real thread state disagree on a thread inside a foreign deleter (torch drops
+        // storage with the GIL released, under our pyo3 frame) or inside
+        // `Py_BEGIN_ALLOW_THREADS`: every decision below reads CPython's real thread state.
+        let ptr = obj.into_ptr();
         if this_thread_is_attached() {
             if current_interpreter() != self.interp {
                 // Attached to another (sub-)interpreter: releasing the object needs its own
                 // interpreter's lock, which this thread cannot take from here. Leak it.
-                std::mem::forget(obj);
                 count(&LEAKED_OTHER_INTERPRETER);
                 return;
             }
-            // SAFETY: this thread is attached (it has a current thread state) to the object's
-            // interpreter, so the reference can be released directly (even during
-            // finalization, as CPython itself does).
-            unsafe { ffi::Py_DecRef(obj.into_ptr()) };
+            // SAFETY: this thread is attached (it has a current thread state, read from
+            // CPython itself) to the object's interpreter, and `ptr` is a strong reference we
+            // own, so it can be released directly (even during finalization, as CPython
+            // itself does).
+            unsafe { ffi::Py_DecRef(ptr) };
             count(&RELEASED_ATTACHED);
             return;
         }
-        if SHUTTING_DOWN.load(Ordering::SeqCst) {
-            std::mem::forget(obj);
+        if SHUTTING_DOWN.load(Ordering::SeqCst) || !py_is_initialized() {
+            // Attaching now could hang this thread (or end it) in a finalizing interpreter:
+            // a process about to exit can afford the leak.
             count(&LEAKED_AT_SHUTDOWN);
             return;
         }
-        let mut slot = Some(obj);
-        let interp = self.interp;
-        // try_attach refuses (returns None, not running the closure) when the interpreter is
-        // not initialized or (3.13+) finalizing. It attaches to the main interpreter (or the
-        // one this thread already runs): an object of another interpreter is leaked there.
-        Python::try_attach(|_py| {
-            if current_interpreter() == interp {
-                drop(slot.take());
-                count(&RELEASED_AFTER_ATTACHING);
-            }
-        });
-        if let Some(obj) = slot {
-            std::mem::forget(obj);
-            // Refused: finalizing (or never initialized), or another interpreter's object.
-            if SHUTTING_DOWN.load(Ordering::SeqCst) || !py_is_initialized() {
-                count(&LEAKED_AT_SHUTDOWN);
-            } else {
-                count(&LEAKED_OTHER_INTERPRETER);
-            }
+        // Attach for real: `PyGILState_Ensure` restores this thread's own thread state (or
+        // makes one) whatever pyo3's count says, and `PyGILState_Release` puts the thread back
+        // exactly as it was (detached again inside `Py_BEGIN_ALLOW_THREADS`). Under `abi3`,
+        // where the probe above always says "no", it is also what an attached thread gets:
+        // `PyGILState_Ensure` is re-entrant there.
+        // SAFETY: the interpreter is initialized and not shutting down (checked just above;
+        // pyo3's wrapper makes a thread that meets a finalizing interpreter hang instead of
+        // unwinding through Rust frames).
+        let gil = unsafe { ffi::PyGILState_Ensure() };
+        if current_interpreter() == self.interp {
+            // SAFETY: attached by `PyGILState_Ensure` just above, to the object's interpreter;
+            // `ptr` is a strong reference we own.
+            unsafe { ffi::Py_DecRef(ptr) };
+            count(&RELEASED_AFTER_ATTACHING);
+        } else {
+            // `PyGILState_Ensure` attaches to the main interpreter: an object of another
+            // interpreter is leaked.
+            count(&LEAKED_OTHER_INTERPRETER);
         }
+        // SAFETY: pairs with the `PyGILState_Ensure` above, on the same thread, with nothing
+        // of Python held past it.
+        unsafe { ffi::PyGILState_Release(gil) };
     }
 }
 

@@ -239,8 +239,10 @@ fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 ///    (`copy=False` with a needed copy raises `BufferError`); otherwise the export is
 ///    zero-copy and `keepalive` lives until the consumer's deleter call;
 /// 4. `max_version` with major >= 1 gives a `"dltensor_versioned"` capsule (flags
-///    `READ_ONLY` / `IS_COPIED`), else a legacy `"dltensor"` capsule, which read-only data
-///    cannot have (`BufferError`).
+///    `READ_ONLY` / `IS_COPIED`), else a legacy `"dltensor"` capsule, which cannot say
+///    "read-only": read-only data is then copied when `copy` is `None` (the array API's "reuse
+///    if possible, else copy"; what jax, which asks for legacy capsules only, gets), and refused
+///    with `BufferError` when `copy=False`.
 ///
 /// # Safety
 ///
@@ -254,6 +256,7 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     info: TensorInfo,
     extent: safe::Extent,
     read_only: bool,
+    readers: safe::Readers,
     keepalive: K,
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
@@ -279,6 +282,12 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
             must_copy = true;
         }
     }
+    if read_only && !args.versioned() && args.copy.is_none() {
+        // A legacy capsule cannot say "read-only" (jax only ever asks for one). The array API's
+        // `copy=None` means "reuse if possible, else copy": the one case where an export copies
+        // without being asked to. `copy=False` keeps the `BufferError` below.
+        must_copy = true;
+    }
     if must_copy {
         if device.device_type != DLDeviceType::CPU {
             return Err(PyBufferError::new_err(format!(
@@ -298,15 +307,17 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         drop(source);
         drop(keepalive);
         // The copy's own metadata (compact, on the CPU): validated like any other.
-        copy_info.extent()?;
-        // SAFETY: `copy_info` describes the new storage, which `buffer` owns alone; validated
-        // just above.
+        let copy_extent = copy_info.extent()?;
+        // SAFETY: `copy_info` describes the new storage, which `buffer` owns alone (no other
+        // reader); `copy_extent` is its extent.
         return unsafe {
             pack_validated_capsule(
                 py,
                 buffer,
                 copy_info,
+                copy_extent,
                 DLPACK_FLAG_BITMASK_IS_COPIED,
+                safe::Readers::ExportOnly,
                 args,
                 Some(safe::AlignedBytes::as_mut_ptr),
             )
@@ -318,33 +329,38 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         0
     };
     // SAFETY: forwarded from this function's contract (validated: `extent`).
-    unsafe { pack_validated_capsule(py, keepalive, info, flags, args, None) }
+    unsafe { pack_validated_capsule(py, keepalive, info, extent, flags, readers, args, None) }
 }
 
 /// Packs the export as the capsule `args` ask for (versioned, or legacy unless read-only).
 ///
 /// # Safety
 ///
-/// As [`safe::pack_owned_versioned`]'s contract for `keepalive`, `info`, `flags` and `data_of`,
-/// and `info.extent()` succeeded for this very `info`.
+/// As [`safe::pack_owned_versioned`]'s contract for `keepalive`, `info`, `flags`, `readers` and
+/// `data_of`, and `extent` is `info.extent()` for this very `info`.
+#[allow(clippy::too_many_arguments)]
 unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     keepalive: K,
     info: TensorInfo,
+    extent: safe::Extent,
     flags: u64,
+    readers: safe::Readers,
     args: &DLPackArgs,
     data_of: Option<fn(&mut K) -> *mut c_void>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     if args.versioned() {
         // SAFETY: forwarded from this function's contract.
-        let mt = unsafe { safe::pack_owned_versioned_validated(keepalive, info, flags, data_of) };
+        let mt = unsafe {
+            safe::pack_owned_versioned_validated(keepalive, info, extent, flags, readers, data_of)
+        }?;
         into_capsule(py, mt)
     } else {
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
             return Err(read_only_legacy());
         }
         // SAFETY: forwarded from this function's contract (not read-only: checked above).
-        let mt = unsafe { safe::pack_owned_validated(keepalive, info, data_of) };
+        let mt = unsafe { safe::pack_owned_validated(keepalive, info, extent, readers, data_of) }?;
         into_capsule(py, mt)
     }
 }

@@ -6,18 +6,48 @@ use core::alloc::Layout;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
+use super::borrow::BorrowToken;
+use super::layout::Extent;
 use super::{Error, TensorInfo};
-use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor};
+use crate::ffi::{
+    DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+};
 
 /// The head of an export's one heap block: the managed struct first (so a pointer to it is a
 /// pointer to the block), the number of dimensions (to rebuild the block's layout in the
-/// deleter, independent of anything a consumer might touch), then the keepalive. `2 * ndim`
-/// `i64`s follow it: the shape, then the strides, which the managed struct points into.
+/// deleter, independent of anything a consumer might touch), the export's shared borrow of its
+/// bytes (see [`Readers`]), then the keepalive. `2 * ndim` `i64`s follow it: the shape, then the
+/// strides, which the managed struct points into.
 #[repr(C)]
 struct Header<M, K> {
     managed: M,
     ndim: usize,
+    borrow: BorrowToken,
     keepalive: K,
+}
+
+/// Who, besides the consumers of an export, may read its memory while they hold it: what
+/// decides, in [`build_validated`] (the one function every export of this crate passes
+/// through), whether the export holds a shared borrow of its bytes in the [borrow
+/// registry](super::borrow) until its deleter runs.
+///
+/// An export holds that borrow when Rust code elsewhere may still read the memory: when the
+/// caller says so ([`Readers::Rust`]: a frozen `#[pyclass]` reads its own field through
+/// `&self`), and for every `READ_ONLY` export, whatever the caller says: a buffer is exported
+/// read-only exactly because other owners share it (`Arc`, `&'static`, `ArcArray`, a mutable
+/// class's shared field, an owner that is read-only itself). With the borrow held, no import of
+/// the memory (directly, or after torch re-exported it writable, ignoring `READ_ONLY`) gets a
+/// mutable view while those readers may read: `as_mut_slice`, `TensorMut`, `as_array_mut` fail
+/// with [`Error::AlreadyBorrowed`]. A writable export the caller owns alone
+/// ([`Readers::ExportOnly`]: a `Vec` moved in, a fresh copy) needs none: once moved into the
+/// block, nothing but the consumers reaches those bytes, and their own views are borrows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readers {
+    /// Only consumers read the memory (the keepalive owns it alone): borrow only if read-only.
+    ExportOnly,
+    /// Rust code outside the export may read the memory while it lives: always borrow.
+    Rust,
 }
 
 /// Layout of an export block with `ndim` dimensions, and the offset of its shape array.
@@ -66,9 +96,13 @@ unsafe extern "C" fn delete_block<M, K>(ptr: *mut M) {
         let (layout, _) = block_layout::<M, K>((*header).ndim);
         (layout, core::ptr::read(&raw const (*header).keepalive))
     };
+    // SAFETY: as above, the borrow is moved out exactly once.
+    let borrow = unsafe { core::ptr::read(&raw const (*header).borrow) };
     // SAFETY: the block was allocated with exactly this layout; the managed struct and the
-    // dims need no drop, and the keepalive was moved out above.
+    // dims need no drop, and the borrow and the keepalive were moved out above.
     unsafe { dealloc(header.cast(), layout) };
+    // The bytes stop being borrowed before the keepalive may free them.
+    drop(borrow);
     drop_contained(keepalive);
 }
 
@@ -132,26 +166,37 @@ pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
     flags: u64,
+    readers: Readers,
     data_from_keepalive: Option<fn(&mut K) -> *mut c_void>,
 ) -> Result<NonNull<M>, Error> {
-    info.numel()?;
-    // SAFETY: validated just above.
-    Ok(unsafe { build_validated(keepalive, info, flags, data_from_keepalive) })
+    let extent = info.extent()?;
+    // SAFETY: `extent` is `info`'s, computed just above.
+    unsafe { build_validated(keepalive, info, extent, flags, readers, data_from_keepalive) }
 }
 
-/// [`build`] for metadata the caller has validated already (the export routes validate once and
-/// use the result for their borrow too).
+/// [`build`] for metadata the caller has validated already (the export routes validate once).
+/// Every export of this crate passes through here: it registers the export's shared borrow
+/// (see [`Readers`]) and fails with [`Error::AlreadyBorrowed`] while a mutable view of the
+/// bytes lives, or [`Error::OutOfMemory`] when the registry cannot grow (`keepalive` is
+/// dropped then).
 ///
 /// # Safety
 ///
-/// `info.extent()` (the validation of [`TensorInfo::numel`]) must have succeeded for this very
-/// `info`.
+/// `extent` must be what `info.extent()` (the validation of [`TensorInfo::numel`]) returns for
+/// this very `info`.
 pub(crate) unsafe fn build_validated<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
+    extent: Extent,
     flags: u64,
+    readers: Readers,
     data_from_keepalive: Option<fn(&mut K) -> *mut c_void>,
-) -> NonNull<M> {
+) -> Result<NonNull<M>, Error> {
+    let borrow = if readers == Readers::Rust || flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+        super::borrow_extent(&info, extent, false)?
+    } else {
+        BorrowToken::EMPTY
+    };
     let ndim = info.shape.len(); // validated: at most MAX_NDIM
     let (layout, dims_offset) = block_layout::<M, K>(ndim);
     // SAFETY: the layout is not zero-sized (the header holds the managed struct).
@@ -191,6 +236,7 @@ pub(crate) unsafe fn build_validated<M: ManagedStruct, K: Send + 'static>(
         header.write(Header {
             managed: M::new(tensor, flags, block.cast(), delete_block::<M, K>),
             ndim,
+            borrow,
             keepalive,
         });
         if let Some(data_of) = data_from_keepalive {
@@ -199,5 +245,5 @@ pub(crate) unsafe fn build_validated<M: ManagedStruct, K: Send + 'static>(
         }
     }
     // SAFETY: `block` is non-NULL (checked above) and starts with the managed struct.
-    unsafe { NonNull::new_unchecked(block.cast::<M>()) }
+    Ok(unsafe { NonNull::new_unchecked(block.cast::<M>()) })
 }

@@ -7,7 +7,7 @@ use core::ffi::c_void;
 use super::buffer::{read_ptr, to_i64s, write_ptr};
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
 use super::pack::{pack_owned, pack_owned_versioned};
-use super::{Buffer, Dim, Element, Error, TensorInfo};
+use super::{Buffer, Dim, Element, Error, Readers, TensorInfo};
 use crate::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
 
 /// A fully safe export of an owned [`Buffer`]: no raw pointer, no `unsafe`. The element type
@@ -123,7 +123,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         // `Buffer` contract keeps valid and in place while the keepalive (the buffer) lives; the
         // pointer is taken once the buffer sits in the block, where nothing else reaches it:
         // through `data_ptr_mut` for a writable export, `data_ptr` for a read-only one.
-        unsafe { pack_owned_versioned(buffer, info, flags, Some(data_of)) }
+        unsafe { pack_owned_versioned(buffer, info, flags, Readers::ExportOnly, Some(data_of)) }
     }
 
     /// Builds a legacy managed tensor. A read-only export cannot be legacy (the legacy struct
@@ -134,6 +134,6 @@ impl<B: Buffer + Send + 'static> Export<B> {
             return Err(Error::ReadOnly);
         }
         // SAFETY: as in `versioned`; a legacy export is always writable.
-        unsafe { pack_owned(buffer, info, Some(write_ptr::<B>)) }
+        unsafe { pack_owned(buffer, info, Readers::ExportOnly, Some(write_ptr::<B>)) }
     }
 }

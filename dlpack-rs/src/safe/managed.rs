@@ -446,6 +446,7 @@ impl<K: Kind> Managed<K> {
                 storage,
                 copy,
                 DLPACK_FLAG_BITMASK_IS_COPIED,
+                super::Readers::ExportOnly,
                 Some(super::AlignedBytes::as_mut_ptr),
             )
         }

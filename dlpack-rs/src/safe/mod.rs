@@ -32,6 +32,7 @@ mod pack;
 mod tensor_info;
 
 pub use aligned::AlignedBuffer;
+pub(crate) use block::Readers;
 pub use buffer::{Buffer, Dim, SharedBuffer, StreamOrder};
 pub(crate) use copy::{copy_described, AlignedBytes};
 pub use dtype::*;

@@ -3,7 +3,8 @@
 
 use core::ptr::NonNull;
 
-use super::block::build;
+use super::block::{build, Readers};
+use super::layout::Extent;
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
 use super::{Error, TensorInfo};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
@@ -39,7 +40,7 @@ pub fn try_pack<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
 ) -> Result<*mut DLManagedTensor, Error> {
-    build::<DLManagedTensor, K>(keepalive, info, 0, None).map(NonNull::as_ptr)
+    build::<DLManagedTensor, K>(keepalive, info, 0, Readers::ExportOnly, None).map(NonNull::as_ptr)
 }
 
 /// Wraps `keepalive` and `info` in a heap-allocated [`DLManagedTensorVersioned`] stamped with
@@ -79,26 +80,30 @@ pub fn try_pack_versioned<K: Send + 'static>(
     info: TensorInfo,
     flags: u64,
 ) -> Result<*mut DLManagedTensorVersioned, Error> {
-    build::<DLManagedTensorVersioned, K>(keepalive, info, flags, None).map(NonNull::as_ptr)
+    build::<DLManagedTensorVersioned, K>(keepalive, info, flags, Readers::ExportOnly, None)
+        .map(NonNull::as_ptr)
 }
 
 /// [`try_pack_versioned`], owned: for crate code that hands the export on without a second
 /// validation pass. `data_of`, when given, takes the data pointer from the keepalive in its final
-/// place (see [`build`]).
+/// place (see [`build`]); `readers` says whether Rust code outside the export may read the memory
+/// (see [`Readers`]: a read-only export always holds a shared borrow of its bytes).
 ///
 /// # Safety
 ///
 /// `info` (with the pointer `data_of` gives, when given) must describe initialised memory, on
 /// `info.device`, that `keepalive` keeps valid and in place until it is dropped, and that nobody
-/// else writes meanwhile; unless `flags` has `READ_ONLY`, consumers may write it through the
-/// pointer, so it must carry write permission.
+/// writes meanwhile but consumers and this crate's registered views; with
+/// [`Readers::ExportOnly`], nothing but the export reaches it; unless `flags` has `READ_ONLY`,
+/// consumers may write it through the pointer, so it must carry write permission.
 pub(crate) unsafe fn pack_owned_versioned<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
     flags: u64,
+    readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
 ) -> Result<ManagedTensorVersioned, Error> {
-    let ptr = build::<DLManagedTensorVersioned, K>(keepalive, info, flags, data_of)?;
+    let ptr = build::<DLManagedTensorVersioned, K>(keepalive, info, flags, readers, data_of)?;
     // SAFETY: a fresh export of ours, validated by `build`, owned by nobody else, describing
     // memory the keepalive keeps alive (this function's contract).
     Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
@@ -112,9 +117,10 @@ pub(crate) unsafe fn pack_owned_versioned<K: Send + 'static>(
 pub(crate) unsafe fn pack_owned<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
+    readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
 ) -> Result<ManagedTensor, Error> {
-    let ptr = build::<DLManagedTensor, K>(keepalive, info, 0, data_of)?;
+    let ptr = build::<DLManagedTensor, K>(keepalive, info, 0, readers, data_of)?;
     // SAFETY: as in `pack_owned_versioned`.
     Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
 }
@@ -123,38 +129,45 @@ pub(crate) unsafe fn pack_owned<K: Send + 'static>(
 ///
 /// # Safety
 ///
-/// As [`pack_owned_versioned`], and `info.extent()` must have succeeded for this very `info`.
+/// As [`pack_owned_versioned`], and `extent` must be `info.extent()` for this very `info`.
 #[cfg(feature = "pyo3")]
 pub(crate) unsafe fn pack_owned_versioned_validated<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
+    extent: Extent,
     flags: u64,
+    readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
-) -> ManagedTensorVersioned {
+) -> Result<ManagedTensorVersioned, Error> {
     // SAFETY: validated, by this function's contract.
     let ptr = unsafe {
         super::block::build_validated::<DLManagedTensorVersioned, K>(
-            keepalive, info, flags, data_of,
+            keepalive, info, extent, flags, readers, data_of,
         )
-    };
+    }?;
     // SAFETY: as in `pack_owned_versioned`.
-    unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }
+    Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
 }
 
 /// [`pack_owned`] for metadata the caller has validated already.
 ///
 /// # Safety
 ///
-/// As [`pack_owned`], and `info.extent()` must have succeeded for this very `info`.
+/// As [`pack_owned`], and `extent` must be `info.extent()` for this very `info`.
 #[cfg(feature = "pyo3")]
 pub(crate) unsafe fn pack_owned_validated<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
+    extent: Extent,
+    readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
-) -> ManagedTensor {
+) -> Result<ManagedTensor, Error> {
     // SAFETY: validated, by this function's contract.
-    let ptr =
-        unsafe { super::block::build_validated::<DLManagedTensor, K>(keepalive, info, 0, data_of) };
+    let ptr = unsafe {
+        super::block::build_validated::<DLManagedTensor, K>(
+            keepalive, info, extent, 0, readers, data_of,
+        )
+    }?;
     // SAFETY: as in `pack_owned_versioned`.
-    unsafe { ManagedTensor::from_raw_unchecked(ptr) }
+    Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
 }

@@ -9,6 +9,7 @@ mod exchange;
 mod hardening;
 mod heap;
 mod ndarray_funcs;
+mod readers;
 mod shapes;
 mod streams;
 
@@ -555,6 +556,20 @@ impl Held {
         let t = self.tensor.lock().unwrap().take();
         std::thread::spawn(move || drop(t));
     }
+
+    /// Drops the tensor with the GIL released by a raw `PyEval_SaveThread` inside this pyo3
+    /// call, as a foreign framework's deleter does (torch frees storage with the GIL released):
+    /// pyo3's attach count says "attached", CPython's thread state says not.
+    fn release_with_gil_released_raw(&self) {
+        let t = self.tensor.lock().unwrap().take();
+        // SAFETY: this thread is attached (a pyo3 call); it detaches, touches nothing of Python
+        // itself while detached (the deleter chain must attach on its own), and re-attaches.
+        unsafe {
+            let state = pyo3::ffi::PyEval_SaveThread();
+            drop(t);
+            pyo3::ffi::PyEval_RestoreThread(state);
+        }
+    }
 }
 
 /// Imports `obj` and keeps it in a `Held`.
@@ -594,6 +609,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ndarray_funcs::register(m)?;
     exchange::register(m)?;
     streams::register(m)?;
+    readers::register(m)?;
     #[cfg(feature = "cudarc")]
     cuda::register(m)?;
     Ok(())
