@@ -119,11 +119,21 @@ fn a_read_only_reexport_stays_read_only() {
         let imported = unsafe { PyTensor::from_capsule(&capsule) }?;
         let again = Bound::new(py, DLPackTensor::from(imported))?;
         assert!(again.getattr("read_only")?.extract::<bool>()?);
-        let err = again.call_method0("__dlpack__").unwrap_err();
+        // A legacy request of read-only data: a copy when copy=None, refused with copy=False.
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("copy", false)?;
+        let err = again
+            .call_method("__dlpack__", (), Some(&kwargs))
+            .unwrap_err();
         assert!(
             err.is_instance_of::<PyBufferError>(py),
-            "no legacy export of read-only data"
+            "no zero-copy legacy export of read-only data"
         );
+        let copy = again.call_method0("__dlpack__")?;
+        // SAFETY: made just above by our own `__dlpack__`.
+        let copy = unsafe { PyTensor::from_capsule(copy.cast::<pyo3::types::PyCapsule>()?) }?;
+        assert_eq!(*copy.as_slice::<u16>()?, [1, 2]);
+        assert_ne!(copy.data_ptr(), again.get().tensor().data_ptr());
         Ok(())
     })
 }

@@ -147,14 +147,11 @@ def test_consumer_reads_derived(case, consumer, derived_no_leaks):
             with pytest.raises((RuntimeError, BufferError, TypeError)):
                 np.from_dlpack(obj)
         return
-    if kind == "generic" and dtype == "bool" and (
-            consumer == "jax" or (consumer == "numpy" and not NUMPY_VERSIONED)):
-        # Rust bool buffers are exported read-only (a consumer's write of a byte other than 0/1
-        # would be undefined behaviour for Rust code reading the bool), and jax (as numpy 2.0)
-        # only takes legacy capsules, which cannot say read-only.
-        with pytest.raises(BufferError, match="read-only"):
-            consume(consumer, obj)
-        return
+    # Rust bool buffers are exported read-only (a consumer's write of a byte other than 0/1
+    # would be undefined behaviour for Rust code reading the bool); jax (as numpy 2.0) only
+    # takes legacy capsules, which cannot say read-only: it gets a copy (copy=None).
+    copied = kind == "generic" and dtype == "bool" and (
+        consumer == "jax" or (consumer == "numpy" and not NUMPY_VERSIONED))
     ptr = source_ptr(obj)
     x, xptr, strides, name = consume(consumer, obj)
     if kind == "generic" and dtype == "bool" and consumer == "numpy":
@@ -166,7 +163,9 @@ def test_consumer_reads_derived(case, consumer, derived_no_leaks):
         assert strides == element_strides(expected)
     if kind in ALIGNED_KINDS:
         assert ptr % 64 == 0  # so JAX has no reason to copy
-    if consumer == "jax":
+    if copied:
+        assert xptr != ptr
+    elif consumer == "jax":
         # XLA imports CPU memory zero-copy only when it is 64-byte aligned, and copies otherwise.
         assert (xptr == ptr) == (ptr % 64 == 0)
     else:
@@ -309,22 +308,25 @@ def test_read_only_versioned_capsule_carries_flag(derived_no_leaks):
         assert info["read_only"]
 
 
-def test_read_only_legacy_request_raises(derived_no_leaks):
+def test_read_only_legacy_request_copies_unless_copy_false(derived_no_leaks):
     r = ext.derived_read_only(3)
-    with pytest.raises(BufferError):
-        r.__dlpack__()
-    with pytest.raises(BufferError):
-        r.__dlpack__(max_version=None)
-    with pytest.raises(BufferError):
-        r.__dlpack__(max_version=(0, 8))
+    shared = ext.inspect(r)["data_ptr"]
+    for kwargs in ({}, {"max_version": None}, {"max_version": (0, 8)}, {"copy": None}):
+        cap = r.__dlpack__(**kwargs)
+        assert ext.inspect(cap)["data_ptr"] != shared
+        assert ext.to_bytes(r.__dlpack__(**kwargs)) == np.arange(3, dtype=np.int32).tobytes()
+    for kwargs in ({"copy": False}, {"copy": False, "max_version": (0, 8)}):
+        with pytest.raises(BufferError, match="read-only"):
+            r.__dlpack__(**kwargs)
 
 
 @needs_jax
-def test_read_only_jax_refuses(derived_no_leaks):
-    # jax asks for a legacy capsule only, which cannot carry READ_ONLY.
+def test_read_only_jax_gets_a_copy(derived_no_leaks):
+    # jax asks for a legacy capsule only, which cannot carry READ_ONLY: a copy (copy=None).
     r = ext.derived_read_only(3)
-    with pytest.raises(BufferError):
-        jnp.from_dlpack(r)
+    a = jnp.from_dlpack(r)
+    assert a.tolist() == [0, 1, 2]
+    assert a.unsafe_buffer_pointer() != ext.inspect(r)["data_ptr"]
 
 
 @needs_torch

@@ -232,15 +232,15 @@ def test_copy_false_is_zero_copy():
 
 def test_read_only_export(no_leaks):
     t, expected = rust_tensor("float32", (3,), read_only=True)
-    with pytest.raises(BufferError):
-        t.__dlpack__()
-    if NUMPY_VERSIONED:
-        a = np.from_dlpack(t)  # numpy asks for a versioned capsule
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__(copy=False)
+    # A legacy request without copy=False gets a copy.
+    assert ext.inspect(t.__dlpack__())["data_ptr"] != ext.inspect(t)["data_ptr"]
+    a = np.from_dlpack(t)
+    np.testing.assert_array_equal(a, expected)
+    if NUMPY_VERSIONED:  # numpy asks for a versioned capsule: shared, read-only
         assert not a.flags.writeable
-        np.testing.assert_array_equal(a, expected)
-    else:  # numpy 2.0 asks for a legacy one
-        with pytest.raises(BufferError, match="read-only"):
-            np.from_dlpack(t)
+        assert a.ctypes.data == ext.inspect(t)["data_ptr"]
     assert ext.inspect(t)["read_only"]
     with pytest.raises(BufferError):
         ext.add_one(t)

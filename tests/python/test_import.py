@@ -189,8 +189,9 @@ def test_reexport_foreign_tensor():
 def test_reexport_read_only_keeps_flag():
     arr = pa.array(np.arange(3, dtype=np.int64))
     t = ext.reexport(arr)
-    with pytest.raises(BufferError):
-        t.__dlpack__()  # legacy cannot carry READ_ONLY
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__(copy=False)  # legacy cannot carry READ_ONLY
+    assert ext.to_bytes(t.__dlpack__()) == np.arange(3, dtype=np.int64).tobytes()  # a copy
     a = np.from_dlpack(t)
     assert not a.flags.writeable
     assert a.tolist() == [0, 1, 2]

@@ -197,7 +197,11 @@ unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLP
 
 /// The exchange table of `obj`'s type, if it has one this crate can use (cached per type).
 fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, Grad)> {
-    lookup_type(obj.py(), obj.get_type_ptr() as usize, || obj.get_type())
+    // The type is read once, as a strong reference: the cache key and the type a new entry
+    // keeps alive are then the same object even if another thread assigns `__class__`
+    // meanwhile (free-threaded builds).
+    let ty = obj.get_type();
+    lookup_type(obj.py(), ty.as_ptr() as usize, move || ty)
 }
 
 /// The exchange table of type `ty`, if it has one this crate can use (cached per type).

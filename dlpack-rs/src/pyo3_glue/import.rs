@@ -340,7 +340,7 @@ impl PyTensor {
     fn new(py: Python<'_>, mut inner: AnyManaged, writable_legacy: bool) -> PyResult<Self> {
         super::borrow::join(py)?;
         super::keepalive::install_shutdown_hook(py);
-        inner.leak_on_drop_if(super::keepalive::exiting_unattached);
+        inner.set_leak_guard(super::keepalive::exiting_unattached);
         if !inner.is_versioned() && !writable_legacy {
             inner = inner.into_read_only();
         }

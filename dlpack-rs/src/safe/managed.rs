@@ -85,6 +85,10 @@ pub struct Managed<K: Kind> {
     /// When set and true at drop time, the tensor is leaked instead of calling the deleter (the
     /// Python glue's "the interpreter is going away and this thread may not attach").
     leak_if: Option<fn() -> bool>,
+    /// The same, set by this crate only (the Python glue's shutdown guard of an import): kept
+    /// apart from `leak_if` so that no safe call (`leak_on_drop_if`, reachable through
+    /// `PyTensor`'s `DerefMut`) can take it away.
+    guard: Option<fn() -> bool>,
     _kind: PhantomData<K>,
 }
 
@@ -150,6 +154,7 @@ impl<K: Kind> Managed<K> {
             versioned,
             read_only: false,
             leak_if: None,
+            guard: None,
             _kind: PhantomData,
         }
     }
@@ -254,8 +259,17 @@ impl<K: Kind> Managed<K> {
     /// at drop time: for a runtime whose deleters must not run once it is going away (the
     /// Python glue uses it during interpreter shutdown). The setting travels with the owner
     /// through every conversion of its kind.
+    ///
+    /// A later call replaces the predicate set by an earlier one; a guard this crate set itself
+    /// (the Python glue's, on every import) stays in force whatever is set here.
     pub fn leak_on_drop_if(&mut self, leak_if: fn() -> bool) {
         self.leak_if = Some(leak_if);
+    }
+
+    /// Sets the crate's own leak guard (see `leak_on_drop_if`), which no public call removes.
+    #[allow(dead_code)] // used by the Python glue
+    pub(crate) fn set_leak_guard(&mut self, leak_if: fn() -> bool) {
+        self.guard = Some(leak_if);
     }
 
     /// Number of elements.
@@ -624,6 +638,7 @@ impl<K: Kind> Managed<K> {
             versioned: this.versioned,
             read_only: this.read_only,
             leak_if: this.leak_if,
+            guard: this.guard,
             _kind: PhantomData,
         }
     }
@@ -643,7 +658,7 @@ impl From<ManagedTensorVersioned> for AnyManaged {
 
 impl<K: Kind> Drop for Managed<K> {
     fn drop(&mut self) {
-        if self.leak_if.is_some_and(|leak| leak()) {
+        if self.guard.is_some_and(|leak| leak()) || self.leak_if.is_some_and(|leak| leak()) {
             return;
         }
         // SAFETY: we own the tensor; reading `deleter` is valid until it runs, and it runs once.
@@ -685,5 +700,73 @@ fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::NotHostAccessible(device))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+    struct Counted;
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn owner() -> ManagedTensorVersioned {
+        let info = TensorInfo::contiguous(
+            NonNull::<u8>::dangling().as_ptr().cast(),
+            super::super::cpu_device(),
+            super::super::dtype_u8(),
+            alloc::vec![0],
+        );
+        // SAFETY: an empty tensor: no memory is described.
+        unsafe {
+            super::super::pack_owned_versioned(
+                Counted,
+                info,
+                0,
+                super::super::Readers::ExportOnly,
+                None,
+            )
+        }
+        .unwrap()
+    }
+
+    /// The crate's leak guard stays in force whatever a safe caller sets afterwards (a
+    /// `PyTensor`'s shutdown guard, reachable through `DerefMut`), and travels through every
+    /// conversion of kind.
+    #[test]
+    fn the_crate_guard_cannot_be_replaced_from_safe_code() {
+        let before = DROPPED.load(Ordering::SeqCst);
+        let mut t = owner();
+        t.set_leak_guard(|| true);
+        t.leak_on_drop_if(|| false);
+        let any = t.into_any();
+        let back = any.into_versioned().unwrap();
+        let raw = back.as_raw();
+        drop(back);
+        assert_eq!(
+            DROPPED.load(Ordering::SeqCst),
+            before,
+            "leaked, not deleted"
+        );
+        // SAFETY: the owner leaked the tensor without calling its deleter: called once here.
+        unsafe { ((*raw).deleter.unwrap())(raw) };
+        assert_eq!(DROPPED.load(Ordering::SeqCst), before + 1);
+        let before = before + 1;
+        // Without the guard, the caller's predicate decides alone.
+        let mut t = owner();
+        t.leak_on_drop_if(|| false);
+        drop(t);
+        assert_eq!(DROPPED.load(Ordering::SeqCst), before + 1);
+        let mut t = owner();
+        t.leak_on_drop_if(|| true);
+        drop(t);
+        assert_eq!(DROPPED.load(Ordering::SeqCst), before + 1);
     }
 }
