@@ -362,14 +362,17 @@ impl<T> Drop for CudaTensor<T> {
         ctx.record_err(stored);
         ctx.record_err(leak_error);
         ctx.record_err(waited);
-        // SAFETY: as above.
-        unsafe { ManuallyDrop::drop(&mut self.borrow) };
         if done {
-            // SAFETY: as above.
-            unsafe { ManuallyDrop::drop(&mut self.owner) };
+            // SAFETY: as above. The borrow ends first, then the producer's tensor goes back.
+            unsafe {
+                ManuallyDrop::drop(&mut self.borrow);
+                ManuallyDrop::drop(&mut self.owner);
+            }
         }
         // Otherwise the device work could not be waited for (a failed context): the producer's
-        // tensor is leaked rather than handed back while queued work may still use it.
+        // tensor is leaked rather than handed back while queued work may still use it, and so is
+        // the borrow (both `ManuallyDrop`, left undropped): that work may still write the memory
+        // (a mutable view) or read it, so no other view of it may be granted ever after.
     }
 }
 

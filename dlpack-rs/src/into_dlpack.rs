@@ -205,8 +205,12 @@ mod ndarray_impls {
 
     /// Exports the array with its own shape and strides; read-only unless this `ArcArray` is
     /// the only owner of its data.
-    // SAFETY: as for `Array`; shared data is exported read-only, and a unique `ArcArray` moved
-    // into the export can gain no other owner afterwards.
+    // SAFETY: as for `Array`. Shared data (other `ArcArray`s may read it) is exported read-only,
+    // and every read-only export holds a shared borrow of its bytes until its deleter runs, so no
+    // mutable view through this crate (after torch re-exported it writable, say) is granted while
+    // the other owners may read; ndarray's copy-on-write keeps those owners from writing while
+    // shared. A unique `ArcArray` moved into the export can gain no other owner afterwards, so
+    // it is exported writable, with nothing else reaching its elements.
     unsafe impl<A: Element, D: Dimension> IntoDLPack for ArcArray<A, D> {
         fn tensor_info(&self) -> TensorInfo {
             array_info(self)

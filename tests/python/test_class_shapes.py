@@ -207,6 +207,25 @@ def test_mutable_torch_shares_and_survives_mutation(kind, no_leaks):
     np.testing.assert_array_equal(x.numpy(), expected)
 
 
+@needs_torch
+def test_torch_writes_a_read_only_export_in_place_unless_it_copies(no_leaks):
+    # torch cannot represent read-only tensors: its own kernels write a READ_ONLY export in
+    # place, and the class reads what torch wrote (the README's safety model). The consumer's
+    # copy=True, or a frozen class's writable export, are the documented choices.
+    m = ext.MutableFrame(1, 3)
+    c = torch.from_dlpack(m, copy=True)
+    c.add_(1)
+    assert m.values == [0.0, 1.0, 2.0]
+    assert c.data_ptr() != m.data_ptr
+    t = torch.from_dlpack(m)
+    assert t.data_ptr() == m.data_ptr
+    t.add_(1)
+    assert m.values == [1.0, 2.0, 3.0]
+    # This crate's own mutable views stay refused meanwhile.
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.add_one(t)
+
+
 @needs_jax
 @pytest.mark.parametrize("kind", MUTABLE)
 def test_mutable_jax_gets_a_copy(kind, no_leaks):

@@ -249,8 +249,12 @@ fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 /// `extent` is `info.extent()` (the validation succeeded for this `info`), and `info` must
 /// describe initialised memory that stays valid (and, unless `read_only`, writable
 /// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
-/// contract. Writers of the memory other than this crate's registered views are the caller's
-/// to exclude (a copy reads it under a shared borrow).
+/// contract. `readers` must be [`Readers::Rust`](safe::Readers) when Rust code outside the
+/// export may read the memory while it lives (a frozen class through `&self`); read-only
+/// exports hold a shared borrow of the bytes whatever it says. What this function establishes
+/// itself: no view of this crate writes the memory while a copy reads it (a shared borrow),
+/// and no mutable view is granted while the export's borrow lives. Writers outside the
+/// registry (foreign code holding the memory writable) are the caller's to exclude.
 pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     info: TensorInfo,

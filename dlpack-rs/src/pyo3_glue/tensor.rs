@@ -123,7 +123,9 @@ impl From<PyTensor> for DLPackTensor {
 /// Exports the owned tensor's memory, kept alive by the `DLPackTensor`.
 // SAFETY: the memory is the owned managed tensor's, which stays valid and in place until the
 // `DLPackTensor` (the keepalive of every export of it) drops it; its metadata was validated
-// when the owner was made; a read-only owner (and any bool tensor) is exported read-only.
+// when the owner was made. A read-only owner (and any bool tensor) is exported read-only, and
+// every read-only export holds a shared borrow of its bytes until its deleter runs; a writable
+// owner's elements are reached from Rust only through registered views (see `__dlpack__`).
 unsafe impl IntoDLPack for DLPackTensor {
     fn tensor_info(&self) -> TensorInfo {
         self.inner.tensor_info()
@@ -194,7 +196,11 @@ impl DLPackTensor {
         copy: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
         let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
-        // Rust reads this class's memory only through registered views: no borrow needed.
+        // No `&self` method of this class reads the owned tensor's elements: Rust reaches them
+        // only through `tensor()`'s views, which are registry borrows. So an export of a
+        // writable owner needs no borrow of its own; the memory of a read-only owner (an `Arc`
+        // or `&'static` export, a legacy import) is borrowed by every export of it, by the
+        // one block builder (`safe::Readers`), and by the owner's own block when it is ours.
         export_object_capsule(slf, &args, false)
     }
 

@@ -85,11 +85,16 @@ pub trait StreamOrder: Send + Sync {
 macro_rules! std_buffer {
     ($($ty:ty, shared_ptr_writable: $shared:expr, writable: $writable:expr, $mut_ptr:ident;)*) => {$(
         // SAFETY: for every row below, the elements live in the container's own heap
-        // allocation, which moving the container does not move, and stay initialised while it
-        // lives. `Vec::as_ptr` reads the Vec's raw pointer without making a reference to the
-        // elements (documented by `Vec`), so only `Vec` says `SHARED_PTR_WRITABLE`; a boxed
-        // slice's `as_mut_ptr` goes through a unique reborrow, so its `data_ptr_mut` may be
-        // written; `Arc` and `&'static` slices are shared, so they are exported read-only.
+        // allocation (or, for `&'static`, in memory that lives for the whole program), which
+        // moving the container does not move, and stay initialised while it lives. `Vec::as_ptr`
+        // reads the Vec's raw pointer without making a reference to the elements (documented by
+        // `Vec`), so only `Vec` says `SHARED_PTR_WRITABLE`; a boxed slice's `as_mut_ptr` goes
+        // through a unique reborrow, so its `data_ptr_mut` may be written. `Arc` and `&'static`
+        // slices are shared: `is_writable` is false, so every export of them is `READ_ONLY`,
+        // and every read-only export holds a shared borrow of its bytes until its deleter runs
+        // (`block::Readers`): a flag alone would not do, since torch ignores it and re-exports
+        // the memory writable; the borrow makes every mutable view of it through this crate
+        // fail while the other owners may read.
         unsafe impl<T: Element> Buffer for $ty {
             type Elem = T;
             const SHARED_PTR_WRITABLE: bool = $shared;
@@ -120,7 +125,9 @@ std_buffer! {
 
 // SAFETY: an `Arc` of a buffer keeps the buffer, and so its memory, in place for as long as any
 // clone lives; it only hands out `&B`, through which (the `Buffer` contract) nothing writes the
-// elements, so it is exported read-only.
+// elements. Other clones may read them while an export lives: `is_writable` is false, so the
+// export is `READ_ONLY` and holds a shared borrow of the bytes until its deleter runs
+// (`block::Readers`), which refuses every mutable view through this crate meanwhile.
 unsafe impl<B: Buffer> Buffer for Arc<B> {
     type Elem = B::Elem;
     fn data_ptr(&self) -> *mut B::Elem {

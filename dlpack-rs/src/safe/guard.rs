@@ -42,8 +42,11 @@ unsafe impl<T: Sync> Sync for WriteSlice<'_, T> {}
 impl<'a, T> ReadSlice<'a, T> {
     /// # Safety
     /// `ptr` points at `len` initialised, valid `T`s (or dangles, aligned, for `len == 0`) that
-    /// stay alive and unwritten for `'a`, which `borrow` (shared, covering them) enforces
-    /// against every other view.
+    /// stay alive and unwritten for `'a`. What `borrow` (shared, covering them) establishes is
+    /// narrower: no view of this crate (in any extension module of the process) and no export
+    /// that holds the registry borrow writes them meanwhile. Writers outside the registry (a
+    /// foreign consumer writing memory it was handed writable) are excluded by the export rules
+    /// instead (read-only flags, the README's safety model), not by this token.
     pub(crate) unsafe fn new(ptr: *const T, len: usize, borrow: BorrowToken) -> Self {
         ReadSlice {
             ptr,
@@ -57,8 +60,10 @@ impl<'a, T> ReadSlice<'a, T> {
 impl<'a, T> WriteSlice<'a, T> {
     /// # Safety
     /// `ptr` points at `len` initialised, valid, writable `T`s (or dangles, aligned, for
-    /// `len == 0`) alive for `'a`, which `borrow` (exclusive, covering them) keeps from every
-    /// other view.
+    /// `len == 0`) alive for `'a`, and nothing else reads or writes them meanwhile. `borrow`
+    /// (exclusive, covering them) establishes that for every view of this crate and every export
+    /// whose memory Rust may still read (each holds a shared borrow until its deleter runs);
+    /// foreign code holding the memory is outside what the token can see.
     pub(crate) unsafe fn new(ptr: *mut T, len: usize, borrow: BorrowToken) -> Self {
         WriteSlice {
             ptr,
