@@ -100,6 +100,16 @@ macro_rules! named_values {
             }
         }
 
+        /// The C name (`kDLCPU`, `kDLFloat`), or the number for a value DLPack does not define.
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.name() {
+                    Some(name) => f.write_str(name),
+                    None => write!(f, "{}", self.0),
+                }
+            }
+        }
+
         impl From<$inner> for $ty {
             fn from(value: $inner) -> Self {
                 $ty(value)
@@ -202,6 +212,59 @@ named_values! { DLDataTypeCode, u8,
     BCOMPLEX = K_DL_BCOMPLEX = 18, "kDLBcomplex";
 }
 
+/// The names dlpack-rs 0.3 had (bindgen's: `DLDeviceType::kDLCPU`, `DLDataTypeCode::kDLFloat`),
+/// as deprecated associated constants of the 0.4 types, so that 0.3 code keeps compiling while it
+/// moves to the Rust names (`DLDeviceType::CPU`, `DLDataTypeCode::FLOAT`). A 0.3 cast
+/// (`DLDeviceType::kDLCPU as i32`, `DLDataTypeCode::kDLFloat as u8`) becomes `.0` or
+/// `i32::from(..)` / `u8::from(..)`.
+macro_rules! bindgen_names {
+    ($ty:ident: $( $bindgen:ident = $assoc:ident, )*) => {
+        #[allow(non_upper_case_globals)]
+        impl $ty {
+            $(
+                #[doc = concat!("dlpack-rs 0.3's name of [`", stringify!($ty), "::", stringify!($assoc), "`].")]
+                #[deprecated(
+                    since = "0.4.0",
+                    note = "dlpack-rs 0.3's bindgen name: use the upper-case Rust name (kDLCPU -> CPU, kDLFloat -> FLOAT, kDLCUDAHost -> CUDA_HOST)"
+                )]
+                pub const $bindgen: $ty = $ty::$assoc;
+            )*
+        }
+    };
+}
+
+bindgen_names! { DLDeviceType:
+    kDLCPU = CPU, kDLCUDA = CUDA, kDLCUDAHost = CUDA_HOST, kDLOpenCL = OPENCL,
+    kDLVulkan = VULKAN, kDLMetal = METAL, kDLVPI = VPI, kDLROCM = ROCM,
+    kDLROCMHost = ROCM_HOST, kDLExtDev = EXT_DEV, kDLCUDAManaged = CUDA_MANAGED,
+    kDLOneAPI = ONE_API, kDLWebGPU = WEBGPU, kDLHexagon = HEXAGON, kDLMAIA = MAIA, kDLTrn = TRN,
+}
+
+bindgen_names! { DLDataTypeCode:
+    kDLInt = INT, kDLUInt = UINT, kDLFloat = FLOAT, kDLOpaqueHandle = OPAQUE_HANDLE,
+    kDLBfloat = BFLOAT, kDLComplex = COMPLEX, kDLBool = BOOL, kDLFloat8_e3m4 = FLOAT8_E3M4,
+    kDLFloat8_e4m3 = FLOAT8_E4M3, kDLFloat8_e4m3b11fnuz = FLOAT8_E4M3B11FNUZ,
+    kDLFloat8_e4m3fn = FLOAT8_E4M3FN, kDLFloat8_e4m3fnuz = FLOAT8_E4M3FNUZ,
+    kDLFloat8_e5m2 = FLOAT8_E5M2, kDLFloat8_e5m2fnuz = FLOAT8_E5M2FNUZ,
+    kDLFloat8_e8m0fnu = FLOAT8_E8M0FNU, kDLFloat6_e2m3fn = FLOAT6_E2M3FN,
+    kDLFloat6_e3m2fn = FLOAT6_E3M2FN, kDLFloat4_e2m1fn = FLOAT4_E2M1FN,
+}
+
+/// dlpack-rs 0.3 typed `DLDevice::device_type` as `u32` (bindgen's C enum): a 0.3 `u32` converts
+/// with `.into()`. Every `u32` maps to the `i32` of the same bits, as C stores the enum.
+impl From<u32> for DLDeviceType {
+    fn from(value: u32) -> Self {
+        DLDeviceType(value as i32)
+    }
+}
+
+/// The 0.3 `u32` of a device type (the same bits as its `i32`).
+impl From<DLDeviceType> for u32 {
+    fn from(value: DLDeviceType) -> Self {
+        value.0 as u32
+    }
+}
+
 /// A device: its type and an index among devices of that type (`DLDevice`).
 #[repr(C)]
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -222,6 +285,20 @@ pub struct DLDataType {
     pub bits: u8,
     /// Number of lanes, for vector types; 1 for ordinary tensors.
     pub lanes: u16,
+}
+
+/// `kDLCPU:0`: the device type's C name (or number) and the index.
+impl fmt::Display for DLDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.device_type, self.device_id)
+    }
+}
+
+/// `kDLFloat/32x1`: the code's C name (or number), the bits and the lanes.
+impl fmt::Display for DLDataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}x{}", self.code, self.bits, self.lanes)
+    }
 }
 
 /// A tensor's memory and layout, without ownership (`DLTensor`).

@@ -4,6 +4,7 @@
 use core::ptr::NonNull;
 
 use super::block::{build, Readers};
+#[cfg(feature = "pyo3")]
 use super::layout::Extent;
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
 use super::{Error, TensorInfo};
