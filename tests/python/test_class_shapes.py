@@ -307,3 +307,39 @@ def test_plain_struct_to_jax_shares_memory():
     j = jnp.from_dlpack(t)  # 64-byte aligned (AlignedBuffer): shared, not copied
     assert j.unsafe_buffer_pointer() == ptr
     assert np.asarray(j).tolist() == EXPECTED_PLAIN
+
+
+# ---------------------------------------------------------------------------------------------
+# A mutable class with its own __dlpack__ over a backing enum (export_dlpack_value)
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_backed_class_answers_the_protocol(aligned):
+    img = ext.BackedImage(4, aligned)
+    a = np.from_dlpack(img)  # versioned: shared, read-only
+    assert a.tolist() == [0, 1, 2, 3] and not a.flags.writeable
+    assert a.ctypes.data == img.data_ptr
+    img.clear()  # the export keeps the old bytes alive
+    assert list(img.values()) == [0, 0, 0, 0]
+    assert a.tolist() == [0, 1, 2, 3]
+    with pytest.raises(BufferError, match="read-only"):
+        img.__dlpack__(copy=False)  # legacy, read-only, no copy allowed
+    with pytest.raises(ValueError):
+        img.__dlpack__(copy=1)
+    assert ext.inspect(img.__dlpack__(copy=True, max_version=(1, 3)))["copied"] is True
+
+
+@needs_torch
+def test_backed_class_through_torch_stays_borrowed():
+    img = ext.BackedImage(3)
+    t = torch.from_dlpack(img)
+    assert t.data_ptr() == img.data_ptr
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.add_one(t)
+    assert list(img.values()) == [0, 1, 2]
+
+
+@needs_jax
+def test_backed_class_to_jax():
+    img = ext.BackedImage(4, True)
+    assert jnp.from_dlpack(img).tolist() == [0, 1, 2, 3]  # a copy: legacy request

@@ -99,6 +99,117 @@ where
     export_object_capsule(slf, &args, true)
 }
 
+/// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)` protocol
+/// for a value that keeps its memory alive itself: the door for a class the derive does not fit
+/// (a mutable `#[pyclass]` whose data sits in an enum of backings, say) that writes its own
+/// `__dlpack__` and hands over a shared handle of its data (an `Arc` clone) as the keepalive.
+///
+/// The arguments are checked and answered as [`export_dlpack`] does (stream order for device
+/// data, `dl_device`, `copy`, legacy or versioned capsule, a copy for a legacy request of
+/// read-only data unless `copy=False`). The export holds a shared borrow of the bytes until its
+/// deleter runs, since the class's own Rust code may read them through another handle: imports
+/// of it get shared views only, and a mutable view of them raises `BufferError` meanwhile.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use dlpack_rs::pyo3_glue::{export_dlpack_value, IntoDLPack};
+/// use dlpack_rs::safe::{cpu_device, dtype_u8, TensorInfo};
+/// use pyo3::prelude::*;
+/// use pyo3::types::PyCapsule;
+///
+/// /// The data of an image, wherever it lives (a backing enum, as kornia's `Image` has).
+/// #[derive(Clone)]
+/// enum Backing {
+///     Host(Arc<[u8]>),
+///     Zeros(Arc<Vec<u8>>),
+/// }
+///
+/// // SAFETY: both variants hold their bytes in an `Arc`'d heap allocation that no clone moves
+/// // or frees while it lives, and no owner writes while shared: exported read-only.
+/// unsafe impl IntoDLPack for Backing {
+///     fn tensor_info(&self) -> TensorInfo {
+///         let bytes: &[u8] = match self {
+///             Backing::Host(b) => b,
+///             Backing::Zeros(v) => v,
+///         };
+///         TensorInfo::contiguous(bytes.as_ptr().cast_mut().cast(), cpu_device(), dtype_u8(), vec![bytes.len() as i64])
+///     }
+///     fn is_read_only(&self) -> bool {
+///         true
+///     }
+/// }
+///
+/// /// A mutable class: `&mut self` methods may replace the backing while exports hold theirs.
+/// #[pyclass]
+/// struct Image {
+///     backing: Backing,
+/// }
+///
+/// #[pymethods]
+/// impl Image {
+///     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+///     fn __dlpack__<'py>(
+///         &self,
+///         py: Python<'py>,
+///         stream: Option<Bound<'py, PyAny>>,
+///         max_version: Option<Bound<'py, PyAny>>,
+///         dl_device: Option<Bound<'py, PyAny>>,
+///         copy: Option<Bound<'py, PyAny>>,
+///     ) -> PyResult<Bound<'py, PyCapsule>> {
+///         export_dlpack_value(py, self.backing.clone(), stream, max_version, dl_device, copy)
+///     }
+///
+///     fn __dlpack_device__(&self) -> (i32, i32) {
+///         (1, 0)
+///     }
+///
+///     fn clear(&mut self) {
+///         self.backing = Backing::Zeros(Arc::new(vec![0; 4]));
+///     }
+/// }
+///
+/// Python::initialize();
+/// Python::attach(|py| -> PyResult<()> {
+///     let image = Bound::new(py, Image { backing: Backing::Host(vec![1u8, 2, 3, 4].into()) })?;
+///     let capsule = image.call_method("__dlpack__", (), Some(&[("max_version", (1, 3))].into_py_dict(py)?))?;
+///     image.call_method0("clear")?; // the export keeps the old bytes alive
+///     // SAFETY: made by our own `__dlpack__` just above.
+///     let t = unsafe { dlpack_rs::pyo3_glue::PyTensor::from_capsule(capsule.cast()?) }?;
+///     assert_eq!(*t.as_slice::<u8>()?, [1, 2, 3, 4]);
+///     Ok(())
+/// })
+/// .unwrap();
+/// # use pyo3::types::IntoPyDict;
+/// ```
+pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
+    py: Python<'py>,
+    value: T,
+    stream: Option<Bound<'py, PyAny>>,
+    max_version: Option<Bound<'py, PyAny>>,
+    dl_device: Option<Bound<'py, PyAny>>,
+    copy: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
+    super::borrow::join(py)?;
+    let (info, extent) = value.__tensor_info_with_extent();
+    let extent = match extent {
+        Some(extent) => extent,
+        None => info.extent()?,
+    };
+    if let Some(order) = order_of(&value, &info) {
+        args.check_stream(info.device)?;
+        if let Some(stream) = ordered_stream(info.device, args.stream) {
+            order.order_before(info.device, stream)?;
+        }
+    }
+    let read_only = value.is_read_only();
+    // SAFETY: the `IntoDLPack` contract: `value` (the keepalive) keeps the memory `info`
+    // describes valid and in place (writable unless read-only); `extent` is `info`'s. Rust code
+    // may read the memory through another handle of the class: `Readers::Rust`.
+    unsafe { export_capsule(py, info, extent, read_only, Readers::Rust, value, &args) }
+}
+
 /// [`export_dlpack`] with arguments already parsed, for any class with a [`ClassRoute`].
 /// `rust_reads` says whether Rust code may read the exported memory without a registered view
 /// (a `#[pyclass]` reading its own field through `&self`): the export then holds a shared

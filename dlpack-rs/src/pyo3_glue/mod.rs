@@ -79,7 +79,7 @@ pub use capsule::into_capsule;
 pub use dunder::dlpack_method;
 #[doc(hidden)]
 pub use export::ClassRoute;
-pub use export::{export_dlpack, export_dlpack_device};
+pub use export::{export_dlpack, export_dlpack_device, export_dlpack_value};
 pub use extract::{TensorMut, TensorRef, ANY_NDIM};
 pub use handoff::to_framework;
 pub use import::{ImportOptions, PyTensor};

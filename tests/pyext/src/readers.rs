@@ -95,9 +95,108 @@ impl SharedData {
     }
 }
 
+/// The data of a `BackedImage`: two kinds of backing, as kornia's `Image` keeps an enum.
+#[derive(Clone)]
+enum Backing {
+    Host(Arc<[u8]>),
+    Aligned(Arc<dlpack_rs::safe::AlignedBuffer<u8>>),
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Host(b) => b,
+            Backing::Aligned(a) => a,
+        }
+    }
+}
+
+// SAFETY: both variants keep their bytes in an `Arc`'d allocation that no clone moves or frees
+// while it lives, and that no owner writes while shared: exported read-only.
+unsafe impl IntoDLPack for Backing {
+    fn tensor_info(&self) -> dlpack_rs::safe::TensorInfo {
+        let bytes = self.bytes();
+        dlpack_rs::safe::TensorInfo::contiguous(
+            bytes.as_ptr().cast_mut().cast(),
+            dlpack_rs::safe::cpu_device(),
+            dlpack_rs::safe::dtype_u8(),
+            vec![bytes.len() as i64],
+        )
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+}
+
+/// A mutable class with its own `__dlpack__` over a backing enum (the derive does not fit):
+/// `export_dlpack_value` answers the protocol with a clone of the backing as the keepalive.
+#[pyclass(module = "dlpack_testext")]
+struct BackedImage {
+    backing: Backing,
+}
+
+#[pymethods]
+impl BackedImage {
+    /// `n` bytes `0, 1, 2, ...`, in host memory or in the library's aligned buffer.
+    #[new]
+    #[pyo3(signature = (n, aligned=false))]
+    fn new(n: usize, aligned: bool) -> Self {
+        let values: Vec<u8> = (0..n).map(|i| i as u8).collect();
+        let backing = if aligned {
+            let mut buffer = dlpack_rs::safe::AlignedBuffer::<u8>::zeroed(n).expect("allocation");
+            buffer.copy_from_slice(&values);
+            Backing::Aligned(Arc::new(buffer))
+        } else {
+            Backing::Host(values.into())
+        };
+        BackedImage { backing }
+    }
+
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<Bound<'py, PyAny>>,
+        dl_device: Option<Bound<'py, PyAny>>,
+        copy: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        dlpack_rs::pyo3_glue::export_dlpack_value(
+            py,
+            self.backing.clone(),
+            stream,
+            max_version,
+            dl_device,
+            copy,
+        )
+    }
+
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (1, 0)
+    }
+
+    /// Replaces the bytes by zeros (exports keep the old ones).
+    fn clear(&mut self) {
+        self.backing = Backing::Host(vec![0u8; self.backing.bytes().len()].into());
+    }
+
+    /// The bytes, as Rust reads them now.
+    fn values(&self) -> Vec<u8> {
+        self.backing.bytes().to_vec()
+    }
+
+    /// The address of the first byte.
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.backing.bytes().as_ptr() as usize
+    }
+}
+
 /// Adds these functions and classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SharedData>()?;
+    m.add_class::<BackedImage>()?;
     m.add_function(wrap_pyfunction!(static_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(static_values, m)?)?;
     Ok(())
