@@ -177,6 +177,16 @@ impl ImportOptions {
     /// newer keywords, then checks the device itself and makes the copy itself when
     /// `copy(true)` was asked for.
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let mut tensor = self.import_unchecked_by_numpy(obj)?;
+        if self.copy != Some(true) {
+            // The memory of a numpy array: its views take rust-numpy's borrows too.
+            super::numpy_borrow::coordinate(obj, &mut tensor.0)?;
+        }
+        Ok(tensor)
+    }
+
+    /// [`ImportOptions::import`] before the borrows shared with rust-numpy are arranged.
+    fn import_unchecked_by_numpy(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
         if obj.cast::<PyCapsule>().is_ok() {
             return Err(PyTypeError::new_err(

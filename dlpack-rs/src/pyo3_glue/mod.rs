@@ -70,6 +70,7 @@ mod extract;
 mod handoff;
 mod import;
 mod keepalive;
+mod numpy_borrow;
 mod protocol;
 mod tensor;
 

@@ -305,14 +305,34 @@ pub(crate) fn current_api() -> &'static BorrowApi {
     current()
 }
 
-/// One registered borrow of `start..end`; dropping it releases the range.
+/// One registered borrow of `start..end`; dropping it releases the range (and then the
+/// matching borrow of an external checker, when one was taken with it: see
+/// [`BorrowToken::with_external`]).
 #[derive(Debug)]
 pub(crate) struct BorrowToken {
     api: Option<&'static BorrowApi>,
     start: usize,
     end: usize,
     exclusive: bool,
+    external: Option<ExternalHold>,
 }
+
+/// A borrow taken in a checker outside this registry (rust-numpy's, for memory of a numpy
+/// array), released by `release(ctx, exclusive)` when the token drops.
+#[derive(Debug)]
+pub(crate) struct ExternalHold {
+    /// Releases the external borrow; must not unwind, and may run on any thread.
+    pub(crate) release: unsafe fn(*mut c_void, bool),
+    /// What the external checker keys by, kept alive by the token's owner while it lives.
+    pub(crate) ctx: *mut c_void,
+    /// Whether the external borrow is exclusive.
+    pub(crate) exclusive: bool,
+}
+
+// SAFETY: `ctx` is only handed back to `release`, which may run on any thread (its contract).
+unsafe impl Send for ExternalHold {}
+// SAFETY: `&ExternalHold` gives no access to `ctx`'s pointee.
+unsafe impl Sync for ExternalHold {}
 
 impl core::fmt::Debug for BorrowApi {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -329,7 +349,16 @@ impl BorrowToken {
         start: 0,
         end: 0,
         exclusive: false,
+        external: None,
     };
+
+    /// The same token, also holding `hold` (an external borrow taken after this one), which is
+    /// released after the registry's range when the token drops.
+    #[allow(dead_code)] // used by the Python glue
+    pub(crate) fn with_external(mut self, hold: ExternalHold) -> Self {
+        self.external = Some(hold);
+        self
+    }
 
     /// Registers every byte of the elements `low..=high` (offsets in elements of `bits` bits
     /// from the element at address `first`; the first byte rounds down, the end up).
@@ -363,6 +392,7 @@ impl BorrowToken {
                 start,
                 end,
                 exclusive,
+                external: None,
             }),
             CONFLICT => Err(Error::AlreadyBorrowed { exclusive }),
             _ => Err(Error::OutOfMemory),
@@ -375,6 +405,11 @@ impl Drop for BorrowToken {
         if let Some(api) = self.api {
             // SAFETY: releases exactly the registration `acquire` made in this table.
             unsafe { (api.release)(api.state, self.start, self.end, self.exclusive) };
+        }
+        if let Some(hold) = self.external.take() {
+            // SAFETY: releases the external borrow taken with this token, once; its context is
+            // kept alive by the owner the token's view borrows (`Managed`'s external hook).
+            unsafe { (hold.release)(hold.ctx, hold.exclusive) };
         }
     }
 }

@@ -89,7 +89,31 @@ pub struct Managed<K: Kind> {
     /// apart from `leak_if` so that no safe call (`leak_on_drop_if`, reachable through
     /// `PyTensor`'s `DerefMut`) can take it away.
     guard: Option<fn() -> bool>,
+    /// A borrow checker outside this crate that every view must satisfy too (rust-numpy's, for
+    /// an import of a numpy array), with the context it keys by; set by the Python glue.
+    external: Option<External>,
     _kind: PhantomData<K>,
+}
+
+/// A second borrow checker an owner's views must satisfy (see `Managed::set_external`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct External {
+    /// What the checker does.
+    pub(crate) api: &'static ExternalApi,
+    /// What it keys by (an owned reference the owner releases with `drop_ctx`).
+    pub(crate) ctx: *mut c_void,
+}
+
+/// The functions of an external borrow checker. None may unwind; each may run on any thread.
+#[derive(Debug)]
+pub(crate) struct ExternalApi {
+    /// Takes a shared (`false`) or exclusive (`true`) borrow of the context's memory, or refuses
+    /// with the error to report.
+    pub(crate) acquire: unsafe fn(*mut c_void, bool) -> Result<(), Error>,
+    /// Releases one borrow `acquire` took with the same arguments.
+    pub(crate) release: unsafe fn(*mut c_void, bool),
+    /// Releases the context itself, once, when the owner lets go of it.
+    pub(crate) drop_ctx: unsafe fn(*mut c_void),
 }
 
 // SAFETY: see the type's documentation: the deleter may run on any thread per the protocol,
@@ -155,6 +179,7 @@ impl<K: Kind> Managed<K> {
             read_only: false,
             leak_if: None,
             guard: None,
+            external: None,
             _kind: PhantomData,
         }
     }
@@ -266,6 +291,44 @@ impl<K: Kind> Managed<K> {
         self.leak_if = Some(leak_if);
     }
 
+    /// Makes every view of this owner also take a borrow in `external` (after the registry's,
+    /// released with it), and hands its context to the owner, which releases it once.
+    ///
+    /// # Safety
+    ///
+    /// `external.ctx` stays valid for `external.api`'s functions until `drop_ctx` is called on
+    /// it, and this owner is the only one to call `drop_ctx` on it.
+    #[allow(dead_code)] // used by the Python glue
+    pub(crate) unsafe fn set_external(&mut self, external: External) {
+        if let Some(old) = self.external.replace(external) {
+            // SAFETY: the previous context was this owner's alone (this function's contract).
+            unsafe { (old.api.drop_ctx)(old.ctx) };
+        }
+    }
+
+    /// Adds the external checker's borrow to a registry token just taken for a view.
+    fn with_external(&self, token: BorrowToken, exclusive: bool) -> Result<BorrowToken, Error> {
+        let Some(external) = self.external else {
+            return Ok(token);
+        };
+        // SAFETY: the context stays valid until this owner drops it (`set_external`), and every
+        // view (and so every token) borrows this owner.
+        unsafe { (external.api.acquire)(external.ctx, exclusive) }?;
+        Ok(token.with_external(super::borrow::ExternalHold {
+            release: external.api.release,
+            ctx: external.ctx,
+            exclusive,
+        }))
+    }
+
+    /// Releases the external checker's context (when the owner gives up the tensor).
+    fn drop_external(&mut self) {
+        if let Some(external) = self.external.take() {
+            // SAFETY: this owner's own context, released once (`set_external`).
+            unsafe { (external.api.drop_ctx)(external.ctx) };
+        }
+    }
+
     /// Sets the crate's own leak guard (see `leak_on_drop_if`), which no public call removes.
     #[allow(dead_code)] // used by the Python glue
     pub(crate) fn set_leak_guard(&mut self, leak_if: fn() -> bool) {
@@ -371,7 +434,9 @@ impl<K: Kind> Managed<K> {
             }
         }
         let bits = super::dtype::element_bits(self.dtype());
-        BorrowToken::acquire_elements(self.data_ptr() as usize, low, high, bits, exclusive)
+        let token =
+            BorrowToken::acquire_elements(self.data_ptr() as usize, low, high, bits, exclusive)?;
+        self.with_external(token, exclusive)
     }
 
     /// Checks that a slice of `T` over this tensor is sound and borrows it, returning its first
@@ -397,6 +462,7 @@ impl<K: Kind> Managed<K> {
             start.wrapping_add(len * core::mem::size_of::<T>()),
             exclusive,
         )?;
+        let token = self.with_external(token, exclusive)?;
         // SAFETY: host-accessible, non-NULL, aligned, contiguous memory of `len` elements of
         // T's dtype (validated at construction not to overflow), alive until the deleter runs,
         // and borrowed above so no view elsewhere writes it.
@@ -469,7 +535,8 @@ impl<K: Kind> Managed<K> {
     /// Gives up ownership without calling the deleter: the managed struct's pointer and whether
     /// it is versioned. A read-only versioned owner hands the `READ_ONLY` flag on; a read-only
     /// legacy one cannot (the caller decides whether that may go on).
-    pub(crate) fn into_raw_parts(self) -> (NonNull<c_void>, bool) {
+    pub(crate) fn into_raw_parts(mut self) -> (NonNull<c_void>, bool) {
+        self.drop_external();
         let (ptr, versioned, read_only) = (self.ptr, self.versioned, self.read_only);
         core::mem::forget(self);
         if versioned && read_only {
@@ -639,6 +706,7 @@ impl<K: Kind> Managed<K> {
             read_only: this.read_only,
             leak_if: this.leak_if,
             guard: this.guard,
+            external: this.external,
             _kind: PhantomData,
         }
     }
@@ -659,6 +727,8 @@ impl From<ManagedTensorVersioned> for AnyManaged {
 impl<K: Kind> Drop for Managed<K> {
     fn drop(&mut self) {
         if self.guard.is_some_and(|leak| leak()) || self.leak_if.is_some_and(|leak| leak()) {
+            // The external context is released by code that handles shutdown itself.
+            self.drop_external();
             return;
         }
         // SAFETY: we own the tensor; reading `deleter` is valid until it runs, and it runs once.
@@ -675,6 +745,7 @@ impl<K: Kind> Drop for Managed<K> {
                 }
             }
         }
+        self.drop_external();
     }
 }
 

@@ -45,6 +45,8 @@ pub use layout::{compact_strides, is_c_contiguous, MAX_NDIM};
 pub use managed::{
     AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
 };
+#[allow(unused_imports)] // used by the Python glue
+pub(crate) use managed::{External, ExternalApi};
 pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 pub(crate) use pack::{pack_owned, pack_owned_versioned};
 #[cfg(feature = "pyo3")]

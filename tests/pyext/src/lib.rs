@@ -10,6 +10,7 @@ mod hardening;
 mod heap;
 mod ndarray_funcs;
 mod readers;
+mod rust_numpy;
 mod shapes;
 mod streams;
 
@@ -610,6 +611,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     exchange::register(m)?;
     streams::register(m)?;
     readers::register(m)?;
+    rust_numpy::register(m)?;
     #[cfg(feature = "cudarc")]
     cuda::register(m)?;
     Ok(())

@@ -1,0 +1,484 @@
+//! Borrows shared with rust-numpy: every view of an import of a numpy array also takes the
+//! matching borrow in rust-numpy's borrow table, so that a `PyReadwriteArray` of rust-numpy and a
+//! mutable view of this crate never alias one array in one process.
+//!
+//! rust-numpy publishes its borrow checking as a versioned C table in a capsule named
+//! `_RUST_NUMPY_BORROW_CHECKING_API`, an attribute of numpy's `multiarray` module
+//! (`numpy._core.multiarray` from numpy 2, `numpy.core.multiarray` before), created by the first
+//! extension module that needs it; every later module uses the one it finds. Its functions take
+//! the table's state and a numpy array object, and are called attached (with the GIL):
+//! `acquire` / `acquire_mut` answer 0 (taken), -1 (a conflicting borrow), or, for `acquire_mut`,
+//! -2 (the array is not writeable); `release` / `release_mut` give one back. Versions only
+//! append fields: version 1's layout, written below, was checked against rust-numpy 0.30's source
+//! (`src/borrow/shared.rs`), the version the test suite builds against; any version >= 1 is
+//! accepted, as rust-numpy itself does.
+//!
+//! When no module created the table yet, this crate creates it, version 1, with its own
+//! implementation of the same rules (below), so that a rust-numpy module loaded later sees the
+//! borrows taken before it. The table lives for the rest of the process.
+
+use core::ffi::{c_char, c_int, c_void};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyCapsule, PyDict, PyType};
+
+use super::keepalive::{exiting_unattached, this_thread_is_attached, PyKeepalive};
+use crate::safe::Error;
+
+/// The capsule's name (and the attribute's).
+const NAME: &core::ffi::CStr = c"_RUST_NUMPY_BORROW_CHECKING_API";
+
+/// Version 1 of rust-numpy's table (later versions append fields).
+#[repr(C)]
+struct Shared {
+    version: u64,
+    flags: *mut c_void,
+    acquire: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject) -> c_int,
+    acquire_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject) -> c_int,
+    release: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
+    release_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
+}
+
+/// The table found (or made) in this process, as an address (it lives for the rest of the
+/// process: a capsule of numpy's module that we hold a reference to, or our own static).
+struct Table(*const Shared);
+// SAFETY: the table is immutable and its functions synchronise their own state.
+unsafe impl Send for Table {}
+// SAFETY: as above.
+unsafe impl Sync for Table {}
+
+static TABLE: PyOnceLock<Table> = PyOnceLock::new();
+static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+
+/// numpy's `ndarray` type, once numpy has been imported by someone (never imports it itself).
+fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
+    if let Some(t) = NDARRAY.get(py) {
+        return Ok(Some(t.bind(py)));
+    }
+    let modules = SYS_MODULES.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+        Ok(py
+            .import("sys")?
+            .getattr("modules")?
+            .cast_into::<PyDict>()?
+            .unbind())
+    })?;
+    let Some(numpy) = modules.bind(py).get_item("numpy")? else {
+        return Ok(None);
+    };
+    let ty = numpy.getattr("ndarray")?.cast_into::<PyType>()?.unbind();
+    Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)))
+}
+
+/// numpy's `multiarray` module, where rust-numpy keeps its table.
+fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    let version: String = py.import("numpy")?.getattr("__version__")?.extract()?;
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(2);
+    py.import(if major >= 2 {
+        "numpy._core.multiarray"
+    } else {
+        "numpy.core.multiarray"
+    })
+}
+
+/// rust-numpy's table: the one some module published, or ours, published now.
+fn table(py: Python<'_>) -> PyResult<&'static Shared> {
+    let table = TABLE.get_or_try_init(py, || -> PyResult<Table> {
+        let module = multiarray(py)?;
+        let capsule = match module.getattr(pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API")) {
+            Ok(found) => found.cast_into::<PyCapsule>()?,
+            Err(_) => {
+                // SAFETY: `OURS` is a static that lives for the rest of the process; the capsule
+                // has no destructor, and its name is a static string.
+                let capsule = unsafe {
+                    PyCapsule::new_with_pointer(py, core::ptr::NonNull::from(&OURS).cast(), NAME)
+                }?;
+                module.setattr(
+                    pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API"),
+                    &capsule,
+                )?;
+                capsule
+            }
+        };
+        let ptr = capsule
+            .pointer_checked(Some(NAME))?
+            .as_ptr()
+            .cast::<Shared>();
+        // SAFETY: every version of the table starts with its version (a u64).
+        let version = unsafe { ptr.cast::<u64>().read() };
+        if version < 1 {
+            return Err(PyTypeError::new_err(format!(
+                "rust-numpy's borrow checking table has version {version}, which this crate \
+                 cannot share borrows with"
+            )));
+        }
+        // The table must outlive every use: keep the capsule (and so the table) for good.
+        core::mem::forget(capsule);
+        Ok(Table(ptr))
+    })?;
+    // SAFETY: a table of version >= 1 that lives for the rest of the process (above).
+    Ok(unsafe { &*table.0 })
+}
+
+/// What an import of a numpy array keeps for its views: the array (the table keys by it) and
+/// the table.
+struct NumpyCtx {
+    array: *mut ffi::PyObject,
+    table: &'static Shared,
+    _keep: PyKeepalive,
+}
+
+/// Makes every view of `tensor` (imported from `obj`) also take rust-numpy's borrow of `obj`,
+/// when `obj` is a numpy array. Nothing to do for any other producer (torch's `from_numpy`
+/// tensors and other foreign owners of numpy memory are invisible to rust-numpy's table, which
+/// keys by numpy objects: outside the model).
+pub(crate) fn coordinate(
+    obj: &Bound<'_, PyAny>,
+    tensor: &mut crate::safe::AnyManaged,
+) -> PyResult<()> {
+    let py = obj.py();
+    let Some(ndarray) = ndarray_type(py)? else {
+        return Ok(());
+    };
+    if !obj.is_instance(ndarray)? {
+        return Ok(());
+    }
+    let table = table(py)?;
+    let ctx = Box::new(NumpyCtx {
+        array: obj.as_ptr(),
+        table,
+        _keep: PyKeepalive::new(py, obj.clone().unbind()),
+    });
+    let external = crate::safe::External {
+        api: &NUMPY_API,
+        ctx: Box::into_raw(ctx).cast(),
+    };
+    // SAFETY: the context is a fresh box, valid until `drop_ctx` frees it, and owned by this
+    // owner alone; the array it points at is kept alive by its keepalive until then.
+    unsafe { tensor.set_external(external) };
+    Ok(())
+}
+
+static NUMPY_API: crate::safe::ExternalApi = crate::safe::ExternalApi {
+    acquire: numpy_acquire,
+    release: numpy_release,
+    drop_ctx: numpy_drop_ctx,
+};
+
+/// Runs `f` attached to the interpreter: directly on an attached thread (by CPython's own thread
+/// state), else after `PyGILState_Ensure`; `None` once shutdown has begun on a thread that is not
+/// attached (nothing may attach then).
+fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
+    if this_thread_is_attached() {
+        return Some(f());
+    }
+    if exiting_unattached() {
+        return None;
+    }
+    // SAFETY: the interpreter is not shutting down (checked above); paired with the release.
+    let gil = unsafe { ffi::PyGILState_Ensure() };
+    let result = f();
+    // SAFETY: pairs with the `PyGILState_Ensure` above, on this thread.
+    unsafe { ffi::PyGILState_Release(gil) };
+    Some(result)
+}
+
+/// `ExternalApi::acquire`: rust-numpy's `acquire` / `acquire_mut` of the array.
+///
+/// # Safety
+///
+/// `ctx` is a live `NumpyCtx` made by `coordinate`.
+unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
+    // SAFETY: this function's contract.
+    let ctx = unsafe { &*ctx.cast::<NumpyCtx>() };
+    let t = ctx.table;
+    let rc = attached(|| {
+        // SAFETY: attached; a table of version >= 1 and a live numpy array (kept by the context).
+        unsafe {
+            if exclusive {
+                (t.acquire_mut)(t.flags, ctx.array)
+            } else {
+                (t.acquire)(t.flags, ctx.array)
+            }
+        }
+    });
+    match rc {
+        Some(0) => Ok(()),
+        Some(-2) => Err(Error::ReadOnly),
+        // -1 (a conflicting borrow in rust-numpy), an unknown answer, or shutdown: refused.
+        _ => Err(Error::AlreadyBorrowed { exclusive }),
+    }
+}
+
+/// `ExternalApi::release`: rust-numpy's `release` / `release_mut` of the array.
+///
+/// # Safety
+///
+/// As `numpy_acquire`, for a borrow it took with the same `exclusive`.
+unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
+    // SAFETY: this function's contract.
+    let ctx = unsafe { &*ctx.cast::<NumpyCtx>() };
+    let t = ctx.table;
+    // Once shutdown has begun on an unattached thread the borrow stays in the table: the
+    // process is exiting, and a stale borrow only refuses.
+    let _ = attached(|| {
+        // SAFETY: attached; releases the borrow `numpy_acquire` took with the same kind.
+        unsafe {
+            if exclusive {
+                (t.release_mut)(t.flags, ctx.array)
+            } else {
+                (t.release)(t.flags, ctx.array)
+            }
+        }
+    });
+}
+
+/// `ExternalApi::drop_ctx`: frees the context (its keepalive releases the array the way every
+/// keepalive of this crate does, on any thread).
+///
+/// # Safety
+///
+/// `ctx` was made by `coordinate` and is dropped once.
+unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
+    // SAFETY: this function's contract.
+    drop(unsafe { Box::from_raw(ctx.cast::<NumpyCtx>()) });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Our implementation of version 1 of the table, published when no module made one before.
+//
+// The rules are rust-numpy's: a borrow is keyed by the array's base object (following `base`
+// through numpy arrays), then by the array's data range, data pointer and the gcd of its
+// strides; shared borrows of one key are counted; two keys of one base conflict when their
+// ranges overlap and the gcd of all their strides divides the distance between their data
+// pointers (an over-approximation); an exclusive borrow conflicts with any borrow of a
+// conflicting (or the same) key; a shared one with exclusive ones only.
+
+/// The fields of numpy's `PyArrayObject` this table reads (its layout is numpy's ABI, the same
+/// in numpy 1 and 2).
+#[repr(C)]
+struct ArrayFields {
+    ob_base: ffi::PyObject,
+    data: *mut c_char,
+    nd: c_int,
+    dimensions: *mut isize,
+    strides: *mut isize,
+    base: *mut ffi::PyObject,
+    descr: *mut ffi::PyObject,
+    flags: c_int,
+}
+
+/// numpy's `NPY_ARRAY_WRITEABLE` flag.
+const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    start: usize,
+    end: usize,
+    data: usize,
+    gcd: isize,
+}
+
+fn gcd(mut a: isize, mut b: isize) -> isize {
+    (a, b) = (a.unsigned_abs() as isize, b.unsigned_abs() as isize);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+impl Key {
+    fn conflicts(&self, other: &Key) -> bool {
+        if other.start >= self.end || self.start >= other.end {
+            return false;
+        }
+        let g = gcd(self.gcd, other.gcd);
+        let diff = self.data.abs_diff(other.data);
+        g == 0 || diff % (g.unsigned_abs()) == 0
+    }
+}
+
+/// Base object -> key -> count (> 0: shared borrows, -1: exclusive).
+type Flags = HashMap<usize, HashMap<Key, isize>>;
+
+struct OurFlags(Mutex<Option<Flags>>);
+
+static FLAGS: OurFlags = OurFlags(Mutex::new(None));
+
+/// Our version-1 table.
+static OURS: Shared = Shared {
+    version: 1,
+    flags: core::ptr::null_mut(),
+    acquire: ours_acquire,
+    acquire_mut: ours_acquire_mut,
+    release: ours_release,
+    release_mut: ours_release_mut,
+};
+
+// SAFETY: immutable; its functions synchronise through `FLAGS`.
+unsafe impl Sync for Shared {}
+
+/// The base object and key of `array`.
+///
+/// # Safety
+///
+/// Attached, and `array` is a live numpy array.
+unsafe fn base_and_key(array: *mut ffi::PyObject) -> Option<(usize, Key)> {
+    // SAFETY: attached (this function's contract), so `Python` may be assumed.
+    let py = unsafe { Python::assume_attached() };
+    let ndarray = NDARRAY
+        .get(py)?
+        .bind(py)
+        .as_ptr()
+        .cast::<ffi::PyTypeObject>();
+    let mut a = array;
+    let base = loop {
+        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
+        let b = unsafe { (*a.cast::<ArrayFields>()).base };
+        if b.is_null() {
+            break a;
+        }
+        // SAFETY: `b` is a live object (an array's base is a strong reference).
+        if unsafe { ffi::PyObject_TypeCheck(b, ndarray) } != 0 {
+            a = b;
+        } else {
+            break b;
+        }
+    };
+    // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out.
+    let f = unsafe { &*array.cast::<ArrayFields>() };
+    let nd = usize::try_from(f.nd).ok()?;
+    let (shape, strides): (&[isize], &[isize]) = if nd == 0 {
+        (&[], &[])
+    } else {
+        // SAFETY: numpy's dimensions and strides hold `nd` values each.
+        unsafe {
+            (
+                core::slice::from_raw_parts(f.dimensions, nd),
+                core::slice::from_raw_parts(f.strides, nd),
+            )
+        }
+    };
+    // SAFETY: `descr` is the array's live dtype object; attached.
+    let descr = unsafe { Bound::from_borrowed_ptr(py, f.descr) };
+    let itemsize: isize = descr.getattr("itemsize").ok()?.extract().ok()?;
+    let data = f.data as usize;
+    let (mut low, mut high) = (0isize, 0isize);
+    if nd > 0 && shape.iter().all(|&d| d != 0) {
+        for (&d, &s) in shape.iter().zip(strides) {
+            let span = (d - 1).wrapping_mul(s);
+            if span >= 0 {
+                high = high.wrapping_add(span);
+            } else {
+                low = low.wrapping_add(span);
+            }
+        }
+        high = high.wrapping_add(itemsize);
+    }
+    let gcd = strides.iter().copied().reduce(gcd).unwrap_or(1);
+    Some((
+        base as usize,
+        Key {
+            start: data.wrapping_add_signed(low),
+            end: data.wrapping_add_signed(high),
+            data,
+            gcd,
+        },
+    ))
+}
+
+fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
+    let mut guard = FLAGS.0.lock().unwrap_or_else(|e| e.into_inner());
+    f(guard.get_or_insert_with(HashMap::new))
+}
+
+unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
+    // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
+    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
+        return -1;
+    };
+    with_flags(|flags| {
+        let same_base = flags.entry(base).or_default();
+        if let Some(count) = same_base.get_mut(&key) {
+            if *count < 0 || *count == isize::MAX {
+                return -1;
+            }
+            *count += 1;
+            return 0;
+        }
+        if same_base.iter().any(|(k, &c)| c < 0 && key.conflicts(k)) {
+            return -1;
+        }
+        same_base.insert(key, 1);
+        0
+    })
+}
+
+unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
+    // SAFETY: rust-numpy's contract: a live numpy array.
+    if unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
+        return -2;
+    }
+    // SAFETY: as in `ours_acquire`.
+    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
+        return -1;
+    };
+    with_flags(|flags| {
+        let same_base = flags.entry(base).or_default();
+        if same_base.contains_key(&key) || same_base.keys().any(|k| key.conflicts(k)) {
+            return -1;
+        }
+        same_base.insert(key, -1);
+        0
+    })
+}
+
+/// Releases one borrow of `array` (`exclusive`: its exclusive one).
+///
+/// # Safety
+///
+/// As `ours_acquire`.
+unsafe fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
+    // SAFETY: forwarded.
+    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
+        return;
+    };
+    with_flags(|flags| {
+        let Some(same_base) = flags.get_mut(&base) else {
+            return;
+        };
+        let remove = match same_base.get_mut(&key) {
+            Some(count) if exclusive || *count <= 1 => true,
+            Some(count) => {
+                *count -= 1;
+                false
+            }
+            None => false,
+        };
+        if remove {
+            same_base.remove(&key);
+            if same_base.is_empty() {
+                flags.remove(&base);
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn ours_release(_: *mut c_void, array: *mut ffi::PyObject) {
+    // SAFETY: rust-numpy's contract.
+    unsafe { ours_release_any(array, false) }
+}
+
+unsafe extern "C" fn ours_release_mut(_: *mut c_void, array: *mut ffi::PyObject) {
+    // SAFETY: rust-numpy's contract.
+    unsafe { ours_release_any(array, true) }
+}

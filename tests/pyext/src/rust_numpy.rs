@@ -1,0 +1,54 @@
+//! rust-numpy and dlpack-rs in one extension (`tests/python/test_rust_numpy.py`): a numpy array
+//! viewed mutably by one crate is never viewed by the other meanwhile, in either argument order.
+
+use dlpack_rs::pyo3_glue::{PyTensor, TensorMut, TensorRef};
+use numpy::{PyReadonlyArray1, PyReadwriteArray1};
+use pyo3::prelude::*;
+
+/// rust-numpy's mutable view first, then ours: adds 1 through each.
+#[pyfunction]
+fn np_rw_then_tensor_mut(mut a: PyReadwriteArray1<f32>, mut b: TensorMut<f32, 1>) -> PyResult<()> {
+    a.as_slice_mut()?[0] += 1.0;
+    b[0] += 1.0;
+    Ok(())
+}
+
+/// Ours first, then rust-numpy's.
+#[pyfunction]
+fn tensor_mut_then_np_rw(mut b: TensorMut<f32, 1>, mut a: PyReadwriteArray1<f32>) -> PyResult<()> {
+    b[0] += 1.0;
+    a.as_slice_mut()?[0] += 1.0;
+    Ok(())
+}
+
+/// Two shared views, one of each crate: their sum of the first elements.
+#[pyfunction]
+fn np_ro_and_tensor_ref(a: PyReadonlyArray1<f32>, b: TensorRef<f32, 1>) -> PyResult<f32> {
+    Ok(a.as_slice()?[0] + b[0])
+}
+
+/// A shared view of rust-numpy, then an `as_mut_slice` of an untyped import.
+#[pyfunction]
+fn np_ro_then_as_mut_slice(a: PyReadonlyArray1<f32>, mut t: PyTensor) -> PyResult<f32> {
+    let first = a.as_slice()?[0];
+    let mut w = t.as_mut_slice::<f32>()?;
+    w[0] += 1.0;
+    Ok(first)
+}
+
+/// Our mutable view of `x` held while rust-numpy is asked for a shared view of `y`.
+#[pyfunction]
+fn tensor_mut_then_np_ro(mut b: TensorMut<f32, 1>, a: PyReadonlyArray1<f32>) -> PyResult<f32> {
+    b[0] += 1.0;
+    Ok(a.as_slice()?[0])
+}
+
+/// Adds these functions to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(np_rw_then_tensor_mut, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_mut_then_np_rw, m)?)?;
+    m.add_function(wrap_pyfunction!(np_ro_and_tensor_ref, m)?)?;
+    m.add_function(wrap_pyfunction!(np_ro_then_as_mut_slice, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_mut_then_np_ro, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,104 @@
+"""dlpack-rs and rust-numpy in one extension: their borrows of a numpy array see each other
+(rust-numpy's shared borrow table, `_RUST_NUMPY_BORROW_CHECKING_API`)."""
+
+import numpy as np
+import pytest
+
+import dlpack_testext as ext
+from conftest import needs_numpy_versioned, needs_torch, torch
+
+# rust-numpy raises its own error for a conflict on its side; ours is BufferError.
+CONFLICT = (BufferError, TypeError, RuntimeError)
+
+
+@needs_numpy_versioned
+@pytest.mark.parametrize("f", ["np_rw_then_tensor_mut", "tensor_mut_then_np_rw"])
+def test_two_mutable_views_of_one_array_are_refused_in_both_orders(f):
+    x = np.zeros(4, dtype=np.float32)
+    with pytest.raises(CONFLICT):
+        getattr(ext, f)(x, x)
+    # Whatever ran before the refusal, the borrows are released: each crate alone may write.
+    y = np.zeros(4, dtype=np.float32)
+    getattr(ext, f)(y[:2], y[2:])  # disjoint windows of one base
+    assert y.tolist() == [1.0, 0.0, 1.0, 0.0]
+    getattr(ext, f)(x[:2], x[2:])
+    assert x[0] == 1.0 and x[2] == 1.0
+
+
+@needs_numpy_versioned
+def test_our_refusal_is_a_buffer_error():
+    x = np.zeros(4, dtype=np.float32)
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.np_rw_then_tensor_mut(x, x)
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.np_ro_then_as_mut_slice(x, x)
+    assert x.tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_shared_views_of_both_crates_coexist():
+    x = np.arange(4, dtype=np.float32) + 1
+    assert ext.np_ro_and_tensor_ref(x, x) == 2.0
+    assert ext.np_ro_and_tensor_ref(x, x) == 2.0  # released, taken again
+
+
+@needs_numpy_versioned
+def test_rust_numpy_sees_our_exclusive_view():
+    x = np.zeros(3, dtype=np.float32)
+    with pytest.raises(CONFLICT):
+        ext.tensor_mut_then_np_ro(x, x)
+    # A view of another base is unaffected.
+    assert ext.tensor_mut_then_np_ro(x, np.ones(3, np.float32)) == 1.0
+
+
+@needs_numpy_versioned
+def test_overlapping_slices_of_one_base_conflict_across_crates():
+    base = np.zeros(8, dtype=np.float32)
+    with pytest.raises(CONFLICT):
+        ext.np_rw_then_tensor_mut(base[0:5], base[4:8])
+    with pytest.raises(CONFLICT):
+        ext.tensor_mut_then_np_rw(base[0:5], base[4:8])
+
+
+@needs_torch
+@needs_numpy_versioned
+def test_torch_alias_of_numpy_memory_is_outside_rust_numpys_table():
+    # rust-numpy keys by numpy objects: a torch tensor over the same memory is invisible to it,
+    # but this crate's own registry (keyed by addresses) still sees ours.
+    x = np.zeros(4, dtype=np.float32)
+    t = torch.from_numpy(x)
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.alias_views(x, t, "mut-mut")
+
+
+@needs_numpy_versioned
+def test_the_table_this_crate_publishes_when_first_keeps_rust_numpys_rules():
+    # In a fresh interpreter this crate needs the table before rust-numpy does: it publishes its
+    # own (version 1), which rust-numpy then uses.
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np, dlpack_testext as ext
+x = np.zeros(8, dtype=np.float32)
+ext.add_one(x)                        # ours first: publishes the table
+from numpy._core import multiarray
+assert type(multiarray._RUST_NUMPY_BORROW_CHECKING_API).__name__ == "PyCapsule"
+out = []
+for f in (ext.np_rw_then_tensor_mut, ext.tensor_mut_then_np_rw):
+    for a, b in ((x, x), (x[0:5], x[4:8]), (x[2:6], x[0:3])):
+        try:
+            f(a, b)
+            out.append("ok")
+        except (BufferError, TypeError, RuntimeError):
+            out.append("refused")
+    f(x[0:4], x[4:8])                 # disjoint windows of one base
+out.append(ext.np_ro_and_tensor_ref(x, x))
+out.append(ext.tensor_mut_then_np_ro(np.zeros(1, np.float32), x))
+print(out, x.tolist())
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out, values = r.stdout.split("] [")
+    assert out + "]" == str(["refused"] * 6 + [6.0, 3.0])
+    # add_one, then two writes to x[0] and x[4] by the disjoint calls; refused calls wrote nothing.
+    assert "[" + values.strip() == str([3.0, 1.0, 1.0, 1.0, 3.0, 1.0, 1.0, 1.0])
