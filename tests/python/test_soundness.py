@@ -186,6 +186,31 @@ def test_shared_export_borrow_lives_until_the_consumer_lets_go():
         ext.add_one(t)
 
 
+@needs_torch
+def test_capsule_export_borrow_is_seen_by_another_module():
+    # This module's first contact with Python is `into_capsule_versioned` of a `&'static`
+    # slice; image_demo (its own copy of dlpack-rs) then publishes the process's borrow
+    # registry. The export's shared borrow must be in the registry image_demo sees, or
+    # image_demo's mutable view of torch's (writable) re-export writes .rodata (SIGSEGV).
+    r = _run(
+        """
+        import numpy as np, torch, image_demo
+        import dlpack_testext as ext
+        t = torch.from_dlpack(ext.static_bytes_capsule())
+        try:
+            image_demo.invert(t)
+            print("written")
+        except BufferError as e:
+            print("refused:", e)
+        print(list(ext.static_bytes_values()), t.tolist())
+        """
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    refused, values = r.stdout.splitlines()
+    assert refused.startswith("refused:") and "already borrowed" in refused
+    assert values == "[1, 2, 3, 4] [1, 2, 3, 4]"
+
+
 # -- Imports never grant more than the producer ----------------------------------------------
 
 

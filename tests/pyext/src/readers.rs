@@ -28,6 +28,33 @@ fn static_values() -> Vec<f32> {
     STATIC_DATA.to_vec()
 }
 
+/// Four bytes in the program's read-only data, for `static_bytes_capsule`.
+static STATIC_BYTES: [u8; 4] = [1, 2, 3, 4];
+
+/// A versioned capsule of `STATIC_BYTES` made by `IntoDLPack::into_capsule_versioned` (a
+/// derived plain struct over the `&'static` slice: read-only), with nothing else of this module
+/// having touched Python's borrow registry before.
+#[pyfunction]
+fn static_bytes_capsule(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+    StaticBytes {
+        data: &STATIC_BYTES[..],
+    }
+    .into_capsule_versioned(py)
+}
+
+/// `STATIC_BYTES` as Rust reads it now.
+#[pyfunction]
+fn static_bytes_values() -> Vec<u8> {
+    STATIC_BYTES.to_vec()
+}
+
+/// A derived plain struct over a `&'static` slice (read-only).
+#[derive(IntoDLPack)]
+struct StaticBytes {
+    #[dlpack(data)]
+    data: &'static [u8],
+}
+
 /// A derived plain struct (no pyclass) over shared data: exported read-only.
 #[derive(IntoDLPack)]
 struct SharedPlain {
@@ -199,5 +226,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BackedImage>()?;
     m.add_function(wrap_pyfunction!(static_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(static_values, m)?)?;
+    m.add_function(wrap_pyfunction!(static_bytes_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(static_bytes_values, m)?)?;
     Ok(())
 }
