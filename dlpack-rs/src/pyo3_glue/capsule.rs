@@ -81,7 +81,12 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
 /// `"dltensor_versioned"`). If the consumer never renames it, the capsule's destructor calls
 /// the deleter. On failure the tensor is freed. A read-only owner must be versioned (a legacy
 /// capsule cannot say read-only): `BufferError` otherwise.
+///
+/// Joins the process-wide borrow registry first (raising if it cannot): the export's shared
+/// borrow, registered when it was built, must be seen by every other extension module that may
+/// import the memory from here on (after torch re-exported it writable, say).
 pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bound<'_, PyCapsule>> {
+    super::borrow::join(py)?;
     let name = unused_name(&tensor);
     let versioned = tensor.is_versioned();
     if !versioned && tensor.is_read_only() {
