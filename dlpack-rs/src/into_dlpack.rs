@@ -217,7 +217,14 @@ mod ndarray_impls {
         }
 
         fn is_read_only(&self) -> bool {
-            !self.is_unique()
+            // `is_unique` reads the count with a relaxed load (`Arc::strong_count`): an acquire
+            // fence after it orders the reads of an owner that another thread dropped before
+            // every write a consumer (or a mutable view of the export) makes after this answer.
+            let unique = self.is_unique();
+            if unique {
+                core::sync::atomic::fence(core::sync::atomic::Ordering::Acquire);
+            }
+            !unique
         }
     }
 }
