@@ -177,16 +177,18 @@ impl ImportOptions {
     /// newer keywords, then checks the device itself and makes the copy itself when
     /// `copy(true)` was asked for.
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        let mut tensor = self.import_unchecked_by_numpy(obj)?;
-        if self.copy != Some(true) {
-            // The memory of a numpy array: its views take rust-numpy's borrows too.
+        let (mut tensor, through_table) = self.import_unchecked_by_numpy(obj)?;
+        if !through_table && self.copy != Some(true) {
+            // The memory of a numpy array (which has no exchange table): its views take
+            // rust-numpy's borrows too.
             super::numpy_borrow::coordinate(obj, &mut tensor.0)?;
         }
         Ok(tensor)
     }
 
-    /// [`ImportOptions::import`] before the borrows shared with rust-numpy are arranged.
-    fn import_unchecked_by_numpy(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+    /// [`ImportOptions::import`] before the borrows shared with rust-numpy are arranged, and
+    /// whether the producer's C exchange table made the tensor.
+    fn import_unchecked_by_numpy(&self, obj: &Bound<'_, PyAny>) -> PyResult<(PyTensor, bool)> {
         let py = obj.py();
         if obj.cast::<PyCapsule>().is_ok() {
             return Err(PyTypeError::new_err(
@@ -203,7 +205,7 @@ impl ImportOptions {
                 let device = tensor.device();
                 if self.device.is_none_or(|d| d == device) {
                     if super::exchange_import::is_cpu(device) {
-                        return PyTensor::new(py, tensor.into_any(), false);
+                        return Ok((PyTensor::new(py, tensor.into_any(), false)?, true));
                     }
                     // A device tensor, unsynchronised: kept only when asked for, for memory the
                     // CPU cannot reach (no host view can race the producer's pending work), and
@@ -218,7 +220,7 @@ impl ImportOptions {
                     if let Some(stream) = stream {
                         let mut imported = PyTensor::new(py, tensor.into_any(), false)?;
                         imported.1 = Some(stream as usize);
-                        return Ok(imported);
+                        return Ok((imported, true));
                     }
                 }
             }
@@ -235,12 +237,12 @@ impl ImportOptions {
             // The common call, `obj.__dlpack__(max_version=(1, 3))`, as one vectorcall: no
             // bound method, no keyword dict.
             match dlpack_call(obj, max_version.bind(py)) {
-                Ok(result) => return self.finish(py, result, false),
+                Ok(result) => return self.finish(py, result, false).map(|t| (t, false)),
                 Err(err) if err.is_instance_of::<PyTypeError>(py) => {
                     // A producer older than DLPack 1.0: called again without the keyword.
                     let method = self.method(obj)?;
                     let result = method.call0()?;
-                    return self.finish(py, result, true);
+                    return self.finish(py, result, true).map(|t| (t, false));
                 }
                 Err(err) if !has_dlpack(obj) => return Err(no_dlpack(obj, err)),
                 Err(err) => return Err(err),
@@ -274,7 +276,7 @@ impl ImportOptions {
             }
             Err(err) => return Err(err),
         };
-        self.finish(py, result, legacy)
+        self.finish(py, result, legacy).map(|t| (t, false))
     }
 
     /// `obj.__dlpack__`, or the `TypeError` for an object without one.

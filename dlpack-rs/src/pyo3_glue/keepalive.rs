@@ -164,7 +164,7 @@ pub struct PyKeepalive {
 }
 
 /// The ID of the interpreter this (attached) thread runs.
-fn current_interpreter() -> i64 {
+pub(crate) fn current_interpreter() -> i64 {
     // SAFETY: called on an attached thread (a `Python` token exists, or the probe said so).
     unsafe { ffi::PyInterpreterState_GetID(ffi::PyInterpreterState_Get()) }
 }
@@ -188,56 +188,64 @@ impl PyKeepalive {
 impl Drop for PyKeepalive {
     fn drop(&mut self) {
         let Some(obj) = self.obj.take() else { return };
-        // From here on the reference is a raw pointer: releasing it never goes through pyo3's
-        // `Drop for Py`, which decides from pyo3's own thread-local attach count. That count
-        // and the real thread state disagree on a thread inside a foreign deleter (torch drops
-        // storage with the GIL released, under our pyo3 frame) or inside
-        // `Py_BEGIN_ALLOW_THREADS`: every decision below reads CPython's real thread state.
-        let ptr = obj.into_ptr();
-        if this_thread_is_attached() {
-            if current_interpreter() != self.interp {
-                // Attached to another (sub-)interpreter: releasing the object needs its own
-                // interpreter's lock, which this thread cannot take from here. Leak it.
-                count(&LEAKED_OTHER_INTERPRETER);
-                return;
-            }
-            // SAFETY: this thread is attached (it has a current thread state, read from
-            // CPython itself) to the object's interpreter, and `ptr` is a strong reference we
-            // own, so it can be released directly (even during finalization, as CPython
-            // itself does).
-            unsafe { ffi::Py_DecRef(ptr) };
-            count(&RELEASED_ATTACHED);
-            return;
-        }
-        if SHUTTING_DOWN.load(Ordering::SeqCst) || !py_is_initialized() {
-            // Attaching now could hang this thread (or end it) in a finalizing interpreter:
-            // a process about to exit can afford the leak.
-            count(&LEAKED_AT_SHUTDOWN);
-            return;
-        }
-        // Attach for real: `PyGILState_Ensure` restores this thread's own thread state (or
-        // makes one) whatever pyo3's count says, and `PyGILState_Release` puts the thread back
-        // exactly as it was (detached again inside `Py_BEGIN_ALLOW_THREADS`). Under `abi3`,
-        // where the probe above always says "no", it is also what an attached thread gets:
-        // `PyGILState_Ensure` is re-entrant there.
-        // SAFETY: the interpreter is initialized and not shutting down (checked just above;
-        // pyo3's wrapper makes a thread that meets a finalizing interpreter hang instead of
-        // unwinding through Rust frames).
-        let gil = unsafe { ffi::PyGILState_Ensure() };
-        if current_interpreter() == self.interp {
-            // SAFETY: attached by `PyGILState_Ensure` just above, to the object's interpreter;
-            // `ptr` is a strong reference we own.
-            unsafe { ffi::Py_DecRef(ptr) };
-            count(&RELEASED_AFTER_ATTACHING);
-        } else {
-            // `PyGILState_Ensure` attaches to the main interpreter: an object of another
-            // interpreter is leaked.
-            count(&LEAKED_OTHER_INTERPRETER);
-        }
-        // SAFETY: pairs with the `PyGILState_Ensure` above, on the same thread, with nothing
-        // of Python held past it.
-        unsafe { ffi::PyGILState_Release(gil) };
+        // SAFETY: a strong reference we own, of an object of interpreter `self.interp`.
+        unsafe { release_owned(obj.into_ptr(), self.interp) };
     }
+}
+
+/// Releases a strong reference from any thread, as [`PyKeepalive`]'s `Drop` does: never through
+/// pyo3's `Drop for Py`, which decides from pyo3's own thread-local attach count. That count and
+/// the real thread state disagree on a thread inside a foreign deleter (torch drops storage with
+/// the GIL released, under our pyo3 frame) or inside `Py_BEGIN_ALLOW_THREADS`: every decision
+/// below reads CPython's real thread state.
+///
+/// # Safety
+///
+/// `ptr` is a strong reference the caller owns (and gives up), to an object of the interpreter
+/// whose ID is `interp`.
+pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
+    if this_thread_is_attached() {
+        if current_interpreter() != interp {
+            // Attached to another (sub-)interpreter: releasing the object needs its own
+            // interpreter's lock, which this thread cannot take from here. Leak it.
+            count(&LEAKED_OTHER_INTERPRETER);
+            return;
+        }
+        // SAFETY: this thread is attached (it has a current thread state, read from CPython
+        // itself) to the object's interpreter, and `ptr` is a strong reference we own, so it
+        // can be released directly (even during finalization, as CPython itself does).
+        unsafe { ffi::Py_DecRef(ptr) };
+        count(&RELEASED_ATTACHED);
+        return;
+    }
+    if SHUTTING_DOWN.load(Ordering::SeqCst) || !py_is_initialized() {
+        // Attaching now could hang this thread (or end it) in a finalizing interpreter: a
+        // process about to exit can afford the leak.
+        count(&LEAKED_AT_SHUTDOWN);
+        return;
+    }
+    // Attach for real: `PyGILState_Ensure` restores this thread's own thread state (or makes
+    // one) whatever pyo3's count says, and `PyGILState_Release` puts the thread back exactly as
+    // it was (detached again inside `Py_BEGIN_ALLOW_THREADS`). Under `abi3`, where the probe
+    // above always says "no", it is also what an attached thread gets: `PyGILState_Ensure` is
+    // re-entrant there.
+    // SAFETY: the interpreter is initialized and not shutting down (checked just above; pyo3's
+    // wrapper makes a thread that meets a finalizing interpreter hang instead of unwinding
+    // through Rust frames).
+    let gil = unsafe { ffi::PyGILState_Ensure() };
+    if current_interpreter() == interp {
+        // SAFETY: attached by `PyGILState_Ensure` just above, to the object's interpreter; `ptr`
+        // is a strong reference we own.
+        unsafe { ffi::Py_DecRef(ptr) };
+        count(&RELEASED_AFTER_ATTACHING);
+    } else {
+        // `PyGILState_Ensure` attaches to the main interpreter: an object of another
+        // interpreter is leaked.
+        count(&LEAKED_OTHER_INTERPRETER);
+    }
+    // SAFETY: pairs with the `PyGILState_Ensure` above, on the same thread, with nothing of
+    // Python held past it.
+    unsafe { ffi::PyGILState_Release(gil) };
 }
 
 impl core::fmt::Debug for PyKeepalive {

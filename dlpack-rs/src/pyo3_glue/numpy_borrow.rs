@@ -19,6 +19,7 @@
 
 use core::ffi::{c_char, c_int, c_void};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
 use pyo3::exceptions::PyTypeError;
@@ -27,7 +28,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyType};
 
-use super::keepalive::{exiting_unattached, this_thread_is_attached, PyKeepalive};
+use super::keepalive::{
+    current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
+};
 use crate::safe::Error;
 
 /// The capsule's name (and the attribute's).
@@ -53,7 +56,11 @@ unsafe impl Send for Table {}
 unsafe impl Sync for Table {}
 
 static TABLE: PyOnceLock<Table> = PyOnceLock::new();
+/// The same table, for the view hooks, which run without a `Python` token.
+static TABLE_PTR: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
 static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
+static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
 static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 
 /// numpy's `ndarray` type, once numpy has been imported by someone (never imports it itself).
@@ -123,47 +130,54 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
         }
         // The table must outlive every use: keep the capsule (and so the table) for good.
         core::mem::forget(capsule);
+        TABLE_PTR.store(ptr, Ordering::Release);
         Ok(Table(ptr))
     })?;
     // SAFETY: a table of version >= 1 that lives for the rest of the process (above).
     Ok(unsafe { &*table.0 })
 }
 
-/// What an import of a numpy array keeps for its views: the array (the table keys by it) and
-/// the table.
-struct NumpyCtx {
-    array: *mut ffi::PyObject,
-    table: &'static Shared,
-    _keep: PyKeepalive,
-}
+/// The interpreter this crate's imports run in: pyo3 refuses to load the module in a
+/// sub-interpreter, so every array it coordinates belongs to the main one (ID 0).
+const MAIN_INTERPRETER: i64 = 0;
 
 /// Makes every view of `tensor` (imported from `obj`) also take rust-numpy's borrow of `obj`,
 /// when `obj` is a numpy array. Nothing to do for any other producer (torch's `from_numpy`
 /// tensors and other foreign owners of numpy memory are invisible to rust-numpy's table, which
-/// keys by numpy objects: outside the model).
+/// keys by numpy objects: outside the model). The owner keeps a strong reference to the array
+/// (the table keys by it) until it drops.
 pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
 ) -> PyResult<()> {
     let py = obj.py();
-    let Some(ndarray) = ndarray_type(py)? else {
-        return Ok(());
-    };
-    if !obj.is_instance(ndarray)? {
+    let mut ndarray = NDARRAY_PTR.load(Ordering::Acquire);
+    if ndarray.is_null() {
+        // numpy not seen yet (or not imported at all): looked up until it is.
+        let Some(found) = ndarray_type(py)? else {
+            return Ok(());
+        };
+        ndarray = found.as_ptr().cast();
+        NDARRAY_PTR.store(ndarray, Ordering::Release);
+    }
+    // SAFETY: both are live objects (numpy's type is kept by `NDARRAY` for good) and we are
+    // attached.
+    let is_array = unsafe { ffi::PyObject_TypeCheck(obj.as_ptr(), ndarray) } != 0;
+    if !is_array {
         return Ok(());
     }
-    let table = table(py)?;
-    let ctx = Box::new(NumpyCtx {
-        array: obj.as_ptr(),
-        table,
-        _keep: PyKeepalive::new(py, obj.clone().unbind()),
-    });
+    if TABLE_PTR.load(Ordering::Acquire).is_null() {
+        if current_interpreter() != MAIN_INTERPRETER {
+            return Ok(());
+        }
+        table(py)?;
+    }
     let external = crate::safe::External {
         api: &NUMPY_API,
-        ctx: Box::into_raw(ctx).cast(),
+        ctx: obj.clone().into_ptr().cast(),
     };
-    // SAFETY: the context is a fresh box, valid until `drop_ctx` frees it, and owned by this
-    // owner alone; the array it points at is kept alive by its keepalive until then.
+    // SAFETY: the context is a strong reference to a live numpy array of the main interpreter,
+    // valid until `drop_ctx` releases it, owned by this owner alone.
     unsafe { tensor.set_external(external) };
     Ok(())
 }
@@ -196,18 +210,21 @@ fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
 ///
 /// # Safety
 ///
-/// `ctx` is a live `NumpyCtx` made by `coordinate`.
+/// `ctx` is the strong reference to a numpy array that `coordinate` made, not yet released.
 unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
-    // SAFETY: this function's contract.
-    let ctx = unsafe { &*ctx.cast::<NumpyCtx>() };
-    let t = ctx.table;
+    let array = ctx.cast::<ffi::PyObject>();
+    // SAFETY: set before any context was made (`coordinate`), to a table that lives for good.
+    let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
+        return Err(Error::AlreadyBorrowed { exclusive });
+    };
     let rc = attached(|| {
-        // SAFETY: attached; a table of version >= 1 and a live numpy array (kept by the context).
+        // SAFETY: attached; a table of version >= 1 and a live numpy array (the context's
+        // strong reference).
         unsafe {
             if exclusive {
-                (t.acquire_mut)(t.flags, ctx.array)
+                (t.acquire_mut)(t.flags, array)
             } else {
-                (t.acquire)(t.flags, ctx.array)
+                (t.acquire)(t.flags, array)
             }
         }
     });
@@ -225,32 +242,34 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
 ///
 /// As `numpy_acquire`, for a borrow it took with the same `exclusive`.
 unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
-    // SAFETY: this function's contract.
-    let ctx = unsafe { &*ctx.cast::<NumpyCtx>() };
-    let t = ctx.table;
+    let array = ctx.cast::<ffi::PyObject>();
+    // SAFETY: as in `numpy_acquire`.
+    let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
+        return;
+    };
     // Once shutdown has begun on an unattached thread the borrow stays in the table: the
     // process is exiting, and a stale borrow only refuses.
     let _ = attached(|| {
         // SAFETY: attached; releases the borrow `numpy_acquire` took with the same kind.
         unsafe {
             if exclusive {
-                (t.release_mut)(t.flags, ctx.array)
+                (t.release_mut)(t.flags, array)
             } else {
-                (t.release)(t.flags, ctx.array)
+                (t.release)(t.flags, array)
             }
         }
     });
 }
 
-/// `ExternalApi::drop_ctx`: frees the context (its keepalive releases the array the way every
-/// keepalive of this crate does, on any thread).
+/// `ExternalApi::drop_ctx`: releases the array the way every keepalive of this crate does, on
+/// any thread.
 ///
 /// # Safety
 ///
-/// `ctx` was made by `coordinate` and is dropped once.
+/// `ctx` was made by `coordinate` and is released once.
 unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
-    // SAFETY: this function's contract.
-    drop(unsafe { Box::from_raw(ctx.cast::<NumpyCtx>()) });
+    // SAFETY: the strong reference `coordinate` took, to an object of the main interpreter.
+    unsafe { release_owned(ctx.cast(), MAIN_INTERPRETER) };
 }
 
 // ---------------------------------------------------------------------------------------------
