@@ -837,7 +837,11 @@ mod tests {
         assert_eq!(DROPPED.load(Ordering::SeqCst), before + 1);
         let mut t = owner();
         t.leak_on_drop_if(|| true);
+        let raw = t.as_raw();
         drop(t);
         assert_eq!(DROPPED.load(Ordering::SeqCst), before + 1);
+        // SAFETY: leaked by the owner, not deleted: deleted once here.
+        unsafe { ((*raw).deleter.unwrap())(raw) };
+        assert_eq!(DROPPED.load(Ordering::SeqCst), before + 2);
     }
 }
