@@ -205,12 +205,10 @@ pub fn within_buffer_extent<B: Buffer>(
 ) -> (TensorInfo, Option<Extent>) {
     if info.device != buffer.device() {
         panic!(
-            "#[derive(IntoDLPack)] on `{type_name}`: field `{field}` holds memory on {:?}:{}, \
-             not on the described device {:?}:{}",
-            buffer.device().device_type,
-            buffer.device().device_id,
-            info.device.device_type,
-            info.device.device_id,
+            "#[derive(IntoDLPack)] on `{type_name}`: field `{field}` holds memory on {}, \
+             not on the described device {}",
+            buffer.device(),
+            info.device,
         );
     }
     let Ok(extent) = info.extent() else {

@@ -170,8 +170,8 @@ unsafe fn allocate_like(
         return Err((
             c"BufferError",
             msg(&format!(
-                "this allocator only allocates CPU memory, not {:?}:{}",
-                p.device.device_type, p.device.device_id
+                "this allocator only allocates CPU memory, not {}",
+                p.device
             )),
         ));
     }

@@ -308,11 +308,9 @@ impl ImportOptions {
         if let Some(device) = self.device {
             if tensor.device() != device {
                 return Err(PyBufferError::new_err(format!(
-                    "the producer exported to {:?}:{}, not the requested {:?}:{}",
-                    tensor.device().device_type,
-                    tensor.device().device_id,
-                    device.device_type,
-                    device.device_id
+                    "the producer exported to {}, not the requested {}",
+                    tensor.device(),
+                    device
                 )));
             }
         }

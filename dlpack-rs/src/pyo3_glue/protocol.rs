@@ -274,8 +274,7 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
             let to_host = wanted == cpu_device() && device.device_type == DLDeviceType::CPU;
             if !to_host {
                 return Err(PyBufferError::new_err(format!(
-                    "cannot export data on {:?}:{} to device {:?}:{}",
-                    device.device_type, device.device_id, wanted.device_type, wanted.device_id
+                    "cannot export data on {device} to device {wanted}"
                 )));
             }
             if args.copy == Some(false) {
@@ -295,9 +294,8 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     if must_copy {
         if device.device_type != DLDeviceType::CPU {
             return Err(PyBufferError::new_err(format!(
-                "cannot copy data on {:?}:{} (host copies are of kDLCPU memory only: device \
-                 work may still be writing it)",
-                device.device_type, device.device_id
+                "cannot copy data on {device} (host copies are of kDLCPU memory only: device \
+                 work may still be writing it)"
             )));
         }
         let numel = extent.numel;

@@ -145,15 +145,13 @@ impl fmt::Display for Error {
             ),
             Error::DtypeMismatch { expected, found } => write!(
                 f,
-                "dtype mismatch: asked for {:?}/{}x{}, tensor holds {:?}/{}x{}",
-                expected.code, expected.bits, expected.lanes, found.code, found.bits, found.lanes
+                "dtype mismatch: asked for {expected}, tensor holds {found}"
             ),
             Error::NotContiguous => f.write_str("tensor is not C-contiguous"),
             Error::NotHostAccessible(d) => write!(
                 f,
-                "memory on device {:?}:{} is not accessible from the CPU without \
-                 synchronisation (views and copies need kDLCPU memory)",
-                d.device_type, d.device_id
+                "memory on device {d} is not accessible from the CPU without \
+                 synchronisation (views and copies need kDLCPU memory)"
             ),
             Error::ReadOnly => f.write_str("tensor is read-only"),
             Error::Misaligned { align, address } => write!(
@@ -177,11 +175,9 @@ impl fmt::Display for Error {
             Error::Overlapping => {
                 f.write_str("strides address some elements more than once: no mutable view")
             }
-            Error::DeviceMismatch { expected, found } => write!(
-                f,
-                "tensor is on {:?}:{}, not on {:?}:{}",
-                found.device_type, found.device_id, expected.device_type, expected.device_id
-            ),
+            Error::DeviceMismatch { expected, found } => {
+                write!(f, "tensor is on {found}, not on {expected}")
+            }
             Error::Device { call, code } => {
                 write!(f, "device runtime call {call} failed (error {code})")
             }
