@@ -289,3 +289,24 @@ fn leak_on_drop_if_skips_the_deleter_only_when_asked() {
     drop(t.into_any());
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
+
+#[cfg(feature = "ndarray")]
+#[test]
+fn array_guards_compare_and_print_as_their_arrays() {
+    use ndarray::{arr1, arr2};
+    let mut t = Export::new(vec![1i32, 2, 3, 4])
+        .shape(&[2, 2])
+        .versioned()
+        .unwrap();
+    let same = arr2(&[[1, 2], [3, 4]]).into_dyn();
+    let other = arr2(&[[1, 2], [3, 5]]).into_dyn();
+    {
+        let r = t.as_array::<i32>().unwrap();
+        assert!(r == same && r != other);
+        assert!(r != arr1(&[1, 2, 3, 4]).into_dyn());
+        assert_eq!(format!("{r:?}"), format!("{:?}", same.view()));
+    }
+    let w = t.as_array_mut::<i32>().unwrap();
+    assert!(w == same && w != other);
+    assert_eq!(format!("{w:?}"), format!("{:?}", same.view()));
+}
