@@ -448,15 +448,27 @@ step_mutants() {
       return 0
     fi
   fi
-  local files args=() f out=target/mutants status=0
+  local files args=() tests=() f out=target/mutants status=0
   read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/layout.rs safe/guard.rs}"
   for f in "${files[@]}"; do args+=(--file "dlpack-rs/src/$f"); done
+  if [[ -z ${MUTANTS_FILES:-} ]]; then
+    # The test targets that exercise these files (each mutant relinks every target it runs:
+    # the fewer, the faster). A test of them in a new file belongs in this list.
+    tests=(--lib)
+    for f in safe_borrow safe_view_ranges safe_layout_bounds safe_accessors safe_import_validation \
+      safe_roundtrip ndarray_views fuzz_regressions; do
+      tests+=(--test "$f")
+    done
+  else
+    tests=(--lib --tests)
+  fi
   rm -rf "$out"
   # Each run mutates a fresh copy of the tree; its builds go to one target directory kept
-  # between runs, so that only dlpack-rs itself is rebuilt.
+  # between runs (so that only dlpack-rs itself is rebuilt), without debug info (faster links).
   PATH="$tools/bin:$PATH" CARGO_TARGET_DIR="$PWD/target/mutants-build" \
+    CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 \
     cargo mutants -p dlpack-rs --features std,half,num-complex,ndarray "${args[@]}" \
-    --jobs 1 --timeout 10 --output "$out" -- --lib --tests || status=$?
+    --jobs 1 --timeout 10 --output "$out" -- "${tests[@]}" || status=$?
   # 0: every mutant caught; 2: some missed; 3: some hung (a timeout counts as caught).
   case $status in
     0 | 2 | 3) ;;
