@@ -194,6 +194,56 @@ mod arrays {
     }
 }
 
+/// Bytes 0 and 1 where a view's elements are, and the invalid byte 2 in every gap and one past
+/// the end of each axis: a `bool` view checks exactly its own elements, and is accepted.
+#[cfg(feature = "ndarray")]
+#[test]
+fn a_view_checks_exactly_its_elements() {
+    use dlpack_rs::safe::dtype_bool;
+    // Shape [2, 2], strides [3, 1]: elements at 0, 1, 3, 4; bytes 2 and 5 (one past each row)
+    // and 6 (one past the last row) are 2.
+    let bytes = vec![1u8, 0, 2, 0, 1, 2, 2, 2];
+    let info = TensorInfo::strided(
+        bytes.as_ptr() as *mut c_void,
+        cpu_device(),
+        dtype_bool(),
+        vec![2, 2],
+        vec![3, 1],
+    );
+    let raw = pack_versioned(bytes, info, 0);
+    // SAFETY: a fresh export of the Vec its keepalive owns.
+    let mut t = unsafe { ManagedTensorVersioned::from_raw(raw) }.unwrap();
+    assert_eq!(
+        t.as_array::<bool>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        [true, false, false, true]
+    );
+    assert!(t.as_array_mut::<bool>().is_ok());
+    // A slice of the first three bytes stops before the 2 after it.
+    let bytes = vec![0u8, 1, 1, 2];
+    let info = TensorInfo::contiguous(
+        bytes.as_ptr() as *mut c_void,
+        cpu_device(),
+        dtype_bool(),
+        vec![3],
+    );
+    let raw = pack_versioned(bytes, info, 0);
+    // SAFETY: as above.
+    let t = unsafe { ManagedTensorVersioned::from_raw(raw) }.unwrap();
+    assert_eq!(*t.as_slice::<bool>().unwrap(), [false, true, true]);
+    assert_eq!(
+        t.as_array::<bool>()
+            .unwrap()
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        [false, true, true]
+    );
+}
+
 /// A two-byte element whose valid values are 0..=255 (the high byte must be zero): a user type
 /// with invalid bit patterns, wider than `bool`.
 #[derive(Clone, Copy, Debug, PartialEq)]
