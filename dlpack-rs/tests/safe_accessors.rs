@@ -208,6 +208,8 @@ fn debug_shows_the_metadata() {
 }
 
 #[test]
+// `guard == &[1, 2, 3]` is written out on purpose: the `PartialEq<&[T; N]>` impls are under test.
+#[allow(clippy::op_ref)]
 fn guards_compare_as_their_slices() {
     let mut a = Export::new(vec![1u8, 2, 3]).versioned().unwrap();
     let b = Export::new(vec![1u8, 2, 3]).versioned().unwrap();
