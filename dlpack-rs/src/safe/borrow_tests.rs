@@ -3,6 +3,7 @@
 //! answers, and how a token maps those answers.
 
 use super::*;
+use alloc::format;
 use core::sync::atomic::AtomicUsize;
 
 /// A table of its own, for the table logic alone.
