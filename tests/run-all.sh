@@ -19,8 +19,8 @@
 #                 each minor version gets its own venv (.venv for 3.11, .venv-3.X otherwise)
 #   FUZZ_SECONDS  how long the libFuzzer run lasts (default 60, 15 with --quick)
 #   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
-#                 "safe/borrow.rs safe/layout.rs safe/guard.rs". Other files are run against
-#                 every test target (slower): "safe/managed.rs ffi.rs", say
+#                 "safe/borrow.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs". Other
+#                 files are run against every test target (slower): "safe/managed.rs ffi.rs"
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,7 +41,7 @@ STEPS=(
   "valgrind|quick|valgrind: dlpack-rs test binaries (no features, all features)"
   "asan|full|AddressSanitizer: dlpack-rs test binaries (nightly -Zsanitizer=address, without Python)"
   "fuzz|quick|fuzz: the import validator under cargo-fuzz (nightly)"
-  "mutants|full|cargo-mutants on the borrow registry, layout and view guards: every mutant caught or listed equivalent"
+  "mutants|full|cargo-mutants on the borrow registry, layout, view guards and export ranges: each mutant caught or listed equivalent"
   "python|quick|Python interop suite (venv, maturin, pytest)"
   "newcomer|full|the README's extension module, built from README.md as written, used from numpy"
   "instructions|full|instruction counts per call (callgrind) against tests/perf/budgets.json"
@@ -436,9 +436,9 @@ step_fuzz() {
 step_mutants() {
   # Mutation testing: cargo-mutants changes one operator or function body at a time in the files
   # that decide who may touch which bytes (the borrow registry, layout validation, the view
-  # guards) and runs the Rust tests of every feature that needs no Python against each change.
+  # guards, the ranges exports register) and runs the Rust tests of every feature that needs no Python against each change.
   # A change no test notices ("missed") fails the step unless tests/mutants/equivalent.txt lists
-  # it with the reason it cannot change behaviour. Bounded (about 4.5 minutes on 2 cores): those
+  # it with the reason it cannot change behaviour. Bounded (about 5 minutes on 2 busy cores): those
   # files only, the unit tests and the integration tests of those files only (no doctests), no
   # debug info, 10 s per mutant's tests, one build at a time.
   local tools="$PWD/target/tools" version=27.1.0
@@ -451,7 +451,7 @@ step_mutants() {
     fi
   fi
   local files args=() tests=() f out=target/mutants status=0
-  read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/layout.rs safe/guard.rs}"
+  read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs}"
   for f in "${files[@]}"; do args+=(--file "dlpack-rs/src/$f"); done
   if [[ -z ${MUTANTS_FILES:-} ]]; then
     # The test targets that exercise these files (each mutant relinks every target it runs:
