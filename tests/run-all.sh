@@ -18,6 +18,9 @@
 #   PYTHON        the CPython for the Python suite (default: pyenv's 3.11, else python3.11);
 #                 each minor version gets its own venv (.venv for 3.11, .venv-3.X otherwise)
 #   FUZZ_SECONDS  how long the libFuzzer run lasts (default 60, 15 with --quick)
+#   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
+#                 "safe/borrow.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs". Other
+#                 files are run against every test target (slower): "safe/managed.rs ffi.rs"
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +41,7 @@ STEPS=(
   "valgrind|quick|valgrind: dlpack-rs test binaries (no features, all features)"
   "asan|full|AddressSanitizer: dlpack-rs test binaries (nightly -Zsanitizer=address, without Python)"
   "fuzz|quick|fuzz: the import validator under cargo-fuzz (nightly)"
+  "mutants|full|cargo-mutants on the borrow registry, layout, view guards and export ranges: each mutant caught or listed equivalent"
   "python|quick|Python interop suite (venv, maturin, pytest)"
   "newcomer|full|the README's extension module, built from README.md as written, used from numpy"
   "instructions|full|instruction counts per call (callgrind) against tests/perf/budgets.json"
@@ -427,6 +431,55 @@ step_fuzz() {
     return 1
   fi
   grep -E '^(#[0-9]+[[:space:]]+DONE|Done [0-9]+ runs)' "$log" | tail -n 2 || tail -n 2 "$log"
+}
+
+step_mutants() {
+  # Mutation testing: cargo-mutants changes one operator or function body at a time in the files
+  # that decide who may touch which bytes (the borrow registry, layout validation, the view
+  # guards, the ranges exports register) and runs the Rust tests of every feature that needs no Python against each change.
+  # A change no test notices ("missed") fails the step unless tests/mutants/equivalent.txt lists
+  # it with the reason it cannot change behaviour. Bounded (about 5 minutes on 2 busy cores): those
+  # files only, the unit tests and the integration tests of those files only (no doctests), no
+  # debug info, 10 s per mutant's tests, one build at a time.
+  local tools="$PWD/target/tools" version=27.1.0
+  if ! "$tools/bin/cargo-mutants" mutants --version 2>/dev/null | grep -qx "cargo-mutants $version"; then
+    echo "installing cargo-mutants $version into target/tools (inside this checkout, ignored by"
+    echo "git; nothing is installed anywhere else; delete target/tools to remove it)"
+    if ! cargo install --locked --quiet --root "$tools" "cargo-mutants@$version"; then
+      skip "cargo-mutants $version could not be installed (offline?)"
+      return 0
+    fi
+  fi
+  local files args=() tests=() f out=target/mutants status=0
+  read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs}"
+  for f in "${files[@]}"; do args+=(--file "dlpack-rs/src/$f"); done
+  if [[ -z ${MUTANTS_FILES:-} ]]; then
+    # The test targets that exercise these files (each mutant relinks every target it runs:
+    # the fewer, the faster). A test of them in a new file belongs in this list.
+    tests=(--lib)
+    for f in safe_borrow safe_view_ranges safe_layout_bounds safe_accessors safe_import_validation \
+      safe_roundtrip ndarray_views fuzz_regressions; do
+      tests+=(--test "$f")
+    done
+  else
+    tests=(--lib --tests)
+  fi
+  rm -rf "$out"
+  # Each run mutates a fresh copy of the tree; its builds go to one target directory kept
+  # between runs (so that only dlpack-rs itself is rebuilt), without debug info (faster links).
+  PATH="$tools/bin:$PATH" CARGO_TARGET_DIR="$PWD/target/mutants-build" \
+    CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 \
+    cargo mutants -p dlpack-rs --features std,half,num-complex,ndarray "${args[@]}" \
+    --jobs 1 --timeout 10 --output "$out" -- "${tests[@]}" || status=$?
+  # 0: every mutant caught; 2: some missed; 3: some hung (a timeout counts as caught).
+  case $status in
+    0 | 2 | 3) ;;
+    *)
+      echo "cargo-mutants failed (exit $status); its log: $out/mutants.out/debug.log" >&2
+      return 1
+      ;;
+  esac
+  "$PY" tests/mutants/check.py "$out/mutants.out" tests/mutants/equivalent.txt
 }
 
 step_python() {

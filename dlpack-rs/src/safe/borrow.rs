@@ -384,7 +384,17 @@ impl BorrowToken {
         if start >= end {
             return Ok(Self::EMPTY);
         }
-        let api = current();
+        Self::acquire_in(current(), start, end, exclusive)
+    }
+
+    /// Registers the non-empty range `start..end` in `api`, mapping its answer to a token or an
+    /// error.
+    fn acquire_in(
+        api: &'static BorrowApi,
+        start: usize,
+        end: usize,
+        exclusive: bool,
+    ) -> Result<Self, Error> {
         // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
         match unsafe { (api.acquire)(api.state, start, end, exclusive) } {
             ACQUIRED => Ok(BorrowToken {
@@ -512,3 +522,7 @@ mod tests {
         assert!(BorrowToken::acquire(0x9010, 0x9010, true).is_ok());
     }
 }
+
+#[cfg(test)]
+#[path = "borrow_tests.rs"]
+mod table_tests;
