@@ -174,6 +174,6 @@ fn token_and_table_debug_name_their_fields() {
     assert_eq!(format!("{api:?}"), "BorrowApi { version: 1 }");
     assert_eq!(
         format!("{:?}", BorrowToken::EMPTY),
-        "BorrowToken { api: None, start: 0, end: 0, exclusive: false }"
+        "BorrowToken { api: None, start: 0, end: 0, exclusive: false, external: None }"
     );
 }
