@@ -363,8 +363,9 @@ where
 /// The static exchange table of class `T`: `managed_tensor_from_py_object_no_sync` exports an
 /// instance zero-copy (versioned 1.3, `READ_ONLY` when [`IntoDLPack::is_read_only`]), keeping
 /// it alive until the consumer's deleter call; `managed_tensor_to_py_object_no_sync` wraps a
-/// tensor in a [`DLPackTensor`]; the allocator makes zeroed CPU tensors; the work stream is
-/// NULL. `dltensor_from_py_object_no_sync` is provided for [`DLPackTensor`] only (NULL for
+/// tensor in a [`DLPackTensor`]; the allocator makes zeroed CPU tensors; the work stream is the
+/// device's default stream (`CU_STREAM_LEGACY` for CUDA), before which device exports are
+/// ordered. `dltensor_from_py_object_no_sync` is provided for [`DLPackTensor`] only (NULL for
 /// other classes, whose metadata is computed per call and could not outlive it).
 pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
 where
