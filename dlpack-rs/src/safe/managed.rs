@@ -844,4 +844,88 @@ mod tests {
         unsafe { ((*raw).deleter.unwrap())(raw) };
         assert_eq!(DROPPED.load(Ordering::SeqCst), before + 2);
     }
+
+    static EXT_LOG: AtomicUsize = AtomicUsize::new(0);
+    static EXT_REFUSE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+    /// A test checker: counts acquires (x1), releases (x100) and context drops (x10000) in
+    /// `EXT_LOG`; refuses while `EXT_REFUSE` is set.
+    unsafe fn ext_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
+        assert_eq!(ctx as usize, 0x5EED);
+        if EXT_REFUSE.load(Ordering::SeqCst) {
+            return Err(Error::AlreadyBorrowed { exclusive });
+        }
+        EXT_LOG.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    unsafe fn ext_release(ctx: *mut c_void, _exclusive: bool) {
+        assert_eq!(ctx as usize, 0x5EED);
+        EXT_LOG.fetch_add(100, Ordering::SeqCst);
+    }
+    unsafe fn ext_drop(ctx: *mut c_void) {
+        assert_eq!(ctx as usize, 0x5EED);
+        EXT_LOG.fetch_add(10_000, Ordering::SeqCst);
+    }
+    static EXT_API: ExternalApi = ExternalApi {
+        acquire: ext_acquire,
+        release: ext_release,
+        drop_ctx: ext_drop,
+    };
+
+    /// Every view of an owner with an external checker takes its borrow after the registry's and
+    /// releases it with the view; a refusal refuses the view (and leaves no registry borrow);
+    /// the context is released once, when the owner drops or gives the tensor up.
+    #[test]
+    fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
+        let external = External {
+            api: &EXT_API,
+            ctx: 0x5EED as *mut c_void,
+        };
+        let mut t = crate::safe::Export::new(alloc::vec![1u8, 2, 3])
+            .versioned()
+            .unwrap();
+        // SAFETY: the test context is a plain number the test functions only compare.
+        unsafe { t.set_external(external) };
+        EXT_LOG.store(0, Ordering::SeqCst);
+        {
+            let view = t.as_slice::<u8>().unwrap();
+            assert_eq!(*view, [1, 2, 3]);
+            assert_eq!(EXT_LOG.load(Ordering::SeqCst), 1);
+        }
+        assert_eq!(EXT_LOG.load(Ordering::SeqCst), 101);
+        drop(t.as_mut_slice::<u8>().unwrap());
+        assert_eq!(EXT_LOG.load(Ordering::SeqCst), 202);
+        drop(t.copy().unwrap());
+        assert_eq!(EXT_LOG.load(Ordering::SeqCst), 303);
+        EXT_REFUSE.store(true, Ordering::SeqCst);
+        assert_eq!(
+            t.as_mut_slice::<u8>().unwrap_err(),
+            Error::AlreadyBorrowed { exclusive: true }
+        );
+        EXT_REFUSE.store(false, Ordering::SeqCst);
+        // The refused view left no registry borrow behind.
+        drop(t.as_mut_slice::<u8>().unwrap());
+        assert_eq!(EXT_LOG.load(Ordering::SeqCst), 404);
+        drop(t);
+        assert_eq!(
+            EXT_LOG.load(Ordering::SeqCst),
+            10_404,
+            "context released once, on drop"
+        );
+        // Giving the tensor up releases the context too; setting a second one releases the first.
+        let mut t = crate::safe::Export::new(alloc::vec![0u8])
+            .versioned()
+            .unwrap();
+        // SAFETY: as above.
+        unsafe {
+            t.set_external(external);
+            t.set_external(external);
+        }
+        assert_eq!(EXT_LOG.load(Ordering::SeqCst), 20_404);
+        let raw = t.into_raw();
+        assert_eq!(EXT_LOG.load(Ordering::SeqCst), 30_404);
+        // SAFETY: our own export, deleted once.
+        unsafe { ((*raw).deleter.unwrap())(raw) };
+        assert_eq!(EXT_LOG.load(Ordering::SeqCst), 30_404);
+    }
 }
