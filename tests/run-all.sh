@@ -28,6 +28,7 @@ cd "$(dirname "$0")/.."
 STEPS=(
   "fmt|quick|cargo fmt --all --check"
   "clippy|quick|cargo clippy --workspace --all-targets --all-features -- -D warnings"
+  "layers|quick|ARCHITECTURE.md's layer rule: ffi.rs and safe/ know nothing of Python or the layers above"
   "test-all|quick|cargo test --workspace --all-features (unit, integration, doc, trybuild)"
   "test-none|quick|cargo test -p dlpack-rs (no features)"
   "test-derive|full|cargo test -p dlpack-rs --features derive (the derive alone: its UI cases)"
@@ -211,6 +212,20 @@ step_cudarc() {
   cargo test -p dlpack-rs --features cudarc,pyo3 --lib cuda
   cargo test -p dlpack-rs --features cudarc,pyo3 --doc cuda
   cargo check -p dlpack-testext --features cudarc
+}
+
+step_layers() {
+  # ffi.rs and safe/ sit below the Python glue: no pyo3, no cfg(feature = "pyo3"), no path into
+  # the layers above them (pyo3_glue, into_dlpack, derive_support, cuda).
+  local found
+  found=$(grep -nE 'feature *= *"pyo3"|pyo3::|pyo3_glue|into_dlpack|derive_support|crate::cuda|IntoDLPack' \
+    dlpack-rs/src/ffi.rs dlpack-rs/src/safe/*.rs | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+  if [[ -n "$found" ]]; then
+    echo "ffi.rs and safe/ must not reach Python or the layers above (ARCHITECTURE.md):" >&2
+    echo "$found" >&2
+    return 1
+  fi
+  echo "ffi.rs and safe/ stay below the Python glue"
 }
 
 step_no-std() {

@@ -67,10 +67,15 @@ impl<B: Buffer + Send + 'static> Export<B> {
         self
     }
 
-    /// The buffer's [`Buffer::stream_order`], for a holder of the export that outlives the
-    /// builder.
-    #[cfg(feature = "pyo3")]
-    pub(crate) fn stream_order(&self) -> Option<alloc::sync::Arc<dyn super::StreamOrder>> {
+    /// The buffer's [`Buffer::stream_order`] (`None` for memory with no pending device work),
+    /// for a holder of the export that outlives the builder (`DLPackTensor::from_export` keeps
+    /// it for `__dlpack__(stream=...)`).
+    ///
+    /// ```
+    /// use dlpack_rs::safe::Export;
+    /// assert!(Export::new(vec![1.0f32]).stream_order().is_none());
+    /// ```
+    pub fn stream_order(&self) -> Option<alloc::sync::Arc<dyn super::StreamOrder>> {
         self.buffer.stream_order()
     }
 

@@ -49,7 +49,7 @@ pub use managed::{
 pub(crate) use managed::{External, ExternalApi};
 pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 pub(crate) use pack::{pack_owned, pack_owned_versioned};
-#[cfg(feature = "pyo3")]
+#[allow(unused_imports)] // the export routes above this layer
 pub(crate) use pack::{pack_owned_validated, pack_owned_versioned_validated};
 pub use tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the Python glue

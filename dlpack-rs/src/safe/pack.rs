@@ -4,7 +4,6 @@
 use core::ptr::NonNull;
 
 use super::block::{build, Readers};
-#[cfg(feature = "pyo3")]
 use super::layout::Extent;
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
 use super::{Error, TensorInfo};
@@ -104,10 +103,9 @@ pub(crate) unsafe fn pack_owned_versioned<K: Send + 'static>(
     readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
 ) -> Result<ManagedTensorVersioned, Error> {
-    let ptr = build::<DLManagedTensorVersioned, K>(keepalive, info, flags, readers, data_of)?;
-    // SAFETY: a fresh export of ours, validated by `build`, owned by nobody else, describing
-    // memory the keepalive keeps alive (this function's contract).
-    Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
+    let extent = info.extent()?;
+    // SAFETY: forwarded from this function's contract; `extent` is `info`'s.
+    unsafe { pack_owned_versioned_validated(keepalive, info, extent, flags, readers, data_of) }
 }
 
 /// [`try_pack`], owned: as [`pack_owned_versioned`].
@@ -121,9 +119,9 @@ pub(crate) unsafe fn pack_owned<K: Send + 'static>(
     readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
 ) -> Result<ManagedTensor, Error> {
-    let ptr = build::<DLManagedTensor, K>(keepalive, info, 0, readers, data_of)?;
-    // SAFETY: as in `pack_owned_versioned`.
-    Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
+    let extent = info.extent()?;
+    // SAFETY: forwarded from this function's contract; `extent` is `info`'s.
+    unsafe { pack_owned_validated(keepalive, info, extent, readers, data_of) }
 }
 
 /// [`pack_owned_versioned`] for metadata the caller has validated already.
@@ -131,7 +129,6 @@ pub(crate) unsafe fn pack_owned<K: Send + 'static>(
 /// # Safety
 ///
 /// As [`pack_owned_versioned`], and `extent` must be `info.extent()` for this very `info`.
-#[cfg(feature = "pyo3")]
 pub(crate) unsafe fn pack_owned_versioned_validated<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
@@ -155,7 +152,6 @@ pub(crate) unsafe fn pack_owned_versioned_validated<K: Send + 'static>(
 /// # Safety
 ///
 /// As [`pack_owned`], and `extent` must be `info.extent()` for this very `info`.
-#[cfg(feature = "pyo3")]
 pub(crate) unsafe fn pack_owned_validated<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
