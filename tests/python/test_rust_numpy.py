@@ -102,3 +102,24 @@ print(out, x.tolist())
     assert out + "]" == str(["refused"] * 6 + [6.0, 3.0])
     # add_one, then two writes to x[0] and x[4] by the disjoint calls; refused calls wrote nothing.
     assert "[" + values.strip() == str([3.0, 1.0, 1.0, 1.0, 3.0, 1.0, 1.0, 1.0])
+
+
+@needs_numpy_versioned
+def test_a_borrow_is_released_under_the_key_it_was_taken_with():
+    # Python may change an array's shape and strides in place while a view of its import
+    # lives (rust-numpy's table keys borrows by them): releasing that view must not give back
+    # another view's borrow. Here x's new layout has the key of w's borrow; once x's view is
+    # released, z (inside w, outside x's old range) must still be refused a mutable view.
+    import warnings
+
+    b = np.zeros(12, dtype=np.float32)
+    x, w, z = b[:6], b[:11], b[6:11]
+
+    def change():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # numpy >= 2.4
+            x.shape = (2, 3)
+            x.strides = (32, 4)  # spans b[0:11], as w does
+
+    granted = ext.release_after_change_then_np_rw(x, w, z, change)
+    assert not granted, "rust-numpy granted a mutable view of memory our shared view reads"

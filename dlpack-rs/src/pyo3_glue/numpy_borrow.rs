@@ -172,9 +172,19 @@ pub(crate) fn coordinate(
         }
         table(py)?;
     }
+    // The table keys a borrow by the array's layout (shape, strides, dtype) as it is when the
+    // borrow is taken and again when it is released; Python may change `obj`'s in place
+    // (`shape =`, `strides =`, `dtype =`) while a view lives, and a release under another key
+    // would give back some other view's borrow. So the borrows are taken on a view of `obj`
+    // (a plain `ndarray`, same memory and layout, same base) that no other code can reach.
+    let ndarray_ty = NDARRAY
+        .get(py)
+        .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
+        .bind(py);
+    let private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
     let external = crate::safe::External {
         api: &NUMPY_API,
-        ctx: obj.clone().into_ptr().cast(),
+        ctx: private.into_ptr().cast(),
     };
     // SAFETY: the context is a strong reference to a live numpy array of the main interpreter,
     // valid until `drop_ctx` releases it, owned by this owner alone.

@@ -43,6 +43,27 @@ fn tensor_mut_then_np_ro(mut b: TensorMut<f32, 1>, a: PyReadonlyArray1<f32>) -> 
     Ok(a.as_slice()?[0])
 }
 
+/// A shared view of `x`'s import, then `cb()` (Python code, which may change `x`'s shape and
+/// strides in place), then a shared view of `w`'s import; the first view dropped, whether
+/// rust-numpy grants a mutable view of `z` while the second view still lives (`True`: when `z`
+/// overlaps `w`, two crates alias its memory).
+#[pyfunction]
+fn release_after_change_then_np_rw(
+    x: PyTensor,
+    w: PyTensor,
+    z: Bound<'_, PyAny>,
+    cb: Bound<'_, PyAny>,
+) -> PyResult<bool> {
+    use numpy::{PyArray1, PyArrayMethods};
+    let vx = x.as_slice::<f32>()?;
+    cb.call0()?;
+    let vw = w.as_slice::<f32>()?;
+    drop(vx);
+    let granted = z.cast::<PyArray1<f32>>()?.try_readwrite().is_ok();
+    drop(vw);
+    Ok(granted)
+}
+
 /// Adds these functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(np_rw_then_tensor_mut, m)?)?;
@@ -50,5 +71,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(np_ro_and_tensor_ref, m)?)?;
     m.add_function(wrap_pyfunction!(np_ro_then_as_mut_slice, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_mut_then_np_ro, m)?)?;
+    m.add_function(wrap_pyfunction!(release_after_change_then_np_rw, m)?)?;
     Ok(())
 }
