@@ -123,3 +123,29 @@ def test_a_borrow_is_released_under_the_key_it_was_taken_with():
 
     granted = ext.release_after_change_then_np_rw(x, w, z, change)
     assert not granted, "rust-numpy granted a mutable view of memory our shared view reads"
+
+
+@needs_numpy_versioned
+def test_the_table_this_crate_publishes_sees_the_element_of_a_0d_array():
+    # A 0-d array holds one element: its borrow covers that element's bytes, so a mutable view
+    # of a 1-element window of the same base conflicts with it (in the table this crate
+    # publishes when first; rust-numpy's own gives 0-d arrays an empty range).
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np, dlpack_testext as ext
+x = np.zeros(4, dtype=np.float32)
+ext.add_one(x)                        # ours first: publishes the table
+out = []
+for a, b in ((x[0:1], x[0, ...]), (x[1:3], x[2, ...]), (x[0:1], x[1, ...])):
+    try:
+        ext.np_rw_then_as_mut_slice(a, b)
+        out.append("ok")
+    except (BufferError, TypeError, RuntimeError):
+        out.append("refused")
+print(out)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == str(["refused", "refused", "ok"])

@@ -402,7 +402,9 @@ unsafe fn base_and_key(array: *mut ffi::PyObject) -> Option<(usize, Key)> {
     let itemsize: isize = descr.getattr("itemsize").ok()?.extract().ok()?;
     let data = f.data as usize;
     let (mut low, mut high) = (0isize, 0isize);
-    if nd > 0 && shape.iter().all(|&d| d != 0) {
+    // A 0-d array holds one element (rust-numpy's own table gives it an empty range, which
+    // conflicts with nothing that starts at its element).
+    if shape.iter().all(|&d| d != 0) {
         for (&d, &s) in shape.iter().zip(strides) {
             let span = (d - 1).wrapping_mul(s);
             if span >= 0 {

@@ -64,6 +64,16 @@ fn release_after_change_then_np_rw(
     Ok(granted)
 }
 
+/// rust-numpy's mutable view first, then a mutable `as_mut_slice` of an untyped import (any
+/// number of dimensions, 0 included).
+#[pyfunction]
+fn np_rw_then_as_mut_slice(mut a: PyReadwriteArray1<f32>, mut t: PyTensor) -> PyResult<()> {
+    a.as_slice_mut()?[0] += 1.0;
+    let mut w = t.as_mut_slice::<f32>()?;
+    w[0] += 1.0;
+    Ok(())
+}
+
 /// Adds these functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(np_rw_then_tensor_mut, m)?)?;
@@ -72,5 +82,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(np_ro_then_as_mut_slice, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_mut_then_np_ro, m)?)?;
     m.add_function(wrap_pyfunction!(release_after_change_then_np_rw, m)?)?;
+    m.add_function(wrap_pyfunction!(np_rw_then_as_mut_slice, m)?)?;
     Ok(())
 }
