@@ -181,7 +181,12 @@ pub(crate) fn coordinate(
         .get(py)
         .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
         .bind(py);
-    let private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
+    let mut private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
+    // rust-numpy's table gives a 0-d array an empty range, which misses a borrow of a window
+    // that starts at its element: a 0-d array is borrowed as the 1-element array of its element.
+    if private.getattr(pyo3::intern!(py, "ndim"))?.extract::<usize>()? == 0 {
+        private = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
+    }
     let external = crate::safe::External {
         api: &NUMPY_API,
         ctx: private.into_ptr().cast(),
