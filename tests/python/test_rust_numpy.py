@@ -152,3 +152,23 @@ print(out)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == str(["refused", "refused", "ok"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: a view of a numpy import takes rust-numpy's borrow, which needs the GIL; a "
+    "thread that holds it while joining the viewing thread deadlocks (not fixed yet)",
+)
+def test_a_view_on_a_thread_joined_by_an_attached_thread_does_not_hang():
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np, dlpack_testext as ext
+print(ext.view_on_joined_thread(np.ones(3, np.float32)))
+"""
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("deadlock: the viewing thread waits for the GIL its joiner holds")
+    assert r.returncode == 0 and r.stdout.strip() == "1.0", r.stderr[-3000:]

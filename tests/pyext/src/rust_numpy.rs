@@ -74,6 +74,18 @@ fn np_rw_then_as_mut_slice(mut a: PyReadwriteArray1<f32>, mut t: PyTensor) -> Py
     Ok(())
 }
 
+/// A shared view of `t` taken and dropped on a scoped thread, which this thread (attached)
+/// joins: the first element.
+#[pyfunction]
+fn view_on_joined_thread(t: PyTensor) -> PyResult<f32> {
+    let first = std::thread::scope(|s| {
+        s.spawn(|| t.as_slice::<f32>().map(|v| v[0]))
+            .join()
+            .expect("no panic")
+    })?;
+    Ok(first)
+}
+
 /// Adds these functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(np_rw_then_tensor_mut, m)?)?;
@@ -83,5 +95,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensor_mut_then_np_ro, m)?)?;
     m.add_function(wrap_pyfunction!(release_after_change_then_np_rw, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_then_as_mut_slice, m)?)?;
+    m.add_function(wrap_pyfunction!(view_on_joined_thread, m)?)?;
     Ok(())
 }
