@@ -184,7 +184,11 @@ pub(crate) fn coordinate(
     let mut private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
     // rust-numpy's table gives a 0-d array an empty range, which misses a borrow of a window
     // that starts at its element: a 0-d array is borrowed as the 1-element array of its element.
-    if private.getattr(pyo3::intern!(py, "ndim"))?.extract::<usize>()? == 0 {
+    if private
+        .getattr(pyo3::intern!(py, "ndim"))?
+        .extract::<usize>()?
+        == 0
+    {
         private = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
     }
     let external = crate::safe::External {
