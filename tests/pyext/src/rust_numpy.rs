@@ -74,14 +74,17 @@ fn np_rw_then_as_mut_slice(mut a: PyReadwriteArray1<f32>, mut t: PyTensor) -> Py
     Ok(())
 }
 
-/// A shared view of `t` taken and dropped on a scoped thread, which this thread (attached)
-/// joins: the first element.
+/// A shared view of `t` taken and dropped on a scoped thread, which this thread joins with the
+/// GIL released (the README's rule: the view attaches to take rust-numpy's borrow, so a joiner
+/// holding the GIL would wait for good): the first element.
 #[pyfunction]
-fn view_on_joined_thread(t: PyTensor) -> PyResult<f32> {
-    let first = std::thread::scope(|s| {
-        s.spawn(|| t.as_slice::<f32>().map(|v| v[0]))
-            .join()
-            .expect("no panic")
+fn view_on_joined_thread(py: Python<'_>, t: PyTensor) -> PyResult<f32> {
+    let first = py.detach(|| {
+        std::thread::scope(|s| {
+            s.spawn(|| t.as_slice::<f32>().map(|v| v[0]))
+                .join()
+                .expect("no panic")
+        })
     })?;
     Ok(first)
 }
