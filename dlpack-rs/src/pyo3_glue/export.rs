@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::keepalive::PyKeepalive;
 use super::protocol::{export_capsule, ordered_stream, DLPackArgs};
 use crate::__private_derive_v0_4::DerivedData;
-use crate::ffi::DLDeviceType;
+use crate::ffi::{DLDevice, DLDeviceType};
 use crate::safe::{Extent, Readers, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
@@ -193,16 +193,8 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
     super::borrow::join(py)?;
     let (info, extent) = value.__tensor_info_with_extent();
-    let extent = match extent {
-        Some(extent) => extent,
-        None => info.extent()?,
-    };
-    if let Some(order) = order_of(&value, &info) {
-        args.check_stream(info.device)?;
-        if let Some(stream) = ordered_stream(info.device, args.stream) {
-            order.order_before(info.device, stream)?;
-        }
-    }
+    let extent = validated(&info, extent)?;
+    order_for_consumer(&args, info.device, order_of(&value, &info))?;
     let read_only = value.is_read_only();
     // SAFETY: the `IntoDLPack` contract: `value` (the keepalive) keeps the memory `info`
     // describes valid and in place (writable unless read-only); `extent` is `info`'s. Rust code
@@ -260,23 +252,39 @@ where
     super::borrow::join(slf.py())?;
     let (info, extent, read_only, owner, order) = <T::Frozen as ClassRoute<T>>::export(slf)?;
     // Validated once: by the implementation (the derive's bounds check), or here.
-    let extent = match extent {
-        Some(extent) => extent,
-        None => info.extent()?,
-    };
+    let extent = validated(&info, extent)?;
     let readers = if rust_reads {
         Readers::Rust
     } else {
         Readers::ExportOnly
     };
+    // Last, once everything else about the export is known to be fine.
+    order_for_consumer(args, info.device, order)?;
+    Ok((info, extent, read_only, readers, owner))
+}
+
+/// `info`'s extent: the one the implementation validated already, or validated now.
+fn validated(info: &TensorInfo, extent: Option<Extent>) -> PyResult<Extent> {
+    Ok(match extent {
+        Some(extent) => extent,
+        None => info.extent()?,
+    })
+}
+
+/// For device data with pending work: checks `stream` against the device and orders the
+/// consumer's stream (`None`: the default stream) after that work, unless it is -1.
+fn order_for_consumer(
+    args: &DLPackArgs,
+    device: DLDevice,
+    order: Option<Arc<dyn StreamOrder>>,
+) -> PyResult<()> {
     if let Some(order) = order {
-        // Last, once everything else about the export is known to be fine.
-        args.check_stream(info.device)?;
-        if let Some(stream) = ordered_stream(info.device, args.stream) {
-            order.order_before(info.device, stream)?;
+        args.check_stream(device)?;
+        if let Some(stream) = ordered_stream(device, args.stream) {
+            order.order_before(device, stream)?;
         }
     }
-    Ok((info, extent, read_only, readers, owner))
+    Ok(())
 }
 
 mod sealed {

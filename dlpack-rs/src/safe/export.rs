@@ -124,12 +124,11 @@ impl<B: Buffer + Send + 'static> Export<B> {
         } else {
             read_ptr::<B>
         };
+        // Through `data_ptr_mut` for a writable export (a buffer that says `is_writable` is
+        // owned by the export alone: nothing else reaches its elements), `data_ptr` for a
+        // read-only one (other owners may read it; the block holds a shared borrow of it).
         // SAFETY: `into_parts` checked that the layout stays inside the buffer, which the
-        // `Buffer` contract keeps valid and in place while the keepalive (the buffer) lives; the
-        // pointer is taken once the buffer sits in the block: through `data_ptr_mut` for a
-        // writable export (a buffer that says `is_writable` is owned by the export alone, so
-        // nothing else reaches its elements), `data_ptr` for a read-only one (other owners may
-        // read it: the block holds a shared borrow of the bytes for as long as it lives).
+        // `Buffer` contract keeps valid and in place while the keepalive (the buffer) lives.
         unsafe { pack_owned_versioned(buffer, info, flags, Readers::ExportOnly, Some(data_of)) }
     }
 
