@@ -2,8 +2,7 @@
 //! the owner grants them, the raw struct, the run-time kind's conversions, `Debug`, and the
 //! guards' comparisons and iterators.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use dlpack_rs::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
@@ -11,36 +10,11 @@ use dlpack_rs::ffi::{
 };
 use dlpack_rs::safe::{
     cpu_device, dtype_f32, pack, pack_versioned, AnyManaged, Export, ManagedTensor,
-    ManagedTensorVersioned, TensorInfo,
+    ManagedTensorVersioned,
 };
 
-/// A keepalive that counts its drops (each drop is one call of the export's deleter).
-struct Counted {
-    _data: Vec<f32>,
-    drops: Arc<AtomicUsize>,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.drops.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn counted(n: usize) -> (Counted, TensorInfo, Arc<AtomicUsize>) {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let mut data: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let info = TensorInfo::contiguous(
-        data.as_mut_ptr().cast(),
-        cpu_device(),
-        dtype_f32(),
-        vec![n as i64],
-    );
-    let keep = Counted {
-        _data: data,
-        drops: drops.clone(),
-    };
-    (keep, info, drops)
-}
+mod counted;
+use counted::counted;
 
 #[test]
 fn the_kind_is_the_producers() {

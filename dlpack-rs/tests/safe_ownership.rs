@@ -5,41 +5,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dlpack_rs::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
+#[cfg(feature = "std")]
+use dlpack_rs::safe::{cpu_device, TensorInfo};
 use dlpack_rs::safe::{
-    cpu_device, dtype_f32, pack, pack_versioned, try_pack, Error, Export, ManagedTensor,
-    ManagedTensorVersioned, TensorInfo,
+    pack, pack_versioned, try_pack, Error, Export, ManagedTensor, ManagedTensorVersioned,
 };
 
-/// A keepalive that owns a buffer and counts its drops.
-struct Counted {
-    _data: Vec<f32>,
-    drops: Arc<AtomicUsize>,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.drops.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-fn counted(n: usize) -> (Counted, TensorInfo, Arc<AtomicUsize>) {
-    let drops = Arc::new(AtomicUsize::new(0));
-    let mut data: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let info = TensorInfo::contiguous(
-        data.as_mut_ptr().cast(),
-        cpu_device(),
-        dtype_f32(),
-        vec![n as i64],
-    );
-    (
-        Counted {
-            _data: data,
-            drops: drops.clone(),
-        },
-        info,
-        drops,
-    )
-}
+mod counted;
+use counted::counted;
 
 #[test]
 fn legacy_pack_then_deleter_drops_once() {
