@@ -144,8 +144,8 @@ const MAIN_INTERPRETER: i64 = 0;
 /// Makes every view of `tensor` (imported from `obj`) also take rust-numpy's borrow of `obj`,
 /// when `obj` is a numpy array. Nothing to do for any other producer (torch's `from_numpy`
 /// tensors and other foreign owners of numpy memory are invisible to rust-numpy's table, which
-/// keys by numpy objects: outside the model). The owner keeps a strong reference to the array
-/// (the table keys by it) until it drops.
+/// keys by numpy objects: outside the model). The owner keeps a strong reference to a private
+/// view of the array (the table keys by it) until it drops.
 pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
@@ -184,11 +184,8 @@ pub(crate) fn coordinate(
     let mut private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
     // rust-numpy's table gives a 0-d array an empty range, which misses a borrow of a window
     // that starts at its element: a 0-d array is borrowed as the 1-element array of its element.
-    if private
-        .getattr(pyo3::intern!(py, "ndim"))?
-        .extract::<usize>()?
-        == 0
-    {
+    // (The import's own metadata is the array's as exported: no Python call to ask it.)
+    if tensor.ndim() == 0 {
         private = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
     }
     let external = crate::safe::External {
