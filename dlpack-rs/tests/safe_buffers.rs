@@ -94,3 +94,38 @@ fn an_arc_array_exports_its_span_read_only() {
         &[1., 2., 3., 4., 5., 6., 7., 8., 9.]
     );
 }
+
+/// A device buffer's stream order, as a holder of the export (`DLPackTensor::from_export`)
+/// takes it from the builder: the buffer's own, and none for plain host buffers.
+#[test]
+fn an_export_hands_on_its_buffers_stream_order() {
+    use dlpack_rs::ffi::DLDevice;
+    use dlpack_rs::safe::{Error, StreamOrder};
+
+    struct Order;
+    impl StreamOrder for Order {
+        fn order_before(&self, _: DLDevice, _: i64) -> Result<(), Error> {
+            Ok(())
+        }
+    }
+    struct Ordered(Vec<u8>, Arc<dyn StreamOrder>);
+    // SAFETY: the elements live in the Vec's heap allocation, which moving the value does not
+    // move; `as_ptr` reads the Vec's raw pointer.
+    unsafe impl Buffer for Ordered {
+        type Elem = u8;
+        fn data_ptr(&self) -> *mut u8 {
+            self.0.as_ptr().cast_mut()
+        }
+        fn num_elements(&self) -> usize {
+            self.0.len()
+        }
+        fn stream_order(&self) -> Option<Arc<dyn StreamOrder>> {
+            Some(self.1.clone())
+        }
+    }
+    let order: Arc<dyn StreamOrder> = Arc::new(Order);
+    let export = Export::new(Ordered(vec![1, 2], order.clone()));
+    let handed = export.stream_order().expect("the buffer's order");
+    assert!(Arc::ptr_eq(&handed, &order));
+    assert!(Export::new(vec![1u8]).stream_order().is_none());
+}
