@@ -264,15 +264,17 @@ where
 }
 
 /// `info`'s extent: the one the implementation validated already, or validated now.
-fn validated(info: &TensorInfo, extent: Option<Extent>) -> PyResult<Extent> {
-    Ok(match extent {
-        Some(extent) => extent,
-        None => info.extent()?,
-    })
+#[inline(always)]
+fn validated(info: &TensorInfo, extent: Option<Extent>) -> Result<Extent, crate::safe::Error> {
+    match extent {
+        Some(extent) => Ok(extent),
+        None => info.extent(),
+    }
 }
 
 /// For device data with pending work: checks `stream` against the device and orders the
 /// consumer's stream (`None`: the default stream) after that work, unless it is -1.
+#[inline(always)]
 fn order_for_consumer(
     args: &DLPackArgs,
     device: DLDevice,
