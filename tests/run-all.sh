@@ -564,9 +564,7 @@ step_instructions() {
   # run uninstrumented (about a minute under valgrind all the same).
   local out=target/callgrind.instructions.out
   PYTHONHASHSEED=0 valgrind --tool=callgrind --collect-atstart=no \
-    --toggle-collect='*hardening::count_export*' \
-    --toggle-collect='*hardening::count_numpy_import*' \
-    --toggle-collect='*hardening::count_torch_import*' \
+    --toggle-collect='*hardening::count_*' \
     --callgrind-out-file="$out" "$venv/bin/python" tests/perf/instructions.py run \
     >target/callgrind.instructions.log 2>&1 || { tail -n 20 target/callgrind.instructions.log >&2; return 1; }
   "$venv/bin/python" tests/perf/instructions.py check "$out"

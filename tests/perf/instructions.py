@@ -18,7 +18,15 @@ import subprocess
 import sys
 
 N = 2000
-CASES = ["count_export", "count_numpy_import", "count_torch_import"]
+CASES = [
+    "count_export",
+    "count_numpy_import",
+    "count_torch_import",
+    "count_typed_numpy_import",
+    "count_typed_torch_import",
+    "count_torch_import3",
+    "count_typed_torch_import3",
+]
 BUDGETS = pathlib.Path(__file__).with_name("budgets.json")
 SLACK = 1.10
 
@@ -32,14 +40,20 @@ def run():
     obj = ext.derived_vector([1.0])
     arr = np.ones(1, dtype=np.float32)
     t = torch.ones(1, dtype=torch.float32)
+    t2 = torch.ones(1, dtype=torch.float32)
+    t3 = torch.ones(1, dtype=torch.float32)
     loops = [
-        (ext.count_export, np.from_dlpack, obj),
-        (ext.count_numpy_import, ext.numel, arr),
-        (ext.count_torch_import, ext.numel, t),
+        (ext.count_export, np.from_dlpack, (obj,)),
+        (ext.count_numpy_import, ext.numel, (arr,)),
+        (ext.count_torch_import, ext.numel, (t,)),
+        (ext.count_typed_numpy_import, ext.typed_numel, (arr,)),
+        (ext.count_typed_torch_import, ext.typed_numel, (t,)),
+        (ext.count_torch_import3, ext.numel3, (t, t2, t3)),
+        (ext.count_typed_torch_import3, ext.typed_numel3, (t, t2, t3)),
     ]
-    for loop, f, arg in loops:
-        loop(f, arg, 50)  # warm-up (caches, interned names), counted once: small and fixed
-        loop(f, arg, N)
+    for loop, f, args in loops:
+        loop(f, args, 50)  # warm-up (caches, interned names), counted once: small and fixed
+        loop(f, args, N)
 
 
 def counts(path):
@@ -49,7 +63,7 @@ def counts(path):
     ).stdout
     found = {}
     for line in out.splitlines():
-        m = re.match(r"\s*([\d,]+)\s.*__pyfunction_(count_export|count_numpy_import|count_torch_import)\b", line)
+        m = re.match(r"\s*([\d,]+)\s.*__pyfunction_(" + "|".join(CASES) + r")\b", line)
         if m and m.group(2) not in found:
             found[m.group(2)] = int(m.group(1).replace(",", ""))
     return found

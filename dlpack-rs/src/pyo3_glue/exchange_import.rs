@@ -23,7 +23,7 @@ use pyo3::types::{PyCapsule, PyDict, PyTuple, PyType};
 
 use crate::ffi::{
     DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
-    DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
+    DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
 };
 use crate::safe::ManagedTensorVersioned;
 
@@ -426,10 +426,7 @@ pub(crate) fn import(
     };
     let py = obj.py();
     if requires_grad(obj, grad) {
-        return Err(PyBufferError::new_err(
-            "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
-             too): use tensor.detach()",
-        ));
+        return Err(requires_grad_error());
     }
     let Some(from_py) = api.managed_tensor_from_py_object_no_sync else {
         return Ok(None);
@@ -439,21 +436,7 @@ pub(crate) fn import(
     // the GIL held (we hold `py`), a live object of that type, and a valid out pointer.
     let rc = unsafe { from_py(obj.as_ptr().cast(), &mut out) };
     if rc != 0 {
-        let err = PyErr::take(py).unwrap_or_else(|| {
-            PySystemError::new_err(
-                "__dlpack_c_exchange_api__: managed_tensor_from_py_object_no_sync failed \
-                 without setting an exception",
-            )
-        });
-        if err.is_instance_of::<PyRuntimeError>(py) {
-            // What `__dlpack__` reports as BufferError (a tensor DLPack cannot describe).
-            let message = err.value(py).to_string();
-            let first_line = message.lines().next().unwrap_or_default();
-            let buffer = PyBufferError::new_err(format!("cannot export this tensor: {first_line}"));
-            buffer.set_cause(py, Some(err));
-            return Err(buffer);
-        }
-        return Err(err);
+        return Err(table_error(py, "managed_tensor_from_py_object_no_sync"));
     }
     if out.is_null() {
         return Err(PySystemError::new_err(
@@ -470,6 +453,72 @@ pub(crate) fn import(
         return Ok(None);
     }
     Ok(Some((tensor, api)))
+}
+
+/// The exception a failed table call left, as the producer's `__dlpack__` would report it: a
+/// `RuntimeError` (a tensor DLPack cannot describe) becomes `BufferError`.
+fn table_error(py: Python<'_>, function: &str) -> PyErr {
+    let err = PyErr::take(py).unwrap_or_else(|| {
+        PySystemError::new_err(format!(
+            "__dlpack_c_exchange_api__: {function} failed without setting an exception"
+        ))
+    });
+    if err.is_instance_of::<PyRuntimeError>(py) {
+        let message = err.value(py).to_string();
+        let first_line = message.lines().next().unwrap_or_default();
+        let buffer = PyBufferError::new_err(format!("cannot export this tensor: {first_line}"));
+        buffer.set_cause(py, Some(err));
+        return buffer;
+    }
+    err
+}
+
+/// A non-owning view of `obj`'s CPU tensor through its type's exchange table
+/// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), its metadata validated
+/// and copied; valid while the caller keeps `obj` alive and unchanged. `Ok(None)` when the type
+/// has no table, or no such function, or the tensor is not a plain CPU one, or is complex: the
+/// caller takes the owned route, which handles all of them. Refuses what the owned route
+/// refuses (a tensor that requires grad, a `RuntimeError` of the table as `BufferError`).
+///
+/// The view carries no flags: it says nothing of read-only memory, so it serves shared views
+/// only.
+pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::safe::Described>> {
+    let Some((api, grad)) = lookup(obj) else {
+        return Ok(None);
+    };
+    let Some(dltensor) = api.dltensor_from_py_object_no_sync else {
+        return Ok(None);
+    };
+    let py = obj.py();
+    if requires_grad(obj, grad) {
+        return Err(requires_grad_error());
+    }
+    let mut out = core::mem::MaybeUninit::<DLTensor>::zeroed();
+    // SAFETY: a function of the table of `obj`'s own type, called as dlpack.h says: attached
+    // (we hold `py`), a live object of that type, and a valid out pointer.
+    let rc = unsafe { dltensor(obj.as_ptr().cast(), out.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(table_error(py, "dltensor_from_py_object_no_sync"));
+    }
+    // SAFETY: on success the producer filled the whole struct (all-zero before: a valid bit
+    // pattern for every field in any case).
+    let t = unsafe { out.assume_init() };
+    if !is_cpu(t.device) || t.dtype.code == crate::ffi::DLDataTypeCode::COMPLEX {
+        // Device memory needs stream ordering; a complex tensor may carry torch's conjugate
+        // bit, which only `__dlpack__` refuses: the owned route decides both.
+        return Ok(None);
+    }
+    // SAFETY: the producer's DLTensor, whose shape and strides point at `ndim` integers owned by
+    // `obj`, alive while we hold it (and unchanged: no Python code runs meanwhile).
+    Ok(Some(unsafe { crate::safe::Described::new(&t) }?))
+}
+
+/// The `BufferError` for a tensor that requires grad.
+fn requires_grad_error() -> PyErr {
+    PyBufferError::new_err(
+        "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
+         too): use tensor.detach()",
+    )
 }
 
 /// The producer's current work stream on `device` (`current_work_stream`), or `None` when the

@@ -9,10 +9,14 @@ use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
+use alloc::borrow::Cow;
+
 use super::import::{ImportOptions, PyTensor};
+use super::keepalive::PyKeepalive;
 use super::tensor::dtype_name;
+use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{AnyBitPattern, Error};
+use crate::safe::{AnyBitPattern, Described, Error};
 
 /// The `NDIM` of [`TensorRef`] / [`TensorMut`] that accepts any number of dimensions.
 pub const ANY_NDIM: usize = usize::MAX;
@@ -60,13 +64,60 @@ pub struct TensorMut<T, const NDIM: usize = ANY_NDIM> {
     held: Held<T>,
 }
 
-/// What both argument types hold: the import, the borrow of its elements, and the elements.
+/// What both argument types hold: the tensor, the borrow of its elements, and the elements.
 struct Held<T> {
     ptr: *mut T,
     len: usize,
-    // Dropped before the owner (fields drop in order).
+    // Dropped before the source (fields drop in order).
     _borrow: BorrowToken,
-    tensor: PyTensor,
+    source: Source,
+}
+
+/// Where a typed argument's elements come from.
+enum Source {
+    /// An import that owns its managed tensor (every producer; a `TensorMut` always).
+    Owned(PyTensor),
+    /// A non-owning view through the producer's exchange table
+    /// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), valid while the
+    /// object, held here, lives.
+    Borrowed {
+        view: Described,
+        _object: PyKeepalive,
+    },
+}
+
+impl Source {
+    fn shape(&self) -> &[i64] {
+        match self {
+            Source::Owned(t) => t.shape(),
+            Source::Borrowed { view: d, .. } => d.shape(),
+        }
+    }
+
+    fn dtype(&self) -> DLDataType {
+        match self {
+            Source::Owned(t) => t.dtype(),
+            Source::Borrowed { view: d, .. } => d.dtype(),
+        }
+    }
+
+    fn device(&self) -> DLDevice {
+        match self {
+            Source::Owned(t) => t.device(),
+            Source::Borrowed { view: d, .. } => d.device(),
+        }
+    }
+
+    fn strides(&self) -> Cow<'_, [i64]> {
+        let (shape, strides) = match self {
+            Source::Owned(t) => (t.shape(), t.raw_strides()),
+            Source::Borrowed { view: d, .. } => (d.shape(), d.raw_strides()),
+        };
+        match strides {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(crate::safe::compact_strides(shape)),
+        }
+    }
 }
 
 // SAFETY: a `TensorRef` is an owner plus a shared view of its elements, like `(PyTensor, &[T])`.
@@ -81,51 +132,86 @@ unsafe impl<T: Sync, const N: usize> Sync for TensorMut<T, N> {}
 impl<T: AnyBitPattern> Held<T> {
     /// Imports `obj` and checks it against `T` and `NDIM`, with the messages a Python user can act
     /// on, then borrows its elements (exclusively or not).
+    ///
+    /// A shared argument of a type whose exchange table fills a non-owning `DLTensor` takes
+    /// that route (no managed tensor is made, no deleter runs); everything else, and every
+    /// exclusive argument (a non-owning `DLTensor` carries no read-only flag), is imported as
+    /// [`PyTensor`] is.
     fn import<const NDIM: usize>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self> {
+        if !exclusive {
+            if let Some(view) = super::exchange_import::borrowed_view(obj)? {
+                let py = obj.py();
+                check::<T, NDIM>(view.dtype(), view.shape())?;
+                super::borrow::join(py)?;
+                // SAFETY: the view's memory is `obj`'s, which the source below keeps alive
+                // while the pointer is used (the held argument owns both).
+                let parts = unsafe { view.slice_parts::<T>(false) };
+                let keep = PyKeepalive::new(py, obj.clone().unbind());
+                return Held::new(
+                    parts,
+                    Source::Borrowed {
+                        view,
+                        _object: keep,
+                    },
+                );
+            }
+        }
         let tensor = ImportOptions::new().import(obj)?;
-        if tensor.dtype() != T::DTYPE {
-            let wanted = dtype_name(T::DTYPE);
-            // A conversion hint only where numpy and torch both have the name.
-            let plain = !wanted.starts_with("dtype(") && wanted != "bfloat16";
-            let hint = if plain {
-                format!(" (convert it first, e.g. x.astype(\"{wanted}\") in numpy or x.to(torch.{wanted}) in torch)")
-            } else {
-                String::new()
-            };
-            return Err(PyTypeError::new_err(format!(
-                "expected a tensor of {wanted}, got {}{hint}",
-                dtype_name(tensor.dtype()),
-            )));
-        }
-        if NDIM != ANY_NDIM && tensor.ndim() != NDIM {
-            return Err(PyTypeError::new_err(format!(
-                "expected a {NDIM}-dimensional tensor, got {} dimension(s) (shape {:?})",
-                tensor.ndim(),
-                tensor.shape()
-            )));
-        }
+        check::<T, NDIM>(tensor.dtype(), tensor.shape())?;
         if exclusive && tensor.is_read_only() {
             return Err(PyBufferError::new_err(
                 "expected a writable tensor, got a read-only one (a legacy DLPack capsule is \
              read-only: ask its producer for a versioned one, or copy it)",
             ));
         }
-        match tensor.slice_parts::<T>(exclusive) {
+        let parts = tensor.slice_parts::<T>(exclusive);
+        Held::new(parts, Source::Owned(tensor))
+    }
+
+    /// The held argument, or the error for a layout or borrow `slice_parts` refused.
+    fn new(parts: Result<(*mut T, usize, BorrowToken), Error>, source: Source) -> PyResult<Self> {
+        match parts {
             Ok((ptr, len, borrow)) => Ok(Held {
                 ptr,
                 len,
                 _borrow: borrow,
-                tensor,
+                source,
             }),
             Err(Error::NotContiguous) => Err(PyBufferError::new_err(format!(
                 "expected a C-contiguous tensor, got shape {:?} with strides {:?} (pass \
              np.ascontiguousarray(x) in numpy, x.contiguous() in torch)",
-                tensor.shape(),
-                &*tensor.strides()
+                source.shape(),
+                &*source.strides()
             ))),
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Checks a tensor's dtype and number of dimensions against `T` and `NDIM` (`TypeError`).
+fn check<T: AnyBitPattern, const NDIM: usize>(dtype: DLDataType, shape: &[i64]) -> PyResult<()> {
+    if dtype != T::DTYPE {
+        let wanted = dtype_name(T::DTYPE);
+        // A conversion hint only where numpy and torch both have the name.
+        let plain = !wanted.starts_with("dtype(") && wanted != "bfloat16";
+        let hint = if plain {
+            format!(" (convert it first, e.g. x.astype(\"{wanted}\") in numpy or x.to(torch.{wanted}) in torch)")
+        } else {
+            String::new()
+        };
+        return Err(PyTypeError::new_err(format!(
+            "expected a tensor of {wanted}, got {}{hint}",
+            dtype_name(dtype),
+        )));
+    }
+    if NDIM != ANY_NDIM && shape.len() != NDIM {
+        return Err(PyTypeError::new_err(format!(
+            "expected a {NDIM}-dimensional tensor, got {} dimension(s) (shape {:?})",
+            shape.len(),
+            shape
+        )));
+    }
+    Ok(())
 }
 
 impl<T> Held<T> {
@@ -164,24 +250,54 @@ impl<'a, 'py, T: AnyBitPattern, const NDIM: usize> FromPyObject<'a, 'py> for Ten
 impl<T, const N: usize> TensorRef<T, N> {
     /// Extent of each dimension.
     pub fn shape(&self) -> &[i64] {
-        self.held.tensor.shape()
+        self.held.source.shape()
     }
 
-    /// The imported tensor (its metadata; a mutable view of it is refused while `self` lives).
-    pub fn tensor(&self) -> &PyTensor {
-        &self.held.tensor
+    /// Strides in elements (compact row-major: the argument is C-contiguous).
+    pub fn strides(&self) -> Cow<'_, [i64]> {
+        self.held.source.strides()
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.shape().len()
+    }
+
+    /// The element type as DLPack describes it (`T::DTYPE`).
+    pub fn dtype(&self) -> DLDataType {
+        self.held.source.dtype()
+    }
+
+    /// Where the memory lives (the CPU: typed arguments are host views).
+    pub fn device(&self) -> DLDevice {
+        self.held.source.device()
     }
 }
 
 impl<T, const N: usize> TensorMut<T, N> {
     /// Extent of each dimension.
     pub fn shape(&self) -> &[i64] {
-        self.held.tensor.shape()
+        self.held.source.shape()
     }
 
-    /// The imported tensor (its metadata; any other view of it is refused while `self` lives).
-    pub fn tensor(&self) -> &PyTensor {
-        &self.held.tensor
+    /// Strides in elements (compact row-major: the argument is C-contiguous).
+    pub fn strides(&self) -> Cow<'_, [i64]> {
+        self.held.source.strides()
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.shape().len()
+    }
+
+    /// The element type as DLPack describes it (`T::DTYPE`).
+    pub fn dtype(&self) -> DLDataType {
+        self.held.source.dtype()
+    }
+
+    /// Where the memory lives (the CPU: typed arguments are host views).
+    pub fn device(&self) -> DLDevice {
+        self.held.source.device()
     }
 }
 

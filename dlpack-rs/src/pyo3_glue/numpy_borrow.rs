@@ -18,7 +18,7 @@
 //! borrows taken before it. The table lives for the rest of the process.
 
 use core::ffi::{c_char, c_int, c_void};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
@@ -188,14 +188,47 @@ pub(crate) fn coordinate(
     if tensor.ndim() == 0 {
         private = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
     }
+    // With our own table the key is computed here, once (the private view's layout and base
+    // never change, and numpy's itemsize is the exported dtype's size): views then take and give
+    // back the borrow without calling into Python, so without attaching.
+    let ours = core::ptr::eq(TABLE_PTR.load(Ordering::Acquire), &OURS);
+    let array = private.into_ptr();
+    let key = if ours {
+        let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
+        // SAFETY: attached, and `array` is a live numpy array (the view just made).
+        Some(
+            unsafe { base_and_key(array, Some(itemsize)) }
+                .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?,
+        )
+    } else {
+        None
+    };
+    // SAFETY: as above; no other code can reach the private view, so its flags stay as read.
+    let writeable = unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE != 0;
+    let ctx = Box::new(Ctx {
+        array,
+        key,
+        writeable,
+    });
     let external = crate::safe::External {
         api: &NUMPY_API,
-        ctx: private.into_ptr().cast(),
+        ctx: Box::into_raw(ctx).cast(),
     };
-    // SAFETY: the context is a strong reference to a live numpy array of the main interpreter,
+    // SAFETY: the context owns a strong reference to a live numpy array of the main interpreter,
     // valid until `drop_ctx` releases it, owned by this owner alone.
     unsafe { tensor.set_external(external) };
     Ok(())
+}
+
+/// An import's context for the external checker: the private view, and its base and key when
+/// the table is our own (computed once).
+struct Ctx {
+    array: *mut ffi::PyObject,
+    /// The view's base and key in our own table (`None`: the table is rust-numpy's, which reads
+    /// the array at every call).
+    key: Option<(usize, Key)>,
+    /// The view's `NPY_ARRAY_WRITEABLE` (nothing else can change it).
+    writeable: bool,
 }
 
 static NUMPY_API: crate::safe::ExternalApi = crate::safe::ExternalApi {
@@ -228,7 +261,22 @@ fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
 ///
 /// `ctx` is the strong reference to a numpy array that `coordinate` made, not yet released.
 unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
-    let array = ctx.cast::<ffi::PyObject>();
+    // SAFETY: `coordinate`'s live context.
+    let ctx = unsafe { &*ctx.cast::<Ctx>() };
+    let array = ctx.array;
+    if let Some((base, key)) = ctx.key {
+        // Our own table, with the key computed once: no Python involved, so no attaching.
+        let rc = if exclusive && !ctx.writeable {
+            -2
+        } else {
+            ours_acquire_key(base, key, exclusive)
+        };
+        return match rc {
+            0 => Ok(()),
+            -2 => Err(Error::ReadOnly),
+            _ => Err(Error::AlreadyBorrowed { exclusive }),
+        };
+    }
     // SAFETY: set before any context was made (`coordinate`), to a table that lives for good.
     let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
         return Err(Error::AlreadyBorrowed { exclusive });
@@ -258,7 +306,13 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
 ///
 /// As `numpy_acquire`, for a borrow it took with the same `exclusive`.
 unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
-    let array = ctx.cast::<ffi::PyObject>();
+    // SAFETY: `coordinate`'s live context.
+    let ctx = unsafe { &*ctx.cast::<Ctx>() };
+    let array = ctx.array;
+    if let Some((base, key)) = ctx.key {
+        ours_release_key(base, key, exclusive);
+        return;
+    }
     // SAFETY: as in `numpy_acquire`.
     let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
         return;
@@ -284,8 +338,10 @@ unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
 ///
 /// `ctx` was made by `coordinate` and is released once.
 unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
+    // SAFETY: made by `Box::into_raw` in `coordinate`, released once.
+    let ctx = unsafe { Box::from_raw(ctx.cast::<Ctx>()) };
     // SAFETY: the strong reference `coordinate` took, to an object of the main interpreter.
-    unsafe { release_owned(ctx.cast(), MAIN_INTERPRETER) };
+    unsafe { release_owned(ctx.array, MAIN_INTERPRETER) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,12 +371,28 @@ struct ArrayFields {
 /// numpy's `NPY_ARRAY_WRITEABLE` flag.
 const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     start: usize,
     end: usize,
     data: usize,
     gcd: isize,
+}
+
+impl Key {
+    /// The least and greatest keys, bounds of one base's range in the map.
+    const MIN: Key = Key {
+        start: 0,
+        end: 0,
+        data: 0,
+        gcd: isize::MIN,
+    };
+    const MAX: Key = Key {
+        start: usize::MAX,
+        end: usize::MAX,
+        data: usize::MAX,
+        gcd: isize::MAX,
+    };
 }
 
 fn gcd(mut a: isize, mut b: isize) -> isize {
@@ -342,8 +414,9 @@ impl Key {
     }
 }
 
-/// Base object -> key -> count (> 0: shared borrows, -1: exclusive).
-type Flags = HashMap<usize, HashMap<Key, isize>>;
+/// (base object, key) -> count (> 0: shared borrows, -1: exclusive); one flat ordered map, so
+/// that the keys of one base are a range and a borrow allocates no map of its own.
+type Flags = BTreeMap<(usize, Key), isize>;
 
 struct OurFlags(Mutex<Option<Flags>>);
 
@@ -362,12 +435,13 @@ static OURS: Shared = Shared {
 // SAFETY: immutable; its functions synchronise through `FLAGS`.
 unsafe impl Sync for Shared {}
 
-/// The base object and key of `array`.
+/// The base object and key of `array` (`itemsize`: its dtype's, when the caller knows it; else
+/// read from the dtype).
 ///
 /// # Safety
 ///
 /// Attached, and `array` is a live numpy array.
-unsafe fn base_and_key(array: *mut ffi::PyObject) -> Option<(usize, Key)> {
+unsafe fn base_and_key(array: *mut ffi::PyObject, itemsize: Option<isize>) -> Option<(usize, Key)> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
     let ndarray = NDARRAY
@@ -405,7 +479,14 @@ unsafe fn base_and_key(array: *mut ffi::PyObject) -> Option<(usize, Key)> {
     };
     // SAFETY: `descr` is the array's live dtype object; attached.
     let descr = unsafe { Bound::from_borrowed_ptr(py, f.descr) };
-    let itemsize: isize = descr.getattr("itemsize").ok()?.extract().ok()?;
+    let itemsize: isize = match itemsize {
+        Some(size) => size,
+        None => descr
+            .getattr(pyo3::intern!(py, "itemsize"))
+            .ok()?
+            .extract()
+            .ok()?,
+    };
     let data = f.data as usize;
     let (mut low, mut high) = (0isize, 0isize);
     // A 0-d array holds one element (rust-numpy's own table gives it an empty range, which
@@ -435,29 +516,15 @@ unsafe fn base_and_key(array: *mut ffi::PyObject) -> Option<(usize, Key)> {
 
 fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
     let mut guard = FLAGS.0.lock().unwrap_or_else(|e| e.into_inner());
-    f(guard.get_or_insert_with(HashMap::new))
+    f(guard.get_or_insert_with(BTreeMap::new))
 }
 
 unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
     // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
-    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
+    let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
         return -1;
     };
-    with_flags(|flags| {
-        let same_base = flags.entry(base).or_default();
-        if let Some(count) = same_base.get_mut(&key) {
-            if *count < 0 || *count == isize::MAX {
-                return -1;
-            }
-            *count += 1;
-            return 0;
-        }
-        if same_base.iter().any(|(k, &c)| c < 0 && key.conflicts(k)) {
-            return -1;
-        }
-        same_base.insert(key, 1);
-        0
-    })
+    ours_acquire_key(base, key, false)
 }
 
 unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
@@ -466,15 +533,40 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
         return -2;
     }
     // SAFETY: as in `ours_acquire`.
-    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
+    let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
         return -1;
     };
+    ours_acquire_key(base, key, true)
+}
+
+/// Takes a shared or exclusive borrow of `key` under `base`: 0, or -1 on a conflict.
+fn ours_acquire_key(base: usize, key: Key, exclusive: bool) -> c_int {
     with_flags(|flags| {
-        let same_base = flags.entry(base).or_default();
-        if same_base.contains_key(&key) || same_base.keys().any(|k| key.conflicts(k)) {
+        let range = (base, Key::MIN)..=(base, Key::MAX);
+        if exclusive {
+            if flags
+                .range(range)
+                .any(|((_, k), _)| *k == key || key.conflicts(k))
+            {
+                return -1;
+            }
+            flags.insert((base, key), -1);
+            return 0;
+        }
+        if let Some(count) = flags.get_mut(&(base, key)) {
+            if *count < 0 || *count == isize::MAX {
+                return -1;
+            }
+            *count += 1;
+            return 0;
+        }
+        if flags
+            .range(range)
+            .any(|((_, k), &c)| c < 0 && key.conflicts(k))
+        {
             return -1;
         }
-        same_base.insert(key, -1);
+        flags.insert((base, key), 1);
         0
     })
 }
@@ -486,14 +578,16 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
 /// As `ours_acquire`.
 unsafe fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     // SAFETY: forwarded.
-    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
+    let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
         return;
     };
+    ours_release_key(base, key, exclusive);
+}
+
+/// Gives back one borrow of `key` under `base` (`exclusive`: its exclusive one).
+fn ours_release_key(base: usize, key: Key, exclusive: bool) {
     with_flags(|flags| {
-        let Some(same_base) = flags.get_mut(&base) else {
-            return;
-        };
-        let remove = match same_base.get_mut(&key) {
+        let remove = match flags.get_mut(&(base, key)) {
             Some(count) if exclusive || *count <= 1 => true,
             Some(count) => {
                 *count -= 1;
@@ -502,10 +596,7 @@ unsafe fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
             None => false,
         };
         if remove {
-            same_base.remove(&key);
-            if same_base.is_empty() {
-                flags.remove(&base);
-            }
+            flags.remove(&(base, key));
         }
     })
 }

@@ -129,7 +129,7 @@ unsafe impl<K: Kind> Sync for Managed<K> {}
 ///
 /// `t.shape` and `t.strides`, when non-NULL and `t.ndim > 0`, must point at `t.ndim` readable
 /// `i64`s (the DLPack contract).
-unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
+pub(crate) unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
     if t.ndim < 0 {
         return Err(Error::NegativeNdim(t.ndim));
     }
@@ -146,7 +146,7 @@ unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
 
 /// # Safety
 /// `t.ndim >= 0`, and `t.shape` points at `ndim` `i64`s when `ndim > 0`.
-unsafe fn raw_shape(t: &DLTensor) -> &[i64] {
+pub(crate) unsafe fn raw_shape(t: &DLTensor) -> &[i64] {
     if t.ndim <= 0 || t.shape.is_null() {
         &[]
     } else {
@@ -157,7 +157,7 @@ unsafe fn raw_shape(t: &DLTensor) -> &[i64] {
 
 /// # Safety
 /// `t.ndim >= 0`, and `t.strides` is NULL or points at `ndim` `i64`s.
-unsafe fn raw_strides(t: &DLTensor) -> Option<&[i64]> {
+pub(crate) unsafe fn raw_strides(t: &DLTensor) -> Option<&[i64]> {
     if t.strides.is_null() {
         None
     } else if t.ndim <= 0 {
@@ -390,6 +390,7 @@ impl<K: Kind> Managed<K> {
     }
 
     /// Checks that elements of `T` may be read here: `T`'s dtype, on host-accessible memory.
+    #[allow(dead_code)] // used by the ndarray views
     pub(crate) fn check_element<T: Element>(&self) -> Result<(), Error> {
         if self.dtype() != T::DTYPE {
             return Err(Error::DtypeMismatch {
@@ -401,6 +402,7 @@ impl<K: Kind> Managed<K> {
     }
 
     /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
+    #[allow(dead_code)] // used by the ndarray views and the CUDA import
     pub(crate) fn first_element<T: Element>(&self) -> Result<*mut T, Error> {
         let ptr = self.data_ptr().cast::<T>();
         if ptr.is_null() {
@@ -445,34 +447,20 @@ impl<K: Kind> Managed<K> {
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, usize, BorrowToken), Error> {
-        self.check_element::<T>()?;
-        if !self.is_contiguous() {
-            return Err(Error::NotContiguous);
+        let t = self.raw_tensor();
+        // SAFETY: the metadata was validated at construction and the memory lives until the
+        // deleter runs, which cannot happen while `self` is borrowed.
+        unsafe {
+            contiguous_slice_parts::<T>(
+                self.data_ptr(),
+                self.shape(),
+                self.raw_strides(),
+                t.dtype,
+                t.device,
+                exclusive,
+                |token| self.with_external(token, exclusive),
+            )
         }
-        let len = self.numel();
-        if len == 0 {
-            return Ok((NonNull::<T>::dangling().as_ptr(), 0, BorrowToken::EMPTY));
-        }
-        let ptr = self.first_element::<T>()?;
-        // Borrow before reading anything: no exclusive view of these bytes exists from here on.
-        // Contiguous: the bytes are exactly `len` elements from the first.
-        let start = ptr as usize;
-        let token = BorrowToken::acquire(
-            start,
-            start.wrapping_add(len * core::mem::size_of::<T>()),
-            exclusive,
-        )?;
-        let token = self.with_external(token, exclusive)?;
-        // SAFETY: host-accessible, non-NULL, aligned, contiguous memory of `len` elements of
-        // T's dtype (validated at construction not to overflow), alive until the deleter runs,
-        // and borrowed above so no view elsewhere writes it.
-        let bytes = unsafe {
-            core::slice::from_raw_parts(ptr.cast::<u8>(), len * core::mem::size_of::<T>())
-        };
-        if !T::is_valid_bytes(bytes) {
-            return Err(Error::InvalidBool);
-        }
-        Ok((ptr, len, token))
     }
 
     /// The elements as a shared slice (a guard that derefs to `[T]`), when the tensor is
@@ -760,6 +748,71 @@ impl<K: Kind> fmt::Debug for Managed<K> {
             .field("flags", &self.flags())
             .finish()
     }
+}
+
+/// The checks and the borrow of a C-contiguous slice of `T` over a tensor, for an owner and for
+/// a non-owning view alike: `T`'s dtype, plain CPU memory, C-contiguous, non-NULL and aligned
+/// (unless empty); then the registry borrow, `more` (a second checker's borrow on top of it),
+/// and, for elements with invalid bit patterns (`bool`), the bytes. Returns the first element,
+/// the length and the borrow.
+///
+/// # Safety
+///
+/// `first` (the address of the first element), `shape`, `strides`, `dtype` and `device` describe
+/// a tensor validated by `layout::check` whose memory stays alive and in place while the returned
+/// pointer is used.
+pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
+    first: *mut c_void,
+    shape: &[i64],
+    strides: Option<&[i64]>,
+    dtype: DLDataType,
+    device: DLDevice,
+    exclusive: bool,
+    more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
+) -> Result<(*mut T, usize, BorrowToken), Error> {
+    if dtype != T::DTYPE {
+        return Err(Error::DtypeMismatch {
+            expected: T::DTYPE,
+            found: dtype,
+        });
+    }
+    host_viewable(device)?;
+    if !strides.is_none_or(|s| is_c_contiguous(shape, s)) {
+        return Err(Error::NotContiguous);
+    }
+    // Validated: the product does not overflow unless a zero extent makes the tensor empty.
+    if shape.contains(&0) {
+        return Ok((NonNull::<T>::dangling().as_ptr(), 0, BorrowToken::EMPTY));
+    }
+    let len: usize = shape.iter().map(|&d| d as usize).product();
+    let ptr = first.cast::<T>();
+    if ptr.is_null() {
+        return Err(Error::NullData);
+    }
+    if !ptr.is_aligned() {
+        return Err(Error::Misaligned {
+            align: core::mem::align_of::<T>(),
+            address: ptr as usize,
+        });
+    }
+    // Borrow before reading anything: no exclusive view of these bytes exists from here on.
+    // Contiguous: the bytes are exactly `len` elements from the first.
+    let start = ptr as usize;
+    let token = BorrowToken::acquire(
+        start,
+        start.wrapping_add(len * core::mem::size_of::<T>()),
+        exclusive,
+    )?;
+    let token = more(token)?;
+    // SAFETY: host-accessible, non-NULL, aligned, contiguous memory of `len` elements of T's
+    // dtype (validated not to overflow), alive by this function's contract, and borrowed above
+    // so no view elsewhere writes it.
+    let bytes =
+        unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), len * core::mem::size_of::<T>()) };
+    if !T::is_valid_bytes(bytes) {
+        return Err(Error::InvalidBool);
+    }
+    Ok((ptr, len, token))
 }
 
 /// Whether safe code may read (or write) the memory of a tensor on `device` from the host: only

@@ -19,6 +19,7 @@ mod block;
 pub mod borrow;
 mod buffer;
 mod copy;
+mod described;
 mod dtype;
 mod error;
 mod export;
@@ -35,6 +36,8 @@ pub use aligned::AlignedBuffer;
 pub(crate) use block::Readers;
 pub use buffer::{Buffer, Dim, SharedBuffer, StreamOrder};
 pub(crate) use copy::{copy_described, AlignedBytes};
+#[allow(unused_imports)] // used by the Python glue
+pub(crate) use described::Described;
 pub use dtype::*;
 pub use error::Error;
 pub use export::Export;

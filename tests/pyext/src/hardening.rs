@@ -9,7 +9,7 @@ use dlpack_rs::pyo3_glue::{into_capsule, DLPackTensor, PyTensor};
 use dlpack_rs::safe::{self, cpu_device, dtype_u8, ManagedTensor, ManagedTensorVersioned};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
+use pyo3::types::{PyCapsule, PyTuple};
 
 /// Bombs dropped so far (each one panics in its `Drop`).
 static BOMBS_DROPPED: AtomicUsize = AtomicUsize::new(0);
@@ -141,6 +141,13 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_export, m)?)?;
     m.add_function(wrap_pyfunction!(count_numpy_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import, m)?)?;
+    m.add_function(wrap_pyfunction!(count_typed_numpy_import, m)?)?;
+    m.add_function(wrap_pyfunction!(count_typed_torch_import, m)?)?;
+    m.add_function(wrap_pyfunction!(count_torch_import3, m)?)?;
+    m.add_function(wrap_pyfunction!(count_typed_torch_import3, m)?)?;
+    m.add_function(wrap_pyfunction!(typed_numel, m)?)?;
+    m.add_function(wrap_pyfunction!(numel3, m)?)?;
+    m.add_function(wrap_pyfunction!(typed_numel3, m)?)?;
     m.add_function(wrap_pyfunction!(report_keepalive_counts_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(drop_capsule_with_exception_set, m)?)?;
     m.add_function(wrap_pyfunction!(bombs_dropped, m)?)?;
@@ -406,27 +413,57 @@ fn numel(t: PyTensor) -> usize {
     t.numel()
 }
 
-/// Calls `f(arg)` `n` times. Never inlined, and one copy per measured case (the three
+/// Calls `f(*args)` `n` times. Never inlined, and one copy per measured case (the
 /// `count_*` below), so that callgrind's inclusive cost of each is that case's `n` calls.
 #[inline(never)]
-fn call_n(f: &Bound<'_, PyAny>, arg: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
+fn call_n(f: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>, n: usize) -> PyResult<()> {
     for _ in 0..n {
-        std::hint::black_box(f.call1((arg,))?);
+        std::hint::black_box(f.call1(args)?);
     }
     Ok(())
 }
 
 macro_rules! counted_loops {
     ($($name:ident),*) => {$(
-        /// `f(arg)`, `n` times: the loop `tests/perf/instructions.py` counts.
+        /// `f(*args)`, `n` times: the loop `tests/perf/instructions.py` counts.
         #[pyfunction]
         #[inline(never)]
-        fn $name(f: &Bound<'_, PyAny>, arg: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
-            call_n(f, arg, n)
+        fn $name(f: &Bound<'_, PyAny>, args: &Bound<'_, PyTuple>, n: usize) -> PyResult<()> {
+            call_n(f, args, n)
         }
     )*};
 }
-counted_loops!(count_export, count_numpy_import, count_torch_import);
+counted_loops!(
+    count_export,
+    count_numpy_import,
+    count_torch_import,
+    count_typed_numpy_import,
+    count_typed_torch_import,
+    count_torch_import3,
+    count_typed_torch_import3
+);
+
+/// The number of elements of a float32 tensor argument of any shape (typed).
+#[pyfunction]
+fn typed_numel(t: dlpack_rs::pyo3_glue::TensorRef<f32>) -> usize {
+    t.len()
+}
+
+/// The elements of three tensor arguments.
+#[pyfunction]
+fn numel3(a: PyTensor, b: PyTensor, c: PyTensor) -> usize {
+    a.numel() + b.numel() + c.numel()
+}
+
+/// The elements of three float32 tensor arguments (typed).
+#[pyfunction]
+fn typed_numel3(
+    a: dlpack_rs::pyo3_glue::TensorRef<f32>,
+    b: dlpack_rs::pyo3_glue::TensorRef<f32>,
+    c: dlpack_rs::pyo3_glue::TensorRef<f32>,
+) -> usize {
+    a.len() + b.len() + c.len()
+}
 
 /// Imports `obj` (optionally asking the producer for `stream`) and describes where it landed:
 /// `(device_type, device_id)`, the producer's stream when the import came through an exchange
