@@ -85,12 +85,12 @@ fn lp_pack<'py>(py: Python<'py>, dtype: &str, codes: Vec<u8>) -> PyResult<Bound<
     Ok(PyBytes::new(py, &packing.pack(&codes)))
 }
 
+/// What `lp_read` reports: dtype name, shape, packed bytes, values in order.
+type PackedSeen<'py> = (String, Vec<i64>, Bound<'py, PyBytes>, Vec<u8>);
+
 /// What a packed view of `obj` sees: (dtype name, shape, packed bytes, values in order).
 #[pyfunction]
-fn lp_read<'py>(
-    py: Python<'py>,
-    obj: Imported,
-) -> PyResult<(String, Vec<i64>, Bound<'py, PyBytes>, Vec<u8>)> {
+fn lp_read<'py>(py: Python<'py>, obj: Imported) -> PyResult<PackedSeen<'py>> {
     let view = obj.as_packed()?;
     Ok((
         dtype_name(obj.dtype()),
