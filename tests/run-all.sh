@@ -239,6 +239,17 @@ step_no-std() {
     return 1
   fi
   echo "no dependencies"
+  # The element-type features keep the core no_std: neither they nor their dependencies turn on
+  # a `std` feature.
+  local with_std
+  with_std=$(cargo tree -p dlpack-rs --no-default-features --features half,float8,num-complex \
+    -e normal,features --prefix none | grep -E '^[a-z0-9_-]+ feature "std"' | sort -u || true)
+  if [[ -n "$with_std" ]]; then
+    echo "features half, float8, num-complex must not enable std, but:" >&2
+    echo "$with_std" >&2
+    return 1
+  fi
+  echo "half, float8, num-complex enable no std"
 }
 
 step_doc() {
@@ -280,7 +291,7 @@ edition = "2021"
 publish = false
 
 [dependencies]
-dlpack-rs = { version = "=VERSION", features = ["pyo3", "derive", "ndarray", "half", "num-complex"] }
+dlpack-rs = { version = "=VERSION", features = ["pyo3", "derive", "ndarray", "half", "float8", "num-complex"] }
 pyo3 = "0.30"
 EOF
   sed -i "s/VERSION/$version/g" "$dir/Cargo.toml" "$dir/user/Cargo.toml"
@@ -368,7 +379,7 @@ step_free-threaded() {
   # (Py_GIL_DISABLED), so that the pyo3 layer keeps compiling for it.
   PYO3_CONFIG_FILE="$PWD/tests/free-threaded/pyo3-config-3.14t.txt" \
     cargo check -p dlpack-rs -p dlpack-testext -p image-demo --all-targets \
-    --features dlpack-rs/pyo3,dlpack-rs/derive,dlpack-rs/ndarray,dlpack-rs/half,dlpack-rs/num-complex \
+    --features dlpack-rs/pyo3,dlpack-rs/derive,dlpack-rs/ndarray,dlpack-rs/half,dlpack-rs/float8,dlpack-rs/num-complex \
     --target-dir target/free-threaded
 }
 
@@ -422,7 +433,7 @@ step_asan() {
   local host
   host=$(rustc -vV | sed -n 's/^host: //p')
   LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" RUSTFLAGS="-Zsanitizer=address" \
-    cargo +nightly test -p dlpack-rs --features std,half,num-complex,ndarray \
+    cargo +nightly test -p dlpack-rs --features std,half,float8,num-complex,ndarray \
     --target "$host" --target-dir target/asan --lib --tests
 }
 
@@ -484,7 +495,7 @@ step_mutants() {
   # between runs (so that only dlpack-rs itself is rebuilt), without debug info (faster links).
   PATH="$tools/bin:$PATH" CARGO_TARGET_DIR="$PWD/target/mutants-build" \
     CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 \
-    cargo mutants -p dlpack-rs --features std,half,num-complex,ndarray "${args[@]}" \
+    cargo mutants -p dlpack-rs --features std,half,float8,num-complex,ndarray "${args[@]}" \
     --jobs 1 --timeout 10 --output "$out" -- "${tests[@]}" || status=$?
   # 0: every mutant caught; 2: some missed; 3: some hung (a timeout counts as caught).
   case $status in

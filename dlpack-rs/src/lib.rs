@@ -66,6 +66,7 @@
 //! | `pyo3` | no | [`pyo3_glue`](crate#python-glue): `IntoDLPack` capsules, `PyTensor`, `dlpack_rs.Tensor` (implies `std`) |
 //! | `derive` | no | `#[derive(IntoDLPack)]`, re-exported next to the trait |
 //! | `half` | no | `half::f16` and `half::bf16` as [`safe::Element`]s |
+//! | `float8` | no | `float8::F8E4M3` (`float8_e4m3fn`) and `float8::F8E5M2` (`float8_e5m2`) as [`safe::Element`]s (`no_std`) |
 //! | `num-complex` | no | `Complex32` and `Complex64` as [`safe::Element`]s |
 //! | `ndarray` | no | `as_array` / `as_array_mut` views, `Array` / `ArcArray` export and `Buffer` |
 //! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import as cudarc views, stream ordering (implies `std`) |
@@ -85,7 +86,7 @@
 //!
 //! | peer | takes from Rust | gives to Rust | notes |
 //! |---|---|---|---|
-//! | numpy 2.4 | versioned (asks `max_version=(1, 0)`) | legacy or versioned 1.0 | read-only exports stay read-only; no bf16 |
+//! | numpy 2.4 | versioned (asks `max_version=(1, 0)`) | legacy or versioned 1.0 | read-only exports stay read-only; no bfloat16, FP8, FP6 or FP4 |
 //! | numpy 2.0 (Python 3.9) | legacy only | legacy only | imports are read-only; cannot export read-only arrays |
 //! | torch 2.15 | both, and bare capsules | legacy, or versioned 1.3 when asked | ignores `READ_ONLY`; no negative strides |
 //! | jax 0.10 | legacy only | legacy only | needs `__dlpack_device__`; zero-copy only for 64-byte aligned data |

@@ -26,7 +26,7 @@ impl From<Error> for PyErr {
     fn from(err: Error) -> PyErr {
         let message = err.to_string();
         match err {
-            Error::DtypeMismatch { .. } => PyTypeError::new_err(message),
+            Error::DtypeMismatch { .. } | Error::NotPacked(_) => PyTypeError::new_err(message),
             Error::OutOfMemory => PyMemoryError::new_err(message),
             _ => PyBufferError::new_err(message),
         }

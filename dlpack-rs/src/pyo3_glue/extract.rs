@@ -193,9 +193,13 @@ fn check<T: AnyBitPattern, const NDIM: usize>(dtype: DLDataType, shape: &[i64]) 
     if dtype != T::DTYPE {
         let wanted = dtype_name(T::DTYPE);
         // A conversion hint only where numpy and torch both have the name.
-        let plain = !wanted.starts_with("dtype(") && wanted != "bfloat16";
+        let plain = crate::safe::DtypeName::numpy_has(T::DTYPE);
         let hint = if plain {
             format!(" (convert it first, e.g. x.astype(\"{wanted}\") in numpy or x.to(torch.{wanted}) in torch)")
+        } else if crate::safe::DtypeName::fixed(T::DTYPE).is_some() {
+            // bfloat16 and the FP8 / FP4 types: torch and jax have them, numpy cannot pass
+            // them over DLPack.
+            format!(" (convert it first, e.g. x.to(torch.{wanted}) in torch or x.astype(jnp.{wanted}) in jax)")
         } else {
             String::new()
         };

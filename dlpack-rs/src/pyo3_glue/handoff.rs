@@ -91,10 +91,41 @@ pub fn to_framework<'py>(
         return Ok(unsafe { Bound::from_owned_ptr(py, out.cast()) });
     }
     match fallback {
-        Some(from_dlpack) => from_dlpack.call1((DLPackTensor::new(tensor),)),
+        Some(from_dlpack) => {
+            let dtype = tensor.dtype();
+            from_dlpack
+                .call1((DLPackTensor::new(tensor),))
+                .map_err(|err| numpy_dtype_hint(from_dlpack, dtype, err))
+        }
         None => Err(PyTypeError::new_err(format!(
             "{} has no DLPack exchange table that makes tensors, and no fallback was given",
             ty.name()?
         ))),
     }
+}
+
+/// numpy refuses every dtype but int, uint, float, complex and bool over DLPack (bfloat16, FP8
+/// and FP4 included, `ml_dtypes` or not) with a bare `RuntimeError`: when the fallback was
+/// numpy's and the dtype is one of those, says so and names the fix (the error as the cause).
+fn numpy_dtype_hint(
+    from_dlpack: &Bound<'_, PyAny>,
+    dtype: crate::ffi::DLDataType,
+    err: PyErr,
+) -> PyErr {
+    let py = from_dlpack.py();
+    let is_numpy = from_dlpack
+        .getattr("__module__")
+        .and_then(|m| m.extract::<String>())
+        .is_ok_and(|m| m == "numpy" || m.starts_with("numpy."));
+    if !is_numpy || crate::safe::DtypeName::numpy_has(dtype) {
+        return err;
+    }
+    let hint = PyTypeError::new_err(format!(
+        "numpy cannot import {} over DLPack (it takes int, uint, float, complex and bool only): \
+         hand the tensor to torch.from_dlpack or jax.numpy.from_dlpack instead, or convert it \
+         to a dtype numpy has first",
+        super::dtype_name(dtype)
+    ));
+    hint.set_cause(py, Some(err));
+    hint
 }

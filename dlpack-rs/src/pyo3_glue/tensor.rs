@@ -142,32 +142,20 @@ unsafe impl IntoDLPack for DLPackTensor {
     }
 }
 
-/// The numpy-style name of a dtype (`"float32"`, `"bool"`, `"bfloat16"`, ...), or a
-/// description of the raw code, bits and lanes.
+/// The name numpy, torch and jax give a dtype (`"float32"`, `"bool"`, `"bfloat16"`,
+/// `"float8_e4m3fn"`, `"float4_e2m1fn_x2"`, ...), or a description of the raw code, bits and
+/// lanes (`safe::DtypeName`).
+///
+/// ```
+/// use dlpack_rs::ffi::DLDataTypeCode;
+/// use dlpack_rs::pyo3_glue::dtype_name;
+/// use dlpack_rs::safe::{dtype_float4_e2m1fn, dtype_float8};
+///
+/// assert_eq!(dtype_name(dtype_float8(DLDataTypeCode::FLOAT8_E5M2FNUZ)), "float8_e5m2fnuz");
+/// assert_eq!(dtype_name(dtype_float4_e2m1fn()), "float4_e2m1fn");
+/// ```
 pub fn dtype_name(dtype: DLDataType) -> String {
-    use crate::ffi::DLDataTypeCode as C;
-    if dtype.lanes == 1 {
-        let base = match dtype.code {
-            C::INT => Some("int"),
-            C::UINT => Some("uint"),
-            C::FLOAT => Some("float"),
-            C::COMPLEX => Some("complex"),
-            _ => None,
-        };
-        if let Some(base) = base {
-            return format!("{base}{}", dtype.bits);
-        }
-        if dtype.code == C::BOOL && dtype.bits == 8 {
-            return "bool".into();
-        }
-        if dtype.code == C::BFLOAT && dtype.bits == 16 {
-            return "bfloat16".into();
-        }
-    }
-    format!(
-        "dtype(code={:?}, bits={}, lanes={})",
-        dtype.code, dtype.bits, dtype.lanes
-    )
+    safe::DtypeName(dtype).to_string()
 }
 
 fn tuple_str(values: &[i64]) -> String {

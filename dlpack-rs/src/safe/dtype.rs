@@ -4,8 +4,11 @@ use crate::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
 
 /// A Rust type whose values are the elements of a DLPack tensor of dtype [`Element::DTYPE`].
 ///
-/// Implemented for `bool`, every primitive integer and float, and behind features `half` and
-/// `num-complex` for `f16`, `bf16`, `Complex32` and `Complex64`.
+/// Implemented for `bool`, every primitive integer and float, behind features `half` and
+/// `num-complex` for `f16`, `bf16`, `Complex32` and `Complex64`, and behind feature `float8`
+/// for `float8::F8E4M3` (DLPack `float8_e4m3fn`) and `float8::F8E5M2` (`float8_e5m2`).
+/// Sub-byte types (FP4, FP6) have no element type: see [`Packing`](crate::safe::Packing) and
+/// [`Managed::as_packed`](crate::safe::Managed::as_packed).
 ///
 /// # Safety
 ///
@@ -120,6 +123,35 @@ pub const fn dtype_complex128() -> DLDataType {
     dt(DLDataTypeCode::COMPLEX, 128)
 }
 
+/// The dtype of an 8-bit float of one of the FP8 codes (`FLOAT8_E4M3FN`, `FLOAT8_E5M2`, ...,
+/// codes 7 to 14): 8 bits, 1 lane.
+///
+/// ```
+/// use dlpack_rs::ffi::DLDataTypeCode;
+/// use dlpack_rs::safe::{dtype_float8, DtypeName};
+/// let d = dtype_float8(DLDataTypeCode::FLOAT8_E8M0FNU);
+/// assert_eq!(DtypeName(d).to_string(), "float8_e8m0fnu");
+/// ```
+pub const fn dtype_float8(code: DLDataTypeCode) -> DLDataType {
+    dt(code, 8)
+}
+
+/// The dtype jax exports for `float4_e2m1fn`: code `FLOAT4_E2M1FN`, 4 bits, 1 lane, two
+/// elements packed into each byte (element `2k` in the low nibble of byte `k`).
+pub const fn dtype_float4_e2m1fn() -> DLDataType {
+    dt(DLDataTypeCode::FLOAT4_E2M1FN, 4)
+}
+
+/// The dtype torch exports for `float4_e2m1fn_x2`: code `FLOAT4_E2M1FN`, 4 bits, 2 lanes: one
+/// byte per element, holding two FP4 values (lane 0 in the low nibble).
+pub const fn dtype_float4_e2m1fn_x2() -> DLDataType {
+    DLDataType {
+        code: DLDataTypeCode::FLOAT4_E2M1FN,
+        bits: 4,
+        lanes: 2,
+    }
+}
+
 #[cfg(feature = "half")]
 #[cfg_attr(docsrs, doc(cfg(feature = "half")))]
 // SAFETY: `half::f16` is a `#[repr(transparent)]` u16 holding IEEE binary16 bits.
@@ -143,6 +175,32 @@ unsafe impl Element for half::bf16 {
 #[cfg_attr(docsrs, doc(cfg(feature = "half")))]
 // SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
 unsafe impl AnyBitPattern for half::bf16 {}
+
+#[cfg(feature = "float8")]
+#[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
+// SAFETY: `float8::F8E4M3` is a `#[repr(transparent)]` u8 holding OCP E4M3 bits (no infinity,
+// NaN at 0x7F / 0xFF, largest finite 448): DLPack's `kDLFloat8_e4m3fn`, 8 bits, 1 lane.
+unsafe impl Element for float8::F8E4M3 {
+    const DTYPE: DLDataType = dtype_float8(DLDataTypeCode::FLOAT8_E4M3FN);
+}
+
+#[cfg(feature = "float8")]
+#[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
+// SAFETY: a transparent u8: every bit pattern is a value (some of them NaN).
+unsafe impl AnyBitPattern for float8::F8E4M3 {}
+
+#[cfg(feature = "float8")]
+#[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
+// SAFETY: `float8::F8E5M2` is a `#[repr(transparent)]` u8 holding E5M2 bits (IEEE-like, with
+// infinities): DLPack's `kDLFloat8_e5m2`, 8 bits, 1 lane.
+unsafe impl Element for float8::F8E5M2 {
+    const DTYPE: DLDataType = dtype_float8(DLDataTypeCode::FLOAT8_E5M2);
+}
+
+#[cfg(feature = "float8")]
+#[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
+// SAFETY: a transparent u8: every bit pattern is a value (some of them NaN).
+unsafe impl AnyBitPattern for float8::F8E5M2 {}
 
 #[cfg(feature = "num-complex")]
 #[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
@@ -210,23 +268,133 @@ pub const fn device(device_type: DLDeviceType, device_id: i32) -> DLDevice {
     }
 }
 
-/// Checks that a dtype is well formed: non-zero bits and lanes, and for the codes with a fixed
-/// width (bool, bfloat16, FP8, FP6, FP4) that exact width. Unknown codes are only checked for
-/// non-zero bits and lanes.
-pub fn validate_dtype(dtype: DLDataType) -> Result<(), super::Error> {
-    let fixed = match dtype.code.0 {
-        6 => Some(8),       // bool
-        4 => Some(16),      // bfloat16
-        7..=14 => Some(8),  // FP8 variants
-        15 | 16 => Some(6), // FP6
-        17 => Some(4),      // FP4
+/// The `(bits, lanes)` a DLPack 1.3 type code allows, as a description for error messages, or
+/// `None` for the codes whose width is free (int, uint, float, opaque handle, complex: any
+/// non-zero bits and lanes, vector types included) and for codes newer than 1.3.
+///
+/// - bool: 8 bits (any lanes); bfloat16: 16 bits (any lanes);
+/// - FP8 (codes 7 to 14): 8 bits, 1 lane;
+/// - FP6 (15, 16): 6 bits, 1 lane (packed);
+/// - FP4 (17): 4 bits, 1 lane (packed two to a byte, as jax exports it) or 2 lanes (one byte
+///   per element holding two values, torch's `float4_e2m1fn_x2`).
+///
+/// ```
+/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
+/// use dlpack_rs::safe::{dtype_rule, validate_dtype};
+///
+/// let fp4x2 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
+/// assert!(validate_dtype(fp4x2).is_ok());
+/// let fp8x2 = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 8, lanes: 2 };
+/// assert!(validate_dtype(fp8x2).is_err());
+/// assert_eq!(dtype_rule(fp8x2.code), Some("8 bits, 1 lane"));
+/// ```
+pub const fn dtype_rule(code: DLDataTypeCode) -> Option<&'static str> {
+    match code.0 {
+        4 => Some("16 bits"),
+        6 => Some("8 bits"),
+        7..=14 => Some("8 bits, 1 lane"),
+        15 | 16 => Some("6 bits, 1 lane"),
+        17 => Some("4 bits, 1 lane (packed) or 2 lanes (x2)"),
         _ => None,
-    };
-    let ok = dtype.bits != 0 && dtype.lanes != 0 && fixed.is_none_or(|bits| dtype.bits == bits);
+    }
+}
+
+/// Checks that a dtype is well formed: non-zero bits and lanes, and for the codes with a fixed
+/// form (bool, bfloat16, FP8, FP6, FP4) the bits and lanes [`dtype_rule`] names. Codes whose
+/// width is free and codes newer than DLPack 1.3 are only checked for non-zero bits and lanes.
+pub fn validate_dtype(dtype: DLDataType) -> Result<(), super::Error> {
+    let (bits, lanes) = (dtype.bits, dtype.lanes);
+    let ok = bits != 0
+        && lanes != 0
+        && match dtype.code.0 {
+            4 => bits == 16,                               // bfloat16
+            6 => bits == 8,                                // bool
+            7..=14 => bits == 8 && lanes == 1,             // FP8
+            15 | 16 => bits == 6 && lanes == 1,            // FP6
+            17 => bits == 4 && (lanes == 1 || lanes == 2), // FP4, packed or x2
+            _ => true,
+        };
     if ok {
         Ok(())
     } else {
         Err(super::Error::InvalidDtype(dtype))
+    }
+}
+
+/// The name Python libraries give a dtype (numpy's, torch's and jax's: `float32`, `bool`,
+/// `bfloat16`, `float8_e4m3fn`, `float4_e2m1fn_x2`, ...), or `dtype(code=.., bits=.., lanes=..)`
+/// for one no library names. Formats without allocating (`Display`).
+///
+/// ```
+/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
+/// use dlpack_rs::safe::{dtype_f32, DtypeName};
+///
+/// assert_eq!(DtypeName(dtype_f32()).to_string(), "float32");
+/// let fp4 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
+/// assert_eq!(DtypeName(fp4).to_string(), "float4_e2m1fn_x2");
+/// let odd = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 16, lanes: 1 };
+/// assert_eq!(DtypeName(odd).to_string(), "dtype(code=kDLFloat8_e5m2, bits=16, lanes=1)");
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DtypeName(pub DLDataType);
+
+impl DtypeName {
+    /// The fixed name of a low-precision or special dtype (bool, bfloat16, FP8, FP6, FP4), or
+    /// `None` (the integer, float and complex names are built from the bits).
+    pub const fn fixed(dtype: DLDataType) -> Option<&'static str> {
+        let name = match (dtype.code.0, dtype.bits, dtype.lanes) {
+            (4, 16, 1) => "bfloat16",
+            (6, 8, 1) => "bool",
+            (7, 8, 1) => "float8_e3m4",
+            (8, 8, 1) => "float8_e4m3",
+            (9, 8, 1) => "float8_e4m3b11fnuz",
+            (10, 8, 1) => "float8_e4m3fn",
+            (11, 8, 1) => "float8_e4m3fnuz",
+            (12, 8, 1) => "float8_e5m2",
+            (13, 8, 1) => "float8_e5m2fnuz",
+            (14, 8, 1) => "float8_e8m0fnu",
+            (15, 6, 1) => "float6_e2m3fn",
+            (16, 6, 1) => "float6_e3m2fn",
+            (17, 4, 1) => "float4_e2m1fn",
+            (17, 4, 2) => "float4_e2m1fn_x2",
+            _ => return None,
+        };
+        Some(name)
+    }
+
+    /// Whether numpy can take this dtype over DLPack: only int, uint, float and complex of the
+    /// widths it has, and 8-bit bool (numpy refuses bfloat16, FP8, FP6 and FP4 over DLPack,
+    /// even with `ml_dtypes` installed).
+    pub const fn numpy_has(dtype: DLDataType) -> bool {
+        dtype.lanes == 1
+            && matches!(
+                (dtype.code.0, dtype.bits),
+                (0 | 1, 8 | 16 | 32 | 64) | (2, 16 | 32 | 64) | (5, 64 | 128) | (6, 8)
+            )
+    }
+}
+
+impl core::fmt::Display for DtypeName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let d = self.0;
+        if let Some(name) = Self::fixed(d) {
+            return f.write_str(name);
+        }
+        let base = match d.code {
+            DLDataTypeCode::INT => Some("int"),
+            DLDataTypeCode::UINT => Some("uint"),
+            DLDataTypeCode::FLOAT => Some("float"),
+            DLDataTypeCode::COMPLEX => Some("complex"),
+            _ => None,
+        };
+        match base {
+            Some(base) if d.lanes == 1 => write!(f, "{base}{}", d.bits),
+            _ => write!(
+                f,
+                "dtype(code={:?}, bits={}, lanes={})",
+                d.code, d.bits, d.lanes
+            ),
+        }
     }
 }
 

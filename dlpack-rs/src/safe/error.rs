@@ -45,6 +45,20 @@ pub enum Error {
     NullData,
     /// The data type is malformed (zero bits or lanes, or bits that do not fit the type code).
     InvalidDtype(DLDataType),
+    /// A producer flagged a sub-byte dtype (FP4, FP6, or any whose `bits * lanes` is not a
+    /// whole number of bytes) `IS_SUBBYTE_TYPE_PADDED`: the crate reads packed data only.
+    PaddedSubByte(DLDataType),
+    /// A packed view or export was asked for a dtype whose values are wider than 8 bits.
+    NotPacked(DLDataType),
+    /// A packed export's bytes are not the number its shape needs.
+    PackedLength {
+        /// Bytes given.
+        bytes: usize,
+        /// Elements the shape has.
+        numel: usize,
+        /// Bytes those elements need, packed: `ceil(numel * bits * lanes / 8)`.
+        needed: usize,
+    },
     /// A typed view asked for one element type, the tensor holds another.
     DtypeMismatch {
         /// The element type asked for.
@@ -138,14 +152,41 @@ impl fmt::Display for Error {
             ),
             Error::Overflow => f.write_str("tensor size or addressed memory range overflows"),
             Error::NullData => f.write_str("data pointer is NULL but the tensor is not empty"),
-            Error::InvalidDtype(d) => write!(
-                f,
-                "invalid dtype: code {:?}, bits {}, lanes {}",
-                d.code, d.bits, d.lanes
-            ),
+            Error::InvalidDtype(d) => {
+                write!(
+                    f,
+                    "invalid dtype: code {:?}, bits {}, lanes {}",
+                    d.code, d.bits, d.lanes
+                )?;
+                match super::dtype_rule(d.code) {
+                    Some(rule) => write!(f, " ({:?} must be {rule})", d.code),
+                    None => Ok(()),
+                }
+            }
             Error::DtypeMismatch { expected, found } => write!(
                 f,
-                "dtype mismatch: asked for {expected}, tensor holds {found}"
+                "dtype mismatch: asked for {} ({expected}), tensor holds {} ({found})",
+                super::DtypeName(*expected),
+                super::DtypeName(*found)
+            ),
+            Error::PaddedSubByte(d) => write!(
+                f,
+                "sub-byte dtype {} ({d}) flagged IS_SUBBYTE_TYPE_PADDED: only packed sub-byte \
+                 data is read (ask the producer for packed data)",
+                super::DtypeName(*d)
+            ),
+            Error::PackedLength {
+                bytes,
+                numel,
+                needed,
+            } => write!(
+                f,
+                "{numel} packed elements need {needed} bytes, the buffer has {bytes}"
+            ),
+            Error::NotPacked(d) => write!(
+                f,
+                "dtype {} ({d}) has values wider than 8 bits: view it typed, not packed",
+                super::DtypeName(*d)
             ),
             Error::NotContiguous => f.write_str("tensor is not C-contiguous"),
             Error::NotHostAccessible(d) => write!(

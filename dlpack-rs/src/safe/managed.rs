@@ -14,7 +14,8 @@ use super::layout::{check, compact_strides, is_c_contiguous};
 use super::{Element, Error, TensorInfo};
 use crate::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
-    DLPACK_FLAG_BITMASK_ALL_KNOWN, DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_FLAG_BITMASK_ALL_KNOWN, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
     DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
 };
 
@@ -618,6 +619,14 @@ impl Managed<Versioned> {
                 });
             }
             validate(&m.dl_tensor)?;
+            // Padded sub-byte data has another byte count than the packed layout validated
+            // above: refused rather than read (and borrowed) over the wrong bytes.
+            let dtype = m.dl_tensor.dtype;
+            if m.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0
+                && super::dtype::element_bits(dtype) % 8 != 0
+            {
+                return Err(Error::PaddedSubByte(dtype));
+            }
         }
         Ok(owned)
     }
@@ -819,7 +828,7 @@ pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
 /// plain CPU memory. Device memory is not addressable, and pinned or managed memory
 /// (`CUDA_HOST`, `ROCM_HOST`, `CUDA_MANAGED`), though addressable, may still be written by the
 /// producer's queued device work, which a host view would race (nothing here can wait for it).
-fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
+pub(super) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
     if device.device_type == crate::ffi::DLDeviceType::CPU {
         Ok(())
     } else {

@@ -10,7 +10,8 @@
 //! | how do I export a raw pointer (the seed route)? | [`pack`], [`pack_versioned`], `try_` forms |
 //! | who owns an imported (or exported) managed tensor? | [`Managed`] ([`ManagedTensor`], [`ManagedTensorVersioned`], [`AnyManaged`]) |
 //! | how are views kept from aliasing? | [`borrow`], [`ReadSlice`], [`WriteSlice`] |
-//! | element types and devices | [`Element`], `dtype_*`, `*_device` |
+//! | element types and devices | [`Element`], `dtype_*`, `*_device`, [`DtypeName`] |
+//! | sub-byte and low-precision data (FP4, FP6, FP8 without a Rust type) | [`Packing`], [`Managed::as_packed`], [`PackedExport`] |
 //!
 //! With feature `ndarray`, [`ndarray`](mod@ndarray) adds `as_array` / `as_array_mut` views.
 
@@ -30,6 +31,7 @@ mod managed;
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub mod ndarray;
 mod pack;
+mod packed;
 mod tensor_info;
 
 pub use aligned::AlignedBuffer;
@@ -54,6 +56,7 @@ pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 pub(crate) use pack::{pack_owned, pack_owned_versioned};
 #[allow(unused_imports)] // the export routes above this layer
 pub(crate) use pack::{pack_owned_validated, pack_owned_versioned_validated};
+pub use packed::{PackedExport, PackedSlice, Packing};
 pub use tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the Python glue
 pub(crate) use tensor_info::{borrow_described, borrow_extent};

@@ -257,6 +257,15 @@ fn model(m: &Meta) -> Option<Expect> {
     if d.bits == 0 || d.lanes == 0 || fixed.is_some_and(|f| f != d.bits) {
         return None;
     }
+    // FP8 and FP6 are scalars; FP4 comes as one value (jax) or two (torch's x2) per element.
+    let lanes_ok = match d.code.0 {
+        7..=16 => d.lanes == 1,
+        17 => d.lanes == 1 || d.lanes == 2,
+        _ => true,
+    };
+    if !lanes_ok {
+        return None;
+    }
     if shape.iter().any(|&e| e < 0) {
         return None;
     }
@@ -303,6 +312,10 @@ fn model(m: &Meta) -> Option<Expect> {
         return None;
     }
     if m.data_null && numel != 0 {
+        return None;
+    }
+    // Padded sub-byte data (elements not a whole number of bytes) is not read.
+    if m.versioned && m.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0 && bits % 8 != 0 {
         return None;
     }
     Some(Expect {

@@ -8,6 +8,7 @@ mod derived;
 mod exchange;
 mod hardening;
 mod heap;
+mod low_precision;
 mod ndarray_funcs;
 mod readers;
 mod rust_numpy;
@@ -608,6 +609,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hardening::register_views(m)?;
     hardening::register_typed(m)?;
     ndarray_funcs::register(m)?;
+    low_precision::register(m)?;
     exchange::register(m)?;
     streams::register(m)?;
     readers::register(m)?;
