@@ -81,6 +81,9 @@ def main():
         # (2) import
         "numpy -> PyTensor": lambda: b.numel_ours(arr),
         "numpy -> rust-numpy PyReadonlyArrayDyn": lambda: b.numel_rust_numpy(arr),
+        "numpy -> TensorRef<f32>": lambda: b.numel_typed(arr),
+        "torch -> TensorRef<f32>": lambda: b.numel_typed(t),
+        "torch x3 -> TensorRef<f32>": lambda: b.numel3_typed(t, t2, t3),
         "numpy -> PyTensor, 1 borrowed view": lambda: b.first_ours(arr),
         "numpy -> PyTensor, 10 borrowed views": lambda: b.first_ours_x10(arr),
         "numpy -> dlpark": lambda: b.numel_dlpark(arr),
@@ -114,7 +117,8 @@ def main():
         "torch.from_dlpack(derived pyclass)", "torch.from_dlpack(ndarray)",
     ], "np.from_dlpack(ndarray)")
     table("Import of a numpy array (a #[pyfunction] returning numel)", r, [
-        "numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn", "numpy -> dlpark",
+        "numpy -> PyTensor", "numpy -> TensorRef<f32>", "numpy -> rust-numpy PyReadonlyArrayDyn",
+        "numpy -> dlpark",
     ], "numpy -> rust-numpy PyReadonlyArrayDyn")
     table("Borrowed views (as_slice: checks + registry borrow + release)", r, [
         "numpy -> PyTensor", "numpy -> PyTensor, 1 borrowed view",
@@ -129,6 +133,7 @@ def main():
     if tvm_nop is not None:
         table("Torch import against apache-tvm-ffi", r, [
             "torch -> PyTensor (exchange API)", "torch x3 -> PyTensor (exchange API)",
+            "torch -> TensorRef<f32>", "torch x3 -> TensorRef<f32>",
             "torch -> apache-tvm-ffi testing.nop(x)",
             "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)",
         ], "torch -> apache-tvm-ffi testing.nop(x)")
@@ -141,8 +146,9 @@ def main():
     ], "numpy -> PyTensor (ndim), 1")
     floor = r["#[pyfunction] nop(x)"] + r["ndarray.__dlpack__()"]
     extra = (r["torch x3 -> PyTensor (exchange API)"] - r["torch -> PyTensor (exchange API)"]) / 2
+    extra_typed = (r["torch x3 -> TensorRef<f32>"] - r["torch -> TensorRef<f32>"]) / 2
     print(f"\nnumpy import floor (nop call + numpy's own __dlpack__): {floor:.0f} ns")
-    print(f"each extra torch tensor in one call: {extra:.0f} ns")
+    print(f"each extra torch tensor in one call: {extra:.0f} ns (PyTensor), {extra_typed:.0f} ns (TensorRef)")
 
     def ratio(x, y):
         return r[x] / r[y]
@@ -162,7 +168,12 @@ def main():
         ("Rust -> torch: to_framework / torch.from_dlpack(derived)",
          ratio("Rust -> torch: to_framework(torch.Tensor)", "torch.from_dlpack(derived pyclass)"),
          "<= 0.20"),
-        ("each extra torch tensor in a call, ns", extra, "<= 60"),
+        ("each extra torch tensor in a call (PyTensor), ns", extra, "<= 40"),
+        ("each extra torch tensor in a call (TensorRef), ns", extra_typed, "<= 40"),
+        ("import numpy: PyTensor / rust-numpy PyReadonlyArrayDyn",
+         ratio("numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
+        ("import numpy: TensorRef / rust-numpy PyReadonlyArrayDyn",
+         ratio("numpy -> TensorRef<f32>", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
         ("size 10^8 / 1: export",
          ratio("np.from_dlpack(derived pyclass), 10^8", "np.from_dlpack(derived pyclass)"), "<= 1.05"),
         ("size 10^8 / 1: import numpy",
@@ -174,6 +185,12 @@ def main():
         rows.append(("import torch: PyTensor / apache-tvm-ffi nop, 1 tensor",
                      ratio("torch -> PyTensor (exchange API)", "torch -> apache-tvm-ffi testing.nop(x)"),
                      "<= 0.50"))
+        rows.append(("import torch: TensorRef / apache-tvm-ffi nop, 1 tensor",
+                     ratio("torch -> TensorRef<f32>", "torch -> apache-tvm-ffi testing.nop(x)"),
+                     "<= 0.50"))
+        rows.append(("import torch: TensorRef / apache-tvm-ffi nop, 3 tensors",
+                     ratio("torch x3 -> TensorRef<f32>",
+                           "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 0.50"))
         rows.append(("import torch: PyTensor / apache-tvm-ffi nop, 3 tensors",
                      ratio("torch x3 -> PyTensor (exchange API)",
                            "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 0.50"))

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use dlpack_rs::pyo3_glue::{ImportOptions, PyTensor};
+use dlpack_rs::pyo3_glue::{ImportOptions, PyTensor, TensorRef};
 use dlpack_rs::IntoDLPack;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -186,6 +186,19 @@ fn numel3_ours(a: PyTensor, b: PyTensor, c: PyTensor) -> usize {
     a.numel() + b.numel() + c.numel()
 }
 
+/// Import via dlpack-rs as a typed argument (`TensorRef<f32>`: dtype checked, a shared
+/// registry borrow held for the call; torch's exchange table fills a non-owning `DLTensor`).
+#[pyfunction]
+fn numel_typed(t: TensorRef<f32>) -> usize {
+    t.len()
+}
+
+/// Three typed arguments in one call.
+#[pyfunction]
+fn numel3_typed(a: TensorRef<f32>, b: TensorRef<f32>, c: TensorRef<f32>) -> usize {
+    a.len() + b.len() + c.len()
+}
+
 /// A `#[pyfunction]` that does nothing with its argument: the call's own cost (the floor of
 /// an import is this plus the producer's own `__dlpack__`).
 #[pyfunction]
@@ -209,6 +222,8 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dlpark>()?;
     m.add_function(wrap_pyfunction!(ours, m)?)?;
     m.add_function(wrap_pyfunction!(numel_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(numel_typed, m)?)?;
+    m.add_function(wrap_pyfunction!(numel3_typed, m)?)?;
     m.add_function(wrap_pyfunction!(ndim_ours, m)?)?;
     m.add_function(wrap_pyfunction!(first_ours, m)?)?;
     m.add_function(wrap_pyfunction!(first_ours_x10, m)?)?;
