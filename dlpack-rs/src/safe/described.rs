@@ -144,3 +144,179 @@ impl Described {
 unsafe impl Send for Described {}
 // SAFETY: as above; `&Described` reads only the copied metadata.
 unsafe impl Sync for Described {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::DLDeviceType;
+    use crate::safe::{cpu_device, dtype_f32};
+
+    fn tensor(data: *mut c_void, shape: &mut [i64], strides: Option<&mut [i64]>) -> DLTensor {
+        DLTensor {
+            data,
+            device: cpu_device(),
+            ndim: shape.len() as i32,
+            dtype: dtype_f32(),
+            shape: shape.as_mut_ptr(),
+            strides: strides.map_or(core::ptr::null_mut(), |s| s.as_mut_ptr()),
+            byte_offset: 0,
+        }
+    }
+
+    /// # Safety
+    /// `t`'s shape and strides point at `ndim` integers.
+    unsafe fn described(t: &DLTensor) -> Described {
+        // SAFETY: forwarded.
+        unsafe { Described::new(t) }.unwrap()
+    }
+
+    #[test]
+    fn metadata_is_copied_inline_and_on_the_heap() {
+        let mut data = [0f32; 64];
+        for ndim in [0usize, 1, 3, 4, 5, 7] {
+            let mut shape: alloc::vec::Vec<i64> = (0..ndim as i64).map(|i| i % 2 + 1).collect();
+            let mut strides = crate::safe::compact_strides(&shape);
+            let t = tensor(data.as_mut_ptr().cast(), &mut shape, Some(&mut strides));
+            // SAFETY: the vectors above hold `ndim` integers each.
+            let d = unsafe { described(&t) };
+            // The producer's storage changes afterwards: the copy does not.
+            let expected_shape = shape.clone();
+            let expected_strides = strides.clone();
+            shape.iter_mut().for_each(|e| *e = 99);
+            strides.iter_mut().for_each(|e| *e = 99);
+            assert_eq!(d.shape(), &expected_shape[..], "ndim {ndim}");
+            assert_eq!(d.raw_strides(), Some(&expected_strides[..]), "ndim {ndim}");
+            assert_eq!(d.dtype(), dtype_f32());
+            assert_eq!(d.device(), cpu_device());
+            assert_eq!(d.data_ptr(), data.as_mut_ptr().cast());
+        }
+    }
+
+    #[test]
+    fn null_strides_stay_none_and_byte_offset_moves_the_first_element() {
+        let mut data = [1f32, 2.0, 3.0, 4.0];
+        let mut shape = [3i64];
+        let mut t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        t.byte_offset = 4;
+        // SAFETY: `shape` holds one integer; no strides.
+        let d = unsafe { described(&t) };
+        assert_eq!(d.raw_strides(), None);
+        assert_eq!(d.data_ptr(), data[1..].as_mut_ptr().cast());
+        // SAFETY: `data` outlives every use of the slice below.
+        let (ptr, len, _token) = unsafe { d.slice_parts::<f32>(false) }.unwrap();
+        // SAFETY: checked and borrowed by `slice_parts`; `data` is alive.
+        assert_eq!(
+            unsafe { core::slice::from_raw_parts(ptr, len) },
+            &[2.0, 3.0, 4.0]
+        );
+    }
+
+    #[test]
+    fn invalid_metadata_is_refused() {
+        let mut data = [0f32; 4];
+        let mut shape = [-1i64];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        // SAFETY: `shape` holds one integer.
+        let err = unsafe { Described::new(&t) }.err();
+        assert_eq!(
+            err,
+            Some(Error::NegativeDim {
+                axis: 0,
+                extent: -1
+            })
+        );
+        let mut shape = [2i64];
+        let mut t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        t.ndim = -1;
+        // SAFETY: a negative ndim is refused before anything is read.
+        assert_eq!(
+            unsafe { Described::new(&t) }.err(),
+            Some(Error::NegativeNdim(-1))
+        );
+        let mut t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        t.shape = core::ptr::null_mut();
+        // SAFETY: a NULL shape is refused before anything is read.
+        assert_eq!(unsafe { Described::new(&t) }.err(), Some(Error::NullShape));
+        let t = tensor(core::ptr::null_mut(), &mut shape, None);
+        // SAFETY: `shape` holds one integer.
+        assert_eq!(unsafe { Described::new(&t) }.err(), Some(Error::NullData));
+    }
+
+    #[test]
+    fn slices_make_every_check_of_an_owner() {
+        let mut data = [0f32; 8];
+        let base = data.as_mut_ptr();
+        let mut shape = [2i64, 2];
+        let mut strides = [1i64, 2];
+        let t = tensor(base.cast(), &mut shape, Some(&mut strides));
+        // SAFETY: two integers each; `data` outlives the checks.
+        let d = unsafe { described(&t) };
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(false) }.err(),
+            Some(Error::NotContiguous)
+        );
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<i32>(false) }.err(),
+            Some(Error::DtypeMismatch {
+                expected: crate::safe::dtype_i32(),
+                found: dtype_f32()
+            })
+        );
+        let mut shape = [2i64];
+        let mut t = tensor(base.cast(), &mut shape, None);
+        t.byte_offset = 1;
+        // SAFETY: one integer; `data` outlives the checks.
+        let d = unsafe { described(&t) };
+        assert!(matches!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(false) }.err(),
+            Some(Error::Misaligned { align: 4, .. })
+        ));
+        let mut t = tensor(base.cast(), &mut shape, None);
+        t.device.device_type = DLDeviceType::CUDA;
+        // SAFETY: as above.
+        let d = unsafe { described(&t) };
+        assert!(matches!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(false) }.err(),
+            Some(Error::NotHostAccessible(_))
+        ));
+        let mut empty = [0i64, 3];
+        let t = tensor(core::ptr::null_mut(), &mut empty, None);
+        // SAFETY: two integers; an empty tensor is never read.
+        let d = unsafe { described(&t) };
+        // SAFETY: as above.
+        let (_, len, _) = unsafe { d.slice_parts::<f32>(true) }.unwrap();
+        assert_eq!(len, 0);
+    }
+
+    #[test]
+    fn slices_hold_registry_borrows_of_their_bytes() {
+        let mut data = [0f32; 4];
+        let mut shape = [4i64];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        // SAFETY: one integer; `data` outlives every use.
+        let d = unsafe { described(&t) };
+        // SAFETY: as above.
+        let shared = unsafe { d.slice_parts::<f32>(false) }.unwrap();
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(true) }.err(),
+            Some(Error::AlreadyBorrowed { exclusive: true })
+        );
+        // SAFETY: as above.
+        let second = unsafe { d.slice_parts::<f32>(false) }.unwrap();
+        assert_eq!(second.1, 4);
+        drop((shared, second));
+        // SAFETY: as above.
+        let exclusive = unsafe { d.slice_parts::<f32>(true) }.unwrap();
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(false) }.err(),
+            Some(Error::AlreadyBorrowed { exclusive: false })
+        );
+        drop(exclusive);
+    }
+}
