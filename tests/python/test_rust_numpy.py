@@ -170,3 +170,26 @@ print(ext.view_on_joined_thread(np.ones(3, np.float32)))
     except subprocess.TimeoutExpired:
         pytest.fail("deadlock: the viewing thread waits for the GIL its joiner holds")
     assert r.returncode == 0 and r.stdout.strip() == "1.0", r.stderr[-3000:]
+
+
+@needs_numpy_versioned
+def test_a_numpy_import_wrapped_in_our_tensor_keeps_rust_numpys_borrows():
+    # A numpy import re-exported as a dlpack_rs.Tensor still views numpy's memory: an import of
+    # the wrapper (through its exchange table, or its __dlpack__) and a typed argument of it take
+    # rust-numpy's borrow of the array too (found in review: both were granted beside a
+    # PyReadwriteArray of the same array).
+    x = np.arange(4, dtype=np.float32)
+    wrapped = ext.reexport(x)
+    with pytest.raises(CONFLICT):
+        ext.dunder_mut_then_np_rw(wrapped, x)
+    with pytest.raises(CONFLICT):
+        ext.tensor_mut_then_np_rw(wrapped, x)
+    with pytest.raises(CONFLICT):
+        ext.np_rw_then_tensor_mut(x, wrapped)
+    with pytest.raises(CONFLICT):
+        ext.tensor_ref_then_np_rw(wrapped, x)
+    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+    # Shared views of both crates still coexist, and everything was released.
+    assert ext.np_ro_and_tensor_ref(x, wrapped) == 0.0
+    ext.np_rw_then_tensor_mut(x[:2], x[2:])
+    assert x.tolist() == [1.0, 1.0, 3.0, 3.0]

@@ -503,3 +503,20 @@ def test_legacy_request_of_read_only_data_copies_unless_copy_false():
     assert info["data_ptr"] == s.data_ptr() and info["read_only"]
     # numpy's legacy import of the copy reads the same values.
     assert np.from_dlpack(t).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_typed_argument_of_a_read_only_dlpack_rs_tensor_reads_it():
+    class Legacy:  # a pre-1.0 producer: its import is read-only
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            return self.a.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    # Our table lends no read-only tensor as a bare DLTensor; the typed argument reads it all the
+    # same (a BufferError before, found in review).
+    ro = ext.reexport(Legacy(np.arange(3, dtype=np.float64)))
+    assert ext.typed_sum(ro) == 3.0

@@ -475,10 +475,11 @@ fn table_error(py: Python<'_>, function: &str) -> PyErr {
 
 /// A non-owning view of `obj`'s CPU tensor through its type's exchange table
 /// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), its metadata validated
-/// and copied; valid while the caller keeps `obj` alive and unchanged. `Ok(None)` when the type
-/// has no table, or no such function, or the tensor is not a plain CPU one, or is complex: the
-/// caller takes the owned route, which handles all of them. Refuses what the owned route
-/// refuses (a tensor that requires grad, a `RuntimeError` of the table as `BufferError`).
+/// and copied; valid while the caller keeps `obj` alive (the memory then lives as long as it
+/// would for an owned import: torch's managed tensor holds the very tensor the object holds).
+/// `Ok(None)` when the type has no table, or no such function, or the table declines, or the
+/// tensor is not a plain CPU one, or is complex: the caller takes the owned route, which handles
+/// all of them. Refuses a tensor that requires grad, as the owned route does.
 ///
 /// The view carries no flags: it says nothing of read-only memory, so it serves shared views
 /// only.
@@ -498,7 +499,10 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::sa
     // (we hold `py`), a live object of that type, and a valid out pointer.
     let rc = unsafe { dltensor(obj.as_ptr().cast(), out.as_mut_ptr()) };
     if rc != 0 {
-        return Err(table_error(py, "dltensor_from_py_object_no_sync"));
+        // A table may lend fewer tensors than it exports (ours lends no read-only one): the
+        // owned route decides, and raises what the producer raises there.
+        drop(PyErr::take(py));
+        return Ok(None);
     }
     // SAFETY: on success the producer filled the whole struct (all-zero before: a valid bit
     // pattern for every field in any case).

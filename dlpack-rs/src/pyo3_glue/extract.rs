@@ -14,9 +14,10 @@ use alloc::borrow::Cow;
 use super::import::{ImportOptions, PyTensor};
 use super::keepalive::PyKeepalive;
 use super::tensor::dtype_name;
+use super::tensor::DLPackTensor;
 use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{AnyBitPattern, Described, Error};
+use crate::safe::{AnyBitPattern, AnyManaged, Described, Error};
 
 /// The `NDIM` of [`TensorRef`] / [`TensorMut`] that accepts any number of dimensions.
 pub const ANY_NDIM: usize = usize::MAX;
@@ -77,9 +78,18 @@ struct Held<T> {
 enum Source {
     /// An import that owns its managed tensor (every producer; a `TensorMut` always).
     Owned(PyTensor),
+    /// The tensor of one of this crate's own `dlpack_rs.Tensor` objects, viewed in place: the
+    /// class is frozen, so the tensor it owns never changes or moves while the object, held
+    /// here, lives; its views are the owner's own (with its rust-numpy coordination, for a numpy
+    /// import it wraps, and whatever its read-only state).
+    Ours {
+        tensor: *const AnyManaged,
+        _object: PyKeepalive,
+    },
     /// A non-owning view through the producer's exchange table
     /// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), valid while the
-    /// object, held here, lives.
+    /// object, held here, lives (as long as an owned import of it would be: torch's managed
+    /// tensor holds the very tensor its object holds).
     Borrowed {
         view: Described,
         _object: PyKeepalive,
@@ -87,32 +97,44 @@ enum Source {
 }
 
 impl Source {
+    /// Shape, strides as given, dtype and device.
+    fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
+        let tensor: &AnyManaged = match self {
+            Source::Borrowed { view, .. } => {
+                return (
+                    view.shape(),
+                    view.raw_strides(),
+                    view.dtype(),
+                    view.device(),
+                )
+            }
+            Source::Owned(t) => t,
+            // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `_object`), which
+            // the object never changes nor moves before it is deallocated.
+            Source::Ours { tensor, .. } => unsafe { &**tensor },
+        };
+        (
+            tensor.shape(),
+            tensor.raw_strides(),
+            tensor.dtype(),
+            tensor.device(),
+        )
+    }
+
     fn shape(&self) -> &[i64] {
-        match self {
-            Source::Owned(t) => t.shape(),
-            Source::Borrowed { view: d, .. } => d.shape(),
-        }
+        self.meta().0
     }
 
     fn dtype(&self) -> DLDataType {
-        match self {
-            Source::Owned(t) => t.dtype(),
-            Source::Borrowed { view: d, .. } => d.dtype(),
-        }
+        self.meta().2
     }
 
     fn device(&self) -> DLDevice {
-        match self {
-            Source::Owned(t) => t.device(),
-            Source::Borrowed { view: d, .. } => d.device(),
-        }
+        self.meta().3
     }
 
     fn strides(&self) -> Cow<'_, [i64]> {
-        let (shape, strides) = match self {
-            Source::Owned(t) => (t.shape(), t.raw_strides()),
-            Source::Borrowed { view: d, .. } => (d.shape(), d.raw_strides()),
-        };
+        let (shape, strides, _, _) = self.meta();
         match strides {
             Some(s) => Cow::Borrowed(s),
             None => Cow::Owned(crate::safe::compact_strides(shape)),
@@ -133,12 +155,27 @@ impl<T: AnyBitPattern> Held<T> {
     /// Imports `obj` and checks it against `T` and `NDIM`, with the messages a Python user can act
     /// on, then borrows its elements (exclusively or not).
     ///
-    /// A shared argument of a type whose exchange table fills a non-owning `DLTensor` takes
-    /// that route (no managed tensor is made, no deleter runs); everything else, and every
+    /// A shared argument that is one of this crate's `dlpack_rs.Tensor` objects is viewed in
+    /// place, and one of a type whose exchange table fills a non-owning `DLTensor` (torch)
+    /// through that (no managed tensor is made, no deleter runs); everything else, and every
     /// exclusive argument (a non-owning `DLTensor` carries no read-only flag), is imported as
     /// [`PyTensor`] is.
     fn import<const NDIM: usize>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self> {
         if !exclusive {
+            if let Ok(ours) = obj.cast::<DLPackTensor>() {
+                let py = obj.py();
+                let tensor: &AnyManaged = ours.get().tensor();
+                check::<T, NDIM>(tensor.dtype(), tensor.shape())?;
+                super::borrow::join(py)?;
+                // The owner's own view checks and borrows (its rust-numpy coordination
+                // included, for a numpy import it wraps).
+                let parts = tensor.slice_parts::<T>(false);
+                let source = Source::Ours {
+                    tensor,
+                    _object: PyKeepalive::new(py, obj.clone().unbind()),
+                };
+                return Held::new(parts, source);
+            }
             if let Some(view) = super::exchange_import::borrowed_view(obj)? {
                 let py = obj.py();
                 check::<T, NDIM>(view.dtype(), view.shape())?;
@@ -146,14 +183,11 @@ impl<T: AnyBitPattern> Held<T> {
                 // SAFETY: the view's memory is `obj`'s, which the source below keeps alive
                 // while the pointer is used (the held argument owns both).
                 let parts = unsafe { view.slice_parts::<T>(false) };
-                let keep = PyKeepalive::new(py, obj.clone().unbind());
-                return Held::new(
-                    parts,
-                    Source::Borrowed {
-                        view,
-                        _object: keep,
-                    },
-                );
+                let source = Source::Borrowed {
+                    view,
+                    _object: PyKeepalive::new(py, obj.clone().unbind()),
+                };
+                return Held::new(parts, source);
             }
         }
         let tensor = ImportOptions::new().import(obj)?;

@@ -178,10 +178,17 @@ impl ImportOptions {
     /// `copy(true)` was asked for.
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let (mut tensor, through_table) = self.import_unchecked_by_numpy(obj)?;
-        if !through_table && self.copy != Some(true) {
-            // The memory of a numpy array (which has no exchange table): its views take
-            // rust-numpy's borrows too.
-            super::numpy_borrow::coordinate(obj, &mut tensor.0)?;
+        if self.copy != Some(true) {
+            if through_table {
+                // One of our own tensors wrapping a numpy import: the same memory, the same
+                // rust-numpy borrows.
+                super::numpy_borrow::inherit(obj, &mut tensor.0);
+            } else {
+                // The memory of a numpy array (which has no exchange table): its views take
+                // rust-numpy's borrows too.
+                super::numpy_borrow::coordinate(obj, &mut tensor.0)?;
+                super::numpy_borrow::inherit(obj, &mut tensor.0);
+            }
         }
         Ok(tensor)
     }

@@ -220,6 +220,39 @@ pub(crate) fn coordinate(
     Ok(())
 }
 
+/// Gives `tensor` (an import of `wrapper`) the rust-numpy coordination of the numpy import
+/// `wrapper` holds, when `wrapper` is one of this crate's `dlpack_rs.Tensor` objects wrapping
+/// one: both view the array's memory, so views of either take its rust-numpy borrows.
+pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyManaged) {
+    let Ok(ours) = wrapper.cast::<super::DLPackTensor>() else {
+        return;
+    };
+    let Some(external) = ours.get().tensor().external() else {
+        return;
+    };
+    if !core::ptr::eq(external.api, &NUMPY_API) || tensor.external().is_some() {
+        return;
+    }
+    // SAFETY: a context `coordinate` made, alive while the wrapper's tensor owns it (the
+    // wrapper is alive: we hold it).
+    let from = unsafe { &*external.ctx.cast::<Ctx>() };
+    // SAFETY: attached (we hold `wrapper`'s token); the array is alive (the context's
+    // reference), and the new context takes a reference of its own.
+    unsafe { ffi::Py_IncRef(from.array) };
+    let ctx = Box::new(Ctx {
+        array: from.array,
+        key: from.key,
+        writeable: from.writeable,
+    });
+    let external = crate::safe::External {
+        api: &NUMPY_API,
+        ctx: Box::into_raw(ctx).cast(),
+    };
+    // SAFETY: the new context owns a strong reference to the live private view (of the main
+    // interpreter), valid until `drop_ctx` releases it, owned by this owner alone.
+    unsafe { tensor.set_external(external) };
+}
+
 /// An import's context for the external checker: the private view, and its base and key when
 /// the table is our own (computed once).
 struct Ctx {
@@ -587,13 +620,16 @@ unsafe fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
 /// Gives back one borrow of `key` under `base` (`exclusive`: its exclusive one).
 fn ours_release_key(base: usize, key: Key, exclusive: bool) {
     with_flags(|flags| {
+        // A release gives back only a borrow of its own kind: a shared one decrements a count
+        // (removing it at 1), an exclusive one removes only an exclusive entry.
         let remove = match flags.get_mut(&(base, key)) {
-            Some(count) if exclusive || *count <= 1 => true,
-            Some(count) => {
+            Some(count) if exclusive => *count == -1,
+            Some(count) if *count == 1 => true,
+            Some(count) if *count > 1 => {
                 *count -= 1;
                 false
             }
-            None => false,
+            _ => false,
         };
         if remove {
             flags.remove(&(base, key));

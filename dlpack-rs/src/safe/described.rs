@@ -49,10 +49,15 @@ impl Described {
         let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
         let ndim = shape.len();
         let dims = if ndim <= INLINE {
+            // Element by element over a fixed bound: a handful of moves, no `memcpy` call.
             let mut dims = [0i64; 2 * INLINE];
-            dims[..ndim].copy_from_slice(shape);
+            for (i, &extent) in shape.iter().enumerate().take(INLINE) {
+                dims[i] = extent;
+            }
             if let Some(strides) = strides {
-                dims[ndim..2 * ndim].copy_from_slice(strides);
+                for (i, &stride) in strides.iter().enumerate().take(INLINE) {
+                    dims[ndim + i] = stride;
+                }
             }
             Dims::Inline(dims)
         } else {
@@ -205,10 +210,8 @@ mod tests {
         // SAFETY: `data` outlives every use of the slice below.
         let (ptr, len, _token) = unsafe { d.slice_parts::<f32>(false) }.unwrap();
         // SAFETY: checked and borrowed by `slice_parts`; `data` is alive.
-        assert_eq!(
-            unsafe { core::slice::from_raw_parts(ptr, len) },
-            &[2.0, 3.0, 4.0]
-        );
+        let read = unsafe { core::slice::from_raw_parts(ptr, len) };
+        assert_eq!(read, &[2.0, 3.0, 4.0]);
     }
 
     #[test]
@@ -229,10 +232,8 @@ mod tests {
         let mut t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
         t.ndim = -1;
         // SAFETY: a negative ndim is refused before anything is read.
-        assert_eq!(
-            unsafe { Described::new(&t) }.err(),
-            Some(Error::NegativeNdim(-1))
-        );
+        let err = unsafe { Described::new(&t) }.err();
+        assert_eq!(err, Some(Error::NegativeNdim(-1)));
         let mut t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
         t.shape = core::ptr::null_mut();
         // SAFETY: a NULL shape is refused before anything is read.

@@ -307,6 +307,12 @@ impl<K: Kind> Managed<K> {
         }
     }
 
+    /// The external checker this owner's views satisfy, if any (its context stays this owner's).
+    #[allow(dead_code)] // used by the Python glue
+    pub(crate) fn external(&self) -> Option<External> {
+        self.external
+    }
+
     /// Adds the external checker's borrow to a registry token just taken for a view.
     fn with_external(&self, token: BorrowToken, exclusive: bool) -> Result<BorrowToken, Error> {
         let Some(external) = self.external else {

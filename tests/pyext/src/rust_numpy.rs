@@ -90,7 +90,31 @@ fn view_on_joined_thread(py: Python<'_>, t: PyTensor) -> PyResult<f32> {
 }
 
 /// Adds these functions to the module.
+/// A shared typed argument, then a rust-numpy writable borrow of (maybe) the same memory: how
+/// much the typed argument's first element changed under it (0 when refused first).
+#[pyfunction]
+fn tensor_ref_then_np_rw(b: TensorRef<f32, 1>, mut a: PyReadwriteArray1<f32>) -> PyResult<f32> {
+    let before = b[0];
+    a.as_slice_mut()?[0] += 100.0;
+    Ok(b[0] - before)
+}
+
+/// An import through `__dlpack__` (never the exchange table) written through `as_mut_slice`,
+/// then a rust-numpy writable borrow.
+#[pyfunction]
+fn dunder_mut_then_np_rw(obj: &Bound<'_, PyAny>, mut a: PyReadwriteArray1<f32>) -> PyResult<()> {
+    let mut t = dlpack_rs::pyo3_glue::ImportOptions::new()
+        .exchange_api(false)
+        .import(obj)?;
+    let mut view = t.as_mut_slice::<f32>()?;
+    view[0] += 1.0;
+    a.as_slice_mut()?[0] += 1.0;
+    Ok(())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(dunder_mut_then_np_rw, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_ref_then_np_rw, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_then_tensor_mut, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_mut_then_np_rw, m)?)?;
     m.add_function(wrap_pyfunction!(np_ro_and_tensor_ref, m)?)?;
