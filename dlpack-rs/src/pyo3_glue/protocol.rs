@@ -258,6 +258,7 @@ fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 /// itself: no view of this crate writes the memory while a copy reads it (a shared borrow),
 /// and no mutable view is granted while the export's borrow lives. Writers outside the
 /// registry (foreign code holding the memory writable) are the caller's to exclude.
+#[allow(clippy::too_many_arguments)] // one per decision the caller made
 pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     info: TensorInfo,
