@@ -8,7 +8,13 @@ use syn::{Attribute, Error, Expr, Ident, Lit, LitStr, Result};
 /// Keys accepted on a field, one role each.
 pub const FIELD_KEYS: &[&str] = &["data", "shape", "strides", "dtype", "device", "byte_offset"];
 /// Keys accepted on the struct.
-pub const CONTAINER_KEYS: &[&str] = &["read_only", "device", "pyclass", "no_pymethods"];
+pub const CONTAINER_KEYS: &[&str] = &[
+    "read_only",
+    "device",
+    "pyclass",
+    "no_pymethods",
+    "legacy_read_only",
+];
 
 /// What a field is to the tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +75,8 @@ pub struct ContainerAttrs {
     pub device: Option<(Span, DeviceSpec)>,
     pub pyclass: Option<Span>,
     pub no_pymethods: Option<Span>,
+    /// `legacy_read_only = "share"` (true) or `"copy"` (false, the default written out).
+    pub legacy_read_only: Option<(Span, bool)>,
 }
 
 /// Device type names accepted in `device = "name"` / `"name:index"`.
@@ -113,6 +121,30 @@ pub fn container_attrs(attrs: &[Attribute]) -> Result<ContainerAttrs> {
                 "no_pymethods" => {
                     no_value(&meta, &key)?;
                     set_once(&mut out.no_pymethods, span, &key)
+                }
+                "legacy_read_only" => {
+                    let value_error = || {
+                        Error::new(
+                            span,
+                            "`legacy_read_only` takes a value: `#[dlpack(legacy_read_only = \"share\")]` \
+                             (a legacy request of read-only data shares the memory, trusting the \
+                             consumer not to write it) or `\"copy\"` (the default)",
+                        )
+                    };
+                    if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
+                        return Err(value_error());
+                    }
+                    let lit: LitStr = meta.value()?.parse().map_err(|_| value_error())?;
+                    let share = match lit.value().as_str() {
+                        "share" => true,
+                        "copy" => false,
+                        _ => return Err(Error::new(lit.span(), value_error().to_string())),
+                    };
+                    if out.legacy_read_only.is_some() {
+                        return Err(duplicate(span, &key));
+                    }
+                    out.legacy_read_only = Some((span, share));
+                    Ok(())
                 }
                 "device" => {
                     if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {

@@ -102,6 +102,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
         None => quote!(0u64),
     };
     let read_only = input.attrs.read_only.is_some();
+    let share_legacy = matches!(input.attrs.legacy_read_only, Some((_, true)));
     let type_name = ident.to_string();
     let field_name = member_name(&data.member);
 
@@ -179,6 +180,14 @@ fn expand(input: &Input<'_>) -> TokenStream {
 
             fn is_read_only(&self) -> bool {
                 #read_only || !::dlpack_rs::__private_derive_v0_4::consumers_may_write(#data_value)
+            }
+
+            fn share_read_only_legacy(&self) -> bool {
+                #share_legacy
+            }
+
+            fn rust_access_registered(&self) -> bool {
+                ::dlpack_rs::__private_derive_v0_4::registry_guarded(#data_value)
             }
 
             fn stream_order(

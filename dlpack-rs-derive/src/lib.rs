@@ -62,6 +62,10 @@ use proc_macro::TokenStream;
 /// - `#[dlpack(read_only)]`: export with the `READ_ONLY` flag (buffers that are not writable,
 ///   such as `Arc<[T]>`, are read-only anyway). A read-only tensor cannot be exported as a legacy
 ///   (unversioned) capsule.
+/// - `#[dlpack(legacy_read_only = "share")]`: a legacy (unversioned) `__dlpack__` request of
+///   read-only data (what jax makes) shares the memory instead of getting a copy, **trusting the
+///   consumer not to write it** (a legacy capsule cannot say "read-only"); the export still holds
+///   a shared borrow of the bytes. `"copy"` is the default, written out.
 /// - `#[dlpack(device = "cuda:0")]`: a fixed device, written `"<type>"` or `"<type>:<index>"`
 ///   with type one of `cpu`, `cuda`, `cuda_host`, `opencl`, `vulkan`, `metal`, `vpi`, `rocm`,
 ///   `rocm_host`, `ext_dev`, `cuda_managed`, `oneapi`, `webgpu`, `hexagon`, `maia`, `trn`,

@@ -31,6 +31,14 @@ pub fn consumers_may_write<B: Buffer>(buffer: &B) -> bool {
     buffer.is_writable() && B::SHARED_PTR_WRITABLE && <B::Elem as Element>::ANY_BIT_PATTERN
 }
 
+/// Whether Rust reaches the buffer's elements only through registry guards
+/// (`Buffer::REGISTRY_GUARDED`): what a derived `IntoDLPack::rust_access_registered` says. The
+/// described memory lies inside the data field, which the struct reaches only through its API.
+#[inline]
+pub fn registry_guarded<B: Buffer>(_buffer: &B) -> bool {
+    B::REGISTRY_GUARDED
+}
+
 /// The dtype of the buffer's element type.
 pub fn element_dtype<B: Buffer>(_buffer: &B) -> DLDataType {
     <B::Elem as Element>::DTYPE

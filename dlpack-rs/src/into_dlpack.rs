@@ -29,7 +29,11 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 ///   export: the pointer must carry write permission and nothing may rely on the memory staying
 ///   unchanged (Rust code of a `#[pyclass]` reading it through `&self` is the exception the
 ///   borrow registry covers, see the README's safety model);
-/// - both methods answer the same for the same value every time;
+/// - `rust_access_registered` returns true only if Rust code reaches the described memory,
+///   other than through the export, only under a registered [borrow](crate::safe::borrow) of the
+///   bytes it touches, held for the whole access (shared to read, exclusive to write): the memory
+///   of a [`safe::SharedMut`], read and written through its guards;
+/// - the methods answer the same for the same value every time;
 /// - `stream_order`, if given, orders a consumer's stream after the device work pending on that
 ///   memory (a wrong order is a race on device memory, not on memory this crate reads);
 /// - the hidden `__tensor_info_with_extent` (left alone by hand-written implementations: only
@@ -66,6 +70,31 @@ pub unsafe trait IntoDLPack {
     /// Whether consumers must not write to the memory. Read-only data is exported with the
     /// `READ_ONLY` flag and cannot be exported as a legacy (unversioned) tensor.
     fn is_read_only(&self) -> bool {
+        false
+    }
+
+    /// Whether every access of Rust code to the memory (other than through the export) holds a
+    /// registry borrow, as [`safe::SharedMut`]'s guards do (see the trait's safety section).
+    /// Then an export that is not read-only holds no borrow of its own, and Rust may edit the
+    /// memory in place, under an exclusive guard, while consumers hold views of it (the
+    /// shared-mutable model). `false` by default: exports that Rust may still read through
+    /// `&self` (`export_dlpack_value`, frozen classes) then hold a shared borrow, which refuses
+    /// every mutable view of the memory through this crate while they live.
+    fn rust_access_registered(&self) -> bool {
+        false
+    }
+
+    /// Whether a legacy (unversioned) `__dlpack__` request of read-only data with `copy=None`
+    /// (or `copy=False`) shares the memory instead of copying it (or refusing). `false` by
+    /// default: a legacy capsule cannot say "read-only", so by default such a request (jax's)
+    /// gets a copy. `true` is the class author's explicit opt-in to zero-copy legacy exports
+    /// (`#[dlpack(legacy_read_only = "share")]` on a derived struct), **trusting the consumer
+    /// not to write** the memory: jax never writes its arrays and numpy imports legacy capsules
+    /// read-only, but nothing stops a consumer that does. The export still holds a shared
+    /// borrow of the bytes, so no mutable view through this crate is granted while it lives;
+    /// a consumer's write is a foreign write, outside the model (see the README's safety model).
+    /// Versioned requests are unaffected (they carry `READ_ONLY`).
+    fn share_read_only_legacy(&self) -> bool {
         false
     }
 
@@ -161,6 +190,49 @@ pub unsafe trait IntoDLPack {
         Self: Sized + Send + 'static,
     {
         crate::pyo3_glue::capsule::into_capsule(py, self.into_managed_tensor_versioned()?)
+    }
+}
+
+/// Exports the elements as a 1-D tensor, writable (read-only for `bool`) and holding no borrow:
+/// the shared-mutable model, in which Rust edits the memory in place under
+/// [`SharedMut::write`](safe::SharedMut::write) while consumers hold views of it. A class whose
+/// tensor has another shape describes it in its own `IntoDLPack` (a backing enum, say), taking
+/// the pointer from [`safe::Buffer::data_ptr`] and forwarding `rust_access_registered`.
+///
+/// ```
+/// use dlpack_rs::safe::SharedMut;
+/// use dlpack_rs::IntoDLPack;
+///
+/// let pixels = SharedMut::from_slice(&[1.0f32, 2.0])?;
+/// let mut exported = pixels.clone().into_managed_tensor_versioned()?;
+/// pixels.write()?[0] = 5.0; // the export sees the edit
+/// assert_eq!(*exported.as_slice::<f32>()?, [5.0, 2.0]);
+/// let consumer_view = exported.as_mut_slice::<f32>()?;
+/// assert!(pixels.write().is_err()); // refused while the import's mutable view lives
+/// drop(consumer_view);
+/// # Ok::<(), dlpack_rs::safe::Error>(())
+/// ```
+// SAFETY: the `Buffer` implementation of `SharedMut`: `data_ptr` points at `num_elements`
+// initialised elements in an allocation every clone keeps alive and in place, and carries write
+// permission; the 1-D shape covers exactly them. Rust reaches them only through `read` / `write`
+// guards, each holding a registry borrow for its whole life: `rust_access_registered`. `bool`
+// is exported read-only (a consumer must not write a byte a guard would read as `bool`).
+unsafe impl<T: safe::Element> IntoDLPack for safe::SharedMut<T> {
+    fn tensor_info(&self) -> TensorInfo {
+        TensorInfo::contiguous(
+            safe::Buffer::data_ptr(self).cast(),
+            safe::cpu_device(),
+            T::DTYPE,
+            alloc::vec![self.len() as i64],
+        )
+    }
+
+    fn is_read_only(&self) -> bool {
+        !T::ANY_BIT_PATTERN
+    }
+
+    fn rust_access_registered(&self) -> bool {
+        true
     }
 }
 

@@ -62,7 +62,8 @@ where
 {
     // The table's consumers order their work after `current_work_stream`, the default
     // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
-    let (info, extent, read_only, readers, keepalive) =
+    // Versioned only: a legacy sharing opt-in does not apply.
+    let (info, extent, read_only, readers, keepalive, _share_legacy) =
         super::export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY

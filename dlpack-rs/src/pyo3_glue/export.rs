@@ -110,6 +110,12 @@ where
 /// deleter runs, since the class's own Rust code may read them through another handle: imports
 /// of it get shared views only, and a mutable view of them raises `BufferError` meanwhile.
 ///
+/// **Shared-mutable data.** A value whose [`IntoDLPack::rust_access_registered`] is true (a
+/// [`SharedMut`](crate::safe::SharedMut) clone, or a backing that forwards it) is exported
+/// writable and holds no borrow: consumers' views see the class's in-place edits (made under
+/// `SharedMut::write`, refused only while another Rust view of the bytes lives, an import's
+/// `TensorMut` or `as_mut_slice` included).
+///
 /// ```
 /// use std::sync::Arc;
 ///
@@ -196,10 +202,20 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
     let extent = validated(&info, extent)?;
     order_for_consumer(&args, info.device, order_of(&value, &info))?;
     let read_only = value.is_read_only();
+    // Rust code may read the memory through another handle of the class without a registered
+    // view (`Readers::Rust`: the export holds a shared borrow), unless the value says every such
+    // access holds a registry borrow itself (`safe::SharedMut`).
+    let readers = if value.rust_access_registered() {
+        Readers::ExportOnly
+    } else {
+        Readers::Rust
+    };
+    let share = value.share_read_only_legacy();
     // SAFETY: the `IntoDLPack` contract: `value` (the keepalive) keeps the memory `info`
-    // describes valid and in place (writable unless read-only); `extent` is `info`'s. Rust code
-    // may read the memory through another handle of the class: `Readers::Rust`.
-    unsafe { export_capsule(py, info, extent, read_only, Readers::Rust, value, &args) }
+    // describes valid and in place (writable unless read-only); `extent` is `info`'s; `readers`
+    // is `Rust` unless `rust_access_registered` vouches that every other Rust access is
+    // registered.
+    unsafe { export_capsule(py, info, extent, read_only, readers, share, value, &args) }
 }
 
 /// [`export_dlpack`] with arguments already parsed, for any class with a [`ClassRoute`].
@@ -216,22 +232,35 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let (info, extent, read_only, readers, keepalive) = class_export(slf, rust_reads, args)?;
+    let (info, extent, read_only, readers, keepalive, share) = class_export(slf, rust_reads, args)?;
     // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
     // place (writable unless read-only) until the deleter drops it; `extent` is `info`'s; Rust
     // reads of the memory outside the export are declared by `readers`.
-    unsafe { export_capsule(slf.py(), info, extent, read_only, readers, keepalive, args) }
+    unsafe {
+        export_capsule(
+            slf.py(),
+            info,
+            extent,
+            read_only,
+            readers,
+            share,
+            keepalive,
+            args,
+        )
+    }
 }
 
 /// What [`class_export`] returns: the metadata, its extent, whether the export is read-only,
 /// who else reads the memory (the export's shared borrow is registered where every export
-/// passes, from this answer), and the keepalive.
+/// passes, from this answer), the keepalive, and whether a legacy request of read-only data
+/// shares it ([`IntoDLPack::share_read_only_legacy`]).
 pub(crate) type ClassExport<T> = (
     TensorInfo,
     crate::safe::Extent,
     bool,
     Readers,
     ClassKeepalive<<<T as PyClass>::Frozen as ClassRoute<T>>::Owner>,
+    bool,
 );
 
 /// One export of `slf` through its route, validated once: the metadata, its extent, whether it
@@ -250,17 +279,19 @@ where
     T::Frozen: ClassRoute<T>,
 {
     super::borrow::join(slf.py())?;
-    let (info, extent, read_only, owner, order) = <T::Frozen as ClassRoute<T>>::export(slf)?;
+    let (info, extent, read_only, owner, order, registered, share) =
+        <T::Frozen as ClassRoute<T>>::export(slf)?;
     // Validated once: by the implementation (the derive's bounds check), or here.
     let extent = validated(&info, extent)?;
-    let readers = if rust_reads {
+    // Rust reads outside the export that are registered themselves need no borrow of it.
+    let readers = if rust_reads && !registered {
         Readers::Rust
     } else {
         Readers::ExportOnly
     };
     // Last, once everything else about the export is known to be fine.
     order_for_consumer(args, info.device, order)?;
-    Ok((info, extent, read_only, readers, owner))
+    Ok((info, extent, read_only, readers, owner, share))
 }
 
 /// `info`'s extent: the one the implementation validated already, or validated now.
@@ -318,8 +349,10 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     /// What keeps the memory alive: the object, or the export's own clone of its data.
     type Owner: Send + 'static;
     /// The metadata (with its extent, if validated already), whether the export is read-only,
-    /// the keepalive and the stream order. Contract: the keepalive keeps the described memory
-    /// valid and in place while it lives, and writable unless read-only; a `Some` extent is
+    /// the keepalive, the stream order, and whether Rust accesses to the memory outside the
+    /// export are all registered. Contract: the keepalive keeps the described memory valid and
+    /// in place while it lives, and writable unless read-only; the last flag is true only if
+    /// every such access holds a registry borrow for its whole length; a `Some` extent is
     /// what `info.extent()` would return for the returned `info` (the `IntoDLPack` contract of
     /// `__tensor_info_with_extent`).
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<Self::Owner>>;
@@ -327,8 +360,10 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
 
 /// What [`ClassRoute::export`] returns: the metadata (with its extent when the implementation
 /// validated it: `IntoDLPack::__tensor_info_with_extent`), whether the export is read-only, the
-/// keepalive, and (for device data only) what orders a consumer's stream after the producer's
-/// pending work.
+/// keepalive, (for device data only) what orders a consumer's stream after the producer's
+/// pending work, and whether every Rust access to the memory outside the export holds a registry
+/// borrow ([`IntoDLPack::rust_access_registered`]), and whether a legacy request of read-only
+/// data shares the memory ([`IntoDLPack::share_read_only_legacy`]).
 #[doc(hidden)]
 pub type RouteExport<O> = (
     TensorInfo,
@@ -336,6 +371,8 @@ pub type RouteExport<O> = (
     bool,
     ClassKeepalive<O>,
     Option<Arc<dyn StreamOrder>>,
+    bool,
+    bool,
 );
 
 /// The stream order of `this`, asked only for data that is not plain CPU memory.
@@ -375,14 +412,20 @@ where
             this.is_read_only(),
             ClassKeepalive { _owner: owner },
             order,
+            this.rust_access_registered(),
+            this.share_read_only_legacy(),
         ))
     }
 }
 
 // SAFETY: the keepalive holds a clone of the data field, which `DerivedData` says contains every
 // byte `tensor_info` describes, and which (`SharedBuffer`) describes the same memory as the
-// field, keeps it alive and in place, and is never written while shared: the export is
-// read-only. The pointer `tensor_info` read is exported as is (the field is read once).
+// field and keeps it alive and in place. Copy-on-write data is never written while shared: the
+// export is read-only. Registry-guarded data (`Buffer::REGISTRY_GUARDED`, `SharedMut`) is
+// reached by Rust only under registry borrows: the export is writable where the class's
+// `is_read_only` allows (the derive's `consumers_may_write`: a pointer with write permission,
+// an element type with no invalid bit patterns), and says that every Rust access is registered.
+// The pointer `tensor_info` read is exported as is (the field is read once).
 unsafe impl<T> ClassRoute<T> for False
 where
     T: DerivedData + PyClass<Frozen = False>,
@@ -398,12 +441,23 @@ where
         })?;
         let (info, extent) = this.__tensor_info_with_extent();
         let order = order_of(&*this, &info);
+        // Copy-on-write memory is never written by its owners (the `SharedBuffer` contract), so
+        // no consumer may write it either: read-only. Guarded memory is shared-mutable.
+        let guarded = <T::Data as crate::safe::Buffer>::REGISTRY_GUARDED;
+        let read_only = !guarded || this.is_read_only();
+        let share = this.share_read_only_legacy();
         // The export's own reference: the class may replace its value once `this` is released.
         let owner = this.data_field().clone();
         drop(this);
-        // Shared memory is never written by its owners (the `SharedBuffer` contract), so no
-        // consumer may write it either: always read-only.
-        Ok((info, extent, true, ClassKeepalive { _owner: owner }, order))
+        Ok((
+            info,
+            extent,
+            read_only,
+            ClassKeepalive { _owner: owner },
+            order,
+            guarded,
+            share,
+        ))
     }
 }
 

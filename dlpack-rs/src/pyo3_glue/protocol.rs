@@ -251,16 +251,21 @@ fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 /// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
 /// contract. `readers` must be [`Readers::Rust`](safe::Readers) when Rust code outside the
 /// export may read the memory while it lives (a frozen class through `&self`); read-only
-/// exports hold a shared borrow of the bytes whatever it says. What this function establishes
+/// exports hold a shared borrow of the bytes whatever it says. `share_legacy` (the owner's
+/// [`share_read_only_legacy`](crate::IntoDLPack::share_read_only_legacy) opt-in) answers a legacy
+/// request of read-only data with a zero-copy legacy capsule, still holding that borrow, instead
+/// of a copy (`copy=None`) or `BufferError` (`copy=False`). What this function establishes
 /// itself: no view of this crate writes the memory while a copy reads it (a shared borrow),
 /// and no mutable view is granted while the export's borrow lives. Writers outside the
 /// registry (foreign code holding the memory writable) are the caller's to exclude.
+#[allow(clippy::too_many_arguments)] // one per decision the caller made
 pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     info: TensorInfo,
     extent: safe::Extent,
     read_only: bool,
     readers: safe::Readers,
+    share_legacy: bool,
     keepalive: K,
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
@@ -285,7 +290,7 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
             must_copy = true;
         }
     }
-    if read_only && !args.versioned() && args.copy.is_none() {
+    if read_only && !args.versioned() && args.copy.is_none() && !share_legacy {
         // A legacy capsule cannot say "read-only" (jax only ever asks for one). The array API's
         // `copy=None` means "reuse if possible, else copy": the one case where an export copies
         // without being asked to. `copy=False` keeps the `BufferError` below.
@@ -322,6 +327,25 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
                 safe::Readers::ExportOnly,
                 args,
                 Some(safe::AlignedBytes::as_mut_ptr),
+            )
+        };
+    }
+    if read_only && share_legacy && !args.versioned() {
+        // The owner's opt-in: a legacy capsule of read-only data, trusting the consumer not to
+        // write it. It still holds the shared borrow a read-only export holds (`Readers::Rust`
+        // registers it without the flag), so no view of this crate writes the memory meanwhile.
+        // SAFETY: forwarded from this function's contract (validated: `extent`); consumers'
+        // writes to memory they were asked not to write are foreign writes, outside the model.
+        return unsafe {
+            pack_validated_capsule(
+                py,
+                keepalive,
+                info,
+                extent,
+                0,
+                safe::Readers::Rust,
+                args,
+                None,
             )
         };
     }

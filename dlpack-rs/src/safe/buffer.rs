@@ -23,7 +23,13 @@ use super::{Element, Error};
 ///   carries write permission (it is read from a raw pointer the value owns, never derived from
 ///   a reference to the elements), as for `Vec::as_ptr`.
 /// - No method taking `&self` writes the elements (no interior mutability of the elements): safe
-///   code that shares the value only ever reads them.
+///   code that shares the value only ever reads them. The one exception is a type whose
+///   `REGISTRY_GUARDED` is true (below).
+/// - `REGISTRY_GUARDED` may be true only if Rust code reaches the elements (other than through
+///   an export of the value) only under a registered [borrow](super::borrow) of every byte it
+///   touches, held for as long as the access: shared to read, exclusive to write, as
+///   [`SharedMut`](super::SharedMut)'s guards do; `&self` methods may then write the elements
+///   under the exclusive borrow. Exports of such a buffer hold no borrow unless read-only.
 /// - `data_ptr`, `num_elements` and `device` give the same answers on every call, whether the
 ///   value was moved or shared meanwhile, until it is mutably borrowed; `data_ptr_mut` returns
 ///   the address `data_ptr` does. (The crate checks a layout against one answer and exports
@@ -35,6 +41,12 @@ pub unsafe trait Buffer {
     /// Whether the pointer [`Buffer::data_ptr`] returns through `&self` may be written by a
     /// consumer (see the trait's safety section). `false` unless a type says so.
     const SHARED_PTR_WRITABLE: bool = false;
+    /// Whether every access of Rust code to the elements goes through registry guards (see the
+    /// trait's safety section): an export of the buffer then needs no borrow of its own to keep
+    /// Rust readers from seeing a mutable view, and a writable export of it leaves Rust free to
+    /// edit the memory in place. `false` unless a type says so
+    /// ([`SharedMut`](super::SharedMut)).
+    const REGISTRY_GUARDED: bool = false;
     /// Pointer to the first element, for reading.
     fn data_ptr(&self) -> *mut Self::Elem;
     /// Pointer to the first element, for writing; by default [`Buffer::data_ptr`] (right for
@@ -130,6 +142,8 @@ std_buffer! {
 // (`block::Readers`), which refuses every mutable view through this crate meanwhile.
 unsafe impl<B: Buffer> Buffer for Arc<B> {
     type Elem = B::Elem;
+    // `&B` is all an `Arc` hands out: `B`'s own guards are the only way to its elements.
+    const REGISTRY_GUARDED: bool = B::REGISTRY_GUARDED;
     fn data_ptr(&self) -> *mut B::Elem {
         (**self).data_ptr()
     }
@@ -149,18 +163,24 @@ unsafe impl<B: Buffer> Buffer for Arc<B> {
 
 /// A [`Buffer`] held by shared ownership, whose clones share one memory: what a *mutable*
 /// `#[pyclass]` can export without a copy. The export holds its own clone, so a `&mut self`
-/// method that replaces (or drops) the class's value cannot free memory a consumer still reads,
-/// and such an export is always read-only.
+/// method that replaces (or drops) the class's value cannot free memory a consumer still reads.
 ///
-/// Implemented for `Arc<[T]>`, `Arc<B>` of any `Buffer` (`Arc<Vec<T>>`,
-/// `Arc<AlignedBuffer<T>>`), and with feature `ndarray` for `ArcArray`.
+/// Two models:
+/// - **copy-on-write** (`Arc<[T]>`, `Arc<B>` of any `Buffer` such as `Arc<Vec<T>>` or
+///   `Arc<AlignedBuffer<T>>`, and with feature `ndarray` `ArcArray`): owners never write shared
+///   memory, exports are read-only and hold a shared borrow, and an edit makes new memory that
+///   existing views do not see;
+/// - **shared-mutable** ([`SharedMut`](super::SharedMut), `REGISTRY_GUARDED`): owners edit the
+///   memory in place under registry guards, exports are writable and hold no borrow, and
+///   existing views see every edit.
 ///
 /// # Safety
 ///
 /// A clone must describe the same memory (the same `data_ptr`, `num_elements` and `device`, on
 /// every call: see `Buffer`) and keep it valid and in place for as long as it lives, whatever
 /// happens to the other clones; and no owner may write the elements while more than one owner
-/// exists (immutable shared data, or copy-on-write like `ArcArray`).
+/// exists (immutable shared data, or copy-on-write like `ArcArray`), unless the buffer is
+/// `REGISTRY_GUARDED` (every owner writes only under an exclusive registry borrow).
 #[diagnostic::on_unimplemented(
     message = "a mutable `#[pyclass]` cannot export `{Self}` without a copy",
     label = "not shared ownership: a `&mut self` method could free or reallocate it while a consumer reads it",

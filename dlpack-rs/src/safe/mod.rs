@@ -6,6 +6,7 @@
 //! | what does an export describe? | [`TensorInfo`] |
 //! | which memory can the safe route export? | [`Buffer`], [`Dim`], [`SharedBuffer`] |
 //! | owned storage aligned for jax (64 bytes) | [`AlignedBuffer`] |
+//! | memory Rust edits in place while Python views it (shared-mutable) | [`SharedMut`] |
 //! | how do I export safely? | [`Export`] |
 //! | how do I export a raw pointer (the seed route)? | [`pack`], [`pack_versioned`], `try_` forms |
 //! | who owns an imported (or exported) managed tensor? | [`Managed`] ([`ManagedTensor`], [`ManagedTensorVersioned`], [`AnyManaged`]) |
@@ -32,6 +33,7 @@ mod managed;
 pub mod ndarray;
 mod pack;
 mod packed;
+mod shared_mut;
 mod tensor_info;
 
 pub use aligned::AlignedBuffer;
@@ -57,6 +59,7 @@ pub(crate) use pack::{pack_owned, pack_owned_versioned};
 #[allow(unused_imports)] // the export routes above this layer
 pub(crate) use pack::{pack_owned_validated, pack_owned_versioned_validated};
 pub use packed::{PackedExport, PackedSlice, Packing};
+pub use shared_mut::SharedMut;
 pub use tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the Python glue
 pub(crate) use tensor_info::{borrow_described, borrow_extent};

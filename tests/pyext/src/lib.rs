@@ -13,6 +13,7 @@ mod ndarray_funcs;
 mod readers;
 mod rust_numpy;
 mod shapes;
+mod shared_mut;
 mod streams;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -613,6 +614,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     exchange::register(m)?;
     streams::register(m)?;
     readers::register(m)?;
+    shared_mut::register(m)?;
     rust_numpy::register(m)?;
     #[cfg(feature = "cudarc")]
     cuda::register(m)?;

@@ -94,7 +94,38 @@ struct Unbounded<T, const N: usize> {
     shape: [usize; N],
 }
 
+#[derive(IntoDLPack)]
+struct Editable {
+    #[dlpack(data)]
+    pixels: dlpack_rs::safe::SharedMut<u8>,
+    #[dlpack(shape)]
+    shape: [usize; 2],
+}
+
+#[derive(IntoDLPack)]
+#[dlpack(read_only, legacy_read_only = "share")]
+struct SharedLegacy {
+    #[dlpack(data)]
+    pixels: Arc<[f32]>,
+}
+
+#[derive(IntoDLPack)]
+#[dlpack(legacy_read_only = "copy")]
+struct CopiedLegacy {
+    #[dlpack(data)]
+    pixels: Vec<f32>,
+}
+
 fn main() {
+    let e = Editable {
+        pixels: dlpack_rs::safe::SharedMut::zeroed(6).unwrap(),
+        shape: [2, 3],
+    };
+    assert!(e.rust_access_registered() && !e.is_read_only());
+    let s = SharedLegacy { pixels: vec![1.0].into() };
+    assert!(s.share_read_only_legacy() && s.is_read_only() && !s.rust_access_registered());
+    let c = CopiedLegacy { pixels: vec![1.0] };
+    assert!(!c.share_read_only_legacy());
     let t = Tensor {
         data: vec![1.0f32, 2.0],
         shape: vec![2],
