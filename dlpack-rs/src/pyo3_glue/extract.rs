@@ -74,7 +74,7 @@ struct Held<T> {
 }
 
 /// Where a typed argument's elements come from.
-enum Source {
+pub(super) enum Source {
     /// An import that owns its managed tensor (every producer; a `TensorMut` always).
     Owned(PyTensor),
     /// A non-owning view through the producer's exchange table
@@ -87,28 +87,49 @@ enum Source {
 }
 
 impl Source {
-    fn shape(&self) -> &[i64] {
+    /// Imports `obj` for a typed argument: through the borrowed, non-owning route for a shared
+    /// argument of a type whose exchange table offers it, as [`PyTensor`] otherwise. An
+    /// exclusive argument must be writable (`BufferError` saying why it is not).
+    pub(super) fn import(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Source> {
+        if !exclusive {
+            if let Some(view) = super::exchange_import::borrowed_view(obj)? {
+                super::borrow::join(obj.py())?;
+                let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
+                return Ok(Source::Borrowed {
+                    view,
+                    _object: keep,
+                });
+            }
+        }
+        let tensor = ImportOptions::new().import(obj)?;
+        if exclusive && tensor.is_read_only() {
+            return Err(read_only_error(&tensor));
+        }
+        Ok(Source::Owned(tensor))
+    }
+
+    pub(super) fn shape(&self) -> &[i64] {
         match self {
             Source::Owned(t) => t.shape(),
             Source::Borrowed { view: d, .. } => d.shape(),
         }
     }
 
-    fn dtype(&self) -> DLDataType {
+    pub(super) fn dtype(&self) -> DLDataType {
         match self {
             Source::Owned(t) => t.dtype(),
             Source::Borrowed { view: d, .. } => d.dtype(),
         }
     }
 
-    fn device(&self) -> DLDevice {
+    pub(super) fn device(&self) -> DLDevice {
         match self {
             Source::Owned(t) => t.device(),
             Source::Borrowed { view: d, .. } => d.device(),
         }
     }
 
-    fn strides(&self) -> Cow<'_, [i64]> {
+    pub(super) fn strides(&self) -> Cow<'_, [i64]> {
         let (shape, strides) = match self {
             Source::Owned(t) => (t.shape(), t.raw_strides()),
             Source::Borrowed { view: d, .. } => (d.shape(), d.raw_strides()),
@@ -159,10 +180,7 @@ impl<T: AnyBitPattern> Held<T> {
         let tensor = ImportOptions::new().import(obj)?;
         check::<T, NDIM>(tensor.dtype(), tensor.shape())?;
         if exclusive && tensor.is_read_only() {
-            return Err(PyBufferError::new_err(
-                "expected a writable tensor, got a read-only one (a legacy DLPack capsule is \
-             read-only: ask its producer for a versioned one, or copy it)",
-            ));
+            return Err(read_only_error(&tensor));
         }
         let parts = tensor.slice_parts::<T>(exclusive);
         Held::new(parts, Source::Owned(tensor))
@@ -188,25 +206,59 @@ impl<T: AnyBitPattern> Held<T> {
     }
 }
 
+/// The `BufferError` for a writable argument given a read-only tensor, saying why it is
+/// read-only: a legacy capsule cannot say whether it may be written, a versioned producer
+/// flagged it `READ_ONLY`.
+pub(super) fn read_only_error(tensor: &PyTensor) -> PyErr {
+    if tensor.is_versioned() {
+        PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one: its producer exported it \
+             READ_ONLY (a numpy array whose flags.writeable is False, from np.frombuffer, a \
+             broadcast or a read-only memory map, say): pass a writable copy (x.copy())",
+        )
+    } else {
+        PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one: it came as a legacy (unversioned) \
+             DLPack capsule, which cannot say whether it may be written: ask its producer for \
+             DLPack >= 1.0 (__dlpack__(max_version=(1, 0))), or pass a copy",
+        )
+    }
+}
+
+/// The `TypeError` for a tensor of `got` where one of `wanted` was expected, in the names
+/// Python users write (`float32`), with a conversion hint for the first wanted dtype.
+pub(super) fn dtype_error(wanted: &[DLDataType], got: DLDataType) -> PyErr {
+    PyTypeError::new_err(dtype_message(wanted, got))
+}
+
+/// The message of [`dtype_error`].
+pub(super) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
+    let first = wanted.first().copied().unwrap_or(got);
+    let name = dtype_name(first);
+    // A conversion hint only where numpy and torch both have the name.
+    let hint = if crate::safe::DtypeName::numpy_has(first) {
+        format!(" (convert it first, e.g. x.astype(\"{name}\") in numpy or x.to(torch.{name}) in torch)")
+    } else if crate::safe::DtypeName::fixed(first).is_some() {
+        // bfloat16 and the FP8 / FP4 types: torch and jax have them, numpy cannot pass them
+        // over DLPack.
+        format!(
+            " (convert it first, e.g. x.to(torch.{name}) in torch or x.astype(jnp.{name}) in jax)"
+        )
+    } else {
+        String::new()
+    };
+    let names: Vec<String> = wanted.iter().map(|&d| dtype_name(d)).collect();
+    let list = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    };
+    format!("expected a tensor of {list}, got {}{hint}", dtype_name(got))
+}
+
 /// Checks a tensor's dtype and number of dimensions against `T` and `NDIM` (`TypeError`).
 fn check<T: AnyBitPattern, const NDIM: usize>(dtype: DLDataType, shape: &[i64]) -> PyResult<()> {
     if dtype != T::DTYPE {
-        let wanted = dtype_name(T::DTYPE);
-        // A conversion hint only where numpy and torch both have the name.
-        let plain = crate::safe::DtypeName::numpy_has(T::DTYPE);
-        let hint = if plain {
-            format!(" (convert it first, e.g. x.astype(\"{wanted}\") in numpy or x.to(torch.{wanted}) in torch)")
-        } else if crate::safe::DtypeName::fixed(T::DTYPE).is_some() {
-            // bfloat16 and the FP8 / FP4 types: torch and jax have them, numpy cannot pass
-            // them over DLPack.
-            format!(" (convert it first, e.g. x.to(torch.{wanted}) in torch or x.astype(jnp.{wanted}) in jax)")
-        } else {
-            String::new()
-        };
-        return Err(PyTypeError::new_err(format!(
-            "expected a tensor of {wanted}, got {}{hint}",
-            dtype_name(dtype),
-        )));
+        return Err(dtype_error(&[T::DTYPE], dtype));
     }
     if NDIM != ANY_NDIM && shape.len() != NDIM {
         return Err(PyTypeError::new_err(format!(

@@ -14,6 +14,7 @@ mod readers;
 mod rust_numpy;
 mod shapes;
 mod streams;
+mod typed_args;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -614,6 +615,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     streams::register(m)?;
     readers::register(m)?;
     rust_numpy::register(m)?;
+    typed_args::register(m)?;
     #[cfg(feature = "cudarc")]
     cuda::register(m)?;
     Ok(())
