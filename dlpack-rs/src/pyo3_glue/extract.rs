@@ -90,6 +90,7 @@ impl Source {
     /// Imports `obj` for a typed argument: through the borrowed, non-owning route for a shared
     /// argument of a type whose exchange table offers it, as [`PyTensor`] otherwise. An
     /// exclusive argument must be writable (`BufferError` saying why it is not).
+    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
     pub(super) fn import(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Source> {
         if !exclusive {
             if let Some(view) = super::exchange_import::borrowed_view(obj)? {
