@@ -137,8 +137,15 @@ pub mod cuda;
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub use pyo3;
 
+/// The ndarray version this crate's views and exports use (feature `ndarray`: ndarray 0.17),
+/// for code that names its types (the typed view arguments of `pyo3_glue` hand out
+/// `ndarray::ArrayView`s).
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use ndarray;
+
 /// The README's Rust examples, compiled and run as doctests (they use the pyo3 glue and the
 /// derive, so they are checked with `--all-features`).
-#[cfg(all(doctest, feature = "pyo3", feature = "derive"))]
+#[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;

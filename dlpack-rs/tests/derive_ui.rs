@@ -19,4 +19,7 @@ fn ui() {
         t.pass("tests/ui/pass-pyo3/*.rs");
         t.compile_fail("tests/ui/fail-pyo3/*.rs");
     }
+    // The typed view arguments' constraints (features `pyo3` and `ndarray`).
+    #[cfg(all(feature = "pyo3", feature = "ndarray"))]
+    t.compile_fail("tests/ui/fail-views/*.rs");
 }

@@ -72,11 +72,11 @@ def test_wrong_fp8_variant_is_refused_with_both_names():
     with pytest.raises(TypeError, match=r"expected a tensor of float8_e4m3fn, got float8_e5m2 "
                                         r"\(convert it first, e\.g\. x\.to\(torch\.float8_e4m3fn\)"):
         ext.lp_sum_e4m3fn(x)
-    with pytest.raises(TypeError, match=r"dtype mismatch: asked for float8_e4m3fn .*holds "
-                                        r"float8_e5m2 "):
+    with pytest.raises(TypeError, match=r"dtype mismatch: expected a tensor of float8_e4m3fn, "
+                                        r"got float8_e5m2 \(convert it first"):
         ext.lp_values_f8(x, "float8_e4m3fn")
     fnuz = torch.tensor(VALUES).to(torch.float8_e4m3fnuz)
-    with pytest.raises(TypeError, match=r"asked for float8_e4m3fn .*holds float8_e4m3fnuz "):
+    with pytest.raises(TypeError, match=r"expected a tensor of float8_e4m3fn, got float8_e4m3fnuz "):
         ext.lp_values_f8(fnuz, "float8_e4m3fn")
 
 

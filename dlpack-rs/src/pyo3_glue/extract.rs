@@ -75,7 +75,7 @@ struct Held<T> {
 }
 
 /// Where a typed argument's elements come from.
-enum Source {
+pub(super) enum Source {
     /// An import that owns its managed tensor (every producer; a `TensorMut` always).
     Owned(PyTensor),
     /// The tensor of one of this crate's own `dlpack_rs.Tensor` objects, viewed in place: the
@@ -97,43 +97,112 @@ enum Source {
 }
 
 impl Source {
-    /// Shape, strides as given, dtype and device.
-    fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
-        let tensor: &AnyManaged = match self {
-            Source::Borrowed { view, .. } => {
-                return (
-                    view.shape(),
-                    view.raw_strides(),
-                    view.dtype(),
-                    view.device(),
-                )
+    /// Imports `obj` for a typed argument: a shared argument that is one of this crate's
+    /// `dlpack_rs.Tensor` objects is viewed in place, one of a type whose exchange table fills a
+    /// non-owning `DLTensor` (torch) through that; everything else as [`PyTensor`]. An exclusive
+    /// argument must be writable (`BufferError` saying why it is not).
+    pub(super) fn import(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Source> {
+        if !exclusive {
+            if let Ok(ours) = obj.cast::<DLPackTensor>() {
+                super::borrow::join(obj.py())?;
+                return Ok(Source::Ours {
+                    tensor: ours.get().tensor(),
+                    _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+                });
             }
-            Source::Owned(t) => t,
-            // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `_object`), which
-            // the object never changes nor moves before it is deallocated.
-            Source::Ours { tensor, .. } => unsafe { &**tensor },
-        };
-        (
-            tensor.shape(),
-            tensor.raw_strides(),
-            tensor.dtype(),
-            tensor.device(),
-        )
+            if let Some(view) = super::exchange_import::borrowed_view(obj)? {
+                super::borrow::join(obj.py())?;
+                let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
+                return Ok(Source::Borrowed {
+                    view,
+                    _object: keep,
+                });
+            }
+        }
+        let tensor = ImportOptions::new().import(obj)?;
+        if exclusive && tensor.is_read_only() {
+            return Err(read_only_error(&tensor));
+        }
+        Ok(Source::Owned(tensor))
     }
 
-    fn shape(&self) -> &[i64] {
+    /// The owner of an `Owned` or `Ours` source (`None` for a borrowed one).
+    fn owner(&self) -> Option<&AnyManaged> {
+        match self {
+            Source::Borrowed { .. } => None,
+            Source::Owned(t) => Some(t),
+            // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `_object`), which
+            // the object never changes nor moves before it is deallocated.
+            Source::Ours { tensor, .. } => Some(unsafe { &**tensor }),
+        }
+    }
+
+    /// Shape, strides as given, dtype and device.
+    fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
+        match (self.owner(), self) {
+            (Some(t), _) => (t.shape(), t.raw_strides(), t.dtype(), t.device()),
+            (None, Source::Borrowed { view, .. }) => (
+                view.shape(),
+                view.raw_strides(),
+                view.dtype(),
+                view.device(),
+            ),
+            (None, _) => (
+                &[],
+                None,
+                crate::safe::dtype_u8(),
+                crate::safe::cpu_device(),
+            ),
+        }
+    }
+
+    /// The checks and borrow of a contiguous slice of `T` (see `Managed::slice_parts`).
+    fn slice_parts<T: AnyBitPattern>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, usize, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.slice_parts::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) if !exclusive => {
+                // SAFETY: the view's memory is its object's, which `self` keeps alive while the
+                // pointer is used (the held argument owns both).
+                unsafe { view.slice_parts::<T>(false) }
+            }
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
+    /// The checks and borrow of a strided view of `T` (see `Managed::borrowed_layout`).
+    #[cfg(feature = "ndarray")]
+    pub(super) fn strided_parts<T: AnyBitPattern>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(crate::safe::ndarray::Normalized<T>, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.borrowed_layout::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) if !exclusive => {
+                // SAFETY: as in `slice_parts`.
+                unsafe { view.strided_parts::<T>() }
+            }
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
+    pub(super) fn shape(&self) -> &[i64] {
         self.meta().0
     }
 
-    fn dtype(&self) -> DLDataType {
+    pub(super) fn dtype(&self) -> DLDataType {
         self.meta().2
     }
 
-    fn device(&self) -> DLDevice {
+    pub(super) fn device(&self) -> DLDevice {
         self.meta().3
     }
 
-    fn strides(&self) -> Cow<'_, [i64]> {
+    pub(super) fn strides(&self) -> Cow<'_, [i64]> {
         let (shape, strides, _, _) = self.meta();
         match strides {
             Some(s) => Cow::Borrowed(s),
@@ -161,45 +230,10 @@ impl<T: AnyBitPattern> Held<T> {
     /// exclusive argument (a non-owning `DLTensor` carries no read-only flag), is imported as
     /// [`PyTensor`] is.
     fn import<const NDIM: usize>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self> {
-        if !exclusive {
-            if let Ok(ours) = obj.cast::<DLPackTensor>() {
-                let py = obj.py();
-                let tensor: &AnyManaged = ours.get().tensor();
-                check::<T, NDIM>(tensor.dtype(), tensor.shape())?;
-                super::borrow::join(py)?;
-                // The owner's own view checks and borrows (its rust-numpy coordination
-                // included, for a numpy import it wraps).
-                let parts = tensor.slice_parts::<T>(false);
-                let source = Source::Ours {
-                    tensor,
-                    _object: PyKeepalive::new(py, obj.clone().unbind()),
-                };
-                return Held::new(parts, source);
-            }
-            if let Some(view) = super::exchange_import::borrowed_view(obj)? {
-                let py = obj.py();
-                check::<T, NDIM>(view.dtype(), view.shape())?;
-                super::borrow::join(py)?;
-                // SAFETY: the view's memory is `obj`'s, which the source below keeps alive
-                // while the pointer is used (the held argument owns both).
-                let parts = unsafe { view.slice_parts::<T>(false) };
-                let source = Source::Borrowed {
-                    view,
-                    _object: PyKeepalive::new(py, obj.clone().unbind()),
-                };
-                return Held::new(parts, source);
-            }
-        }
-        let tensor = ImportOptions::new().import(obj)?;
-        check::<T, NDIM>(tensor.dtype(), tensor.shape())?;
-        if exclusive && tensor.is_read_only() {
-            return Err(PyBufferError::new_err(
-                "expected a writable tensor, got a read-only one (a legacy DLPack capsule is \
-             read-only: ask its producer for a versioned one, or copy it)",
-            ));
-        }
-        let parts = tensor.slice_parts::<T>(exclusive);
-        Held::new(parts, Source::Owned(tensor))
+        let source = Source::import(obj, exclusive)?;
+        check::<T, NDIM>(source.dtype(), source.shape())?;
+        let parts = source.slice_parts::<T>(exclusive);
+        Held::new(parts, source)
     }
 
     /// The held argument, or the error for a layout or borrow `slice_parts` refused.
@@ -222,25 +256,59 @@ impl<T: AnyBitPattern> Held<T> {
     }
 }
 
+/// The `BufferError` for a writable argument given a read-only tensor, saying why it is
+/// read-only: a legacy capsule cannot say whether it may be written, a versioned producer
+/// flagged it `READ_ONLY`.
+pub(super) fn read_only_error(tensor: &PyTensor) -> PyErr {
+    if tensor.is_versioned() {
+        PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one: its producer exported it \
+             READ_ONLY (a numpy array whose flags.writeable is False, from np.frombuffer, a \
+             broadcast or a read-only memory map, say): pass a writable copy (x.copy())",
+        )
+    } else {
+        PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one: it came as a legacy (unversioned) \
+             DLPack capsule, which cannot say whether it may be written: ask its producer for \
+             DLPack >= 1.0 (__dlpack__(max_version=(1, 0))), or pass a copy",
+        )
+    }
+}
+
+/// The `TypeError` for a tensor of `got` where one of `wanted` was expected, in the names
+/// Python users write (`float32`), with a conversion hint for the first wanted dtype.
+pub(super) fn dtype_error(wanted: &[DLDataType], got: DLDataType) -> PyErr {
+    PyTypeError::new_err(dtype_message(wanted, got))
+}
+
+/// The message of [`dtype_error`].
+pub(super) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
+    let first = wanted.first().copied().unwrap_or(got);
+    let name = dtype_name(first);
+    // A conversion hint only where numpy and torch both have the name.
+    let hint = if crate::safe::DtypeName::numpy_has(first) {
+        format!(" (convert it first, e.g. x.astype(\"{name}\") in numpy or x.to(torch.{name}) in torch)")
+    } else if crate::safe::DtypeName::fixed(first).is_some() {
+        // bfloat16 and the FP8 / FP4 types: torch and jax have them, numpy cannot pass them
+        // over DLPack.
+        format!(
+            " (convert it first, e.g. x.to(torch.{name}) in torch or x.astype(jnp.{name}) in jax)"
+        )
+    } else {
+        String::new()
+    };
+    let names: Vec<String> = wanted.iter().map(|&d| dtype_name(d)).collect();
+    let list = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    };
+    format!("expected a tensor of {list}, got {}{hint}", dtype_name(got))
+}
+
 /// Checks a tensor's dtype and number of dimensions against `T` and `NDIM` (`TypeError`).
 fn check<T: AnyBitPattern, const NDIM: usize>(dtype: DLDataType, shape: &[i64]) -> PyResult<()> {
     if dtype != T::DTYPE {
-        let wanted = dtype_name(T::DTYPE);
-        // A conversion hint only where numpy and torch both have the name.
-        let plain = crate::safe::DtypeName::numpy_has(T::DTYPE);
-        let hint = if plain {
-            format!(" (convert it first, e.g. x.astype(\"{wanted}\") in numpy or x.to(torch.{wanted}) in torch)")
-        } else if crate::safe::DtypeName::fixed(T::DTYPE).is_some() {
-            // bfloat16 and the FP8 / FP4 types: torch and jax have them, numpy cannot pass
-            // them over DLPack.
-            format!(" (convert it first, e.g. x.to(torch.{wanted}) in torch or x.astype(jnp.{wanted}) in jax)")
-        } else {
-            String::new()
-        };
-        return Err(PyTypeError::new_err(format!(
-            "expected a tensor of {wanted}, got {}{hint}",
-            dtype_name(dtype),
-        )));
+        return Err(dtype_error(&[T::DTYPE], dtype));
     }
     if NDIM != ANY_NDIM && shape.len() != NDIM {
         return Err(PyTypeError::new_err(format!(

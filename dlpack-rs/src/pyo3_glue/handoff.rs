@@ -129,3 +129,95 @@ fn numpy_dtype_hint(
     hint.set_cause(py, Some(err));
     hint
 }
+
+/// The framework a tensor argument came from, to hand a result back as the caller's kind of
+/// array: numpy for a numpy caller, torch for torch, jax for jax ([`Framework::wrap`], zero-copy
+/// wherever the framework imports without copying).
+///
+/// [`TensorView::framework`](super::TensorView::framework) captures it at extraction;
+/// [`Framework::of`] captures it from any object. It holds a strong reference to the object's
+/// type (released as a [`PyKeepalive`](super::PyKeepalive) is, from any thread).
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{Framework, TensorRef};
+/// use dlpack_rs::safe::Export;
+/// use pyo3::prelude::*;
+///
+/// /// `x * 2` as a new tensor of the caller's framework.
+/// #[pyfunction]
+/// fn doubled<'py>(py: Python<'py>, obj: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+///     let x: TensorRef<f64> = obj.extract()?;
+///     let out: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
+///     let shape = x.shape().to_vec();
+///     Framework::of(&obj).wrap_tensor(py, Export::new(out).shape(&shape).versioned()?)
+/// }
+/// # fn main() {}
+/// ```
+pub struct Framework {
+    ty: super::PyKeepalive,
+}
+
+impl Framework {
+    /// The framework of `obj` (its type).
+    pub fn of(obj: &Bound<'_, PyAny>) -> Framework {
+        Framework {
+            ty: super::PyKeepalive::new(obj.py(), obj.get_type().into_any().unbind()),
+        }
+    }
+
+    /// The type of the object this framework was captured from.
+    pub fn tensor_type<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyType>> {
+        self.ty
+            .object()
+            .and_then(|ty| ty.bind(py).cast::<PyType>().ok().cloned())
+    }
+
+    /// Exports `value` ([`IntoDLPack`](super::IntoDLPack): an ndarray `Array`, a derived
+    /// struct, ...) and hands it to the framework, as [`Framework::wrap_tensor`].
+    pub fn wrap<'py, V>(&self, py: Python<'py>, value: V) -> PyResult<Bound<'py, PyAny>>
+    where
+        V: super::IntoDLPack + Send + 'static,
+    {
+        self.wrap_tensor(py, value.into_managed_tensor_versioned()?)
+    }
+
+    /// Hands `tensor` to the framework: a torch tensor for a torch caller (through torch's
+    /// exchange table, as [`to_framework`]), a numpy array for a numpy caller
+    /// (`numpy.from_dlpack`), a jax array for a jax caller (`jax.numpy.from_dlpack`), a tensor
+    /// of any other type whose exchange table makes tensors; for anything else a
+    /// `dlpack_rs.Tensor` ([`DLPackTensor`]), which every DLPack consumer takes. Errors as
+    /// [`to_framework`]'s (a read-only tensor is refused: hand over a copy).
+    pub fn wrap_tensor<'py>(
+        &self,
+        py: Python<'py>,
+        tensor: ManagedTensorVersioned,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let Some(ty) = self.tensor_type(py) else {
+            return Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any());
+        };
+        let module: String = ty
+            .getattr(pyo3::intern!(py, "__module__"))
+            .and_then(|m| m.extract())
+            .unwrap_or_default();
+        let importer = match module.split('.').next().unwrap_or_default() {
+            "numpy" => Some(("numpy", "from_dlpack")),
+            "torch" => Some(("torch", "from_dlpack")),
+            "jax" | "jaxlib" => Some(("jax.numpy", "from_dlpack")),
+            _ => None,
+        };
+        if let Some((module, function)) = importer {
+            let from_dlpack = py.import(module)?.getattr(function)?;
+            return to_framework(&ty, tensor, Some(&from_dlpack));
+        }
+        if type_table(&ty).is_some_and(|api| api.managed_tensor_to_py_object_no_sync.is_some()) {
+            return to_framework(&ty, tensor, None);
+        }
+        Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any())
+    }
+}
+
+impl core::fmt::Debug for Framework {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Framework").finish_non_exhaustive()
+    }
+}

@@ -400,7 +400,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
 /// The `TypeError` for an object without `__dlpack__` (the attribute error as its cause).
 fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
     let err = PyTypeError::new_err(format!(
-        "expected an object with __dlpack__ or a DLPack capsule, got {}",
+        "expected an object with __dlpack__ (a numpy array, torch tensor, jax array, ...), got {}",
         obj.get_type()
             .name()
             .map(|n| n.to_string())

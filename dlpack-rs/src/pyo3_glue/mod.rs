@@ -9,7 +9,11 @@
 //! - Import: [`PyTensor::from_pyany`] (or a `PyTensor` `#[pyfunction]` argument) takes a
 //!   tensor from any object with `__dlpack__`; [`ImportOptions`] asks the producer for a device
 //!   or a copy; [`TensorRef`] / [`TensorMut`] are typed arguments (element type and number of
-//!   dimensions in the signature) that hold their borrow from extraction on.
+//!   dimensions in the signature) that hold their borrow from extraction on; with feature
+//!   `ndarray`, [`TensorView`] / [`TensorViewMut`] take any layout as ndarray views, with shape
+//!   ([`Shape3`]`<ANY, ANY, 3>`), layout ([`FContig`]) and dtype-set ([`AnyOf3`]) constraints.
+//! - Return values: [`Framework`] hands a new tensor back as the caller's framework (numpy,
+//!   torch, jax).
 //! - Hand-off: [`to_framework`] gives an owned tensor to a framework (torch) through its
 //!   exchange table, without a capsule or a `from_dlpack` call.
 //! - Fast path: the DLPack 1.3 C exchange API (`__dlpack_c_exchange_api__`). Imports use a
@@ -73,6 +77,8 @@ mod keepalive;
 mod numpy_borrow;
 mod protocol;
 mod tensor;
+#[cfg(feature = "ndarray")]
+mod views;
 
 pub use crate::into_dlpack::IntoDLPack;
 pub use capsule::into_capsule;
@@ -82,7 +88,7 @@ pub use dunder::dlpack_method;
 pub use export::ClassRoute;
 pub use export::{export_dlpack, export_dlpack_device, export_dlpack_value};
 pub use extract::{TensorMut, TensorRef, ANY_NDIM};
-pub use handoff::to_framework;
+pub use handoff::{to_framework, Framework};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
 #[doc(hidden)]
@@ -91,3 +97,9 @@ pub use protocol::DLPackArgs;
 #[doc(hidden)]
 pub use tensor::class_exchange_api_capsule;
 pub use tensor::{dtype_name, exchange_api, exchange_api_capsule, register, DLPackTensor};
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use views::{
+    AnyOf2, AnyOf3, CContig, FContig, Layout, Shape, Shape1, Shape2, Shape3, Shape4, Strided,
+    TensorView, TensorViewMut, ANY,
+};

@@ -142,6 +142,35 @@ impl Described {
             )
         }
     }
+
+    /// As `Managed::as_array`'s checks: the layout of an ndarray view of `T` over the tensor
+    /// (any strides) and the shared borrow of every byte it addresses.
+    ///
+    /// # Safety
+    ///
+    /// The memory `self` describes stays alive and in place while a view made from the
+    /// returned layout is used.
+    #[cfg(feature = "ndarray")]
+    pub(crate) unsafe fn strided_parts<T: Element>(
+        &self,
+    ) -> Result<(super::ndarray::Normalized<T>, BorrowToken), Error> {
+        let strides = match self.raw_strides() {
+            Some(s) => alloc::borrow::Cow::Borrowed(s),
+            None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
+        };
+        // SAFETY: validated in `new`; alive by this function's contract.
+        unsafe {
+            super::ndarray::strided_parts::<T>(
+                self.first,
+                self.shape(),
+                &strides,
+                self.dtype,
+                self.device,
+                false,
+                Ok,
+            )
+        }
+    }
 }
 
 // SAFETY: plain metadata and an address; the memory it describes is reached only through

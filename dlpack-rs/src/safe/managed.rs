@@ -314,7 +314,11 @@ impl<K: Kind> Managed<K> {
     }
 
     /// Adds the external checker's borrow to a registry token just taken for a view.
-    fn with_external(&self, token: BorrowToken, exclusive: bool) -> Result<BorrowToken, Error> {
+    pub(super) fn with_external(
+        &self,
+        token: BorrowToken,
+        exclusive: bool,
+    ) -> Result<BorrowToken, Error> {
         let Some(external) = self.external else {
             return Ok(token);
         };
@@ -428,23 +432,13 @@ impl<K: Kind> Managed<K> {
     /// highest element the strides reach). Nothing is registered for an empty tensor.
     #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
     pub(crate) fn borrow_addressed(&self, exclusive: bool) -> Result<BorrowToken, Error> {
-        if self.numel() == 0 {
-            return Ok(BorrowToken::EMPTY);
-        }
-        let strides = self.strides();
-        let (mut low, mut high) = (0i64, 0i64);
-        for (&extent, &stride) in self.shape().iter().zip(strides.iter()) {
-            // Validated at construction: the addressed range does not overflow.
-            let span = stride.wrapping_mul(extent - 1);
-            if span < 0 {
-                low = low.wrapping_add(span);
-            } else {
-                high = high.wrapping_add(span);
-            }
-        }
-        let bits = super::dtype::element_bits(self.dtype());
-        let token =
-            BorrowToken::acquire_elements(self.data_ptr() as usize, low, high, bits, exclusive)?;
+        let token = addressed_token(
+            self.data_ptr(),
+            self.shape(),
+            &self.strides(),
+            self.dtype(),
+            exclusive,
+        )?;
         self.with_external(token, exclusive)
     }
 
@@ -828,6 +822,33 @@ pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
         return Err(Error::InvalidBool);
     }
     Ok((ptr, len, token))
+}
+
+/// Registers a borrow of every byte a validated tensor's elements address, from the lowest to
+/// the highest element its strides reach (nothing for an empty tensor). `first` is the address
+/// of the first element (never dereferenced).
+pub(crate) fn addressed_token(
+    first: *mut c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    exclusive: bool,
+) -> Result<BorrowToken, Error> {
+    if shape.contains(&0) {
+        return Ok(BorrowToken::EMPTY);
+    }
+    let (mut low, mut high) = (0i64, 0i64);
+    for (&extent, &stride) in shape.iter().zip(strides.iter()) {
+        // Validated (`layout::check`): the addressed range does not overflow.
+        let span = stride.wrapping_mul(extent - 1);
+        if span < 0 {
+            low = low.wrapping_add(span);
+        } else {
+            high = high.wrapping_add(span);
+        }
+    }
+    let bits = super::dtype::element_bits(dtype);
+    BorrowToken::acquire_elements(first as usize, low, high, bits, exclusive)
 }
 
 /// Whether safe code may read (or write) the memory of a tensor on `device` from the host: only

@@ -66,9 +66,12 @@ use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use ::ndarray::{
-    ArcArray, Array, ArrayBase, ArrayViewD, ArrayViewMutD, Axis, Data, Dimension, IxDyn,
-    ShapeBuilder,
+    ArcArray, Array, ArrayBase, ArrayView, ArrayViewD, ArrayViewMut, ArrayViewMutD, Axis, Data,
+    Dimension, IxDyn, ShapeBuilder,
 };
+use core::ffi::c_void;
+
+use crate::ffi::{DLDataType, DLDevice};
 
 use core::ops::{Deref, DerefMut};
 
@@ -79,7 +82,7 @@ use super::{Buffer, Element, Error, Kind, Managed};
 
 /// A tensor's layout rewritten for ndarray's constructors: every stride non-negative, the
 /// pointer at the lowest addressed element, and the axes to invert afterwards.
-struct Normalized<T> {
+pub(crate) struct Normalized<T> {
     ptr: *mut T,
     shape: Vec<usize>,
     strides: Vec<usize>,
@@ -87,17 +90,66 @@ struct Normalized<T> {
 }
 
 impl<T> Normalized<T> {
-    fn shape_and_strides(&self) -> ::ndarray::StrideShape<IxDyn> {
-        IxDyn(&self.shape).strides(IxDyn(&self.strides))
+    /// The shape and strides as `D`, which has `self.shape().len()` dimensions.
+    fn dims<D: Dimension>(&self) -> ::ndarray::StrideShape<D> {
+        let mut shape = D::zeros(self.shape.len());
+        shape.slice_mut().copy_from_slice(&self.shape);
+        let mut strides = D::zeros(self.strides.len());
+        strides.slice_mut().copy_from_slice(&self.strides);
+        shape.strides(strides)
+    }
+
+    /// The array view this layout describes.
+    ///
+    /// # Safety
+    ///
+    /// The layout came from [`strided_parts`], whose memory stays alive and borrowed (shared or
+    /// exclusive) for `'a`; `D` has as many dimensions as the layout (any, for `IxDyn`).
+    pub(crate) unsafe fn view<'a, D: Dimension>(&self) -> ArrayView<'a, T, D> {
+        // SAFETY: forwarded from this function's contract: non-negative strides from the lowest
+        // addressed element stay in the producer's validated buffer, alive and borrowed for 'a.
+        let mut array = unsafe { ArrayView::from_shape_ptr(self.dims::<D>(), self.ptr) };
+        for &axis in &self.inverted {
+            array.invert_axis(Axis(axis));
+        }
+        array
+    }
+
+    /// The mutable array view this layout describes.
+    ///
+    /// # Safety
+    ///
+    /// As [`Normalized::view`], and the layout was borrowed exclusively from writable memory
+    /// (`strided_parts` with `exclusive`: no two indices address the same element), and no
+    /// other view made from this layout is alive during `'a`.
+    pub(crate) unsafe fn view_mut<'a, D: Dimension>(&self) -> ArrayViewMut<'a, T, D> {
+        // SAFETY: as in `view`; exclusive and writable by this function's contract.
+        let mut array = unsafe { ArrayViewMut::from_shape_ptr(self.dims::<D>(), self.ptr) };
+        for &axis in &self.inverted {
+            array.invert_axis(Axis(axis));
+        }
+        array
     }
 }
 
-/// Checks that `T` may view `view`'s elements and rewrites its layout for ndarray.
-fn normalize<T: Element, K: Kind>(view: &Managed<K>) -> Result<Normalized<T>, Error> {
-    view.check_element::<T>()?;
-    // Validated at construction: no negative extent.
-    let shape: Vec<usize> = view.shape().iter().map(|&d| d as usize).collect();
-    if view.numel() == 0 {
+/// Checks that `T` may view a tensor's elements and rewrites its layout for ndarray.
+fn normalize<T: Element>(
+    first: *mut c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    device: DLDevice,
+) -> Result<Normalized<T>, Error> {
+    if dtype != T::DTYPE {
+        return Err(Error::DtypeMismatch {
+            expected: T::DTYPE,
+            found: dtype,
+        });
+    }
+    super::managed::host_viewable(device)?;
+    // Validated: no negative extent.
+    let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    if shape.contains(&0) {
         // ndarray needs the product of the non-zero extents to fit in `isize`, even when
         // another extent is zero (DLPack does not bound it then).
         shape
@@ -115,32 +167,72 @@ fn normalize<T: Element, K: Kind>(view: &Managed<K>) -> Result<Normalized<T>, Er
             inverted: Vec::new(),
         });
     }
-    let first = view.first_element::<T>()?;
+    let first = first.cast::<T>();
+    if first.is_null() {
+        return Err(Error::NullData);
+    }
+    if !first.is_aligned() {
+        return Err(Error::Misaligned {
+            align: core::mem::align_of::<T>(),
+            address: first as usize,
+        });
+    }
     let mut ptr = first;
-    let mut strides = Vec::with_capacity(shape.len());
+    let mut out = Vec::with_capacity(shape.len());
     let mut inverted = Vec::new();
-    for (axis, (&extent, &stride)) in shape.iter().zip(view.strides().iter()).enumerate() {
+    for (axis, (&extent, &stride)) in shape.iter().zip(strides.iter()).enumerate() {
         if extent <= 1 {
             // Never stepped along: any stride is legal in DLPack, ndarray only needs one that
             // cannot overflow.
-            strides.push(0);
+            out.push(0);
             continue;
         }
         let step = isize::try_from(stride).map_err(|_| Error::Overflow)?;
         if step < 0 {
-            // Validated at construction: `stride * (extent - 1)` elements stay within the
-            // addressed range, which fits in `isize` bytes.
+            // Validated: `stride * (extent - 1)` elements stay within the addressed range,
+            // which fits in `isize` bytes.
             ptr = ptr.wrapping_offset(step * (extent as isize - 1));
             inverted.push(axis);
         }
-        strides.push(step.unsigned_abs());
+        out.push(step.unsigned_abs());
     }
     Ok(Normalized {
         ptr,
         shape,
-        strides,
+        strides: out,
         inverted,
     })
+}
+
+/// The checks and the borrow of an ndarray view of `T` over a tensor with any strides, for an
+/// owner and for a non-owning view alike: `T`'s dtype, plain CPU memory, non-NULL and aligned
+/// (unless empty), for an exclusive view no element addressed twice; then the registry borrow
+/// of every addressed byte, `more` (a second checker's borrow on top of it), and, for elements
+/// with invalid bit patterns (`bool`), every element. Returns the layout and the borrow.
+///
+/// # Safety
+///
+/// `first` (the address of the first element), `shape`, `strides`, `dtype` and `device` describe
+/// a tensor validated by `layout::check` whose memory stays alive and in place while a view
+/// made from the returned layout is used.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn strided_parts<T: Element>(
+    first: *mut c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    device: DLDevice,
+    exclusive: bool,
+    more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
+) -> Result<(Normalized<T>, BorrowToken), Error> {
+    let n = normalize::<T>(first, shape, strides, dtype, device)?;
+    if exclusive && overlaps(&n.shape, &n.strides) {
+        return Err(Error::Overlapping);
+    }
+    let token = super::managed::addressed_token(first, shape, strides, dtype, exclusive)?;
+    let token = more(token)?;
+    check_values::<T>(&n)?;
+    Ok((n, token))
 }
 
 /// Calls [`Element::is_valid_bytes`] on every element; nothing for types where every bit
@@ -209,14 +301,9 @@ impl<K: Kind> Managed<K> {
     /// with [`Error::AlreadyBorrowed`] while a mutable view of them exists anywhere.
     pub fn as_array<T: Element>(&self) -> Result<ReadArray<'_, T>, Error> {
         let (n, token) = self.borrowed_layout::<T>(false)?;
-        // SAFETY: dtype, host access, non-NULL and alignment checked; validated at construction,
-        // so the non-negative strides from the lowest element stay in the producer's buffer
-        // (within `isize`), alive until `self` (borrowed by the guard) drops; the shared borrow
-        // above keeps every writer of this crate away while the guard lives.
-        let mut array = unsafe { ArrayViewD::from_shape_ptr(n.shape_and_strides(), n.ptr) };
-        for &axis in &n.inverted {
-            array.invert_axis(Axis(axis));
-        }
+        // SAFETY: checked and borrowed (shared) by `strided_parts`; the memory lives until
+        // `self` (borrowed by the guard) drops.
+        let array = unsafe { n.view::<IxDyn>() };
         Ok(ReadArray {
             array,
             _borrow: token,
@@ -233,13 +320,10 @@ impl<K: Kind> Managed<K> {
             return Err(Error::ReadOnly);
         }
         let (n, token) = self.borrowed_layout::<T>(true)?;
-        // SAFETY: as in `as_array`; in addition the producer allows writes (no READ_ONLY), no
-        // two indices address the same element (checked above), `&mut self` keeps this owner
-        // from handing out another view, and the exclusive borrow keeps every other owner's.
-        let mut array = unsafe { ArrayViewMutD::from_shape_ptr(n.shape_and_strides(), n.ptr) };
-        for &axis in &n.inverted {
-            array.invert_axis(Axis(axis));
-        }
+        // SAFETY: as in `as_array`; in addition the producer allows writes (no READ_ONLY), the
+        // borrow is exclusive (no two indices address the same element), `&mut self` keeps this
+        // owner from handing out another view, and `n` makes no other one.
+        let array = unsafe { n.view_mut::<IxDyn>() };
         Ok(WriteArray {
             array,
             _borrow: token,
@@ -247,18 +331,25 @@ impl<K: Kind> Managed<K> {
     }
 
     /// The layout of a view of `T`s, checked (for an exclusive view: no element addressed
-    /// twice), then borrowed, then (under the borrow) every element checked valid for `T`.
-    fn borrowed_layout<T: Element>(
+    /// twice), then borrowed (with the owner's external checker), then (under the borrow)
+    /// every element checked valid for `T`.
+    pub(crate) fn borrowed_layout<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(Normalized<T>, BorrowToken), Error> {
-        let n = normalize::<T, K>(self)?;
-        if exclusive && overlaps(&n.shape, &n.strides) {
-            return Err(Error::Overlapping);
+        // SAFETY: validated at construction; the memory lives until the deleter runs, after
+        // every view borrowing `self`.
+        unsafe {
+            strided_parts::<T>(
+                self.data_ptr(),
+                self.shape(),
+                &self.strides(),
+                self.dtype(),
+                self.device(),
+                exclusive,
+                |token| self.with_external(token, exclusive),
+            )
         }
-        let token = self.borrow_addressed(exclusive)?;
-        check_values::<T>(&n)?;
-        Ok((n, token))
     }
 }
 

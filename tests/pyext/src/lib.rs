@@ -15,6 +15,7 @@ mod rust_numpy;
 mod shapes;
 mod shared_mut;
 mod streams;
+mod typed_args;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -616,6 +617,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     readers::register(m)?;
     shared_mut::register(m)?;
     rust_numpy::register(m)?;
+    typed_args::register(m)?;
     #[cfg(feature = "cudarc")]
     cuda::register(m)?;
     Ok(())

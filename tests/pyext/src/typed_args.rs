@@ -1,0 +1,140 @@
+//! Typed arguments with every kind of constraint (issue 26): any-layout views (`TensorView`,
+//! `TensorViewMut`), fixed shapes, C / F layouts, dtype sets (`AnyOf2`, `AnyOf3`) and results
+//! handed back as the caller's framework (`Framework`).
+
+use dlpack_rs::ndarray::{Array2, Axis, Ix1, Ix2, IxDyn};
+use dlpack_rs::pyo3_glue::{
+    AnyOf2, AnyOf3, CContig, FContig, Shape2, Shape3, TensorMut, TensorRef, TensorView,
+    TensorViewMut, ANY,
+};
+use pyo3::prelude::*;
+
+/// The values of a float64 tensor of any layout and shape in logical (row-major) order, with
+/// the shape and strides (in elements) the view sees.
+#[pyfunction]
+fn tv_values(x: TensorView<f64>) -> (Vec<usize>, Vec<isize>, Vec<f64>) {
+    let v = x.view();
+    (
+        v.shape().to_vec(),
+        v.strides().to_vec(),
+        v.iter().copied().collect(),
+    )
+}
+
+/// The sum of a 2-d float32 tensor of any layout (`Ix2`: any extents).
+#[pyfunction]
+fn tv_sum2(x: TensorView<f32, Ix2>) -> f64 {
+    x.view().iter().map(|&v| v as f64).sum()
+}
+
+/// The per-pixel mean of an RGB float32 image (`(*, *, 3)`, any layout), as a new array of
+/// the caller's framework.
+#[pyfunction]
+fn tv_gray<'py>(
+    py: Python<'py>,
+    image: TensorView<f32, Shape3<ANY, ANY, 3>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let out: Array2<f32> = image
+        .view()
+        .map_axis(Axis(2), |px| px.iter().sum::<f32>() / 3.0);
+    image.framework().wrap(py, out)
+}
+
+/// The sum of a `(2, *)` int64 tensor.
+#[pyfunction]
+fn tv_pairs(x: TensorView<i64, Shape2<2, ANY>>) -> i64 {
+    x.view().iter().sum()
+}
+
+/// The sum of a C-contiguous float64 tensor (any shape).
+#[pyfunction]
+fn tv_c_sum(x: TensorView<f64, IxDyn, CContig>) -> f64 {
+    x.view().iter().sum()
+}
+
+/// The values of an F-contiguous 2-d float64 tensor in memory order (column by column).
+#[pyfunction]
+fn tv_f_memory(x: TensorView<f64, Ix2, FContig>) -> Vec<f64> {
+    x.view().t().iter().copied().collect()
+}
+
+/// Writes `x[i, j] = 10 * i + j` into a 2-d float32 tensor of any layout, in place.
+#[pyfunction]
+fn tvm_fill(mut x: TensorViewMut<f32, Ix2>) {
+    x.view_mut()
+        .indexed_iter_mut()
+        .for_each(|((i, j), v)| *v = (10 * i + j) as f32);
+}
+
+/// `dst += src` for two 1-d float64 tensors of any layout (the borrow of `dst` is exclusive).
+#[pyfunction]
+fn tvm_add_into(mut dst: TensorViewMut<f64, Ix1>, src: TensorView<f64, Ix1>) -> PyResult<()> {
+    if dst.shape() != src.shape() {
+        return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
+    }
+    let src = src.view();
+    let mut d = dst.view_mut();
+    d += &src;
+    Ok(())
+}
+
+/// Which dtype came and the largest value, for an image of `uint8`, `uint16` or `float32`
+/// with three channels.
+#[pyfunction]
+fn tv_peak(image: AnyOf3<u8, u16, f32, Shape3<ANY, ANY, 3>>) -> (&'static str, f64) {
+    match image {
+        AnyOf3::A(v) => ("uint8", v.view().iter().copied().max().unwrap_or(0) as f64),
+        AnyOf3::B(v) => ("uint16", v.view().iter().copied().max().unwrap_or(0) as f64),
+        AnyOf3::C(v) => (
+            "float32",
+            v.view().iter().copied().fold(f32::MIN, f32::max) as f64,
+        ),
+    }
+}
+
+/// Which of `int32` / `float64` came.
+#[pyfunction]
+fn tv_which(x: AnyOf2<i32, f64>) -> &'static str {
+    match x {
+        AnyOf2::A(_) => "int32",
+        AnyOf2::B(_) => "float64",
+    }
+}
+
+/// `x * 2` as a new tensor of the caller's framework (contiguous float64 argument).
+#[pyfunction]
+fn tr_doubled<'py>(py: Python<'py>, x: TensorView<f64>) -> PyResult<Bound<'py, PyAny>> {
+    let out = x.view().mapv(|v| v * 2.0);
+    x.framework().wrap(py, out)
+}
+
+/// Writes 1.0 into the first element of a float32 `TensorMut` (the read-only messages).
+#[pyfunction]
+fn tm_touch(mut x: TensorMut<f32>) {
+    if let Some(first) = x.first_mut() {
+        *first = 1.0;
+    }
+}
+
+/// The sum of a float32 `TensorRef` (the contiguous route's layout message).
+#[pyfunction]
+fn tr_sum(x: TensorRef<f32>) -> f64 {
+    x.iter().map(|&v| v as f64).sum()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(tv_values, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_sum2, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_gray, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_c_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_f_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(tvm_fill, m)?)?;
+    m.add_function(wrap_pyfunction!(tvm_add_into, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_which, m)?)?;
+    m.add_function(wrap_pyfunction!(tr_doubled, m)?)?;
+    m.add_function(wrap_pyfunction!(tm_touch, m)?)?;
+    m.add_function(wrap_pyfunction!(tr_sum, m)?)?;
+    Ok(())
+}
