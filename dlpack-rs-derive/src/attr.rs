@@ -63,7 +63,10 @@ pub struct FieldAttr {
 /// The fixed device a struct declares with `#[dlpack(device = ...)]`.
 pub enum DeviceSpec {
     /// `device = "cuda:1"`: resolved at macro time.
-    Named { device_type: i32, device_id: i32 },
+    Named {
+        device_type: &'static str,
+        device_id: i32,
+    },
     /// `device = some::CONST` or any other expression of type `DLDevice`.
     Expr(Box<Expr>),
 }
@@ -79,26 +82,27 @@ pub struct ContainerAttrs {
     pub legacy_read_only: Option<(Span, bool)>,
 }
 
-/// Device type names accepted in `device = "name"` / `"name:index"`.
-const DEVICE_NAMES: &[(&str, i32)] = &[
-    ("cpu", 1),
-    ("cuda", 2),
-    ("cuda_host", 3),
-    ("opencl", 4),
-    ("vulkan", 7),
-    ("metal", 8),
-    ("vpi", 9),
-    ("rocm", 10),
-    ("rocm_host", 11),
-    ("ext_dev", 12),
-    ("cuda_managed", 13),
-    ("oneapi", 14),
-    ("webgpu", 15),
-    ("hexagon", 16),
-    ("maia", 17),
-    ("trn", 18),
-    ("tpu", 19),
-    ("tpu_host", 20),
+/// Device type names accepted in `device = "name"` / `"name:index"`, each with the name of its
+/// `dlpack_rs::ffi::DLDeviceType` constant (the one place the values live).
+const DEVICE_NAMES: &[(&str, &str)] = &[
+    ("cpu", "CPU"),
+    ("cuda", "CUDA"),
+    ("cuda_host", "CUDA_HOST"),
+    ("opencl", "OPENCL"),
+    ("vulkan", "VULKAN"),
+    ("metal", "METAL"),
+    ("vpi", "VPI"),
+    ("rocm", "ROCM"),
+    ("rocm_host", "ROCM_HOST"),
+    ("ext_dev", "EXT_DEV"),
+    ("cuda_managed", "CUDA_MANAGED"),
+    ("oneapi", "ONE_API"),
+    ("webgpu", "WEBGPU"),
+    ("hexagon", "HEXAGON"),
+    ("maia", "MAIA"),
+    ("trn", "TRN"),
+    ("tpu", "TPU"),
+    ("tpu_host", "TPU_HOST"),
 ];
 
 /// Reads the `#[dlpack(...)]` attributes of the struct.
@@ -332,7 +336,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
     d[a.len()][b.len()]
 }
 
-fn device_spec(expr: Expr) -> Result<DeviceSpec> {
+fn device_spec(mut expr: Expr) -> Result<DeviceSpec> {
+    // A string passed through a `macro_rules!` fragment arrives in an invisible group.
+    while let Expr::Group(group) = expr {
+        expr = *group.expr;
+    }
     if let Expr::Lit(syn::ExprLit {
         lit: Lit::Str(s), ..
     }) = &expr
@@ -387,9 +395,12 @@ impl DeviceSpec {
             DeviceSpec::Named {
                 device_type,
                 device_id,
-            } => quote! {
-                ::dlpack_rs::safe::device(::dlpack_rs::ffi::DLDeviceType(#device_type), #device_id)
-            },
+            } => {
+                let constant = proc_macro2::Ident::new(device_type, proc_macro2::Span::call_site());
+                quote! {
+                    ::dlpack_rs::safe::device(::dlpack_rs::ffi::DLDeviceType::#constant, #device_id)
+                }
+            }
             DeviceSpec::Expr(expr) => {
                 let span = expr.span();
                 quote::quote_spanned! {span=>

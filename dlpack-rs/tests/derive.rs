@@ -353,3 +353,29 @@ fn an_inherent_method_cannot_stand_in_for_the_derived_one() {
     let mt = s.into_managed_tensor_versioned().unwrap();
     assert_eq!(mt.shape(), &[0]);
 }
+
+/// Every device name `#[dlpack(device = "...")]` accepts resolves to its `DLDeviceType` constant
+/// (the derive names the constant; the values live in `ffi.rs` only).
+#[test]
+fn every_device_name_resolves_to_its_constant() {
+    macro_rules! check_names {
+        ($($name:literal => $ty:ident),* $(,)?) => {$({
+            #[derive(IntoDLPack)]
+            #[dlpack(device = $name)]
+            struct Named {
+                #[dlpack(data)]
+                data: DeviceMemory,
+            }
+            let device = DLDevice { device_type: DLDeviceType::$ty, device_id: 3 };
+            let t = Named { data: DeviceMemory { addr: 0x1000, len: 1, device } };
+            assert_eq!(t.tensor_info().device, device, "{}", $name);
+        })*};
+    }
+    check_names!(
+        "cpu:3" => CPU, "cuda:3" => CUDA, "cuda_host:3" => CUDA_HOST, "opencl:3" => OPENCL,
+        "vulkan:3" => VULKAN, "metal:3" => METAL, "vpi:3" => VPI, "rocm:3" => ROCM,
+        "rocm_host:3" => ROCM_HOST, "ext_dev:3" => EXT_DEV, "cuda_managed:3" => CUDA_MANAGED,
+        "oneapi:3" => ONE_API, "webgpu:3" => WEBGPU, "hexagon:3" => HEXAGON, "maia:3" => MAIA,
+        "trn:3" => TRN, "tpu:3" => TPU, "tpu_host:3" => TPU_HOST,
+    );
+}
