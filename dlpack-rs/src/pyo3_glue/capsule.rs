@@ -86,7 +86,7 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
 /// borrow, registered when it was built, must be seen by every other extension module that may
 /// import the memory from here on (after torch re-exported it writable, say).
 pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bound<'_, PyCapsule>> {
-    super::borrow::join(py)?;
+    super::shared_registry::join(py)?;
     let name = unused_name(&tensor);
     let versioned = tensor.is_versioned();
     if !versioned && tensor.is_read_only() {

@@ -1,415 +1,20 @@
-//! The C exchange API as a consumer: finding a producer type's `__dlpack_c_exchange_api__`
-//! table (cached per type) and importing through its `managed_tensor_from_py_object_no_sync`,
-//! with the same refusals as the producer's `__dlpack__`.
+//! The C exchange API as a consumer: importing through a producer type's table
+//! (`managed_tensor_from_py_object_no_sync`, or a non-owning `dltensor_from_py_object_no_sync`
+//! view for shared typed arguments), with the same refusals as the producer's `__dlpack__`.
 //!
 //! The exchange API is a table of C function pointers that a Python type publishes in a capsule
-//! named `"dlpack_exchange_api"`. A consumer that finds it calls
-//! `managed_tensor_from_py_object_no_sync(obj, &out)` instead of the Python-level
+//! named `"dlpack_exchange_api"` (found by [`super::exchange_lookup`]). A consumer that finds it
+//! calls `managed_tensor_from_py_object_no_sync(obj, &out)` instead of the Python-level
 //! `obj.__dlpack__(...)`: no method lookup, no keyword arguments, no capsule. Every function
 //! but the allocator is called attached to the interpreter and reports failure by returning -1
 //! with a Python exception set.
-//!
-//! Trust: the table is looked up in the type's own method resolution order (the dictionaries
-//! of `type(obj).__mro__`, as the interpreter finds a special method), never through
-//! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
-//! is trusted.
-
-use std::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict, PyTuple, PyType};
 
-use crate::ffi::{
-    DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
-    DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME, DLPACK_MAJOR_VERSION,
-};
+use super::exchange_lookup::{lookup, requires_grad};
+use crate::ffi::{DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
 use crate::safe::ManagedTensorVersioned;
-
-/// How many types the consumer cache remembers (round-robin replacement). Programs exchange
-/// tensors of a handful of types; a miss costs one attribute look-up on the type.
-const CACHE_SLOTS: usize = 8;
-
-/// One remembered type. The strong references keep the type (whose address is the key) and
-/// the capsule (which owns nothing, but may be the only thing naming the table) alive, so a
-/// key can never be reused by a new type while it sits in the cache.
-struct Slot {
-    key: usize,
-    /// The table to use, or 0 when the type has no usable exchange API.
-    api: usize,
-    /// How the type's `requires_grad` (torch tensors) is read, which an import must check as
-    /// the producer's `__dlpack__` would.
-    grad: Grad,
-    /// The `requires_grad` descriptor, kept with the type (its getter is called directly).
-    _grad_descr: Option<Py<PyAny>>,
-    _ty: Py<PyType>,
-    _capsule: Option<Py<PyAny>>,
-}
-
-/// How a type's `requires_grad` is read.
-#[derive(Clone, Copy)]
-enum Grad {
-    /// The type has none.
-    Absent,
-    /// Through `getattr`.
-    Getattr,
-    /// Through the C getter of the type's own getset descriptor (torch's), as `getattr` would
-    /// call it, without the attribute look-up, while the type is unchanged.
-    #[cfg_attr(feature = "abi3", allow(dead_code))]
-    Getter(DirectGetter),
-}
-
-/// A getset descriptor's C getter, called directly while the type it was found on is unchanged.
-#[derive(Clone, Copy)]
-#[cfg_attr(feature = "abi3", allow(dead_code))]
-struct DirectGetter {
-    get: pyo3::ffi::getter,
-    closure: usize,
-    /// The type's version tag when the descriptor was found, and found to belong to one of its
-    /// bases (CPython >= 3.11 resets the tag to 0 on any change to the type, its dictionary or
-    /// its bases, and never reuses one): while it is unchanged, `getattr` finds this very
-    /// descriptor, and the type's instances are instances of the descriptor's owning type.
-    version: u32,
-}
-
-struct Cache {
-    slots: [Option<Slot>; CACHE_SLOTS],
-    next: usize,
-}
-
-/// A lock-free copy of the cache's entries, for the hit path (every import): one sequence lock
-/// per slot, written only under the cache's mutex, before an evicted entry's references are
-/// dropped. A reader that sees an odd or changed sequence number takes the mutex path. A hit's
-/// type stays alive while the reader uses the answer: the reader holds the type (its object, or
-/// the type itself), so its address cannot be reused meanwhile.
-struct Mirror {
-    seq: AtomicUsize,
-    key: AtomicUsize,
-    api: AtomicUsize,
-    /// 0: no `requires_grad`; 1: through `getattr`; 2: through the direct getter below.
-    grad: AtomicUsize,
-    get: AtomicPtr<()>,
-    closure: AtomicUsize,
-    version: AtomicUsize,
-}
-
-impl Mirror {
-    const fn empty() -> Mirror {
-        Mirror {
-            seq: AtomicUsize::new(0),
-            // No type lives at address 0.
-            key: AtomicUsize::new(0),
-            api: AtomicUsize::new(0),
-            grad: AtomicUsize::new(0),
-            get: AtomicPtr::new(core::ptr::null_mut()),
-            closure: AtomicUsize::new(0),
-            version: AtomicUsize::new(0),
-        }
-    }
-
-    /// The entry for `key`, if this slot holds it and no write overlapped the read.
-    fn read(&self, key: usize) -> Option<(usize, Grad)> {
-        let before = self.seq.load(Ordering::Acquire);
-        if before & 1 == 1 || self.key.load(Ordering::Relaxed) != key {
-            return None;
-        }
-        let api = self.api.load(Ordering::Relaxed);
-        let grad = self.grad.load(Ordering::Relaxed);
-        let get = self.get.load(Ordering::Relaxed);
-        let closure = self.closure.load(Ordering::Relaxed);
-        let version = self.version.load(Ordering::Relaxed);
-        fence(Ordering::Acquire);
-        if self.seq.load(Ordering::Relaxed) != before {
-            return None;
-        }
-        let grad = match grad {
-            0 => Grad::Absent,
-            2 if !get.is_null() => Grad::Getter(DirectGetter {
-                // SAFETY: a non-NULL `get` was stored from a `getter` function pointer by `write`
-                // (under this very sequence number), and is one again: a pointer (with its
-                // provenance) turned back into the function pointer it was made from.
-                get: unsafe { core::mem::transmute::<*mut (), pyo3::ffi::getter>(get) },
-                closure,
-                version: version as u32,
-            }),
-            _ => Grad::Getattr,
-        };
-        Some((api, grad))
-    }
-
-    /// Publishes an entry. Only under the cache's mutex (one writer at a time).
-    fn write(&self, key: usize, api: usize, grad: Grad) {
-        let (kind, get, closure, version) = match grad {
-            Grad::Absent => (0, core::ptr::null_mut(), 0, 0),
-            Grad::Getattr => (1, core::ptr::null_mut(), 0, 0),
-            Grad::Getter(g) => (2, g.get as *mut (), g.closure, g.version as usize),
-        };
-        let seq = self.seq.load(Ordering::Relaxed);
-        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
-        self.key.store(key, Ordering::Relaxed);
-        self.api.store(api, Ordering::Relaxed);
-        self.grad.store(kind, Ordering::Relaxed);
-        self.get.store(get, Ordering::Relaxed);
-        self.closure.store(closure, Ordering::Relaxed);
-        self.version.store(version, Ordering::Relaxed);
-        self.seq.store(seq.wrapping_add(2), Ordering::Release);
-    }
-}
-
-static MIRROR: [Mirror; CACHE_SLOTS] = [const { Mirror::empty() }; CACHE_SLOTS];
-
-/// Shared by all threads: a `Mutex` rather than the GIL, so that free-threaded builds are
-/// correct too. No Python code runs while it is held (look-ups and reference drops happen
-/// outside), so it cannot deadlock against the interpreter.
-static CACHE: Mutex<Cache> = Mutex::new(Cache {
-    slots: [const { None }; CACHE_SLOTS],
-    next: 0,
-});
-
-/// Walks a header chain to the first table whose major version this crate reads (1.x).
-///
-/// # Safety
-///
-/// `header` must be NULL or point at a live `DLPackExchangeAPIHeader` whose `prev_api` chain
-/// consists of live headers (the producer's tables are static).
-unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLPackExchangeAPI {
-    // A bound on the walk, in case a broken producer links its tables in a cycle.
-    for _ in 0..16 {
-        if header.is_null() {
-            break;
-        }
-        // SAFETY: non-NULL and live by this function's contract.
-        let h = unsafe { &*header };
-        if h.version.major == DLPACK_MAJOR_VERSION {
-            let api = header.cast::<DLPackExchangeAPI>();
-            // SAFETY: a 1.x header starts a full DLPackExchangeAPI (newer minors only append).
-            if unsafe { (*api).managed_tensor_from_py_object_no_sync.is_some() } {
-                return api;
-            }
-            return core::ptr::null();
-        }
-        header = h.prev_api;
-    }
-    core::ptr::null()
-}
-
-/// The exchange table of `obj`'s type, if it has one this crate can use (cached per type).
-fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, Grad)> {
-    // The type is read once, as a strong reference: the cache key and the type a new entry
-    // keeps alive are then the same object even if another thread assigns `__class__`
-    // meanwhile (free-threaded builds).
-    let ty = obj.get_type();
-    lookup_type(obj.py(), ty.as_ptr() as usize, move || ty)
-}
-
-/// The exchange table of type `ty`, if it has one this crate can use (cached per type).
-pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
-    lookup_type(ty.py(), ty.as_ptr() as usize, || ty.clone()).map(|(api, _)| api)
-}
-
-/// [`lookup`] by type: `key` is the type's address, `ty` makes the type when it is not cached.
-fn lookup_type<'py>(
-    py: Python<'py>,
-    key: usize,
-    ty: impl FnOnce() -> Bound<'py, PyType>,
-) -> Option<(&'static DLPackExchangeAPI, Grad)> {
-    for mirror in &MIRROR {
-        if let Some((api, grad)) = mirror.read(key) {
-            // SAFETY: as for a hit under the mutex below: `api` was published from a slot.
-            return unsafe { (api as *const DLPackExchangeAPI).as_ref() }.map(|api| (api, grad));
-        }
-    }
-    {
-        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in cache.slots.iter().flatten() {
-            if slot.key == key {
-                // SAFETY: a non-zero `api` was selected from a producer's static table chain,
-                // which lives for the rest of the process (the dlpack.h contract).
-                return unsafe { (slot.api as *const DLPackExchangeAPI).as_ref() }
-                    .map(|api| (api, slot.grad));
-            }
-        }
-    }
-    let ty = ty();
-    let capsule = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
-    let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad"));
-    let grad = match &grad_descr {
-        None => Grad::Absent,
-        Some(descr) => getset_getter(&ty, descr).unwrap_or(Grad::Getattr),
-    };
-    let api = capsule
-        .as_ref()
-        .and_then(|c| c.cast::<PyCapsule>().ok())
-        .and_then(|c| {
-            c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
-                .ok()
-        })
-        // SAFETY: a "dlpack_exchange_api" capsule points at a producer's static table, which
-        // starts with a header whose prev_api chain is static too.
-        .map(|p| unsafe { select_table(p.as_ptr().cast()) })
-        .unwrap_or(core::ptr::null());
-    let evicted = {
-        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        // Another thread may have filled the slot meanwhile: keep one entry per type.
-        if cache.slots.iter().flatten().any(|s| s.key == key) {
-            None
-        } else {
-            let i = cache.next;
-            cache.next = (i + 1) % CACHE_SLOTS;
-            // Published before the evicted entry's references are dropped (below).
-            MIRROR[i].write(key, api as usize, grad);
-            cache.slots[i].replace(Slot {
-                key,
-                api: api as usize,
-                grad,
-                _grad_descr: grad_descr.map(Bound::unbind),
-                _ty: ty.unbind(),
-                _capsule: capsule.map(Bound::unbind),
-            })
-        }
-    };
-    // Dropped with the lock released: a type's deallocation may run arbitrary Python code.
-    drop(evicted);
-    // SAFETY: as for a cache hit.
-    unsafe { api.as_ref() }.map(|api| (api, grad))
-}
-
-/// The C getter of a `getset_descriptor` (a type's attribute written in C, as torch's
-/// `requires_grad`) found on `ty`, to call it without the attribute look-up. Not under the
-/// stable ABI, which hides the descriptor's layout, nor before CPython 3.11, whose type version
-/// tags do not say reliably that a type changed.
-fn getset_getter(ty: &Bound<'_, PyType>, descr: &Bound<'_, PyAny>) -> Option<Grad> {
-    #[cfg(not(feature = "abi3"))]
-    {
-        use pyo3::ffi;
-        if ty.py().version_info() < (3, 11) {
-            return None;
-        }
-        let ptr = descr.as_ptr();
-        // SAFETY: reading the type of a live object; the exact-type check makes the cast to
-        // CPython's getset descriptor layout valid, whose `d_getset` points at the owning type's
-        // getset table and `d_type` at that type, both alive as long as the descriptor (held by
-        // the cache slot).
-        unsafe {
-            if ffi::Py_TYPE(ptr) != &raw mut ffi::PyGetSetDescr_Type {
-                return None;
-            }
-            let descr = &*ptr.cast::<ffi::PyGetSetDescrObject>();
-            let def = descr.d_getset.as_ref()?;
-            let version = type_version(ty.as_type_ptr());
-            // The getter may only be given instances of the descriptor's owning type (a class
-            // body may copy a descriptor of another type): checked here once, since the MRO
-            // stays as it is while the version tag does.
-            if version == 0 || ffi::PyType_IsSubtype(ty.as_type_ptr(), descr.d_common.d_type) == 0 {
-                return None;
-            }
-            Some(Grad::Getter(DirectGetter {
-                get: def.get?,
-                closure: def.closure as usize,
-                version,
-            }))
-        }
-    }
-    #[cfg(feature = "abi3")]
-    {
-        let _ = (ty, descr);
-        None
-    }
-}
-
-/// A type's version tag, read atomically (free-threaded builds update it from any thread).
-///
-/// # Safety
-///
-/// `ty` is a live type object.
-#[cfg(not(feature = "abi3"))]
-unsafe fn type_version(ty: *mut pyo3::ffi::PyTypeObject) -> u32 {
-    // SAFETY: a live type object's field, accessed only atomically here (CPython's writers use
-    // atomic stores on free-threaded builds, and hold the GIL otherwise, as we do).
-    unsafe {
-        core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
-            .load(core::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-/// Whether `obj` requires grad (read as `grad` says); an error reading it counts as no.
-fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
-    match grad {
-        Grad::Absent => false,
-        Grad::Getattr => obj
-            .getattr(pyo3::intern!(obj.py(), "requires_grad"))
-            .and_then(|g| g.is_truthy())
-            .unwrap_or(false),
-        #[cfg(feature = "abi3")]
-        Grad::Getter(_) => requires_grad(obj, Grad::Getattr),
-        #[cfg(not(feature = "abi3"))]
-        Grad::Getter(g) => {
-            let py = obj.py();
-            let ty = obj.get_type_ptr();
-            // SAFETY: `obj`'s type is live.
-            let applies = unsafe { type_version(ty) == g.version };
-            if !applies {
-                // The type changed since the descriptor was found (a new `requires_grad` could
-                // shadow it), or the descriptor belongs to another type (a class body may copy
-                // one): whatever `getattr` does.
-                return requires_grad(obj, Grad::Getattr);
-            }
-            // SAFETY: the getter of a getset descriptor that `getattr` would find on `obj`'s
-            // unchanged type, given an instance of the descriptor's owning type (the check
-            // CPython makes before calling it); called attached, it returns a new reference or
-            // NULL with an exception set.
-            let value = unsafe { (g.get)(obj.as_ptr(), g.closure as *mut core::ffi::c_void) };
-            // SAFETY: as just said: owned or NULL.
-            match unsafe { Bound::from_owned_ptr_or_err(py, value) } {
-                Ok(value) => value.is_truthy().unwrap_or(false),
-                Err(_) => false,
-            }
-        }
-    }
-}
-
-/// `name` as the interpreter finds a special method: in the dictionaries of the type's
-/// `__mro__` (both read through `type`'s own descriptors), without running descriptors,
-/// `__getattr__` or the metaclass. (A class body may still copy another type's table: what it
-/// points to must then check the objects it is called with, as torch's and ours do.)
-fn type_lookup<'py>(
-    ty: &Bound<'py, PyType>,
-    name: &Bound<'py, pyo3::types::PyString>,
-) -> Option<Bound<'py, PyAny>> {
-    let py = ty.py();
-    // `type`'s own `__mro__` and `__dict__` descriptors, applied to the type: a metaclass
-    // cannot override them (as it could plain attribute look-ups of `__mro__` / `__dict__`).
-    static DESCRIPTORS: pyo3::sync::PyOnceLock<(Py<PyAny>, Py<PyAny>)> =
-        pyo3::sync::PyOnceLock::new();
-    let (mro_of, dict_of) = DESCRIPTORS
-        .get_or_try_init(py, || -> PyResult<_> {
-            let dict = py
-                .get_type::<PyType>()
-                .getattr(pyo3::intern!(py, "__dict__"))?;
-            Ok((
-                dict.get_item(pyo3::intern!(py, "__mro__"))?.unbind(),
-                dict.get_item(pyo3::intern!(py, "__dict__"))?.unbind(),
-            ))
-        })
-        .ok()?;
-    let get = pyo3::intern!(py, "__get__");
-    let mro = mro_of.bind(py).call_method1(get, (ty,)).ok()?;
-    let mro = mro.cast::<PyTuple>().ok()?;
-    for base in mro.iter() {
-        let dict = dict_of.bind(py).call_method1(get, (&base,)).ok()?;
-        // `type.__dict__` is a read-only mapping proxy: look the name up through it.
-        let found = match dict.cast::<PyDict>() {
-            Ok(d) => d.get_item(name).ok().flatten(),
-            Err(_) => dict.get_item(name).ok(),
-        };
-        if found.is_some() {
-            return found;
-        }
-    }
-    None
-}
 
 /// Imports `obj` through its type's exchange API, if it has one: `Ok(None)` when it has none
 /// (the caller falls back to `__dlpack__`), `Err` when the producer raised.
@@ -477,18 +82,22 @@ fn table_error(py: Python<'_>, function: &str) -> PyErr {
 /// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), its metadata validated
 /// and copied; valid while the caller keeps `obj` alive (the memory then lives as long as it
 /// would for an owned import: torch's managed tensor holds the very tensor the object holds).
-/// `Ok(None)` when the type has no table, or no such function, or the table declines, or the
-/// tensor is not a plain CPU one, or is complex: the caller takes the owned route, which handles
-/// all of them. Refuses a tensor that requires grad, as the owned route does.
+/// `Lent::Nothing` when the type has no table, or no such function, or the table declines, or
+/// the tensor is not a plain CPU one, or is complex: the caller takes the owned route, which
+/// handles all of them; `Lent::Ours` for `dlpack_rs.Tensor`'s own table. Refuses a tensor that
+/// requires grad, as the owned route does.
 ///
 /// The view carries no flags: it says nothing of read-only memory, so it serves shared views
 /// only.
-pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::safe::Described>> {
+pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let Some((api, grad)) = lookup(obj) else {
-        return Ok(None);
+        return Ok(Lent::Nothing);
     };
+    if super::tensor::is_tensor_api(api) {
+        return Ok(Lent::Ours);
+    }
     let Some(dltensor) = api.dltensor_from_py_object_no_sync else {
-        return Ok(None);
+        return Ok(Lent::Nothing);
     };
     let py = obj.py();
     if requires_grad(obj, grad) {
@@ -502,7 +111,7 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::sa
         // A table may lend fewer tensors than it exports (ours lends no read-only one): the
         // owned route decides, and raises what the producer raises there.
         drop(PyErr::take(py));
-        return Ok(None);
+        return Ok(Lent::Nothing);
     }
     // SAFETY: on success the producer filled the whole struct (all-zero before: a valid bit
     // pattern for every field in any case).
@@ -510,11 +119,21 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Option<crate::sa
     if !is_cpu(t.device) || t.dtype.code == crate::ffi::DLDataTypeCode::COMPLEX {
         // Device memory needs stream ordering; a complex tensor may carry torch's conjugate
         // bit, which only `__dlpack__` refuses: the owned route decides both.
-        return Ok(None);
+        return Ok(Lent::Nothing);
     }
     // SAFETY: the producer's DLTensor, whose shape and strides point at `ndim` integers owned by
     // `obj`, alive while we hold it (and unchanged: no Python code runs meanwhile).
-    Ok(Some(unsafe { crate::safe::Described::new(&t) }?))
+    Ok(Lent::View(unsafe { crate::safe::Described::new(&t) }?))
+}
+
+/// What [`borrowed_view`] lends.
+pub(crate) enum Lent {
+    /// Nothing: take the owned route.
+    Nothing,
+    /// The object's type publishes `dlpack_rs.Tensor`'s own table: view its tensor in place.
+    Ours,
+    /// A validated copy of the producer's non-owning `DLTensor`.
+    View(crate::safe::Described),
 }
 
 /// The `BufferError` for a tensor that requires grad.

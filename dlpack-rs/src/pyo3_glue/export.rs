@@ -197,7 +197,7 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
     copy: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
-    super::borrow::join(py)?;
+    super::shared_registry::join(py)?;
     let (info, extent) = value.__tensor_info_with_extent();
     let extent = validated(&info, extent)?;
     order_for_consumer(&args, info.device, order_of(&value, &info))?;
@@ -278,7 +278,7 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    super::borrow::join(slf.py())?;
+    super::shared_registry::join(slf.py())?;
     let (info, extent, read_only, owner, order, registered, share) =
         <T::Frozen as ClassRoute<T>>::export(slf)?;
     // Validated once: by the implementation (the derive's bounds check), or here.

@@ -11,6 +11,7 @@ use pyo3::Borrowed;
 
 use alloc::borrow::Cow;
 
+use super::exchange_import::Lent;
 use super::import::{ImportOptions, PyTensor};
 use super::keepalive::PyKeepalive;
 use super::tensor::dtype_name;
@@ -103,20 +104,27 @@ impl Source {
     /// argument must be writable (`BufferError` saying why it is not).
     pub(super) fn import(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Source> {
         if !exclusive {
-            if let Ok(ours) = obj.cast::<DLPackTensor>() {
-                super::borrow::join(obj.py())?;
-                return Ok(Source::Ours {
-                    tensor: ours.get().tensor(),
-                    _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
-                });
-            }
-            if let Some(view) = super::exchange_import::borrowed_view(obj)? {
-                super::borrow::join(obj.py())?;
-                let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
-                return Ok(Source::Borrowed {
-                    view,
-                    _object: keep,
-                });
+            match super::exchange_import::borrowed_view(obj)? {
+                Lent::Ours => {
+                    // A class body may copy our table's capsule: only a real `dlpack_rs.Tensor`
+                    // is viewed in place (the table itself refuses other objects).
+                    if let Ok(ours) = obj.cast::<DLPackTensor>() {
+                        super::shared_registry::join(obj.py())?;
+                        return Ok(Source::Ours {
+                            tensor: ours.get().tensor(),
+                            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+                        });
+                    }
+                }
+                Lent::View(view) => {
+                    super::shared_registry::join(obj.py())?;
+                    let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
+                    return Ok(Source::Borrowed {
+                        view,
+                        _object: keep,
+                    });
+                }
+                Lent::Nothing => {}
             }
         }
         let tensor = ImportOptions::new().import(obj)?;

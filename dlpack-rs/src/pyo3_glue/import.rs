@@ -10,7 +10,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use pyo3::Borrowed;
 
-use crate::ffi::{DLDevice, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+use crate::ffi::{DLDevice, DLPackExchangeAPI, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 use crate::safe::AnyManaged;
 
 /// A tensor imported from Python: owns the producer's managed tensor (legacy or versioned)
@@ -177,17 +177,23 @@ impl ImportOptions {
     /// newer keywords, then checks the device itself and makes the copy itself when
     /// `copy(true)` was asked for.
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
-        let (mut tensor, through_table) = self.import_unchecked_by_numpy(obj)?;
+        let (mut tensor, table) = self.import_unchecked_by_numpy(obj)?;
         if self.copy != Some(true) {
-            if through_table {
+            match table {
                 // One of our own tensors wrapping a numpy import: the same memory, the same
                 // rust-numpy borrows.
-                super::numpy_borrow::inherit(obj, &mut tensor.0);
-            } else {
-                // The memory of a numpy array (which has no exchange table): its views take
-                // rust-numpy's borrows too.
-                super::numpy_borrow::coordinate(obj, &mut tensor.0)?;
-                super::numpy_borrow::inherit(obj, &mut tensor.0);
+                Some(api) if super::tensor::is_tensor_api(api) => {
+                    super::numpy_borrow::inherit(obj, &mut tensor.0)
+                }
+                Some(_) => {}
+                None => {
+                    // The memory of a numpy array (which has no exchange table): its views take
+                    // rust-numpy's borrows too; or one of our own tensors asked through
+                    // `__dlpack__`.
+                    if !super::numpy_borrow::coordinate(obj, &mut tensor.0)? {
+                        super::numpy_borrow::inherit(obj, &mut tensor.0);
+                    }
+                }
             }
         }
         Ok(tensor)
@@ -195,7 +201,10 @@ impl ImportOptions {
 
     /// [`ImportOptions::import`] before the borrows shared with rust-numpy are arranged, and
     /// whether the producer's C exchange table made the tensor.
-    fn import_unchecked_by_numpy(&self, obj: &Bound<'_, PyAny>) -> PyResult<(PyTensor, bool)> {
+    fn import_unchecked_by_numpy(
+        &self,
+        obj: &Bound<'_, PyAny>,
+    ) -> PyResult<(PyTensor, Option<&'static DLPackExchangeAPI>)> {
         let py = obj.py();
         if obj.cast::<PyCapsule>().is_ok() {
             return Err(PyTypeError::new_err(
@@ -212,7 +221,7 @@ impl ImportOptions {
                 let device = tensor.device();
                 if self.device.is_none_or(|d| d == device) {
                     if super::exchange_import::is_cpu(device) {
-                        return Ok((PyTensor::new(py, tensor.into_any(), false)?, true));
+                        return Ok((PyTensor::new(py, tensor.into_any(), false)?, Some(api)));
                     }
                     // A device tensor, unsynchronised: kept only when asked for, for memory the
                     // CPU cannot reach (no host view can race the producer's pending work), and
@@ -227,7 +236,7 @@ impl ImportOptions {
                     if let Some(stream) = stream {
                         let mut imported = PyTensor::new(py, tensor.into_any(), false)?;
                         imported.1 = Some(stream as usize);
-                        return Ok((imported, true));
+                        return Ok((imported, Some(api)));
                     }
                 }
             }
@@ -244,12 +253,12 @@ impl ImportOptions {
             // The common call, `obj.__dlpack__(max_version=(1, 3))`, as one vectorcall: no
             // bound method, no keyword dict.
             match dlpack_call(obj, max_version.bind(py)) {
-                Ok(result) => return self.finish(py, result, false).map(|t| (t, false)),
+                Ok(result) => return self.finish(py, result, false).map(|t| (t, None)),
                 Err(err) if err.is_instance_of::<PyTypeError>(py) => {
                     // A producer older than DLPack 1.0: called again without the keyword.
                     let method = self.method(obj)?;
                     let result = method.call0()?;
-                    return self.finish(py, result, true).map(|t| (t, false));
+                    return self.finish(py, result, true).map(|t| (t, None));
                 }
                 Err(err) if !has_dlpack(obj) => return Err(no_dlpack(obj, err)),
                 Err(err) => return Err(err),
@@ -283,7 +292,7 @@ impl ImportOptions {
             }
             Err(err) => return Err(err),
         };
-        self.finish(py, result, legacy).map(|t| (t, false))
+        self.finish(py, result, legacy).map(|t| (t, None))
     }
 
     /// `obj.__dlpack__`, or the `TypeError` for an object without one.
@@ -355,7 +364,7 @@ impl PyTensor {
     /// unless `writable_legacy`, and makes the owner leak instead of running the producer's
     /// deleter on a thread that may not attach once the interpreter is going away.
     fn new(py: Python<'_>, mut inner: AnyManaged, writable_legacy: bool) -> PyResult<Self> {
-        super::borrow::join(py)?;
+        super::shared_registry::join(py)?;
         super::keepalive::install_shutdown_hook(py);
         inner.set_leak_guard(super::keepalive::exiting_unattached);
         if !inner.is_versioned() && !writable_legacy {

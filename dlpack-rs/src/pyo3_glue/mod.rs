@@ -63,19 +63,20 @@
 //! });
 //! ```
 
-mod borrow;
 pub(crate) mod capsule;
-mod dunder;
+mod dlpack_method;
 mod errors;
 mod exchange_export;
 mod exchange_import;
+mod exchange_lookup;
 mod export;
 mod extract;
-mod handoff;
+mod framework;
 mod import;
 mod keepalive;
 mod numpy_borrow;
 mod protocol;
+mod shared_registry;
 mod tensor;
 #[cfg(feature = "ndarray")]
 mod views;
@@ -83,12 +84,12 @@ mod views;
 pub use crate::into_dlpack::IntoDLPack;
 pub use capsule::into_capsule;
 #[doc(hidden)]
-pub use dunder::dlpack_method;
+pub use dlpack_method::dlpack_method;
 #[doc(hidden)]
 pub use export::ClassRoute;
 pub use export::{export_dlpack, export_dlpack_device, export_dlpack_value};
 pub use extract::{TensorMut, TensorRef, ANY_NDIM};
-pub use handoff::{to_framework, Framework};
+pub use framework::{to_framework, Framework};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
 #[doc(hidden)]

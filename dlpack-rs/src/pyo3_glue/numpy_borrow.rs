@@ -144,18 +144,19 @@ const MAIN_INTERPRETER: i64 = 0;
 /// Makes every view of `tensor` (imported from `obj`) also take rust-numpy's borrow of `obj`,
 /// when `obj` is a numpy array. Nothing to do for any other producer (torch's `from_numpy`
 /// tensors and other foreign owners of numpy memory are invisible to rust-numpy's table, which
-/// keys by numpy objects: outside the model). The owner keeps a strong reference to a private
-/// view of the array (the table keys by it) until it drops.
+/// keys by numpy objects: outside the model). With this crate's own table the borrows are keyed
+/// once, here; with rust-numpy's the owner keeps a strong reference to a private view of the
+/// array (that table keys by it) until it drops. Answers whether `obj` is a numpy array.
 pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
-) -> PyResult<()> {
+) -> PyResult<bool> {
     let py = obj.py();
     let mut ndarray = NDARRAY_PTR.load(Ordering::Acquire);
     if ndarray.is_null() {
         // numpy not seen yet (or not imported at all): looked up until it is.
         let Some(found) = ndarray_type(py)? else {
-            return Ok(());
+            return Ok(false);
         };
         ndarray = found.as_ptr().cast();
         NDARRAY_PTR.store(ndarray, Ordering::Release);
@@ -164,52 +165,56 @@ pub(crate) fn coordinate(
     // attached.
     let is_array = unsafe { ffi::PyObject_TypeCheck(obj.as_ptr(), ndarray) } != 0;
     if !is_array {
-        return Ok(());
+        return Ok(false);
     }
     if TABLE_PTR.load(Ordering::Acquire).is_null() {
         if current_interpreter() != MAIN_INTERPRETER {
-            return Ok(());
+            return Ok(true);
         }
         table(py)?;
     }
-    // The table keys a borrow by the array's layout (shape, strides, dtype) as it is when the
-    // borrow is taken and again when it is released; Python may change `obj`'s in place
-    // (`shape =`, `strides =`, `dtype =`) while a view lives, and a release under another key
-    // would give back some other view's borrow. So the borrows are taken on a view of `obj`
-    // (a plain `ndarray`, same memory and layout, same base) that no other code can reach.
-    let ndarray_ty = NDARRAY
-        .get(py)
-        .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
-        .bind(py);
-    let mut private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
-    // rust-numpy's table gives a 0-d array an empty range, which misses a borrow of a window
-    // that starts at its element: a 0-d array is borrowed as the 1-element array of its element.
-    // (The import's own metadata is the array's as exported: no Python call to ask it.)
-    if tensor.ndim() == 0 {
-        private = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
-    }
-    // With our own table the key is computed here, once (the private view's layout and base
-    // never change, and numpy's itemsize is the exported dtype's size): views then take and give
-    // back the borrow without calling into Python, so without attaching.
-    let ours = core::ptr::eq(TABLE_PTR.load(Ordering::Acquire), &OURS);
-    let array = private.into_ptr();
-    let key = if ours {
-        let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
-        // SAFETY: attached, and `array` is a live numpy array (the view just made).
-        Some(
-            unsafe { base_and_key(array, Some(itemsize)) }
-                .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?,
-        )
+    // SAFETY: attached, and `obj` is a live numpy array (checked above).
+    let writeable =
+        unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE != 0;
+    let ctx = if core::ptr::eq(TABLE_PTR.load(Ordering::Acquire), &OURS) {
+        // Our own table: the key is computed here, once, from the import's own metadata (the
+        // array's layout as exported; numpy's itemsize is the exported dtype's size) and the
+        // array's base (fixed for good, and kept alive by the import through the array): views
+        // then take and give back the borrow without Python, so without attaching, and no
+        // in-place change of `obj`'s layout can make a release miss its borrow.
+        // SAFETY: attached, and `obj` is a live numpy array.
+        let base = unsafe { base_of(obj.as_ptr()) }
+            .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?;
+        Ctx {
+            array: core::ptr::null_mut(),
+            key: Some((base, key_of_import(tensor))),
+            writeable,
+        }
     } else {
-        None
+        // rust-numpy's table keys a borrow by the array's layout (shape, strides, dtype) as it
+        // is when the borrow is taken and again when it is released; Python may change `obj`'s
+        // in place (`shape =`, `strides =`, `dtype =`) while a view lives, and a release under
+        // another key would give back some other view's borrow. So its borrows are taken on a
+        // view of `obj` (a plain `ndarray`, same memory and layout, same base) that no other
+        // code can reach.
+        let ndarray_ty = NDARRAY
+            .get(py)
+            .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
+            .bind(py);
+        let mut private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
+        // rust-numpy's table gives a 0-d array an empty range, which misses a borrow of a
+        // window that starts at its element: a 0-d array is borrowed as the 1-element array of
+        // its element. (The import's own metadata is the array's as exported.)
+        if tensor.ndim() == 0 {
+            private = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
+        }
+        Ctx {
+            array: private.into_ptr(),
+            key: None,
+            writeable,
+        }
     };
-    // SAFETY: as above; no other code can reach the private view, so its flags stay as read.
-    let writeable = unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE != 0;
-    let ctx = Box::new(Ctx {
-        array,
-        key,
-        writeable,
-    });
+    let ctx = Box::new(ctx);
     let external = crate::safe::External {
         api: &NUMPY_API,
         ctx: Box::into_raw(ctx).cast(),
@@ -217,7 +222,7 @@ pub(crate) fn coordinate(
     // SAFETY: the context owns a strong reference to a live numpy array of the main interpreter,
     // valid until `drop_ctx` releases it, owned by this owner alone.
     unsafe { tensor.set_external(external) };
-    Ok(())
+    Ok(true)
 }
 
 /// Gives `tensor` (an import of `wrapper`) the rust-numpy coordination of the numpy import
@@ -236,9 +241,11 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
     // SAFETY: a context `coordinate` made, alive while the wrapper's tensor owns it (the
     // wrapper is alive: we hold it).
     let from = unsafe { &*external.ctx.cast::<Ctx>() };
-    // SAFETY: attached (we hold `wrapper`'s token); the array is alive (the context's
-    // reference), and the new context takes a reference of its own.
-    unsafe { ffi::Py_IncRef(from.array) };
+    if !from.array.is_null() {
+        // SAFETY: attached (we hold `wrapper`'s token); the array is alive (the context's
+        // reference), and the new context takes a reference of its own.
+        unsafe { ffi::Py_IncRef(from.array) };
+    }
     let ctx = Box::new(Ctx {
         array: from.array,
         key: from.key,
@@ -248,19 +255,23 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
         api: &NUMPY_API,
         ctx: Box::into_raw(ctx).cast(),
     };
-    // SAFETY: the new context owns a strong reference to the live private view (of the main
-    // interpreter), valid until `drop_ctx` releases it, owned by this owner alone.
+    // SAFETY: the new context owns its own strong reference to the live private view (of the
+    // main interpreter) if it has one, valid until `drop_ctx` releases it, owned by this owner
+    // alone; a key-only context's base is kept alive by the wrapped import, which the new
+    // import's memory keeps alive in turn (the wrapper's export holds the wrapper).
     unsafe { tensor.set_external(external) };
 }
 
-/// An import's context for the external checker: the private view, and its base and key when
-/// the table is our own (computed once).
+/// An import's context for the external checker: with our own table, the base and key computed
+/// once (no object held); with rust-numpy's, the private view its functions are given.
 struct Ctx {
+    /// The private view (a strong reference), or NULL with our own table.
     array: *mut ffi::PyObject,
     /// The view's base and key in our own table (`None`: the table is rust-numpy's, which reads
     /// the array at every call).
     key: Option<(usize, Key)>,
-    /// The view's `NPY_ARRAY_WRITEABLE` (nothing else can change it).
+    /// The array's `NPY_ARRAY_WRITEABLE` at import (the export's own read-only flag says the
+    /// same, and the owner checks that too).
     writeable: bool,
 }
 
@@ -371,10 +382,12 @@ unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
 ///
 /// `ctx` was made by `coordinate` and is released once.
 unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
-    // SAFETY: made by `Box::into_raw` in `coordinate`, released once.
+    // SAFETY: made by `Box::into_raw` in `coordinate` or `inherit`, released once.
     let ctx = unsafe { Box::from_raw(ctx.cast::<Ctx>()) };
-    // SAFETY: the strong reference `coordinate` took, to an object of the main interpreter.
-    unsafe { release_owned(ctx.array, MAIN_INTERPRETER) };
+    if !ctx.array.is_null() {
+        // SAFETY: the strong reference `coordinate` took, to an object of the main interpreter.
+        unsafe { release_owned(ctx.array, MAIN_INTERPRETER) };
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -467,6 +480,71 @@ static OURS: Shared = Shared {
 
 // SAFETY: immutable; its functions synchronise through `FLAGS`.
 unsafe impl Sync for Shared {}
+
+/// The base object of `array` (following `base` through numpy arrays, as rust-numpy does), or
+/// `None` before numpy's `ndarray` type is known.
+///
+/// # Safety
+///
+/// Attached, and `array` is a live numpy array.
+unsafe fn base_of(array: *mut ffi::PyObject) -> Option<usize> {
+    let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
+    if ndarray.is_null() {
+        return None;
+    }
+    let mut a = array;
+    loop {
+        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
+        let b = unsafe { (*a.cast::<ArrayFields>()).base };
+        if b.is_null() {
+            return Some(a as usize);
+        }
+        // SAFETY: `b` is a live object (an array's base is a strong reference); attached.
+        if unsafe { ffi::PyObject_TypeCheck(b, ndarray) } != 0 {
+            a = b;
+        } else {
+            return Some(b as usize);
+        }
+    }
+}
+
+/// The key of an import of a numpy array, from the import's metadata (the array's layout as
+/// numpy exported it, strides in elements): the same range, data pointer and stride gcd as the
+/// table computes from the array, except that a 0-d array covers its one element (the table's
+/// empty range would miss a borrow of a window that starts there), and any gcd that divides the
+/// strides of every dimension longer than 1 finds every conflict.
+fn key_of_import(tensor: &crate::safe::AnyManaged) -> Key {
+    let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
+    let data = tensor.data_ptr() as usize;
+    let shape = tensor.shape();
+    let strides = tensor.strides();
+    let (mut low, mut high) = (0isize, 0isize);
+    if shape.iter().all(|&d| d != 0) {
+        for (&d, &s) in shape.iter().zip(strides.iter()) {
+            // Validated at import: the addressed range fits in an isize.
+            let span = ((d - 1) as isize)
+                .wrapping_mul(s as isize)
+                .wrapping_mul(itemsize);
+            if span >= 0 {
+                high = high.wrapping_add(span);
+            } else {
+                low = low.wrapping_add(span);
+            }
+        }
+        high = high.wrapping_add(itemsize);
+    }
+    let gcd = strides
+        .iter()
+        .map(|&s| (s as isize).wrapping_mul(itemsize))
+        .reduce(gcd)
+        .unwrap_or(itemsize);
+    Key {
+        start: data.wrapping_add_signed(low),
+        end: data.wrapping_add_signed(high),
+        data,
+        gcd,
+    }
+}
 
 /// The base object and key of `array` (`itemsize`: its dtype's, when the caller knows it; else
 /// read from the dtype).

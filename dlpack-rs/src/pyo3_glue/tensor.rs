@@ -332,6 +332,12 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
 
 /// `dlpack_rs.Tensor`'s table: its memory is read from Rust only through registered views, so
 /// its exports hold no borrow of their own.
+/// Whether `api` is `dlpack_rs.Tensor`'s own table (a cheaper test than a type check: the table
+/// is found per type, and cached, anyway).
+pub(crate) fn is_tensor_api(api: &DLPackExchangeAPI) -> bool {
+    core::ptr::eq(api, &TENSOR_API.0)
+}
+
 static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor, false>(
     Some(to_py_object),
     Some(dltensor_view),

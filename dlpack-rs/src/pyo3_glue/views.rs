@@ -16,7 +16,7 @@ use pyo3::Borrowed;
 use alloc::borrow::Cow;
 
 use super::extract::{dtype_error, Source};
-use super::handoff::Framework;
+use super::framework::Framework;
 use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::borrow::BorrowToken;
 use crate::safe::ndarray::Normalized;

@@ -1,12 +1,13 @@
-//! Handing an owned tensor to a framework without the Python-level round trip: through the
-//! framework type's C exchange table (`managed_tensor_to_py_object_no_sync`), or, where it has
-//! none, through its `from_dlpack`.
+//! Which framework gets a tensor Rust made, as its own type: [`to_framework`] hands an owned
+//! tensor over without the Python-level round trip (through the framework type's C exchange
+//! table, `managed_tensor_to_py_object_no_sync`, or, where it has none, its `from_dlpack`), and
+//! [`Framework`] remembers the caller's framework so a result goes back in kind.
 
 use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use super::exchange_import::type_table;
+use super::exchange_lookup::type_table;
 use super::DLPackTensor;
 use crate::ffi::DLDeviceType;
 use crate::safe::ManagedTensorVersioned;
@@ -51,7 +52,7 @@ pub fn to_framework<'py>(
     fallback: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = ty.py();
-    super::borrow::join(py)?;
+    super::shared_registry::join(py)?;
     if tensor.is_read_only() {
         // torch's table ignores READ_ONLY: the framework would write memory that must not be
         // written (a Rust owner's shared data, bool bytes Rust reads back).
