@@ -134,9 +134,10 @@ pub unsafe trait IntoDLPack {
         // valid and in place, writable by consumers since `is_read_only` said no; the pointer is
         // taken again from `self` in its final place (`pointer_in_place`).
         unsafe {
-            safe::pack_owned(
+            safe::pack_owned::<crate::ffi::DLManagedTensor, _>(
                 self,
                 info,
+                0,
                 safe::Readers::ExportOnly,
                 Some(pointer_in_place::<Self>),
             )
@@ -158,7 +159,7 @@ pub unsafe trait IntoDLPack {
         // SAFETY: the trait's contract, as in `into_managed_tensor`; read-only memory is
         // flagged so.
         unsafe {
-            safe::pack_owned_versioned(
+            safe::pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
                 self,
                 info,
                 flags,

@@ -63,18 +63,20 @@ where
     // The table's consumers order their work after `current_work_stream`, the default
     // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
     // Versioned only: a legacy sharing opt-in does not apply.
-    let (info, extent, read_only, readers, keepalive, _share_legacy) =
+    let (validated, read_only, readers, keepalive, _share_legacy) =
         super::export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
         0
     };
-    // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
-    // place (writable unless read-only) until the deleter drops it; `class_export` validated
-    // `info` (`extent` is its extent); Rust reads outside the export are declared by `readers`.
+    // SAFETY: the route's contract: the keepalive keeps the memory the metadata describes valid
+    // and in place (writable unless read-only) until the deleter drops it; Rust reads outside
+    // the export are declared by `readers`.
     let owned = unsafe {
-        safe::pack_owned_versioned_validated(keepalive, info, extent, flags, readers, None)
+        safe::pack_validated::<DLManagedTensorVersioned, _>(
+            keepalive, validated, flags, readers, None,
+        )
     }?;
     // SAFETY: `into_raw` of an owner never returns NULL.
     Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
@@ -208,7 +210,7 @@ unsafe fn allocate_like(
     // SAFETY: `info` describes the new zeroed storage (validated above), which the keepalive
     // owns alone; the pointer is taken again from it in its final place.
     let owned = unsafe {
-        safe::pack_owned_versioned(
+        safe::pack_owned::<DLManagedTensorVersioned, _>(
             storage,
             info,
             0,

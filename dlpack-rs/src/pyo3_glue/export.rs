@@ -199,8 +199,12 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
     super::shared_registry::join(py)?;
     let (info, extent) = value.__tensor_info_with_extent();
-    let extent = validated(&info, extent)?;
-    order_for_consumer(&args, info.device, order_of(&value, &info))?;
+    let validated = validated(info, extent)?;
+    order_for_consumer(
+        &args,
+        validated.info().device,
+        order_of(&value, validated.info()),
+    )?;
     let read_only = value.is_read_only();
     // Rust code may read the memory through another handle of the class without a registered
     // view (`Readers::Rust`: the export holds a shared borrow), unless the value says every such
@@ -211,11 +215,10 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
         Readers::Rust
     };
     let share = value.share_read_only_legacy();
-    // SAFETY: the `IntoDLPack` contract: `value` (the keepalive) keeps the memory `info`
-    // describes valid and in place (writable unless read-only); `extent` is `info`'s; `readers`
-    // is `Rust` unless `rust_access_registered` vouches that every other Rust access is
-    // registered.
-    unsafe { export_capsule(py, info, extent, read_only, readers, share, value, &args) }
+    // SAFETY: the `IntoDLPack` contract: `value` (the keepalive) keeps the memory the metadata
+    // describes valid and in place (writable unless read-only); `readers` is `Rust` unless
+    // `rust_access_registered` vouches that every other Rust access is registered.
+    unsafe { export_capsule(py, validated, read_only, readers, share, value, &args) }
 }
 
 /// [`export_dlpack`] with arguments already parsed, for any class with a [`ClassRoute`].
@@ -232,15 +235,14 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let (info, extent, read_only, readers, keepalive, share) = class_export(slf, rust_reads, args)?;
-    // SAFETY: the route's contract: the keepalive keeps the memory `info` describes valid and in
-    // place (writable unless read-only) until the deleter drops it; `extent` is `info`'s; Rust
-    // reads of the memory outside the export are declared by `readers`.
+    let (validated, read_only, readers, keepalive, share) = class_export(slf, rust_reads, args)?;
+    // SAFETY: the route's contract: the keepalive keeps the memory the metadata describes valid
+    // and in place (writable unless read-only) until the deleter drops it; Rust reads of the
+    // memory outside the export are declared by `readers`.
     unsafe {
         export_capsule(
             slf.py(),
-            info,
-            extent,
+            validated,
             read_only,
             readers,
             share,
@@ -250,20 +252,19 @@ where
     }
 }
 
-/// What [`class_export`] returns: the metadata, its extent, whether the export is read-only,
+/// What [`class_export`] returns: the validated metadata, whether the export is read-only,
 /// who else reads the memory (the export's shared borrow is registered where every export
 /// passes, from this answer), the keepalive, and whether a legacy request of read-only data
 /// shares it ([`IntoDLPack::share_read_only_legacy`]).
 pub(crate) type ClassExport<T> = (
-    TensorInfo,
-    crate::safe::Extent,
+    crate::safe::Validated,
     bool,
     Readers,
     ClassKeepalive<<<T as PyClass>::Frozen as ClassRoute<T>>::Owner>,
     bool,
 );
 
-/// One export of `slf` through its route, validated once: the metadata, its extent, whether it
+/// One export of `slf` through its route, validated once: the metadata, whether it
 /// is read-only, who else reads it ([`Readers::Rust`] when `rust_reads`), and the keepalive.
 ///
 /// For data on a device with streams, `args.stream` is checked against the device and the
@@ -282,7 +283,7 @@ where
     let (info, extent, read_only, owner, order, registered, share) =
         <T::Frozen as ClassRoute<T>>::export(slf)?;
     // Validated once: by the implementation (the derive's bounds check), or here.
-    let extent = validated(&info, extent)?;
+    let validated = validated(info, extent)?;
     // Rust reads outside the export that are registered themselves need no borrow of it.
     let readers = if rust_reads && !registered {
         Readers::Rust
@@ -290,16 +291,22 @@ where
         Readers::ExportOnly
     };
     // Last, once everything else about the export is known to be fine.
-    order_for_consumer(args, info.device, order)?;
-    Ok((info, extent, read_only, readers, owner, share))
+    order_for_consumer(args, validated.info().device, order)?;
+    Ok((validated, read_only, readers, owner, share))
 }
 
-/// `info`'s extent: the one the implementation validated already, or validated now.
+/// `info` validated: with the extent the implementation's own validation returned (the derive's
+/// bounds check), or now.
 #[inline(always)]
-fn validated(info: &TensorInfo, extent: Option<Extent>) -> Result<Extent, crate::safe::Error> {
+fn validated(
+    info: TensorInfo,
+    extent: Option<Extent>,
+) -> Result<crate::safe::Validated, crate::safe::Error> {
     match extent {
-        Some(extent) => Ok(extent),
-        None => info.extent(),
+        // SAFETY: the `IntoDLPack` contract of `__tensor_info_with_extent`: `Some(e)` only where
+        // `info.extent()` is `Ok(e)` for the very `info` returned.
+        Some(extent) => Ok(unsafe { crate::safe::Validated::new_unchecked(info, extent) }),
+        None => crate::safe::Validated::new(info),
     }
 }
 

@@ -9,10 +9,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyCapsule, PyTuple};
 
 use crate::ffi::{
-    DLDevice, DLDeviceType, DLPackVersion, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion,
+    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::safe::{self, cpu_device, TensorInfo};
+use crate::safe::{self, cpu_device};
 
 use super::capsule::into_capsule;
 
@@ -246,8 +246,7 @@ fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 ///
 /// # Safety
 ///
-/// `extent` is `info.extent()` (the validation succeeded for this `info`), and `info` must
-/// describe initialised memory that stays valid (and, unless `read_only`, writable
+/// The validated metadata must describe initialised memory that stays valid (and, unless `read_only`, writable
 /// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
 /// contract. `readers` must be [`Readers::Rust`](safe::Readers) when Rust code outside the
 /// export may read the memory while it lives (a frozen class through `&self`); read-only
@@ -261,16 +260,15 @@ fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
 #[allow(clippy::too_many_arguments)] // one per decision the caller made
 pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
-    info: TensorInfo,
-    extent: safe::Extent,
+    validated: safe::Validated,
     read_only: bool,
     readers: safe::Readers,
     share_legacy: bool,
     keepalive: K,
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    args.check_stream(info.device)?;
-    let device = info.device;
+    let device = validated.info().device;
+    args.check_stream(device)?;
     let mut must_copy = args.copy == Some(true);
     if let Some(wanted) = args.dl_device {
         if wanted != device {
@@ -303,26 +301,24 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
                  work may still be writing it)"
             )));
         }
-        let numel = extent.numel;
         // No view of this crate may write the source while it is copied (whoever else owns the
         // memory: refused with BufferError while a mutable view lives).
-        let source = safe::borrow_extent(&info, extent, false)?;
+        let source = validated.borrow(false)?;
         // SAFETY: initialised host-readable memory by this function's contract (kDLCPU memory
-        // as checked above), validated just above, and borrowed shared, so no view of this crate
-        // writes it during the copy.
-        let (buffer, copy_info) = unsafe { safe::copy_described(&info, numel) }?;
+        // as checked above), validated, and borrowed shared, so no view of this crate writes it
+        // during the copy.
+        let (buffer, copy_info) =
+            unsafe { safe::copy_described(validated.info(), validated.extent().numel) }?;
         drop(source);
         drop(keepalive);
         // The copy's own metadata (compact, on the CPU): validated like any other.
-        let copy_extent = copy_info.extent()?;
-        // SAFETY: `copy_info` describes the new storage, which `buffer` owns alone (no other
-        // reader); `copy_extent` is its extent.
+        let copy = safe::Validated::new(copy_info)?;
+        // SAFETY: `copy` describes the new storage, which `buffer` owns alone (no other reader).
         return unsafe {
             pack_validated_capsule(
                 py,
                 buffer,
-                copy_info,
-                copy_extent,
+                copy,
                 DLPACK_FLAG_BITMASK_IS_COPIED,
                 safe::Readers::ExportOnly,
                 args,
@@ -334,19 +330,10 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         // The owner's opt-in: a legacy capsule of read-only data, trusting the consumer not to
         // write it. It still holds the shared borrow a read-only export holds (`Readers::Rust`
         // registers it without the flag), so no view of this crate writes the memory meanwhile.
-        // SAFETY: forwarded from this function's contract (validated: `extent`); consumers'
-        // writes to memory they were asked not to write are foreign writes, outside the model.
+        // SAFETY: forwarded from this function's contract; consumers' writes to memory they
+        // were asked not to write are foreign writes, outside the model.
         return unsafe {
-            pack_validated_capsule(
-                py,
-                keepalive,
-                info,
-                extent,
-                0,
-                safe::Readers::Rust,
-                args,
-                None,
-            )
+            pack_validated_capsule(py, keepalive, validated, 0, safe::Readers::Rust, args, None)
         };
     }
     let flags = if read_only {
@@ -354,22 +341,20 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     } else {
         0
     };
-    // SAFETY: forwarded from this function's contract (validated: `extent`).
-    unsafe { pack_validated_capsule(py, keepalive, info, extent, flags, readers, args, None) }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { pack_validated_capsule(py, keepalive, validated, flags, readers, args, None) }
 }
 
 /// Packs the export as the capsule `args` ask for (versioned, or legacy unless read-only).
 ///
 /// # Safety
 ///
-/// As [`safe::pack_owned_versioned`]'s contract for `keepalive`, `info`, `flags`, `readers` and
-/// `data_of`, and `extent` is `info.extent()` for this very `info`.
-#[allow(clippy::too_many_arguments)]
+/// As [`safe::pack_validated`]'s contract for `keepalive`, the metadata, `flags`, `readers` and
+/// `data_of`.
 unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     keepalive: K,
-    info: TensorInfo,
-    extent: safe::Extent,
+    validated: safe::Validated,
     flags: u64,
     readers: safe::Readers,
     args: &DLPackArgs,
@@ -378,7 +363,9 @@ unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
     if args.versioned() {
         // SAFETY: forwarded from this function's contract.
         let mt = unsafe {
-            safe::pack_owned_versioned_validated(keepalive, info, extent, flags, readers, data_of)
+            safe::pack_validated::<DLManagedTensorVersioned, K>(
+                keepalive, validated, flags, readers, data_of,
+            )
         }?;
         into_capsule(py, mt)
     } else {
@@ -386,7 +373,11 @@ unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
             return Err(read_only_legacy());
         }
         // SAFETY: forwarded from this function's contract (not read-only: checked above).
-        let mt = unsafe { safe::pack_owned_validated(keepalive, info, extent, readers, data_of) }?;
+        let mt = unsafe {
+            safe::pack_validated::<DLManagedTensor, K>(
+                keepalive, validated, flags, readers, data_of,
+            )
+        }?;
         into_capsule(py, mt)
     }
 }

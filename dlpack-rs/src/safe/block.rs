@@ -7,8 +7,7 @@ use core::ffi::c_void;
 use core::ptr::NonNull;
 
 use super::borrow::BorrowToken;
-use super::layout::Extent;
-use super::{Error, TensorInfo};
+use super::{Error, TensorInfo, Validated};
 use crate::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
     DLPACK_FLAG_BITMASK_READ_ONLY,
@@ -155,13 +154,7 @@ impl ManagedStruct for DLManagedTensorVersioned {
     }
 }
 
-/// Validates `info` and moves it with `keepalive` into one heap block (one allocation per
-/// export). Strides are always written out (DLPack >= 1.2 asks producers for non-NULL
-/// strides).
-///
-/// With `data_from_keepalive`, the data pointer is taken anew from the keepalive once it sits in
-/// its final place in the block (through `&mut`, so a consumer's writes have the provenance of a
-/// unique borrow); `info.data` then only serves validation.
+/// Validates `info` and moves it with `keepalive` into one heap block: [`build_validated`].
 pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
@@ -169,34 +162,38 @@ pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
     readers: Readers,
     data_from_keepalive: Option<fn(&mut K) -> *mut c_void>,
 ) -> Result<NonNull<M>, Error> {
-    let extent = info.extent()?;
-    // SAFETY: `extent` is `info`'s, computed just above.
-    unsafe { build_validated(keepalive, info, extent, flags, readers, data_from_keepalive) }
+    let validated = Validated::new(info)?;
+    build_validated(keepalive, validated, flags, readers, data_from_keepalive)
 }
 
-/// [`build`] for metadata the caller has validated already (the export routes validate once).
+/// Moves validated metadata with `keepalive` into one heap block (one allocation per export).
+/// Strides are always written out (DLPack >= 1.2 asks producers for non-NULL strides).
+///
+/// With `data_from_keepalive`, the data pointer is taken anew from the keepalive once it sits in
+/// its final place in the block (through `&mut`, so a consumer's writes have the provenance of a
+/// unique borrow); the metadata's pointer then only served validation.
+///
 /// Every export of this crate passes through here: it registers the export's shared borrow
 /// (see [`Readers`]) and fails with [`Error::AlreadyBorrowed`] while a mutable view of the
 /// bytes lives, or [`Error::OutOfMemory`] when the registry cannot grow (`keepalive` is
 /// dropped then).
 ///
-/// # Safety
-///
-/// `extent` must be what `info.extent()` (the validation of [`TensorInfo::numel`]) returns for
-/// this very `info`.
-pub(crate) unsafe fn build_validated<M: ManagedStruct, K: Send + 'static>(
+/// What the metadata describes is not this function's to trust: it only builds the block and
+/// returns a pointer. Whoever turns that pointer into an owner whose views read the memory
+/// (`pack_owned`) vouches for it.
+pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,
-    info: TensorInfo,
-    extent: Extent,
+    validated: Validated,
     flags: u64,
     readers: Readers,
     data_from_keepalive: Option<fn(&mut K) -> *mut c_void>,
 ) -> Result<NonNull<M>, Error> {
     let borrow = if readers == Readers::Rust || flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
-        super::borrow_extent(&info, extent, false)?
+        validated.borrow(false)?
     } else {
         BorrowToken::EMPTY
     };
+    let info = validated.into_info();
     let ndim = info.shape.len(); // validated: at most MAX_NDIM
     let (layout, dims_offset) = block_layout::<M, K>(ndim);
     // SAFETY: the layout is not zero-sized (the header holds the managed struct).

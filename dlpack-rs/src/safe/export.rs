@@ -6,9 +6,9 @@ use core::ffi::c_void;
 
 use super::buffer::{read_ptr, to_i64s, write_ptr};
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
-use super::pack::{pack_owned, pack_owned_versioned};
+use super::pack::pack_owned;
 use super::{Buffer, Dim, Element, Error, Readers, TensorInfo};
-use crate::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
 
 /// A fully safe export of an owned [`Buffer`]: no raw pointer, no `unsafe`. The element type
 /// decides the dtype; shape and strides are checked against the buffer's length so that no
@@ -129,7 +129,15 @@ impl<B: Buffer + Send + 'static> Export<B> {
         // read-only one (other owners may read it; the block holds a shared borrow of it).
         // SAFETY: `into_parts` checked that the layout stays inside the buffer, which the
         // `Buffer` contract keeps valid and in place while the keepalive (the buffer) lives.
-        unsafe { pack_owned_versioned(buffer, info, flags, Readers::ExportOnly, Some(data_of)) }
+        unsafe {
+            pack_owned::<DLManagedTensorVersioned, _>(
+                buffer,
+                info,
+                flags,
+                Readers::ExportOnly,
+                Some(data_of),
+            )
+        }
     }
 
     /// Builds a legacy managed tensor. A read-only export cannot be legacy (the legacy struct
@@ -140,6 +148,14 @@ impl<B: Buffer + Send + 'static> Export<B> {
             return Err(Error::ReadOnly);
         }
         // SAFETY: as in `versioned`; a legacy export is always writable.
-        unsafe { pack_owned(buffer, info, Readers::ExportOnly, Some(write_ptr::<B>)) }
+        unsafe {
+            pack_owned::<DLManagedTensor, _>(
+                buffer,
+                info,
+                0,
+                Readers::ExportOnly,
+                Some(write_ptr::<B>),
+            )
+        }
     }
 }

@@ -511,7 +511,7 @@ impl<K: Kind> Managed<K> {
         let (storage, copy) = unsafe { super::copy_described(&info, self.numel()) }?;
         // SAFETY: `copy` describes the new storage, which the keepalive owns alone; writable.
         unsafe {
-            super::pack_owned_versioned(
+            super::pack_owned::<DLManagedTensorVersioned, _>(
                 storage,
                 copy,
                 DLPACK_FLAG_BITMASK_IS_COPIED,
@@ -886,7 +886,7 @@ mod tests {
         );
         // SAFETY: an empty tensor: no memory is described.
         unsafe {
-            super::super::pack_owned_versioned(
+            super::super::pack_owned::<DLManagedTensorVersioned, _>(
                 Counted,
                 info,
                 0,

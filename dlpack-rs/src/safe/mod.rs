@@ -55,11 +55,10 @@ pub use managed::{
 #[allow(unused_imports)] // used by the Python glue
 pub(crate) use managed::{External, ExternalApi};
 pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
-pub(crate) use pack::{pack_owned, pack_owned_versioned};
 #[allow(unused_imports)] // the export routes above this layer
-pub(crate) use pack::{pack_owned_validated, pack_owned_versioned_validated};
+pub(crate) use pack::{pack_owned, pack_validated, PackAs};
 pub use packed::{PackedExport, PackedSlice, Packing};
 pub use shared_mut::SharedMut;
 pub use tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the Python glue
-pub(crate) use tensor_info::{borrow_described, borrow_extent};
+pub(crate) use tensor_info::Validated;

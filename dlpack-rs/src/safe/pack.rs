@@ -3,10 +3,9 @@
 
 use core::ptr::NonNull;
 
-use super::block::{build, Readers};
-use super::layout::Extent;
+use super::block::{build, build_validated, ManagedStruct, Readers};
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
-use super::{Error, TensorInfo};
+use super::{Error, TensorInfo, Validated};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 
 /// Wraps `keepalive` and `info` in a heap-allocated legacy [`DLManagedTensor`] whose deleter
@@ -84,87 +83,75 @@ pub fn try_pack_versioned<K: Send + 'static>(
         .map(NonNull::as_ptr)
 }
 
-/// [`try_pack_versioned`], owned: for crate code that hands the export on without a second
-/// validation pass. `data_of`, when given, takes the data pointer from the keepalive in its final
-/// place (see [`build`]); `readers` says whether Rust code outside the export may read the memory
-/// (see [`Readers`]: a read-only export always holds a shared borrow of its bytes).
+/// The managed struct an owned export is packed as, with its owner type.
+pub(crate) trait PackAs: ManagedStruct {
+    /// The owner of this struct.
+    type Owner;
+    /// Takes ownership of a block [`build_validated`] made.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `build_validated::<Self, _>` and is owned by nobody else; the memory it
+    /// describes keeps `pack_owned`'s contract.
+    unsafe fn own(ptr: NonNull<Self>) -> Self::Owner;
+}
+
+impl PackAs for DLManagedTensor {
+    type Owner = ManagedTensor;
+    unsafe fn own(ptr: NonNull<Self>) -> ManagedTensor {
+        // SAFETY: forwarded from this function's contract (built from validated metadata).
+        unsafe { ManagedTensor::from_raw_unchecked(ptr) }
+    }
+}
+
+impl PackAs for DLManagedTensorVersioned {
+    type Owner = ManagedTensorVersioned;
+    unsafe fn own(ptr: NonNull<Self>) -> ManagedTensorVersioned {
+        // SAFETY: forwarded from this function's contract (built from validated metadata).
+        unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }
+    }
+}
+
+/// [`try_pack`] / [`try_pack_versioned`], owned (`M` picks the struct: a legacy one carries no
+/// flags, though `READ_ONLY` still makes the export hold its borrow): for crate code that hands
+/// the export on. `data_of`, when given, takes the data pointer from the keepalive in its final
+/// place (see [`build_validated`]); `readers` says whether Rust code outside the export may read
+/// the memory (see [`Readers`]: a read-only export always holds a shared borrow of its bytes).
 ///
 /// # Safety
 ///
-/// `info` (with the pointer `data_of` gives, when given) must describe initialised memory, on
-/// `info.device`, that `keepalive` keeps valid and in place until it is dropped, and that nobody
+/// The metadata (with the pointer `data_of` gives, when given) must describe initialised memory,
+/// on its device, that `keepalive` keeps valid and in place until it is dropped, and that nobody
 /// writes meanwhile but consumers and this crate's registered views; with
-/// [`Readers::ExportOnly`], nothing but the export reaches it; unless `flags` has `READ_ONLY`,
-/// consumers may write it through the pointer, so it must carry write permission.
-pub(crate) unsafe fn pack_owned_versioned<K: Send + 'static>(
+/// [`Readers::ExportOnly`], nothing but the export reaches it; unless `flags` has `READ_ONLY`
+/// (and always for a legacy struct), consumers may write it through the pointer, so it must
+/// carry write permission.
+pub(crate) unsafe fn pack_validated<M: PackAs, K: Send + 'static>(
+    keepalive: K,
+    validated: Validated,
+    flags: u64,
+    readers: Readers,
+    data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
+) -> Result<M::Owner, Error> {
+    let ptr = build_validated::<M, K>(keepalive, validated, flags, readers, data_of)?;
+    // SAFETY: built just now from validated metadata; the memory keeps this function's
+    // contract.
+    Ok(unsafe { M::own(ptr) })
+}
+
+/// [`pack_validated`] of metadata not validated yet.
+///
+/// # Safety
+///
+/// As [`pack_validated`].
+pub(crate) unsafe fn pack_owned<M: PackAs, K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
     flags: u64,
     readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
-) -> Result<ManagedTensorVersioned, Error> {
-    let extent = info.extent()?;
-    // SAFETY: forwarded from this function's contract; `extent` is `info`'s.
-    unsafe { pack_owned_versioned_validated(keepalive, info, extent, flags, readers, data_of) }
-}
-
-/// [`try_pack`], owned: as [`pack_owned_versioned`].
-///
-/// # Safety
-///
-/// As [`pack_owned_versioned`], with consumers always allowed to write.
-pub(crate) unsafe fn pack_owned<K: Send + 'static>(
-    keepalive: K,
-    info: TensorInfo,
-    readers: Readers,
-    data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
-) -> Result<ManagedTensor, Error> {
-    let extent = info.extent()?;
-    // SAFETY: forwarded from this function's contract; `extent` is `info`'s.
-    unsafe { pack_owned_validated(keepalive, info, extent, readers, data_of) }
-}
-
-/// [`pack_owned_versioned`] for metadata the caller has validated already.
-///
-/// # Safety
-///
-/// As [`pack_owned_versioned`], and `extent` must be `info.extent()` for this very `info`.
-pub(crate) unsafe fn pack_owned_versioned_validated<K: Send + 'static>(
-    keepalive: K,
-    info: TensorInfo,
-    extent: Extent,
-    flags: u64,
-    readers: Readers,
-    data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
-) -> Result<ManagedTensorVersioned, Error> {
-    // SAFETY: validated, by this function's contract.
-    let ptr = unsafe {
-        super::block::build_validated::<DLManagedTensorVersioned, K>(
-            keepalive, info, extent, flags, readers, data_of,
-        )
-    }?;
-    // SAFETY: as in `pack_owned_versioned`.
-    Ok(unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) })
-}
-
-/// [`pack_owned`] for metadata the caller has validated already.
-///
-/// # Safety
-///
-/// As [`pack_owned`], and `extent` must be `info.extent()` for this very `info`.
-pub(crate) unsafe fn pack_owned_validated<K: Send + 'static>(
-    keepalive: K,
-    info: TensorInfo,
-    extent: Extent,
-    readers: Readers,
-    data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
-) -> Result<ManagedTensor, Error> {
-    // SAFETY: validated, by this function's contract.
-    let ptr = unsafe {
-        super::block::build_validated::<DLManagedTensor, K>(
-            keepalive, info, extent, 0, readers, data_of,
-        )
-    }?;
-    // SAFETY: as in `pack_owned_versioned`.
-    Ok(unsafe { ManagedTensor::from_raw_unchecked(ptr) })
+) -> Result<M::Owner, Error> {
+    let validated = Validated::new(info)?;
+    // SAFETY: forwarded from this function's contract.
+    unsafe { pack_validated::<M, K>(keepalive, validated, flags, readers, data_of) }
 }

@@ -20,7 +20,7 @@ use super::borrow::BorrowToken;
 use super::buffer::{read_ptr, to_i64s, write_ptr};
 use super::guard::ReadSlice;
 use super::managed::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
-use super::pack::{pack_owned, pack_owned_versioned};
+use super::pack::pack_owned;
 use super::{validate_dtype, Buffer, Dim, Error, Readers, TensorInfo};
 use crate::ffi::{DLDataType, DLPACK_FLAG_BITMASK_READ_ONLY};
 
@@ -351,7 +351,15 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         // SAFETY: `into_parts` checked that the compact layout covers exactly the buffer's
         // bytes, which the `Buffer` contract keeps valid and in place while the keepalive (the
         // buffer) lives; written through `data_ptr_mut` only when writable (as `Export`).
-        unsafe { pack_owned_versioned(buffer, info, flags, Readers::ExportOnly, Some(data_of)) }
+        unsafe {
+            pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
+                buffer,
+                info,
+                flags,
+                Readers::ExportOnly,
+                Some(data_of),
+            )
+        }
     }
 
     /// Builds a legacy managed tensor (what jax imports). A read-only export cannot be legacy:
@@ -362,6 +370,14 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
             return Err(Error::ReadOnly);
         }
         // SAFETY: as in `versioned`; a legacy export is always writable.
-        unsafe { pack_owned(buffer, info, Readers::ExportOnly, Some(write_ptr::<B>)) }
+        unsafe {
+            pack_owned::<crate::ffi::DLManagedTensor, _>(
+                buffer,
+                info,
+                0,
+                Readers::ExportOnly,
+                Some(write_ptr::<B>),
+            )
+        }
     }
 }

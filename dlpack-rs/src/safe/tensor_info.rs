@@ -99,38 +99,67 @@ impl TensorInfo {
     }
 }
 
-/// Registers a shared (or exclusive) borrow of every byte `info` addresses, for exports whose
-/// owner keeps reading the memory from Rust. Nothing is registered for an empty tensor or for
-/// memory outside the process's unified address space (see [`in_unified_addresses`]); invalid
-/// metadata is refused (as the export would refuse it).
-#[allow(dead_code)] // used by the Python glue
-pub(crate) fn borrow_described(
-    info: &TensorInfo,
-    exclusive: bool,
-) -> Result<super::borrow::BorrowToken, Error> {
-    let extent = info.extent()?;
-    borrow_extent(info, extent, exclusive)
+/// Metadata that passed validation, with its addressed range: only [`Validated::new`] (which runs
+/// the checks of [`TensorInfo::numel`]) makes one, and the one unchecked door,
+/// [`Validated::new_unchecked`], takes an extent some validation of this very metadata returned.
+/// A function that takes a `Validated` needs no "validated once" precondition of its own.
+#[derive(Debug)]
+pub(crate) struct Validated {
+    info: TensorInfo,
+    extent: Extent,
 }
 
-/// [`borrow_described`] with `info`'s extent already computed (`info.extent()` for this `info`).
-#[allow(dead_code)] // used by the Python glue
-pub(crate) fn borrow_extent(
-    info: &TensorInfo,
-    extent: Extent,
-    exclusive: bool,
-) -> Result<super::borrow::BorrowToken, Error> {
-    if extent.numel == 0 || !in_unified_addresses(info.device) {
-        return Ok(super::borrow::BorrowToken::EMPTY);
+#[allow(dead_code)] // parts are used by the Python glue only
+impl Validated {
+    /// Validates `info`.
+    pub(crate) fn new(info: TensorInfo) -> Result<Self, Error> {
+        let extent = info.extent()?;
+        Ok(Validated { info, extent })
     }
-    // Validated by `extent`: the addressed bytes lie within an isize of `data`.
-    let first = (info.data as usize).wrapping_add(info.byte_offset as usize);
-    super::borrow::BorrowToken::acquire_elements(
-        first,
-        extent.min,
-        extent.max,
-        super::element_bits(info.dtype),
-        exclusive,
-    )
+
+    /// `info` with the extent a validation of it returned.
+    ///
+    /// # Safety
+    ///
+    /// `extent` is what `info.extent()` returns (`Ok`) for this very `info`.
+    pub(crate) unsafe fn new_unchecked(info: TensorInfo, extent: Extent) -> Self {
+        Validated { info, extent }
+    }
+
+    /// The metadata.
+    pub(crate) fn info(&self) -> &TensorInfo {
+        &self.info
+    }
+
+    /// The addressed element range.
+    pub(crate) fn extent(&self) -> Extent {
+        self.extent
+    }
+
+    /// The metadata, given up.
+    pub(crate) fn into_info(self) -> TensorInfo {
+        self.info
+    }
+
+    /// Registers a shared (or exclusive) borrow of every byte the metadata addresses, for
+    /// exports whose owner keeps reading the memory from Rust, and for copies of it. Nothing is
+    /// registered for an empty tensor or for memory outside the process's unified address space
+    /// (see [`in_unified_addresses`]).
+    pub(crate) fn borrow(&self, exclusive: bool) -> Result<super::borrow::BorrowToken, Error> {
+        let (info, extent) = (&self.info, self.extent);
+        if extent.numel == 0 || !in_unified_addresses(info.device) {
+            return Ok(super::borrow::BorrowToken::EMPTY);
+        }
+        // Validated: the addressed bytes lie within an isize of `data`.
+        let first = (info.data as usize).wrapping_add(info.byte_offset as usize);
+        super::borrow::BorrowToken::acquire_elements(
+            first,
+            extent.min,
+            extent.max,
+            super::element_bits(info.dtype),
+            exclusive,
+        )
+    }
 }
 
 /// Whether the memory's addresses are addresses of the process's one virtual address space,
@@ -150,6 +179,11 @@ mod tests {
     use crate::safe::borrow::BorrowToken;
     use crate::safe::{cpu_device, dtype_f32, dtype_u8, Error};
     use alloc::vec;
+
+    /// The borrow an export of `info` holds (see [`Validated::borrow`]).
+    fn borrow_described(info: &TensorInfo, exclusive: bool) -> Result<BorrowToken, Error> {
+        Validated::new(info.clone())?.borrow(exclusive)
+    }
 
     /// The described range is exactly `[first, end)`: both ends conflict, the bytes around
     /// them do not.
