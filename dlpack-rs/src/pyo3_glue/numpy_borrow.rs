@@ -167,6 +167,14 @@ pub(crate) fn coordinate(
     if !is_array {
         return Ok(false);
     }
+    // SAFETY: attached, and `obj` is a live numpy array (checked above).
+    let own = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
+    if !exports_itself(own, tensor) {
+        // A subclass whose `__dlpack__` hands over other memory (or another layout) than the
+        // array's own: rust-numpy's borrows of `obj` say nothing about it. Like any other
+        // foreign owner of numpy memory, it is not coordinated (README: outside the model).
+        return Ok(false);
+    }
     if TABLE_PTR.load(Ordering::Acquire).is_null() {
         if current_interpreter() != MAIN_INTERPRETER {
             return Ok(true);
@@ -187,6 +195,7 @@ pub(crate) fn coordinate(
             .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?;
         Ctx {
             array: core::ptr::null_mut(),
+            array0: core::ptr::null_mut(),
             key: Some((base, key_of_import(tensor))),
             writeable,
         }
@@ -201,17 +210,26 @@ pub(crate) fn coordinate(
             .get(py)
             .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
             .bind(py);
-        let mut private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
+        let private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
         // rust-numpy's table gives a 0-d array an empty range, which misses a borrow of a
-        // window that starts at its element: a 0-d array is borrowed as the 1-element array of
-        // its element. (The import's own metadata is the array's as exported.)
+        // window that starts at its element, and meets only a borrow of that very array: a 0-d
+        // array is borrowed both as itself and as the 1-element array of its element. (The
+        // import's own metadata is the array's as exported.)
         if tensor.ndim() == 0 {
-            private = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
-        }
-        Ctx {
-            array: private.into_ptr(),
-            key: None,
-            writeable,
+            let element = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
+            Ctx {
+                array: element.into_ptr(),
+                array0: private.into_ptr(),
+                key: None,
+                writeable,
+            }
+        } else {
+            Ctx {
+                array: private.into_ptr(),
+                array0: core::ptr::null_mut(),
+                key: None,
+                writeable,
+            }
         }
     };
     let ctx = Box::new(ctx);
@@ -241,13 +259,16 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
     // SAFETY: a context `coordinate` made, alive while the wrapper's tensor owns it (the
     // wrapper is alive: we hold it).
     let from = unsafe { &*external.ctx.cast::<Ctx>() };
-    if !from.array.is_null() {
-        // SAFETY: attached (we hold `wrapper`'s token); the array is alive (the context's
-        // reference), and the new context takes a reference of its own.
-        unsafe { ffi::Py_IncRef(from.array) };
+    for array in [from.array, from.array0] {
+        if !array.is_null() {
+            // SAFETY: attached (we hold `wrapper`'s token); the array is alive (the context's
+            // reference), and the new context takes a reference of its own.
+            unsafe { ffi::Py_IncRef(array) };
+        }
     }
     let ctx = Box::new(Ctx {
         array: from.array,
+        array0: from.array0,
         key: from.key,
         writeable: from.writeable,
     });
@@ -267,6 +288,9 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
 struct Ctx {
     /// The private view (a strong reference), or NULL with our own table.
     array: *mut ffi::PyObject,
+    /// For a 0-d array with rust-numpy's table, the private view of the 0-d array itself (a
+    /// strong reference; `array` is then its 1-element reshape), else NULL.
+    array0: *mut ffi::PyObject,
     /// The view's base and key in our own table (`None`: the table is rust-numpy's, which reads
     /// the array at every call).
     key: Option<(usize, Key)>,
@@ -325,23 +349,66 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
     let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
         return Err(Error::AlreadyBorrowed { exclusive });
     };
-    let rc = attached(|| {
-        // SAFETY: attached; a table of version >= 1 and a live numpy array (the context's
-        // strong reference).
+    let take = |array: *mut ffi::PyObject| {
+        attached(|| {
+            // SAFETY: attached; a table of version >= 1 and a live numpy array (a strong
+            // reference of the context).
+            unsafe {
+                if exclusive {
+                    (t.acquire_mut)(t.flags, array)
+                } else {
+                    (t.acquire)(t.flags, array)
+                }
+            }
+        })
+    };
+    // A 0-d array: first the borrow rust-numpy itself takes of it (its empty range, which only
+    // that very key meets), then the one of its element (which meets windows of the base).
+    if !ctx.array0.is_null() {
+        match take(ctx.array0) {
+            Some(0) => {}
+            rc => return Err(refusal(rc, exclusive)),
+        }
+    }
+    match take(array) {
+        Some(0) => Ok(()),
+        rc => {
+            if !ctx.array0.is_null() {
+                // SAFETY: gives back the borrow of `array0` taken just above.
+                unsafe { foreign_release(t, ctx.array0, exclusive) };
+            }
+            Err(refusal(rc, exclusive))
+        }
+    }
+}
+
+/// The error for a table's answer other than 0: -2 (not writeable), else (-1, a conflicting
+/// borrow in rust-numpy, an unknown answer, or shutdown) refused.
+fn refusal(rc: Option<c_int>, exclusive: bool) -> Error {
+    match rc {
+        Some(-2) => Error::ReadOnly,
+        _ => Error::AlreadyBorrowed { exclusive },
+    }
+}
+
+/// Gives back one borrow of `array` in rust-numpy's table `t`.
+///
+/// # Safety
+///
+/// `array` is a live numpy array a borrow of this kind was taken of through `t`.
+unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool) {
+    // Once shutdown has begun on an unattached thread the borrow stays in the table: the
+    // process is exiting, and a stale borrow only refuses.
+    let _ = attached(|| {
+        // SAFETY: attached; releases a borrow taken with the same kind (the contract).
         unsafe {
             if exclusive {
-                (t.acquire_mut)(t.flags, array)
+                (t.release_mut)(t.flags, array)
             } else {
-                (t.acquire)(t.flags, array)
+                (t.release)(t.flags, array)
             }
         }
     });
-    match rc {
-        Some(0) => Ok(()),
-        Some(-2) => Err(Error::ReadOnly),
-        // -1 (a conflicting borrow in rust-numpy), an unknown answer, or shutdown: refused.
-        _ => Err(Error::AlreadyBorrowed { exclusive }),
-    }
 }
 
 /// `ExternalApi::release`: rust-numpy's `release` / `release_mut` of the array.
@@ -361,18 +428,13 @@ unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
     let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
         return;
     };
-    // Once shutdown has begun on an unattached thread the borrow stays in the table: the
-    // process is exiting, and a stale borrow only refuses.
-    let _ = attached(|| {
-        // SAFETY: attached; releases the borrow `numpy_acquire` took with the same kind.
-        unsafe {
-            if exclusive {
-                (t.release_mut)(t.flags, array)
-            } else {
-                (t.release)(t.flags, array)
-            }
+    // SAFETY: the borrows `numpy_acquire` took with the same kind, in reverse order.
+    unsafe {
+        foreign_release(t, array, exclusive);
+        if !ctx.array0.is_null() {
+            foreign_release(t, ctx.array0, exclusive);
         }
-    });
+    }
 }
 
 /// `ExternalApi::drop_ctx`: releases the array the way every keepalive of this crate does, on
@@ -384,9 +446,12 @@ unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
 unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
     // SAFETY: made by `Box::into_raw` in `coordinate` or `inherit`, released once.
     let ctx = unsafe { Box::from_raw(ctx.cast::<Ctx>()) };
-    if !ctx.array.is_null() {
-        // SAFETY: the strong reference `coordinate` took, to an object of the main interpreter.
-        unsafe { release_owned(ctx.array, MAIN_INTERPRETER) };
+    for array in [ctx.array, ctx.array0] {
+        if !array.is_null() {
+            // SAFETY: a strong reference `coordinate` (or `inherit`) took, to an object of the
+            // main interpreter.
+            unsafe { release_owned(array, MAIN_INTERPRETER) };
+        }
     }
 }
 
@@ -416,6 +481,8 @@ struct ArrayFields {
 
 /// numpy's `NPY_ARRAY_WRITEABLE` flag.
 const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
+/// numpy's `NPY_ARRAY_WRITEBACKIFCOPY` flag (a private copy written back to its base).
+const NPY_ARRAY_WRITEBACKIFCOPY: c_int = 0x2000;
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
@@ -481,6 +548,38 @@ static OURS: Shared = Shared {
 // SAFETY: immutable; its functions synchronise through `FLAGS`.
 unsafe impl Sync for Shared {}
 
+/// Whether `tensor` (an import of the numpy array whose fields are `own`) views exactly the
+/// array's own elements: the same first element, shape, and strides along every dimension
+/// longer than 1 (numpy's export may normalise the others).
+fn exports_itself(own: &ArrayFields, tensor: &crate::safe::AnyManaged) -> bool {
+    let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
+    let Ok(nd) = usize::try_from(own.nd) else {
+        return false;
+    };
+    if own.data.cast::<c_void>() != tensor.data_ptr() || nd != tensor.ndim() {
+        return false;
+    }
+    if nd == 0 {
+        return true;
+    }
+    // SAFETY: numpy's dimensions and strides hold `nd` values each (a live array's fields).
+    let (dims, strides) = unsafe {
+        (
+            core::slice::from_raw_parts(own.dimensions, nd),
+            core::slice::from_raw_parts(own.strides, nd),
+        )
+    };
+    let ours = tensor.strides();
+    tensor
+        .shape()
+        .iter()
+        .zip(ours.iter())
+        .zip(dims.iter().zip(strides))
+        .all(|((&extent, &stride), (&d, &s))| {
+            extent as isize == d && (d <= 1 || (stride as isize).wrapping_mul(itemsize) == s)
+        })
+}
+
 /// The base object of `array` (following `base` through numpy arrays, as rust-numpy does), or
 /// `None` before numpy's `ndarray` type is known.
 ///
@@ -495,10 +594,14 @@ unsafe fn base_of(array: *mut ffi::PyObject) -> Option<usize> {
     let mut a = array;
     loop {
         // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
-        let b = unsafe { (*a.cast::<ArrayFields>()).base };
-        if b.is_null() {
+        let fields = unsafe { &*a.cast::<ArrayFields>() };
+        // A WRITEBACKIFCOPY array holds a private copy of its base's data, and numpy drops that
+        // base when it resolves the copy (`nditer.close()`): it is its own base, before and
+        // after, so that a key taken at import still meets the keys taken later.
+        if fields.base.is_null() || fields.flags & NPY_ARRAY_WRITEBACKIFCOPY != 0 {
             return Some(a as usize);
         }
+        let b = fields.base;
         // SAFETY: `b` is a live object (an array's base is a strong reference); attached.
         if unsafe { ffi::PyObject_TypeCheck(b, ndarray) } != 0 {
             a = b;
@@ -563,10 +666,12 @@ unsafe fn base_and_key(array: *mut ffi::PyObject, itemsize: Option<isize>) -> Op
     let mut a = array;
     let base = loop {
         // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
-        let b = unsafe { (*a.cast::<ArrayFields>()).base };
-        if b.is_null() {
+        let fields = unsafe { &*a.cast::<ArrayFields>() };
+        // As in `base_of`: a WRITEBACKIFCOPY array is its own base.
+        if fields.base.is_null() || fields.flags & NPY_ARRAY_WRITEBACKIFCOPY != 0 {
             break a;
         }
+        let b = fields.base;
         // SAFETY: `b` is a live object (an array's base is a strong reference).
         if unsafe { ffi::PyObject_TypeCheck(b, ndarray) } != 0 {
             a = b;

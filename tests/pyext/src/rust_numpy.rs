@@ -112,7 +112,41 @@ fn dunder_mut_then_np_rw(obj: &Bound<'_, PyAny>, mut a: PyReadwriteArray1<f32>) 
     Ok(())
 }
 
+/// rust-numpy's writable view of an array of any rank, then our exclusive typed argument.
+#[pyfunction]
+fn np_rw_dyn_then_tensor_mut(
+    mut a: numpy::PyReadwriteArrayDyn<'_, f32>,
+    mut b: TensorMut<f32>,
+) -> PyResult<()> {
+    a.as_array_mut().iter_mut().for_each(|v| *v += 1.0);
+    b.iter_mut().for_each(|v| *v += 1.0);
+    Ok(())
+}
+
+/// Our exclusive typed argument, then rust-numpy's shared view of an array of any rank.
+#[pyfunction]
+fn tensor_mut_then_np_ro_dyn(
+    mut b: TensorMut<f32>,
+    a: numpy::PyReadonlyArrayDyn<'_, f32>,
+) -> PyResult<f32> {
+    b.iter_mut().for_each(|v| *v += 1.0);
+    Ok(a.as_array().iter().sum())
+}
+
+/// Our shared typed argument, then rust-numpy's writable view of an array of any rank.
+#[pyfunction]
+fn tensor_ref_then_np_rw_dyn(
+    b: TensorRef<f32>,
+    mut a: numpy::PyReadwriteArrayDyn<'_, f32>,
+) -> PyResult<f32> {
+    a.as_array_mut().iter_mut().for_each(|v| *v += 1.0);
+    Ok(b.iter().sum())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(np_rw_dyn_then_tensor_mut, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_mut_then_np_ro_dyn, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_ref_then_np_rw_dyn, m)?)?;
     m.add_function(wrap_pyfunction!(dunder_mut_then_np_rw, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_ref_then_np_rw, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_then_tensor_mut, m)?)?;
