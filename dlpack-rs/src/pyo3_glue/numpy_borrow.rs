@@ -18,7 +18,6 @@
 //! borrows taken before it. The table lives for the rest of the process.
 
 use core::ffi::{c_char, c_int, c_void};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
 
@@ -484,28 +483,12 @@ const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
 /// numpy's `NPY_ARRAY_WRITEBACKIFCOPY` flag (a private copy written back to its base).
 const NPY_ARRAY_WRITEBACKIFCOPY: c_int = 0x2000;
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Key {
     start: usize,
     end: usize,
     data: usize,
     gcd: isize,
-}
-
-impl Key {
-    /// The least and greatest keys, bounds of one base's range in the map.
-    const MIN: Key = Key {
-        start: 0,
-        end: 0,
-        data: 0,
-        gcd: isize::MIN,
-    };
-    const MAX: Key = Key {
-        start: usize::MAX,
-        end: usize::MAX,
-        data: usize::MAX,
-        gcd: isize::MAX,
-    };
 }
 
 fn gcd(mut a: isize, mut b: isize) -> isize {
@@ -527,13 +510,14 @@ impl Key {
     }
 }
 
-/// (base object, key) -> count (> 0: shared borrows, -1: exclusive); one flat ordered map, so
-/// that the keys of one base are a range and a borrow allocates no map of its own.
-type Flags = BTreeMap<(usize, Key), isize>;
+/// The live borrows: (base object, key, count), count > 0 for shared borrows, -1 for an
+/// exclusive one. A short list scanned whole (a process holds a handful of views at a time), so
+/// taking and giving back a borrow allocates nothing once the list has grown.
+type Flags = Vec<(usize, Key, isize)>;
 
-struct OurFlags(Mutex<Option<Flags>>);
+struct OurFlags(Mutex<Flags>);
 
-static FLAGS: OurFlags = OurFlags(Mutex::new(None));
+static FLAGS: OurFlags = OurFlags(Mutex::new(Vec::new()));
 
 /// Our version-1 table.
 static OURS: Shared = Shared {
@@ -732,7 +716,7 @@ unsafe fn base_and_key(array: *mut ffi::PyObject, itemsize: Option<isize>) -> Op
 
 fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
     let mut guard = FLAGS.0.lock().unwrap_or_else(|e| e.into_inner());
-    f(guard.get_or_insert_with(BTreeMap::new))
+    f(&mut guard)
 }
 
 unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
@@ -758,32 +742,31 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
 /// Takes a shared or exclusive borrow of `key` under `base`: 0, or -1 on a conflict.
 fn ours_acquire_key(base: usize, key: Key, exclusive: bool) -> c_int {
     with_flags(|flags| {
-        let range = (base, Key::MIN)..=(base, Key::MAX);
-        if exclusive {
-            if flags
-                .range(range)
-                .any(|((_, k), _)| *k == key || key.conflicts(k))
-            {
+        let mut same = None;
+        for (i, (b, k, count)) in flags.iter().enumerate() {
+            if *b != base {
+                continue;
+            }
+            if *k == key {
+                same = Some(i);
+            }
+            // An exclusive borrow conflicts with every borrow of a conflicting (or the same)
+            // key, a shared one with exclusive ones only.
+            if (exclusive || *count < 0) && (*k == key || key.conflicts(k)) {
                 return -1;
             }
-            flags.insert((base, key), -1);
-            return 0;
         }
-        if let Some(count) = flags.get_mut(&(base, key)) {
-            if *count < 0 || *count == isize::MAX {
-                return -1;
+        match same {
+            Some(i) if flags[i].2 == isize::MAX => -1,
+            Some(i) => {
+                flags[i].2 += 1;
+                0
             }
-            *count += 1;
-            return 0;
+            None => {
+                flags.push((base, key, if exclusive { -1 } else { 1 }));
+                0
+            }
         }
-        if flags
-            .range(range)
-            .any(|((_, k), &c)| c < 0 && key.conflicts(k))
-        {
-            return -1;
-        }
-        flags.insert((base, key), 1);
-        0
     })
 }
 
@@ -803,19 +786,23 @@ unsafe fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
 /// Gives back one borrow of `key` under `base` (`exclusive`: its exclusive one).
 fn ours_release_key(base: usize, key: Key, exclusive: bool) {
     with_flags(|flags| {
+        let Some(i) = flags.iter().position(|(b, k, _)| *b == base && *k == key) else {
+            return;
+        };
         // A release gives back only a borrow of its own kind: a shared one decrements a count
         // (removing it at 1), an exclusive one removes only an exclusive entry.
-        let remove = match flags.get_mut(&(base, key)) {
-            Some(count) if exclusive => *count == -1,
-            Some(count) if *count == 1 => true,
-            Some(count) if *count > 1 => {
+        let count = &mut flags[i].2;
+        let remove = match *count {
+            -1 => exclusive,
+            1 => !exclusive,
+            c if c > 1 && !exclusive => {
                 *count -= 1;
                 false
             }
             _ => false,
         };
         if remove {
-            flags.remove(&(base, key));
+            flags.swap_remove(i);
         }
     })
 }
