@@ -58,15 +58,23 @@ try:
 except BufferError as e:
     print("rust refuses to write the Rust image through numpy's view:", e)
 
-# 3. Round trip: numpy -> Rust (grayscale into a new Rust array) -> numpy and torch.
-g = image_demo.grayscale(a)
-gray = np.from_dlpack(g)
+# 3. Round trip: numpy -> Rust (grayscale into a new Rust array) -> numpy again, and torch ->
+#    Rust -> torch: the result comes back as the caller's own kind of array, without a copy.
+gray = image_demo.grayscale(a)
 expected = a @ np.array([0.299, 0.587, 0.114])
-print(f"round trip   : {a.shape} {a.dtype} -> rust grayscale -> {gray.shape} {gray.dtype}")
+print(f"round trip   : {a.shape} {a.dtype} -> rust grayscale -> {type(gray).__name__} {gray.shape} {gray.dtype}")
+assert isinstance(gray, np.ndarray)
 assert np.abs(gray - expected).max() <= 0.5 + 1e-3  # rounded luma
 if torch is not None:
-    assert ptr(torch.from_dlpack(g)) == ptr(gray), "one Rust buffer, two views"
-    print("grayscale shared by numpy and torch:", True)
+    tg = image_demo.grayscale(torch.from_numpy(a))
+    assert isinstance(tg, torch.Tensor) and np.array_equal(tg.numpy(), gray)
+    print("torch in, torch out:", type(tg).__name__, tuple(tg.shape))
+# The signature states the contract: three channels, uint8.
+try:
+    image_demo.grayscale(np.zeros((2, 2, 4), dtype=np.uint8))
+    raise AssertionError("a 4-channel image must be refused")
+except TypeError as e:
+    print("rust refuses a 4-channel image:", e)
 
 # 4. Lifetimes: the Rust pixels outlive the Python `Image` object while a view exists.
 del img

@@ -3,12 +3,13 @@
 //! - [`Image`]: an RGB image owned by Rust. `#[derive(IntoDLPack)]` makes it a DLPack
 //!   producer, so `numpy.from_dlpack(img)` and `torch.from_dlpack(img)` view its pixels
 //!   without a copy; the pixels are freed when the last of them lets go.
-//! - `invert`: imports *any* DLPack tensor (numpy, torch, an `Image`, ...) and inverts its
-//!   `uint8` pixels in place, through an ndarray view that honours any strides.
-//! - `grayscale`: a round trip: imports an `H x W x 3` tensor, computes a new Rust
-//!   `Array2<u8>` and hands it back to Python, again without a copy.
+//! - `invert`: takes *any* writable `uint8` DLPack tensor (numpy, torch, an `Image`, ...) as a
+//!   typed argument and inverts it in place, through an ndarray view that honours any strides.
+//! - `grayscale`: a round trip: takes an `H x W x 3` `uint8` tensor (the shape is part of the
+//!   signature), computes a new Rust `Array2<u8>` and hands it back, without a copy, as the
+//!   caller's own kind of array (numpy in, numpy out; torch in, torch out).
 
-use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
+use dlpack_rs::pyo3_glue::{Shape3, TensorView, TensorViewMut, ANY};
 use dlpack_rs::IntoDLPack;
 use ndarray::Axis;
 use pyo3::exceptions::PyValueError;
@@ -73,28 +74,30 @@ impl Image {
 
 /// Inverts the `uint8` values of any writable CPU tensor in place (`x -> 255 - x`), whatever
 /// its strides. Returns the number of values changed.
+///
+/// The signature says it all: `uint8`, any shape, any layout, written in place. A caller's
+/// float tensor gets `TypeError`, a read-only one `BufferError` saying why.
 #[pyfunction]
-fn invert(mut tensor: PyTensor) -> PyResult<usize> {
-    let mut view = tensor.as_array_mut::<u8>()?;
+fn invert(mut tensor: TensorViewMut<u8>) -> usize {
+    let mut view = tensor.view_mut();
     view.mapv_inplace(|x| 255 - x);
-    Ok(view.len())
+    view.len()
 }
 
 /// Round trip: an `H x W x 3` `uint8` tensor in, its luma (`0.299 R + 0.587 G + 0.114 B`) out
-/// as a new Rust-owned `H x W` tensor.
+/// as a new Rust-owned `H x W` array, handed back as the caller's framework's own type.
+///
+/// `Shape3<ANY, ANY, 3>` checks the three channels at extraction: a 4-channel image gets
+/// `TypeError: expected shape (*, *, 3), got (480, 640, 4)`.
 #[pyfunction]
-fn grayscale(tensor: PyTensor) -> PyResult<DLPackTensor> {
-    let rgb = tensor.as_array::<u8>()?;
-    if rgb.ndim() != 3 || rgb.shape()[2] != 3 {
-        return Err(PyValueError::new_err(format!(
-            "expected H x W x 3, got shape {:?}",
-            rgb.shape()
-        )));
-    }
-    let gray = rgb.map_axis(Axis(2), |px| {
+fn grayscale<'py>(
+    py: Python<'py>,
+    rgb: TensorView<u8, Shape3<ANY, ANY, 3>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let gray = rgb.view().map_axis(Axis(2), |px| {
         (0.299 * px[0] as f32 + 0.587 * px[1] as f32 + 0.114 * px[2] as f32).round() as u8
     });
-    Ok(DLPackTensor::new(gray.into_managed_tensor_versioned()?))
+    rgb.framework().wrap(py, gray)
 }
 
 /// The native module; `image_demo/__init__.py` re-exports it.

@@ -1,4 +1,4 @@
-from typing import Any, Optional, Protocol, Tuple
+from typing import Any, Optional, Protocol, Tuple, TypeVar
 
 class SupportsDLPack(Protocol):
     def __dlpack__(self, *, stream: Any = ..., max_version: Optional[Tuple[int, int]] = ...,
@@ -26,8 +26,11 @@ class Tensor:
                    dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
 
+_Array = TypeVar("_Array", bound=SupportsDLPack)
+
 def invert(tensor: SupportsDLPack) -> int:
     """Inverts the uint8 values of any writable CPU tensor in place; returns how many."""
 
-def grayscale(tensor: SupportsDLPack) -> Tensor:
-    """An H x W x 3 uint8 tensor in, a new Rust-owned H x W uint8 luma tensor out."""
+def grayscale(tensor: _Array) -> _Array:
+    """An H x W x 3 uint8 tensor in, a new Rust-owned H x W uint8 luma array out, as the
+    caller's own kind of array (numpy in, numpy out; torch in, torch out)."""
