@@ -26,6 +26,8 @@ CASES = [
     "count_typed_torch_import",
     "count_torch_import3",
     "count_typed_torch_import3",
+    "count_strided_numpy_import",
+    "count_strided_torch_import",
 ]
 BUDGETS = pathlib.Path(__file__).with_name("budgets.json")
 SLACK = 1.10
@@ -50,6 +52,9 @@ def run():
         (ext.count_typed_torch_import, ext.typed_numel, (t,)),
         (ext.count_torch_import3, ext.numel3, (t, t2, t3)),
         (ext.count_typed_torch_import3, ext.typed_numel3, (t, t2, t3)),
+        # A strided (transposed) 2-D view argument: TensorView<f32, Ix2>.
+        (ext.count_strided_numpy_import, ext.tv_sum2, (np.ones((2, 2), dtype=np.float32).T,)),
+        (ext.count_strided_torch_import, ext.tv_sum2, (torch.ones(2, 2).t(),)),
     ]
     for loop, f, args in loops:
         loop(f, args, 50)  # warm-up (caches, interned names), counted once: small and fixed

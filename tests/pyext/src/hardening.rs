@@ -145,6 +145,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_typed_torch_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import3, m)?)?;
     m.add_function(wrap_pyfunction!(count_typed_torch_import3, m)?)?;
+    m.add_function(wrap_pyfunction!(count_strided_numpy_import, m)?)?;
+    m.add_function(wrap_pyfunction!(count_strided_torch_import, m)?)?;
     m.add_function(wrap_pyfunction!(typed_numel, m)?)?;
     m.add_function(wrap_pyfunction!(numel3, m)?)?;
     m.add_function(wrap_pyfunction!(typed_numel3, m)?)?;
@@ -440,7 +442,9 @@ counted_loops!(
     count_typed_numpy_import,
     count_typed_torch_import,
     count_torch_import3,
-    count_typed_torch_import3
+    count_typed_torch_import3,
+    count_strided_numpy_import,
+    count_strided_torch_import
 );
 
 /// The number of elements of a float32 tensor argument of any shape (typed).
