@@ -30,8 +30,8 @@ mod sealed {
 }
 
 /// The shape a [`TensorView`] / [`TensorViewMut`] argument must have: an ndarray dimension
-/// type ([`Ix0`](ndarray::Ix0) .. [`Ix6`](ndarray::Ix6): that many dimensions of any extent;
-/// [`IxDyn`](ndarray::IxDyn): any shape), or [`Shape1`] .. [`Shape4`] with fixed extents
+/// type ([`Ix0`](type@ndarray::Ix0) .. [`Ix6`](type@ndarray::Ix6): that many dimensions of any extent;
+/// [`IxDyn`](type@ndarray::IxDyn): any shape), or [`Shape1`] .. [`Shape4`] with fixed extents
 /// ([`ANY`] for a free one). Sealed.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a tensor shape",
