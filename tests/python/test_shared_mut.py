@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import jnp, needs_jax, needs_torch, torch
+from conftest import jnp, needs_jax, needs_numpy_versioned, needs_torch, torch
 
 EXPECTED = list(range(12))
 INVERTED = [255 - v for v in EXPECTED]
@@ -25,6 +25,7 @@ def images():
     return [ext.SharedImage(2, 3, 2), ext.KorniaImage(2, 3, 2)]
 
 
+@needs_numpy_versioned  # numpy 2.0 asks for legacy capsules: it imports them read-only
 @pytest.mark.parametrize("make", [lambda: ext.SharedImage(2, 3, 2), lambda: ext.KorniaImage(2, 3, 2)],
                          ids=["derived", "kornia"])
 def test_numpy_view_taken_before_an_edit_sees_it(make):

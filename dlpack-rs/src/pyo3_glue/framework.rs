@@ -106,7 +106,7 @@ pub fn to_framework<'py>(
 }
 
 /// numpy refuses every dtype but int, uint, float, complex and bool over DLPack (bfloat16, FP8
-/// and FP4 included, `ml_dtypes` or not) with a bare `RuntimeError`: when the fallback was
+/// and FP4 included, `ml_dtypes` or not) with a bare `RuntimeError` (`BufferError` from numpy 2.5): when the fallback was
 /// numpy's and the dtype is one of those, says so and names the fix (the error as the cause).
 fn numpy_dtype_hint(
     from_dlpack: &Bound<'_, PyAny>,
