@@ -361,59 +361,38 @@ impl<'a, 'py, T: AnyBitPattern, const NDIM: usize> FromPyObject<'a, 'py> for Ten
     }
 }
 
-impl<T, const N: usize> TensorRef<T, N> {
-    /// Extent of each dimension.
-    pub fn shape(&self) -> &[i64] {
-        self.held.source.shape()
-    }
+/// The metadata accessors both argument types share.
+macro_rules! accessors {
+    ($($ty:ident),*) => {$(
+        impl<T, const N: usize> $ty<T, N> {
+            /// Extent of each dimension.
+            pub fn shape(&self) -> &[i64] {
+                self.held.source.shape()
+            }
 
-    /// Strides in elements (compact row-major: the argument is C-contiguous).
-    pub fn strides(&self) -> Cow<'_, [i64]> {
-        self.held.source.strides()
-    }
+            /// Strides in elements (compact row-major: the argument is C-contiguous).
+            pub fn strides(&self) -> Cow<'_, [i64]> {
+                self.held.source.strides()
+            }
 
-    /// Number of dimensions.
-    pub fn ndim(&self) -> usize {
-        self.shape().len()
-    }
+            /// Number of dimensions.
+            pub fn ndim(&self) -> usize {
+                self.shape().len()
+            }
 
-    /// The element type as DLPack describes it (`T::DTYPE`).
-    pub fn dtype(&self) -> DLDataType {
-        self.held.source.dtype()
-    }
+            /// The element type as DLPack describes it (`T::DTYPE`).
+            pub fn dtype(&self) -> DLDataType {
+                self.held.source.dtype()
+            }
 
-    /// Where the memory lives (the CPU: typed arguments are host views).
-    pub fn device(&self) -> DLDevice {
-        self.held.source.device()
-    }
+            /// Where the memory lives (the CPU: typed arguments are host views).
+            pub fn device(&self) -> DLDevice {
+                self.held.source.device()
+            }
+        }
+    )*};
 }
-
-impl<T, const N: usize> TensorMut<T, N> {
-    /// Extent of each dimension.
-    pub fn shape(&self) -> &[i64] {
-        self.held.source.shape()
-    }
-
-    /// Strides in elements (compact row-major: the argument is C-contiguous).
-    pub fn strides(&self) -> Cow<'_, [i64]> {
-        self.held.source.strides()
-    }
-
-    /// Number of dimensions.
-    pub fn ndim(&self) -> usize {
-        self.shape().len()
-    }
-
-    /// The element type as DLPack describes it (`T::DTYPE`).
-    pub fn dtype(&self) -> DLDataType {
-        self.held.source.dtype()
-    }
-
-    /// Where the memory lives (the CPU: typed arguments are host views).
-    pub fn device(&self) -> DLDevice {
-        self.held.source.device()
-    }
-}
+accessors!(TensorRef, TensorMut);
 
 impl<T, const N: usize> Deref for TensorRef<T, N> {
     type Target = [T];
