@@ -167,3 +167,31 @@ fn debug_names_the_length_without_reading_elements() {
     let _w = data.write().unwrap();
     assert!(format!("{data:?}").starts_with("SharedMut { len: 1"));
 }
+
+#[test]
+fn guards_of_two_buffers_never_conflict() {
+    // Each buffer's guards borrow exactly its own bytes: writers of two buffers proceed at once.
+    let a = SharedMut::from_slice(&[1u32, 2, 3]).unwrap();
+    let b = SharedMut::from_slice(&[4u32, 5, 6]).unwrap();
+    let (mut wa, mut wb) = (a.write().unwrap(), b.write().unwrap());
+    wa[0] = 10;
+    wb[0] = 40;
+    drop((wa, wb));
+    assert_eq!(
+        (a.to_vec().unwrap(), b.to_vec().unwrap()),
+        (vec![10, 2, 3], vec![40, 5, 6])
+    );
+}
+
+#[test]
+fn as_a_buffer_of_the_safe_export_bool_data_is_read_only() {
+    // `Buffer::is_writable`: consumers may write any bit pattern of numbers, never of `bool`.
+    let flags = Export::new(SharedMut::from_slice(&[true, false]).unwrap())
+        .versioned()
+        .unwrap();
+    assert_ne!(flags.flags() & DLPACK_FLAG_BITMASK_READ_ONLY, 0);
+    let numbers = Export::new(SharedMut::from_slice(&[1u8, 0]).unwrap())
+        .versioned()
+        .unwrap();
+    assert_eq!(numbers.flags() & DLPACK_FLAG_BITMASK_READ_ONLY, 0);
+}
