@@ -215,10 +215,10 @@ step_cudarc() {
 }
 
 step_layers() {
-  # ffi.rs and safe/ sit below the Python glue: no pyo3, no cfg(feature = "pyo3"), no path into
-  # the layers above them (pyo3_glue, into_dlpack, derive_support, cuda).
+  # ffi.rs and safe/ sit below the Python glue: no pyo3, no cfg(feature = "pyo3") or "abi3", no
+  # path into the layers above them (pyo3_glue, into_dlpack, derive_support, cuda).
   local found
-  found=$(grep -nE 'feature *= *"pyo3"|pyo3::|pyo3_glue|into_dlpack|derive_support|crate::cuda|IntoDLPack' \
+  found=$(grep -nE 'feature *= *"(pyo3|abi3)"|pyo3::|pyo3_glue|into_dlpack|derive_support|__private_derive|crate::cuda|IntoDLPack' \
     dlpack-rs/src/ffi.rs dlpack-rs/src/safe/*.rs | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
   if [[ -n "$found" ]]; then
     echo "ffi.rs and safe/ must not reach Python or the layers above (ARCHITECTURE.md):" >&2
@@ -226,6 +226,25 @@ step_layers() {
     return 1
   fi
   echo "ffi.rs and safe/ stay below the Python glue"
+  # Files above the derive's support module use the items it re-exports from where they live.
+  found=$(grep -nE '__private_derive|derive_support' dlpack-rs/src/into_dlpack.rs \
+    dlpack-rs/src/pyo3_glue/*.rs dlpack-rs/src/cuda.rs | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+  if [[ -n "$found" ]]; then
+    echo "derive_support.rs is the top layer: nothing below it imports from it (ARCHITECTURE.md):" >&2
+    echo "$found" >&2
+    return 1
+  fi
+  # CPython's C API is called from pyo3_glue/cpython.rs only, but for the two C interfaces that
+  # are their files' whole job (ARCHITECTURE.md).
+  found=$(grep -nE '\bffi::_?Py[A-Za-z_]*\(' dlpack-rs/src/pyo3_glue/*.rs dlpack-rs/src/*.rs \
+    | grep -vE '^dlpack-rs/src/pyo3_glue/(cpython|dlpack_method|numpy_borrow)\.rs:' \
+    | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+  if [[ -n "$found" ]]; then
+    echo "raw CPython calls outside pyo3_glue/cpython.rs (ARCHITECTURE.md):" >&2
+    echo "$found" >&2
+    return 1
+  fi
+  echo "CPython's C API is called from pyo3_glue/cpython.rs (and the two C interfaces)"
 }
 
 step_no-std() {

@@ -244,19 +244,7 @@ pub fn within_buffer_extent<B: Buffer>(
     (info, Some(extent))
 }
 
-/// What the derive knows about a struct besides its [`IntoDLPack`](crate::IntoDLPack) impl: its
-/// data field, which a mutable `#[pyclass]` export clones to keep the memory alive.
-///
-/// # Safety
-///
-/// Every byte [`IntoDLPack::tensor_info`](crate::IntoDLPack::tensor_info) describes lies inside
-/// `data_field()`'s buffer, on its device (what the derive's `within_buffer` checks).
-pub unsafe trait DerivedData: crate::IntoDLPack {
-    /// The type of the `#[dlpack(data)]` field.
-    type Data: Buffer;
-    /// The `#[dlpack(data)]` field.
-    fn data_field(&self) -> &Self::Data;
-}
+pub use crate::into_dlpack::DerivedData;
 
 /// Implemented by both ways of adding the Python protocol methods to a class, so that a class
 /// given both gets one error that names the fix (E0119, "conflicting implementations of trait

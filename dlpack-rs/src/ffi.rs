@@ -164,10 +164,33 @@ named_values! { DLDeviceType, i32,
 }
 
 impl DLDeviceType {
-    /// Whether memory of this device type can be read and written by the CPU directly
-    /// (CPU, CUDA host, CUDA managed and ROCm host memory).
+    /// Whether the CPU can address memory of this device type at all (CPU, CUDA host, CUDA
+    /// managed and ROCm host memory). Addressable is not viewable: pinned and managed memory
+    /// may be written by device work the CPU does not wait for, so safe Rust views only
+    /// [`is_host_viewable`](Self::is_host_viewable) memory.
     pub const fn is_host_accessible(self) -> bool {
-        matches!(self.0, 1 | 3 | 11 | 13)
+        matches!(
+            self,
+            DLDeviceType::CPU
+                | DLDeviceType::CUDA_HOST
+                | DLDeviceType::ROCM_HOST
+                | DLDeviceType::CUDA_MANAGED
+        )
+    }
+
+    /// Whether memory of this device type may be viewed from safe Rust as host memory (a
+    /// slice, an ndarray view) or copied on the host: the plain CPU only, the one device with
+    /// no work of its own that could race the view. Every host view, host copy and
+    /// synchronisation-free import of the crate asks this one question.
+    ///
+    /// ```
+    /// use dlpack_rs::ffi::DLDeviceType;
+    /// assert!(DLDeviceType::CPU.is_host_viewable());
+    /// assert!(!DLDeviceType::CUDA_HOST.is_host_viewable());
+    /// assert!(DLDeviceType::CUDA_HOST.is_host_accessible());
+    /// ```
+    pub const fn is_host_viewable(self) -> bool {
+        self.0 == DLDeviceType::CPU.0
     }
 }
 

@@ -114,7 +114,7 @@ pub unsafe trait IntoDLPack {
     #[doc(hidden)]
     fn __tensor_info_with_extent(
         &self,
-    ) -> (TensorInfo, Option<crate::__private_derive_v0_4::Extent>) {
+    ) -> (TensorInfo, Option<crate::safe::layout::Extent>) {
         (self.tensor_info(), None)
     }
 
@@ -300,4 +300,19 @@ mod ndarray_impls {
             !unique
         }
     }
+}
+
+/// What the derive knows about a struct besides its [`IntoDLPack`](crate::IntoDLPack) impl: its
+/// data field, which a mutable `#[pyclass]` export clones to keep the memory alive.
+///
+/// # Safety
+///
+/// Every byte [`IntoDLPack::tensor_info`](crate::IntoDLPack::tensor_info) describes lies inside
+/// `data_field()`'s buffer, on its device (what the derive's `within_buffer` checks).
+#[doc(hidden)]
+pub unsafe trait DerivedData: IntoDLPack {
+    /// The type of the `#[dlpack(data)]` field.
+    type Data: safe::Buffer;
+    /// The `#[dlpack(data)]` field.
+    fn data_field(&self) -> &Self::Data;
 }

@@ -10,37 +10,12 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
+use super::cpython;
 use crate::ffi::{
     DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME, DLPACK_USED_VERSIONED_CAPSULE_NAME,
     DLPACK_VERSIONED_CAPSULE_NAME,
 };
 use crate::safe::{AnyManaged, Kind, Managed, ManagedTensor, ManagedTensorVersioned};
-
-/// Saves the error indicator, runs `f`, restores the indicator: a capsule destructor can run
-/// while an exception is being raised, and must neither clear nor replace it.
-///
-/// # Safety
-///
-/// The calling thread must be attached to the interpreter (hold the GIL).
-unsafe fn preserving_error_indicator(f: impl FnOnce()) {
-    let mut ptype = core::ptr::null_mut();
-    let mut pvalue = core::ptr::null_mut();
-    let mut ptrace = core::ptr::null_mut();
-    // SAFETY: the caller holds the GIL; Fetch moves the (possibly NULL) indicator into the
-    // three owned references, which Restore below moves back.
-    #[allow(deprecated)]
-    unsafe {
-        ffi::PyErr_Fetch(&mut ptype, &mut pvalue, &mut ptrace)
-    };
-    // A panic must not unwind out of the `extern "C"` destructor; ours cannot panic, but a
-    // keepalive's Drop is user code (and is also caught inside the deleter).
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    // SAFETY: the GIL is still held; this restores exactly what Fetch took.
-    #[allow(deprecated)]
-    unsafe {
-        ffi::PyErr_Restore(ptype, pvalue, ptrace)
-    };
-}
 
 /// The capsule name of an owner's kind while nobody consumed it.
 fn unused_name<K: Kind>(t: &Managed<K>) -> &'static CStr {
@@ -64,9 +39,9 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
     // name comparison, and only the deleter (which may run Python code) runs with the error
     // indicator put aside.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
-            preserving_error_indicator(|| {
-                let ptr = ffi::PyCapsule_GetPointer(capsule, name.as_ptr());
+        if cpython::capsule_is_named(capsule, name) {
+            cpython::preserving_error_indicator(|| {
+                let ptr = cpython::capsule_pointer(capsule, name);
                 // The name is still the unused one: nobody took the tensor, so this capsule
                 // (made by `into_capsule` from `into_raw_parts`, with this destructor) still owns
                 // the struct of the kind `VERSIONED` says; a valid capsule has a non-NULL
@@ -151,15 +126,7 @@ pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult
 fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_void>)> {
     let ptr = capsule.as_ptr();
     // SAFETY: `ptr` is a live capsule and we hold the GIL. A name is compared, never kept.
-    let name: Option<&CStr> = unsafe {
-        let raw = ffi::PyCapsule_GetName(ptr);
-        if raw.is_null() {
-            ffi::PyErr_Clear();
-            None
-        } else {
-            Some(CStr::from_ptr(raw))
-        }
-    };
+    let name: Option<&CStr> = unsafe { cpython::capsule_name(ptr) };
     let versioned = match name {
         Some(n) if n == DLPACK_VERSIONED_CAPSULE_NAME => true,
         Some(n) if n == DLPACK_CAPSULE_NAME => false,
@@ -185,14 +152,14 @@ fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_v
     };
     // SAFETY: a live capsule, the GIL held, and the name it was just found to have: the
     // pointer is its own (NULL only for a capsule of NULL, which CPython cannot make).
-    let raw = unsafe { ffi::PyCapsule_GetPointer(ptr, name.as_ptr()) };
+    let raw = unsafe { cpython::capsule_pointer(ptr, name) };
     let Some(raw) = NonNull::new(raw) else {
         return Err(PyErr::fetch(capsule.py()));
     };
     // Take ownership before anything else can fail: after the rename the producer's capsule
     // destructor leaves the tensor alone.
     // SAFETY: a live capsule, the GIL held, and a 'static name.
-    if unsafe { ffi::PyCapsule_SetName(ptr, used.as_ptr()) } != 0 {
+    if !unsafe { cpython::capsule_rename(ptr, used) } {
         return Err(PyErr::fetch(capsule.py()));
     }
     Ok((versioned, raw))

@@ -9,7 +9,6 @@ use core::marker::PhantomData;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
-use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3::{Borrowed, PyClass};
@@ -149,25 +148,16 @@ where
 }
 
 /// Runs `f` as the body of a C entry point: errors become the pending exception, a panic a
-/// `PanicException`; both return NULL.
+/// `PanicException`; both return NULL (the crate's one guard, `cpython::attached_entry`).
 ///
 /// # Safety
 ///
 /// The thread is attached (CPython calls methods attached).
+#[inline(always)]
 unsafe fn entry(f: impl FnOnce(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
     // SAFETY: attached, by this function's contract.
-    let py = unsafe { Python::assume_attached() };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
-        Ok(Ok(ptr)) => ptr,
-        Ok(Err(err)) => {
-            err.restore(py);
-            core::ptr::null_mut()
-        }
-        Err(payload) => {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
-            PanicException::new_err("a Rust panic in __dlpack__").restore(py);
-            core::ptr::null_mut()
-        }
+    unsafe {
+        super::cpython::attached_entry(core::ptr::null_mut(), "a Rust panic in __dlpack__", f)
     }
 }
 

@@ -13,7 +13,6 @@ use core::ptr::NonNull;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
-use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 use pyo3::{Borrowed, PyClass};
 
@@ -33,21 +32,13 @@ use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
 ///
 /// The calling thread must be attached to the interpreter (hold the GIL): the contract under
 /// which a consumer calls every exchange function but the allocator.
+#[inline(always)]
 pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: forwarded from this function's contract.
-    let py = unsafe { Python::assume_attached() };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(py))) {
-        Ok(Ok(())) => 0,
-        Ok(Err(err)) => {
-            err.restore(py);
-            -1
-        }
-        Err(payload) => {
-            // Dropping the payload is user code too: keep it from unwinding.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
-            PanicException::new_err("a Rust panic in a DLPack exchange API function").restore(py);
-            -1
-        }
+    unsafe {
+        super::cpython::attached_entry(-1, "a Rust panic in a DLPack exchange API function", |py| {
+            f(py).map(|()| 0)
+        })
     }
 }
 
@@ -230,7 +221,7 @@ pub(crate) unsafe extern "C" fn allocator(
     error_ctx: *mut c_void,
     set_error: DLPackSetError,
 ) -> c_int {
-    let result = std::panic::catch_unwind(|| {
+    let result = super::cpython::no_unwind(|| {
         if out.is_null() {
             return Err((c"ValueError", CString::from(c"out is NULL")));
         }
@@ -238,27 +229,23 @@ pub(crate) unsafe extern "C" fn allocator(
         unsafe { allocate_like(prototype) }
     });
     let (kind, message) = match result {
-        Ok(Ok(ptr)) => {
+        Some(Ok(ptr)) => {
             // SAFETY: `out` is non-NULL (checked inside the closure).
             unsafe { *out = ptr };
             return 0;
         }
-        Ok(Err(e)) => e,
-        Err(payload) => {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
-            (
-                c"RuntimeError",
-                CString::from(c"a Rust panic in the DLPack allocator"),
-            )
-        }
+        Some(Err(e)) => e,
+        None => (
+            c"RuntimeError",
+            CString::from(c"a Rust panic in the DLPack allocator"),
+        ),
     };
     if let Some(set_error) = set_error {
-        let report = std::panic::AssertUnwindSafe(|| {
+        let _ = super::cpython::no_unwind(|| {
             // SAFETY: the consumer's callback, called with its own context and two
             // NUL-terminated strings that outlive the call.
             unsafe { set_error(error_ctx, kind.as_ptr(), message.as_ptr().cast::<c_char>()) }
         });
-        let _ = std::panic::catch_unwind(report);
     }
     -1
 }

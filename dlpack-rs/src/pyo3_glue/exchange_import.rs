@@ -12,8 +12,9 @@
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
 
-use super::exchange_lookup::{lookup, requires_grad};
-use crate::ffi::{DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
+use super::exchange_lookup::lookup;
+use super::requires_grad::requires_grad;
+use crate::ffi::{DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
 use crate::safe::ManagedTensorVersioned;
 
 /// Imports `obj` through its type's exchange API, if it has one: `Ok(None)` when it has none
@@ -116,7 +117,9 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     // SAFETY: on success the producer filled the whole struct (all-zero before: a valid bit
     // pattern for every field in any case).
     let t = unsafe { out.assume_init() };
-    if !is_cpu(t.device) || t.dtype.code == crate::ffi::DLDataTypeCode::COMPLEX {
+    if !t.device.device_type.is_host_viewable()
+        || t.dtype.code == crate::ffi::DLDataTypeCode::COMPLEX
+    {
         // Device memory needs stream ordering; a complex tensor may carry torch's conjugate
         // bit, which only `__dlpack__` refuses: the owned route decides both.
         return Ok(Lent::Nothing);
@@ -164,10 +167,4 @@ pub(crate) fn current_stream(
         }));
     }
     Ok(Some(stream))
-}
-
-/// Whether `device` is the plain CPU (the only device on which an import through the exchange
-/// API needs no stream synchronisation).
-pub(crate) fn is_cpu(device: DLDevice) -> bool {
-    device.device_type == DLDeviceType::CPU
 }

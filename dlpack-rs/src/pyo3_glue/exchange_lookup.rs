@@ -1,8 +1,7 @@
 //! Which C exchange table a producer type publishes: its `__dlpack_c_exchange_api__` found in
 //! the type's own method resolution order, cached per type (a mutex-held cache of strong
-//! references and a sequence-locked copy that hits read without a lock), and how the type's
-//! `requires_grad` (torch's) is read, through its getset descriptor's C getter while the type is
-//! unchanged.
+//! references and a sequence-locked copy that hits read without a lock). The cache also keeps
+//! how the type's `requires_grad` is read (`requires_grad.rs`), found in the same look-up.
 //!
 //! Trust: the table is looked up in the type's own method resolution order (the dictionaries
 //! of `type(obj).__mro__`, as the interpreter finds a special method), never through
@@ -15,6 +14,7 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple, PyType};
 
+use super::requires_grad::Grad;
 use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPACK_EXCHANGE_API_CAPSULE_NAME,
     DLPACK_MAJOR_VERSION,
@@ -38,32 +38,6 @@ struct Slot {
     _grad_descr: Option<Py<PyAny>>,
     _ty: Py<PyType>,
     _capsule: Option<Py<PyAny>>,
-}
-
-/// How a type's `requires_grad` is read.
-#[derive(Clone, Copy)]
-pub(crate) enum Grad {
-    /// The type has none.
-    Absent,
-    /// Through `getattr`.
-    Getattr,
-    /// Through the C getter of the type's own getset descriptor (torch's), as `getattr` would
-    /// call it, without the attribute look-up, while the type is unchanged.
-    #[cfg_attr(feature = "abi3", allow(dead_code))]
-    Getter(DirectGetter),
-}
-
-/// A getset descriptor's C getter, called directly while the type it was found on is unchanged.
-#[derive(Clone, Copy)]
-#[cfg_attr(feature = "abi3", allow(dead_code))]
-pub(crate) struct DirectGetter {
-    get: pyo3::ffi::getter,
-    closure: usize,
-    /// The type's version tag when the descriptor was found, and found to belong to one of its
-    /// bases (CPython >= 3.11 resets the tag to 0 on any change to the type, its dictionary or
-    /// its bases, and never reuses one): while it is unchanged, `getattr` finds this very
-    /// descriptor, and the type's instances are instances of the descriptor's owning type.
-    version: u32,
 }
 
 struct Cache {
@@ -116,28 +90,15 @@ impl Mirror {
         if self.seq.load(Ordering::Relaxed) != before {
             return None;
         }
-        let grad = match grad {
-            0 => Grad::Absent,
-            2 if !get.is_null() => Grad::Getter(DirectGetter {
-                // SAFETY: a non-NULL `get` was stored from a `getter` function pointer by `write`
-                // (under this very sequence number), and is one again: a pointer (with its
-                // provenance) turned back into the function pointer it was made from.
-                get: unsafe { core::mem::transmute::<*mut (), pyo3::ffi::getter>(get) },
-                closure,
-                version: version as u32,
-            }),
-            _ => Grad::Getattr,
-        };
+        // SAFETY: the four words were written by `write` from one `Grad::to_words`, under this
+        // very sequence number (checked above).
+        let grad = unsafe { Grad::from_words(grad, get, closure, version) };
         Some((api, grad))
     }
 
     /// Publishes an entry. Only under the cache's mutex (one writer at a time).
     fn write(&self, key: usize, api: usize, grad: Grad) {
-        let (kind, get, closure, version) = match grad {
-            Grad::Absent => (0, core::ptr::null_mut(), 0, 0),
-            Grad::Getattr => (1, core::ptr::null_mut(), 0, 0),
-            Grad::Getter(g) => (2, g.get as *mut (), g.closure, g.version as usize),
-        };
+        let (kind, get, closure, version) = grad.to_words();
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
@@ -230,7 +191,7 @@ fn lookup_type<'py>(
     let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad"));
     let grad = match &grad_descr {
         None => Grad::Absent,
-        Some(descr) => getset_getter(&ty, descr).unwrap_or(Grad::Getattr),
+        Some(descr) => Grad::of_descriptor(&ty, descr),
     };
     let api = capsule
         .as_ref()
@@ -267,100 +228,6 @@ fn lookup_type<'py>(
     drop(evicted);
     // SAFETY: as for a cache hit.
     unsafe { api.as_ref() }.map(|api| (api, grad))
-}
-
-/// The C getter of a `getset_descriptor` (a type's attribute written in C, as torch's
-/// `requires_grad`) found on `ty`, to call it without the attribute look-up. Not under the
-/// stable ABI, which hides the descriptor's layout, nor before CPython 3.11, whose type version
-/// tags do not say reliably that a type changed.
-fn getset_getter(ty: &Bound<'_, PyType>, descr: &Bound<'_, PyAny>) -> Option<Grad> {
-    #[cfg(not(feature = "abi3"))]
-    {
-        use pyo3::ffi;
-        if ty.py().version_info() < (3, 11) {
-            return None;
-        }
-        let ptr = descr.as_ptr();
-        // SAFETY: reading the type of a live object; the exact-type check makes the cast to
-        // CPython's getset descriptor layout valid, whose `d_getset` points at the owning type's
-        // getset table and `d_type` at that type, both alive as long as the descriptor (held by
-        // the cache slot).
-        unsafe {
-            if ffi::Py_TYPE(ptr) != &raw mut ffi::PyGetSetDescr_Type {
-                return None;
-            }
-            let descr = &*ptr.cast::<ffi::PyGetSetDescrObject>();
-            let def = descr.d_getset.as_ref()?;
-            let version = type_version(ty.as_type_ptr());
-            // The getter may only be given instances of the descriptor's owning type (a class
-            // body may copy a descriptor of another type): checked here once, since the MRO
-            // stays as it is while the version tag does.
-            if version == 0 || ffi::PyType_IsSubtype(ty.as_type_ptr(), descr.d_common.d_type) == 0 {
-                return None;
-            }
-            Some(Grad::Getter(DirectGetter {
-                get: def.get?,
-                closure: def.closure as usize,
-                version,
-            }))
-        }
-    }
-    #[cfg(feature = "abi3")]
-    {
-        let _ = (ty, descr);
-        None
-    }
-}
-
-/// A type's version tag, read atomically (free-threaded builds update it from any thread).
-///
-/// # Safety
-///
-/// `ty` is a live type object.
-#[cfg(not(feature = "abi3"))]
-unsafe fn type_version(ty: *mut pyo3::ffi::PyTypeObject) -> u32 {
-    // SAFETY: a live type object's field, accessed only atomically here (CPython's writers use
-    // atomic stores on free-threaded builds, and hold the GIL otherwise, as we do).
-    unsafe {
-        core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
-            .load(core::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-/// Whether `obj` requires grad (read as `grad` says); an error reading it counts as no.
-pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
-    match grad {
-        Grad::Absent => false,
-        Grad::Getattr => obj
-            .getattr(pyo3::intern!(obj.py(), "requires_grad"))
-            .and_then(|g| g.is_truthy())
-            .unwrap_or(false),
-        #[cfg(feature = "abi3")]
-        Grad::Getter(_) => requires_grad(obj, Grad::Getattr),
-        #[cfg(not(feature = "abi3"))]
-        Grad::Getter(g) => {
-            let py = obj.py();
-            let ty = obj.get_type_ptr();
-            // SAFETY: `obj`'s type is live.
-            let applies = unsafe { type_version(ty) == g.version };
-            if !applies {
-                // The type changed since the descriptor was found (a new `requires_grad` could
-                // shadow it), or the descriptor belongs to another type (a class body may copy
-                // one): whatever `getattr` does.
-                return requires_grad(obj, Grad::Getattr);
-            }
-            // SAFETY: the getter of a getset descriptor that `getattr` would find on `obj`'s
-            // unchanged type, given an instance of the descriptor's owning type (the check
-            // CPython makes before calling it); called attached, it returns a new reference or
-            // NULL with an exception set.
-            let value = unsafe { (g.get)(obj.as_ptr(), g.closure as *mut core::ffi::c_void) };
-            // SAFETY: as just said: owned or NULL.
-            match unsafe { Bound::from_owned_ptr_or_err(py, value) } {
-                Ok(value) => value.is_truthy().unwrap_or(false),
-                Err(_) => false,
-            }
-        }
-    }
 }
 
 /// `name` as the interpreter finds a special method: in the dictionaries of the type's

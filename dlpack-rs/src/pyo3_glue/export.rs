@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use super::keepalive::PyKeepalive;
 use super::protocol::{export_capsule, ordered_stream, DLPackArgs};
-use crate::__private_derive_v0_4::DerivedData;
-use crate::ffi::{DLDevice, DLDeviceType};
+use crate::into_dlpack::DerivedData;
+use crate::ffi::DLDevice;
 use crate::safe::{Extent, Readers, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
@@ -384,7 +384,7 @@ pub type RouteExport<O> = (
 
 /// The stream order of `this`, asked only for data that is not plain CPU memory.
 fn order_of<T: IntoDLPack + ?Sized>(this: &T, info: &TensorInfo) -> Option<Arc<dyn StreamOrder>> {
-    if info.device.device_type == DLDeviceType::CPU {
+    if info.device.device_type.is_host_viewable() {
         None
     } else {
         this.stream_order()

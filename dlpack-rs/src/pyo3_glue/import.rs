@@ -200,12 +200,12 @@ impl ImportOptions {
     }
 
     /// [`ImportOptions::import`] before the borrows shared with rust-numpy are arranged, and
-    /// whether the producer's C exchange table made the tensor.
+    /// whether the producer's C exchange table made the tensor: the table when it can answer,
+    /// else the common `__dlpack__(max_version=(1, 3))` call, else the call with every keyword.
     fn import_unchecked_by_numpy(
         &self,
         obj: &Bound<'_, PyAny>,
     ) -> PyResult<(PyTensor, Option<&'static DLPackExchangeAPI>)> {
-        let py = obj.py();
         if obj.cast::<PyCapsule>().is_ok() {
             return Err(PyTypeError::new_err(
                 "expected an object with __dlpack__, got a bare DLPack capsule (a capsule's \
@@ -217,60 +217,88 @@ impl ImportOptions {
             && self.copy.is_none()
             && (self.stream.is_none() || self.unsynchronized)
         {
-            if let Some((tensor, api)) = super::exchange_import::import(obj)? {
-                let device = tensor.device();
-                if self.device.is_none_or(|d| d == device) {
-                    if super::exchange_import::is_cpu(device) {
-                        return Ok((PyTensor::new(py, tensor.into_any(), false)?, Some(api)));
-                    }
-                    // A device tensor, unsynchronised: kept only when asked for, for memory the
-                    // CPU cannot reach (no host view can race the producer's pending work), and
-                    // when the table says which stream that work is on. Otherwise it is
-                    // released, and `__dlpack__` synchronises.
-                    let keep = self.unsynchronized && !device.device_type.is_host_accessible();
-                    let stream = if keep {
-                        super::exchange_import::current_stream(py, api, device)?
-                    } else {
-                        None
-                    };
-                    if let Some(stream) = stream {
-                        let mut imported = PyTensor::new(py, tensor.into_any(), false)?;
-                        imported.1 = Some(stream as usize);
-                        return Ok((imported, Some(api)));
-                    }
-                }
+            if let Some(imported) = self.via_exchange_table(obj)? {
+                return Ok(imported);
             }
         }
-        // Interned keys and a cached version tuple: the common call builds one small dict.
-        static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-        let max_version = MAX_VERSION.get_or_try_init(py, || {
-            (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
-                .into_pyobject(py)
-                .map(Bound::unbind)
-        })?;
         #[cfg(not(feature = "abi3"))]
         if self.stream.is_none() && self.device.is_none() && self.copy.is_none() {
-            // The common call, `obj.__dlpack__(max_version=(1, 3))`, as one vectorcall: no
-            // bound method, no keyword dict.
-            match dlpack_call(obj, max_version.bind(py)) {
-                Ok(result) => return self.finish(py, result, false).map(|t| (t, None)),
-                Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-                    // A producer older than DLPack 1.0: called again without the keyword.
-                    let method = self.method(obj)?;
-                    let result = method.call0()?;
-                    return self.finish(py, result, true).map(|t| (t, None));
-                }
-                Err(err) if !has_dlpack(obj) => return Err(no_dlpack(obj, err)),
-                Err(err) => return Err(err),
-            }
+            return self.via_common_call(obj).map(|t| (t, None));
         }
+        self.via_keywords(obj).map(|t| (t, None))
+    }
+
+    /// The import through the producer type's C exchange table, or `None` when it has none or
+    /// its tensor cannot be kept (a device other than asked for, or device memory that only
+    /// `__dlpack__` synchronises).
+    #[inline]
+    fn via_exchange_table(
+        &self,
+        obj: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(PyTensor, Option<&'static DLPackExchangeAPI>)>> {
+        let py = obj.py();
+        let Some((tensor, api)) = super::exchange_import::import(obj)? else {
+            return Ok(None);
+        };
+        let device = tensor.device();
+        if self.device.is_some_and(|d| d != device) {
+            return Ok(None);
+        }
+        if device.device_type.is_host_viewable() {
+            return Ok(Some((
+                PyTensor::new(py, tensor.into_any(), false)?,
+                Some(api),
+            )));
+        }
+        // A device tensor, unsynchronised: kept only when asked for, for memory the CPU
+        // cannot reach (no host view can race the producer's pending work), and when the
+        // table says which stream that work is on. Otherwise it is released, and `__dlpack__`
+        // synchronises.
+        let keep = self.unsynchronized && !device.device_type.is_host_accessible();
+        let stream = if keep {
+            super::exchange_import::current_stream(py, api, device)?
+        } else {
+            None
+        };
+        let Some(stream) = stream else {
+            return Ok(None);
+        };
+        let mut imported = PyTensor::new(py, tensor.into_any(), false)?;
+        imported.1 = Some(stream as usize);
+        Ok(Some((imported, Some(api))))
+    }
+
+    /// The common call, `obj.__dlpack__(max_version=(1, 3))`, as one vectorcall (no bound
+    /// method, no keyword dict), retried without the keyword for a producer older than DLPack
+    /// 1.0.
+    #[cfg(not(feature = "abi3"))]
+    #[inline]
+    fn via_common_call(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let py = obj.py();
+        match dlpack_call(obj, max_version(py)?) {
+            Ok(result) => self.finish(py, result, false),
+            Err(err) if err.is_instance_of::<PyTypeError>(py) => {
+                // A producer older than DLPack 1.0: called again without the keyword.
+                let method = self.method(obj)?;
+                let result = method.call0()?;
+                self.finish(py, result, true)
+            }
+            Err(err) if !has_dlpack(obj) => Err(no_dlpack(obj, err)),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// `obj.__dlpack__(stream=..., max_version=(1, 3), dl_device=..., copy=...)` with the
+    /// options given, retried with `stream` only for a producer older than DLPack 1.0.
+    fn via_keywords(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
+        let py = obj.py();
         let method = self.method(obj)?;
         let stream_key = pyo3::intern!(py, "stream");
         let kwargs = PyDict::new(py);
         if let Some(stream) = self.stream {
             kwargs.set_item(stream_key, stream)?;
         }
-        kwargs.set_item(pyo3::intern!(py, "max_version"), max_version.bind(py))?;
+        kwargs.set_item(pyo3::intern!(py, "max_version"), max_version(py)?)?;
         if let Some(device) = self.device {
             kwargs.set_item(
                 pyo3::intern!(py, "dl_device"),
@@ -292,7 +320,7 @@ impl ImportOptions {
             }
             Err(err) => return Err(err),
         };
-        self.finish(py, result, legacy).map(|t| (t, None))
+        self.finish(py, result, legacy)
     }
 
     /// `obj.__dlpack__`, or the `TypeError` for an object without one.
@@ -427,7 +455,7 @@ fn has_dlpack(obj: &Bound<'_, PyAny>) -> bool {
         .unwrap_or(false)
 }
 
-/// `obj.__dlpack__(max_version=max_version)` as one `PyObject_VectorcallMethod` call.
+/// `obj.__dlpack__(max_version=max_version)` as one vectorcall.
 #[cfg(not(feature = "abi3"))]
 fn dlpack_call<'py>(
     obj: &Bound<'py, PyAny>,
@@ -438,21 +466,22 @@ fn dlpack_call<'py>(
     let kwnames = KWNAMES.get_or_try_init(py, || {
         PyTuple::new(py, [pyo3::intern!(py, "max_version")]).map(Bound::unbind)
     })?;
-    // A free slot before the arguments (`PY_VECTORCALL_ARGUMENTS_OFFSET`), then `self` and the
-    // one keyword value; every pointer is borrowed for the call.
-    // Mutable: with the offset flag the callee may write `args[0]` for the duration of the
-    // call, so the pointer handed over must carry write permission.
-    let mut args = [core::ptr::null_mut(), obj.as_ptr(), max_version.as_ptr()];
-    // SAFETY: attached (we hold `py`); `args[1..]` holds `self` and the value of the one name in
-    // `kwnames`, all live for the call, and `args[0]` is ours to be overwritten (the offset
-    // flag); the result is a new reference or NULL with an exception set.
-    unsafe {
-        let result = pyo3::ffi::PyObject_VectorcallMethod(
-            pyo3::intern!(py, "__dlpack__").as_ptr(),
-            args.as_mut_ptr().add(1).cast_const(),
-            1 | pyo3::ffi::PY_VECTORCALL_ARGUMENTS_OFFSET,
-            kwnames.as_ptr(),
-        );
-        Bound::from_owned_ptr_or_err(py, result)
-    }
+    super::cpython::call_method_one_keyword(
+        obj,
+        pyo3::intern!(py, "__dlpack__"),
+        kwnames.bind(py),
+        max_version.as_any(),
+    )
+}
+
+/// `(1, 3)`, the `max_version` every import asks for, made once.
+fn max_version(py: Python<'_>) -> PyResult<&Bound<'_, PyTuple>> {
+    static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+    MAX_VERSION
+        .get_or_try_init(py, || {
+            (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
+                .into_pyobject(py)
+                .map(Bound::unbind)
+        })
+        .map(|v| v.bind(py))
 }

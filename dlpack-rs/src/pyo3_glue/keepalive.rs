@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+
+use super::cpython;
 use pyo3::types::PyCFunction;
 
 /// Set by an `atexit` hook once the interpreter starts shutting down; from then on owners
@@ -75,23 +77,14 @@ fn learn_tstate_kind(py: Python<'_>) {
 pub(crate) fn this_thread_is_attached() -> bool {
     #[cfg(not(feature = "abi3"))]
     {
-        // SAFETY: all three are callable at any time from any thread: `Py_IsInitialized` reads a
-        // flag, `PyThreadState_GetUnchecked` the current thread state without any check that
-        // could abort (NULL when none), and `PyGILState_GetThisThreadState` this thread's entry
-        // in a thread-specific slot.
-        unsafe {
-            if ffi::Py_IsInitialized() == 0 {
-                return false;
-            }
-            let current = ffi::compat::PyThreadState_GetUnchecked();
-            if current.is_null() {
-                return false;
-            }
-            match TSTATE_PER_THREAD.load(Ordering::Relaxed) {
-                2 => true,
-                // <= 3.11, or not known yet (the check is right on every version then).
-                _ => current == ffi::PyGILState_GetThisThreadState(),
-            }
+        let (current, own) = cpython::thread_states();
+        if current.is_null() {
+            return false;
+        }
+        match TSTATE_PER_THREAD.load(Ordering::Relaxed) {
+            2 => true,
+            // <= 3.11, or not known yet (the check is right on every version then).
+            _ => current == own,
         }
     }
     #[cfg(feature = "abi3")]
@@ -132,11 +125,6 @@ fn count(counter: &AtomicUsize) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-fn py_is_initialized() -> bool {
-    // SAFETY: `Py_IsInitialized` may be called at any time, attached or not.
-    unsafe { ffi::Py_IsInitialized() != 0 }
-}
-
 /// The counts so far (see [`KeepaliveCounts`]).
 #[doc(hidden)]
 pub fn keepalive_counts() -> KeepaliveCounts {
@@ -166,7 +154,7 @@ pub struct PyKeepalive {
 /// The ID of the interpreter this (attached) thread runs.
 pub(crate) fn current_interpreter() -> i64 {
     // SAFETY: called on an attached thread (a `Python` token exists, or the probe said so).
-    unsafe { ffi::PyInterpreterState_GetID(ffi::PyInterpreterState_Get()) }
+    unsafe { cpython::interpreter_id() }
 }
 
 impl PyKeepalive {
@@ -214,11 +202,11 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
         // SAFETY: this thread is attached (it has a current thread state, read from CPython
         // itself) to the object's interpreter, and `ptr` is a strong reference we own, so it
         // can be released directly (even during finalization, as CPython itself does).
-        unsafe { ffi::Py_DecRef(ptr) };
+        unsafe { cpython::decref(ptr) };
         count(&RELEASED_ATTACHED);
         return;
     }
-    if SHUTTING_DOWN.load(Ordering::SeqCst) || !py_is_initialized() {
+    if SHUTTING_DOWN.load(Ordering::SeqCst) || !cpython::is_initialized() {
         // Attaching now could hang this thread (or end it) in a finalizing interpreter: a
         // process about to exit can afford the leak.
         count(&LEAKED_AT_SHUTDOWN);
@@ -232,20 +220,20 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
     // SAFETY: the interpreter is initialized and not shutting down (checked just above; pyo3's
     // wrapper makes a thread that meets a finalizing interpreter hang instead of unwinding
     // through Rust frames).
-    let gil = unsafe { ffi::PyGILState_Ensure() };
-    if current_interpreter() == interp {
-        // SAFETY: attached by `PyGILState_Ensure` just above, to the object's interpreter; `ptr`
-        // is a strong reference we own.
-        unsafe { ffi::Py_DecRef(ptr) };
-        count(&RELEASED_AFTER_ATTACHING);
-    } else {
-        // `PyGILState_Ensure` attaches to the main interpreter: an object of another
-        // interpreter is leaked.
-        count(&LEAKED_OTHER_INTERPRETER);
+    unsafe {
+        cpython::with_attached(|| {
+            if current_interpreter() == interp {
+                // SAFETY: attached by `with_attached`, to the object's interpreter; `ptr` is a
+                // strong reference we own.
+                cpython::decref(ptr);
+                count(&RELEASED_AFTER_ATTACHING);
+            } else {
+                // `PyGILState_Ensure` attaches to the main interpreter: an object of another
+                // interpreter is leaked.
+                count(&LEAKED_OTHER_INTERPRETER);
+            }
+        })
     }
-    // SAFETY: pairs with the `PyGILState_Ensure` above, on the same thread, with nothing of
-    // Python held past it.
-    unsafe { ffi::PyGILState_Release(gil) };
 }
 
 impl core::fmt::Debug for PyKeepalive {

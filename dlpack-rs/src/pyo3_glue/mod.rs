@@ -64,6 +64,8 @@
 //! ```
 
 pub(crate) mod capsule;
+mod class_table;
+mod cpython;
 mod dlpack_method;
 mod errors;
 mod exchange_export;
@@ -76,6 +78,7 @@ mod import;
 mod keepalive;
 mod numpy_borrow;
 mod protocol;
+mod requires_grad;
 mod shared_registry;
 mod tensor;
 #[cfg(feature = "ndarray")]
@@ -83,6 +86,9 @@ mod views;
 
 pub use crate::into_dlpack::IntoDLPack;
 pub use capsule::into_capsule;
+#[doc(hidden)]
+pub use class_table::class_exchange_api_capsule;
+pub use class_table::{exchange_api, exchange_api_capsule};
 #[doc(hidden)]
 pub use dlpack_method::dlpack_method;
 #[doc(hidden)]
@@ -95,9 +101,7 @@ pub use keepalive::PyKeepalive;
 #[doc(hidden)]
 pub use keepalive::{keepalive_counts, KeepaliveCounts};
 pub use protocol::DLPackArgs;
-#[doc(hidden)]
-pub use tensor::class_exchange_api_capsule;
-pub use tensor::{dtype_name, exchange_api, exchange_api_capsule, register, DLPackTensor};
+pub use tensor::{dtype_name, register, DLPackTensor};
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use views::{

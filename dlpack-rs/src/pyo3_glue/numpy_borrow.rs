@@ -27,6 +27,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyType};
 
+use super::cpython;
 use super::keepalive::{
     current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
 };
@@ -162,7 +163,7 @@ pub(crate) fn coordinate(
     }
     // SAFETY: both are live objects (numpy's type is kept by `NDARRAY` for good) and we are
     // attached.
-    let is_array = unsafe { ffi::PyObject_TypeCheck(obj.as_ptr(), ndarray) } != 0;
+    let is_array = unsafe { cpython::type_check(obj.as_ptr(), ndarray) };
     if !is_array {
         return Ok(false);
     }
@@ -262,7 +263,7 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
         if !array.is_null() {
             // SAFETY: attached (we hold `wrapper`'s token); the array is alive (the context's
             // reference), and the new context takes a reference of its own.
-            unsafe { ffi::Py_IncRef(array) };
+            unsafe { cpython::incref(array) };
         }
     }
     let ctx = Box::new(Ctx {
@@ -314,12 +315,9 @@ fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
     if exiting_unattached() {
         return None;
     }
-    // SAFETY: the interpreter is not shutting down (checked above); paired with the release.
-    let gil = unsafe { ffi::PyGILState_Ensure() };
-    let result = f();
-    // SAFETY: pairs with the `PyGILState_Ensure` above, on this thread.
-    unsafe { ffi::PyGILState_Release(gil) };
-    Some(result)
+    // SAFETY: the interpreter is not shutting down (checked above), and `f` keeps nothing of
+    // Python past its return (its callers' contract).
+    Some(unsafe { cpython::with_attached(f) })
 }
 
 /// `ExternalApi::acquire`: rust-numpy's `acquire` / `acquire_mut` of the array.
@@ -587,7 +585,7 @@ unsafe fn base_of(array: *mut ffi::PyObject) -> Option<usize> {
         }
         let b = fields.base;
         // SAFETY: `b` is a live object (an array's base is a strong reference); attached.
-        if unsafe { ffi::PyObject_TypeCheck(b, ndarray) } != 0 {
+        if unsafe { cpython::type_check(b, ndarray) } {
             a = b;
         } else {
             return Some(b as usize);
@@ -657,7 +655,7 @@ unsafe fn base_and_key(array: *mut ffi::PyObject, itemsize: Option<isize>) -> Op
         }
         let b = fields.base;
         // SAFETY: `b` is a live object (an array's base is a strong reference).
-        if unsafe { ffi::PyObject_TypeCheck(b, ndarray) } != 0 {
+        if unsafe { cpython::type_check(b, ndarray) } {
             a = b;
         } else {
             break b;
@@ -719,24 +717,33 @@ fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
     f(&mut guard)
 }
 
+/// rust-numpy's `acquire`: 0, or -1 on a conflict (and on a panic, which must not unwind into
+/// rust-numpy's C-ABI call).
 unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
-    // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
-    let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
-        return -1;
-    };
-    ours_acquire_key(base, key, false)
+    cpython::no_unwind(|| {
+        // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
+        let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
+            return -1;
+        };
+        ours_acquire_key(base, key, false)
+    })
+    .unwrap_or(-1)
 }
 
+/// rust-numpy's `acquire_mut`: 0, -1 on a conflict (or a panic), -2 for a read-only array.
 unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
-    // SAFETY: rust-numpy's contract: a live numpy array.
-    if unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
-        return -2;
-    }
-    // SAFETY: as in `ours_acquire`.
-    let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
-        return -1;
-    };
-    ours_acquire_key(base, key, true)
+    cpython::no_unwind(|| {
+        // SAFETY: rust-numpy's contract: a live numpy array.
+        if unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
+            return -2;
+        }
+        // SAFETY: as in `ours_acquire`.
+        let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
+            return -1;
+        };
+        ours_acquire_key(base, key, true)
+    })
+    .unwrap_or(-1)
 }
 
 /// Takes a shared or exclusive borrow of `key` under `base`: 0, or -1 on a conflict.
@@ -807,12 +814,14 @@ fn ours_release_key(base: usize, key: Key, exclusive: bool) {
     })
 }
 
+/// rust-numpy's `release` (a panic is caught: it must not unwind into rust-numpy's call).
 unsafe extern "C" fn ours_release(_: *mut c_void, array: *mut ffi::PyObject) {
     // SAFETY: rust-numpy's contract.
-    unsafe { ours_release_any(array, false) }
+    let _ = cpython::no_unwind(|| unsafe { ours_release_any(array, false) });
 }
 
+/// rust-numpy's `release_mut` (a panic is caught, as in `ours_release`).
 unsafe extern "C" fn ours_release_mut(_: *mut c_void, array: *mut ffi::PyObject) {
     // SAFETY: rust-numpy's contract.
-    unsafe { ours_release_any(array, true) }
+    let _ = cpython::no_unwind(|| unsafe { ours_release_any(array, true) });
 }

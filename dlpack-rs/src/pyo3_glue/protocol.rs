@@ -179,7 +179,7 @@ fn optional_pair<T: TryFrom<i64>>(
 /// A tuple of exactly two Python ints (bools excluded), as i64s.
 fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     #[cfg(not(feature = "abi3"))]
-    if let Some(pair) = exact_int_pair(obj) {
+    if let Some(pair) = super::cpython::exact_int_pair(obj) {
         return Some(pair);
     }
     let t = obj.cast::<PyTuple>().ok()?;
@@ -193,39 +193,6 @@ fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
         return None;
     }
     Some((a.extract().ok()?, b.extract().ok()?))
-}
-
-/// The common `max_version=(1, 3)`: an exact tuple of two exact ints that fit a C long, read
-/// without conversions (a bool is not an exact int). `None` sends anything else to the general
-/// path.
-#[cfg(not(feature = "abi3"))]
-fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
-    use pyo3::ffi;
-    let ptr = obj.as_ptr();
-    // SAFETY: `ptr` is a live object and we are attached. An exact tuple's items are live
-    // borrowed references for as long as the tuple (held by `obj`) lives; nothing here calls
-    // Python code or keeps a reference.
-    unsafe {
-        if ffi::PyTuple_CheckExact(ptr) == 0 || ffi::PyTuple_GET_SIZE(ptr) != 2 {
-            return None;
-        }
-        let read = |item: *mut ffi::PyObject| -> Option<i64> {
-            if ffi::PyLong_CheckExact(item) == 0 {
-                return None;
-            }
-            let mut overflow = 0;
-            let v = ffi::PyLong_AsLongAndOverflow(item, &mut overflow);
-            // An exact int cannot fail to convert except by overflow, which sets no error.
-            // `c_long` is 32 bits on Windows.
-            #[allow(clippy::useless_conversion)]
-            let v = i64::from(v);
-            (overflow == 0).then_some(v)
-        };
-        Some((
-            read(ffi::PyTuple_GET_ITEM(ptr, 0))?,
-            read(ffi::PyTuple_GET_ITEM(ptr, 1))?,
-        ))
-    }
 }
 
 /// Exports the tensor described by `info`, kept alive by `keepalive`, as the capsule that
@@ -267,64 +234,10 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     keepalive: K,
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    let device = validated.info().device;
-    args.check_stream(device)?;
-    let mut must_copy = args.copy == Some(true);
-    if let Some(wanted) = args.dl_device {
-        if wanted != device {
-            // Host copies are of plain CPU memory only: queued device work may still be
-            // writing pinned or managed memory, which the CPU could read meanwhile.
-            let to_host = wanted == cpu_device() && device.device_type == DLDeviceType::CPU;
-            if !to_host {
-                return Err(PyBufferError::new_err(format!(
-                    "cannot export data on {device} to device {wanted}"
-                )));
-            }
-            if args.copy == Some(false) {
-                return Err(PyBufferError::new_err(
-                    "copy=False, but exporting to the requested device needs a copy",
-                ));
-            }
-            must_copy = true;
-        }
-    }
-    if read_only && !args.versioned() && args.copy.is_none() && !share_legacy {
-        // A legacy capsule cannot say "read-only" (jax only ever asks for one). The array API's
-        // `copy=None` means "reuse if possible, else copy": the one case where an export copies
-        // without being asked to. `copy=False` keeps the `BufferError` below.
-        must_copy = true;
-    }
-    if must_copy {
-        if device.device_type != DLDeviceType::CPU {
-            return Err(PyBufferError::new_err(format!(
-                "cannot copy data on {device} (host copies are of kDLCPU memory only: device \
-                 work may still be writing it)"
-            )));
-        }
-        // No view of this crate may write the source while it is copied (whoever else owns the
-        // memory: refused with BufferError while a mutable view lives).
-        let source = validated.borrow(false)?;
-        // SAFETY: initialised host-readable memory by this function's contract (kDLCPU memory
-        // as checked above), validated, and borrowed shared, so no view of this crate writes it
-        // during the copy.
-        let (buffer, copy_info) =
-            unsafe { safe::copy_described(validated.info(), validated.extent().numel) }?;
-        drop(source);
-        drop(keepalive);
-        // The copy's own metadata (compact, on the CPU): validated like any other.
-        let copy = safe::Validated::new(copy_info)?;
-        // SAFETY: `copy` describes the new storage, which `buffer` owns alone (no other reader).
-        return unsafe {
-            pack_validated_capsule(
-                py,
-                buffer,
-                copy,
-                DLPACK_FLAG_BITMASK_IS_COPIED,
-                safe::Readers::ExportOnly,
-                args,
-                Some(safe::AlignedBytes::as_mut_ptr),
-            )
-        };
+    args.check_stream(validated.info().device)?;
+    if copy_needed(&validated, read_only, share_legacy, args)? {
+        // SAFETY: forwarded from this function's contract.
+        return unsafe { export_host_copy(py, validated, keepalive, args) };
     }
     if read_only && share_legacy && !args.versioned() {
         // The owner's opt-in: a legacy capsule of read-only data, trusting the consumer not to
@@ -343,6 +256,86 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     };
     // SAFETY: forwarded from this function's contract.
     unsafe { pack_validated_capsule(py, keepalive, validated, flags, readers, args, None) }
+}
+
+/// Whether the export `args` ask for must be a copy: asked for (`copy=True`), another device
+/// (the host only, from plain CPU memory), or a legacy request of read-only data with
+/// `copy=None` (unless the owner opted in to sharing it). Refusals are `BufferError`.
+fn copy_needed(
+    validated: &safe::Validated,
+    read_only: bool,
+    share_legacy: bool,
+    args: &DLPackArgs,
+) -> PyResult<bool> {
+    let device = validated.info().device;
+    let mut must_copy = args.copy == Some(true);
+    if let Some(wanted) = args.dl_device {
+        if wanted != device {
+            // Host copies are of plain CPU memory only: queued device work may still be
+            // writing pinned or managed memory, which the CPU could read meanwhile.
+            let to_host = wanted == cpu_device() && device.device_type.is_host_viewable();
+            if !to_host {
+                return Err(PyBufferError::new_err(format!(
+                    "cannot export data on {device} to device {wanted}"
+                )));
+            }
+            if args.copy == Some(false) {
+                return Err(PyBufferError::new_err(
+                    "copy=False, but exporting to the requested device needs a copy",
+                ));
+            }
+            must_copy = true;
+        }
+    }
+    if read_only && !args.versioned() && args.copy.is_none() && !share_legacy {
+        // A legacy capsule cannot say "read-only" (jax only ever asks for one). The array API's
+        // `copy=None` means "reuse if possible, else copy": the one case where an export copies
+        // without being asked to. `copy=False` keeps the `BufferError` of the legacy export.
+        must_copy = true;
+    }
+    Ok(must_copy)
+}
+
+/// Exports a host copy of the memory `validated` describes (the keepalive is released once the
+/// copy is made), flagged `IS_COPIED` and writable.
+///
+/// # Safety
+///
+/// As [`export_capsule`]'s contract for the memory.
+unsafe fn export_host_copy<'py, K: Send + 'static>(
+    py: Python<'py>,
+    validated: safe::Validated,
+    keepalive: K,
+    args: &DLPackArgs,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let device = validated.info().device;
+    if !device.device_type.is_host_viewable() {
+        return Err(PyBufferError::new_err(format!(
+            "cannot copy data on {device} (host copies are of kDLCPU memory only: device work \
+             may still be writing it)"
+        )));
+    }
+    // No view of this crate may write the source while it is copied (whoever else owns the
+    // memory: refused with BufferError while a mutable view lives).
+    let source = validated.borrow(false)?;
+    // SAFETY: initialised host-readable memory by this function's contract (kDLCPU memory as
+    // checked above), validated, and borrowed shared, so no view of this crate writes it
+    // during the copy.
+    let (buffer, copy) = unsafe { safe::copy_described(&validated) }?;
+    drop(source);
+    drop(keepalive);
+    // SAFETY: `copy` describes the new storage, which `buffer` owns alone (no other reader).
+    unsafe {
+        pack_validated_capsule(
+            py,
+            buffer,
+            copy,
+            DLPACK_FLAG_BITMASK_IS_COPIED,
+            safe::Readers::ExportOnly,
+            args,
+            Some(safe::AlignedBytes::as_mut_ptr),
+        )
+    }
 }
 
 /// Packs the export as the capsule `args` ask for (versioned, or legacy unless read-only).

@@ -32,8 +32,8 @@ static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
 
 /// The ID of the interpreter this (attached) thread runs.
 fn interpreter_id() -> i64 {
-    // SAFETY: attached (callers hold a `Python` token): the current interpreter is valid.
-    unsafe { pyo3::ffi::PyInterpreterState_GetID(pyo3::ffi::PyInterpreterState_Get()) }
+    // SAFETY: attached (callers hold a `Python` token).
+    unsafe { super::cpython::interpreter_id() }
 }
 
 /// Makes this copy's borrows go to the registry shared by every copy of this crate in the
@@ -98,7 +98,7 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     // SAFETY: attached (we hold `py`): the interpreter's state dictionary is a borrowed
     // reference that lives as long as the interpreter.
     let dict = unsafe {
-        let raw = pyo3::ffi::PyInterpreterState_GetDict(pyo3::ffi::PyInterpreterState_Get());
+        let raw = super::cpython::interpreter_dict();
         if raw.is_null() {
             return Err(PySystemError::new_err(
                 "dlpack-rs: no interpreter state dictionary for the borrow registry",

@@ -1,7 +1,7 @@
-//! The ready-made Python class `dlpack_rs.Tensor` ([`DLPackTensor`]), an owned tensor that any
-//! DLPack consumer (`np.from_dlpack`, `torch.from_dlpack`, `jax.numpy.from_dlpack`) accepts,
-//! and the C exchange tables of our classes (whose `managed_tensor_to_py_object_no_sync` makes
-//! a `DLPackTensor`).
+//! What `dlpack_rs.Tensor` is ([`DLPackTensor`]): the ready-made Python class owning a tensor,
+//! which any DLPack consumer (`np.from_dlpack`, `torch.from_dlpack`, `jax.numpy.from_dlpack`)
+//! accepts, with its own C exchange table (it lends a bare `DLTensor` too, and every class's
+//! `managed_tensor_to_py_object_no_sync` makes one).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyModule};
@@ -10,11 +10,9 @@ use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
 
 use pyo3::exceptions::{PyBufferError, PyValueError};
-use pyo3::pyclass::boolean_struct::True;
-use pyo3::PyClass;
 
 use super::exchange_export::{guarded, instance, table, StaticApi};
-use super::export::{export_dlpack_device, export_object_capsule, ClassRoute};
+use super::export::{export_dlpack_device, export_object_capsule};
 use super::import::PyTensor;
 use super::protocol::DLPackArgs;
 use crate::ffi::{
@@ -200,7 +198,10 @@ impl DLPackTensor {
     /// The DLPack 1.3 C exchange API table (see `dlpack_rs::pyo3_glue::exchange_api`).
     #[classattr]
     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
-        exchange_api_capsule::<Self>(py)
+        let api = NonNull::from(&TENSOR_API.0).cast::<c_void>();
+        // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
+        // capsule owns nothing.
+        unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
     }
 
     /// The extent of each dimension.
@@ -269,11 +270,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Exchange tables
+// The class's own exchange table (the tables of user classes are in `class_table.rs`)
 // ---------------------------------------------------------------------------------------------
 
 /// `managed_tensor_to_py_object_no_sync`: wraps the tensor in a new `dlpack_rs.Tensor`.
-unsafe extern "C" fn to_py_object(
+pub(crate) unsafe extern "C" fn to_py_object(
     tensor: *mut DLManagedTensorVersioned,
     out_py_object: *mut *mut c_void,
 ) -> c_int {
@@ -330,97 +331,15 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
     }
 }
 
-/// `dlpack_rs.Tensor`'s table: its memory is read from Rust only through registered views, so
-/// its exports hold no borrow of their own.
 /// Whether `api` is `dlpack_rs.Tensor`'s own table (a cheaper test than a type check: the table
 /// is found per type, and cached, anyway).
 pub(crate) fn is_tensor_api(api: &DLPackExchangeAPI) -> bool {
     core::ptr::eq(api, &TENSOR_API.0)
 }
 
-static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor, false>(
+/// `dlpack_rs.Tensor`'s table: its memory is read from Rust only through registered views, so
+/// its exports hold no borrow of their own.
+pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor, false>(
     Some(to_py_object),
     Some(dltensor_view),
 ));
-
-/// Tables of user classes: one per class, a promoted constant (static storage).
-struct Tables<T>(core::marker::PhantomData<T>);
-
-impl<T> Tables<T>
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
-    const API: StaticApi = StaticApi(table::<T, true>(Some(to_py_object), None));
-}
-
-/// The static exchange table of class `T`: `managed_tensor_from_py_object_no_sync` exports an
-/// instance zero-copy (versioned 1.3, `READ_ONLY` when [`IntoDLPack::is_read_only`]), keeping
-/// it alive until the consumer's deleter call; `managed_tensor_to_py_object_no_sync` wraps a
-/// tensor in a [`DLPackTensor`]; the allocator makes zeroed CPU tensors; the work stream is the
-/// device's default stream (`CU_STREAM_LEGACY` for CUDA), before which device exports are
-/// ordered. `dltensor_from_py_object_no_sync` is provided for [`DLPackTensor`] only (NULL for
-/// other classes, whose metadata is computed per call and could not outlive it).
-pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
-where
-    T: IntoDLPack + PyClass<Frozen = True> + Sync + 'static,
-{
-    class_exchange_api::<T>()
-}
-
-/// [`exchange_api`] for any class with a [`ClassRoute`] (frozen, or derived with shared data).
-pub(crate) fn class_exchange_api<T>() -> &'static DLPackExchangeAPI
-where
-    T: PyClass + 'static,
-    T::Frozen: ClassRoute<T>,
-{
-    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<DLPackTensor>() {
-        return &TENSOR_API.0;
-    }
-    let api: &'static StaticApi = &Tables::<T>::API;
-    &api.0
-}
-
-/// The `__dlpack_c_exchange_api__` class attribute of class `T`: a `"dlpack_exchange_api"`
-/// capsule pointing at [`exchange_api::<T>()`](exchange_api). `#[derive(IntoDLPack)]` adds it;
-/// a hand-written class adds it as a `#[classattr]`:
-///
-/// ```
-/// # use dlpack_rs::pyo3_glue::{exchange_api_capsule, IntoDLPack};
-/// # use dlpack_rs::safe::TensorInfo;
-/// # use pyo3::prelude::*;
-/// # use pyo3::types::PyCapsule;
-/// #[pyclass(frozen)]
-/// struct Image { pixels: Vec<u8> }
-/// # unsafe impl IntoDLPack for Image {
-/// #     fn tensor_info(&self) -> TensorInfo { unimplemented!() }
-/// # }
-///
-/// #[pymethods]
-/// impl Image {
-///     #[classattr]
-///     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
-///         exchange_api_capsule::<Self>(py)
-///     }
-/// }
-/// ```
-pub fn exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
-where
-    T: IntoDLPack + PyClass<Frozen = True> + Sync + 'static,
-{
-    class_exchange_api_capsule::<T>(py)
-}
-
-/// [`exchange_api_capsule`] for any class with a [`ClassRoute`]: what the derive's class
-/// attribute calls.
-#[doc(hidden)]
-pub fn class_exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
-where
-    T: IntoDLPack + PyClass + 'static,
-    T::Frozen: ClassRoute<T>,
-{
-    let api = NonNull::from(class_exchange_api::<T>()).cast::<c_void>();
-    // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
-    // capsule owns nothing.
-    unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
-}

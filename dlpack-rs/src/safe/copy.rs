@@ -5,7 +5,7 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use super::layout::{compact_strides, is_c_contiguous};
-use super::{cpu_device, element_bits, Error, TensorInfo};
+use super::{cpu_device, element_bits, Error, TensorInfo, Validated};
 
 /// One 64-byte aligned unit (enough for every DLPack element type, and what jax needs to share
 /// memory instead of copying).
@@ -35,17 +35,17 @@ impl AlignedBytes {
     }
 }
 
-/// Copies the `numel` elements `info` describes into new, compact row-major, 64-byte aligned
-/// storage. Returns the storage and the metadata describing it (on the CPU).
+/// Copies the elements `validated` describes into new, compact row-major, 64-byte aligned
+/// storage. Returns the storage and the (validated) metadata describing it, on the CPU.
 ///
 /// # Safety
 ///
-/// `info` must have been validated ([`TensorInfo::numel`] returned `numel`) and describe
-/// initialised host-readable memory that nobody writes during the call.
+/// `validated` describes initialised host-readable memory that nobody writes during the call.
 pub(crate) unsafe fn copy_described(
-    info: &TensorInfo,
-    numel: usize,
-) -> Result<(AlignedBytes, TensorInfo), Error> {
+    validated: &Validated,
+) -> Result<(AlignedBytes, Validated), Error> {
+    let info = validated.info();
+    let numel = validated.extent().numel;
     let bits = element_bits(info.dtype);
     if bits % 8 != 0 {
         return Err(Error::SubByteCopy);
@@ -101,5 +101,5 @@ pub(crate) unsafe fn copy_described(
         info.dtype,
         info.shape.clone(),
     );
-    Ok((storage, copy))
+    Ok((storage, Validated::new(copy)?))
 }

@@ -505,13 +505,13 @@ impl<K: Kind> Managed<K> {
     pub fn copy(&self) -> Result<ManagedTensorVersioned, Error> {
         host_viewable(self.device())?;
         let _source = self.borrow_addressed(false)?;
-        let info = self.tensor_info();
-        // SAFETY: validated at construction (numel is its element count); host memory alive
-        // while `self` is, and the shared borrow above keeps writers of this crate away.
-        let (storage, copy) = unsafe { super::copy_described(&info, self.numel()) }?;
+        let source = super::Validated::new(self.tensor_info())?;
+        // SAFETY: host memory alive while `self` is, and the shared borrow above keeps writers
+        // of this crate away.
+        let (storage, copy) = unsafe { super::copy_described(&source) }?;
         // SAFETY: `copy` describes the new storage, which the keepalive owns alone; writable.
         unsafe {
-            super::pack_owned::<DLManagedTensorVersioned, _>(
+            super::pack_validated::<DLManagedTensorVersioned, _>(
                 storage,
                 copy,
                 DLPACK_FLAG_BITMASK_IS_COPIED,
@@ -856,7 +856,7 @@ pub(crate) fn addressed_token(
 /// (`CUDA_HOST`, `ROCM_HOST`, `CUDA_MANAGED`), though addressable, may still be written by the
 /// producer's queued device work, which a host view would race (nothing here can wait for it).
 pub(super) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
-    if device.device_type == crate::ffi::DLDeviceType::CPU {
+    if device.device_type.is_host_viewable() {
         Ok(())
     } else {
         Err(Error::NotHostAccessible(device))
