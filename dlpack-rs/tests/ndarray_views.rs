@@ -283,3 +283,66 @@ fn arrays_as_buffers_span_their_elements() {
     let empty = ArrayD::<f32>::zeros(IxDyn(&[2, 0]));
     assert_eq!(Buffer::num_elements(&empty), 0);
 }
+
+/// A bool view checks each addressed byte once, not each index: a broadcast (stride 0) or
+/// overlapping layout may name far more indices than its memory has bytes (found in review: a
+/// 2^40-element broadcast view of one `true` took about an hour, holding the GIL).
+#[test]
+fn bool_values_are_checked_per_address_not_per_index() {
+    // 2^62 indices over one byte.
+    let t = Export::new(vec![true])
+        .shape(&[1u64 << 62])
+        .strides(&[0i64])
+        .versioned()
+        .unwrap();
+    let a = t.as_array::<bool>().unwrap();
+    assert_eq!(a.len(), 1 << 62);
+    assert!(a[[(1usize << 62) - 1]]);
+    drop(a);
+    // 2^31 x 2^31 indices over 2^32 bytes would be as slow: an overlapping layout over 3
+    // bytes (strides 1 and 1: index (i, j) is byte i + j) with 2^30 x 2 indices.
+    let t = Export::new(vec![true, false, true])
+        .shape(&[2, 1u64 << 30])
+        .strides(&[1i64, 0])
+        .versioned()
+        .unwrap();
+    assert!(t.as_array::<bool>().is_ok());
+    let t = Export::new(vec![true, false, true])
+        .shape(&[2, 2])
+        .strides(&[1i64, 1])
+        .versioned()
+        .unwrap();
+    let a = t.as_array::<bool>().unwrap();
+    assert_eq!(
+        a.iter().copied().collect::<Vec<_>>(),
+        [true, false, false, true]
+    );
+    drop(a);
+    // An invalid byte is still found, whichever index reaches it first.
+    let mut data = vec![1u8, 0, 7];
+    let ptr = data.as_mut_ptr().cast::<c_void>();
+    let info = TensorInfo {
+        strides: Some(vec![1, 1]),
+        ..TensorInfo::contiguous(ptr, cpu_device(), bool::DTYPE, vec![2, 2])
+    };
+    let raw = pack_versioned(data, info, 0);
+    // SAFETY: a fresh, valid export of ours.
+    let t = unsafe { ManagedTensorVersioned::from_raw(raw) }.unwrap();
+    assert_eq!(t.as_array::<bool>().unwrap_err(), Error::InvalidBool);
+    // The gaps between addressed bytes are not read: byte 1 (7) is skipped by stride 2 in
+    // both axes of this overlapping layout (offsets 0, 2 and 4).
+    let mut data = vec![1u8, 7, 0, 7, 1];
+    let ptr = data.as_mut_ptr().cast::<c_void>();
+    let info = TensorInfo {
+        strides: Some(vec![2, 2]),
+        ..TensorInfo::contiguous(ptr, cpu_device(), bool::DTYPE, vec![2, 2])
+    };
+    let raw = pack_versioned(data, info, 0);
+    // SAFETY: a fresh, valid export of ours.
+    let t = unsafe { ManagedTensorVersioned::from_raw(raw) }.unwrap();
+    let a = t.as_array::<bool>().unwrap();
+    assert_eq!(
+        a.iter().copied().collect::<Vec<_>>(),
+        [true, false, false, true]
+    );
+}

@@ -1,5 +1,5 @@
-//! ndarray integration (feature `ndarray`): imported tensors as [`ArrayViewD`] /
-//! [`ArrayViewMutD`], and [`Array`] / [`ArcArray`] exported without a copy.
+//! How tensors and ndarray arrays meet (feature `ndarray`): imported tensors viewed as
+//! [`ArrayViewD`] / [`ArrayViewMutD`], and [`Array`] / [`ArcArray`] exported without a copy.
 //!
 //! # Import
 //!
@@ -9,7 +9,7 @@
 //! size-1 dimensions with odd strides, and the `byte_offset`. [`Managed::as_array_mut`] hands
 //! out a [`WriteArray`] when the tensor is also writable (no `READ_ONLY` flag) and no two
 //! indices address the same element. Both are registered in the
-//! [borrow registry](super::borrow) like slices. Either refuses, with a
+//! [borrow registry](super#the-borrow-registry) like slices. Either refuses, with a
 //! [`safe::Error`](Error), a dtype other than `T`'s, memory the CPU cannot address, and a
 //! first element that is not aligned for `T`.
 //!
@@ -235,37 +235,152 @@ pub(crate) unsafe fn strided_parts<T: Element>(
     Ok((n, token))
 }
 
-/// Calls [`Element::is_valid_bytes`] on every element; nothing for types where every bit
-/// pattern is valid (a broadcast layout may address far more elements than memory holds).
+/// Calls [`Element::is_valid_bytes`] once on every element address the layout reaches; nothing
+/// for types where every bit pattern is valid. The work is bounded by the memory, never by the
+/// number of indices: a broadcast or overlapping layout may name far more indices than its
+/// memory holds elements (2^62 indices of one byte), so axes that do not move (stride 0,
+/// extent 1) are dropped, and an overlapping rest is walked as the set of offsets it reaches.
 fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
-    if T::ANY_BIT_PATTERN {
+    if T::ANY_BIT_PATTERN || n.shape.contains(&0) {
         return Ok(());
     }
-    let size = core::mem::size_of::<T>();
-    let mut index = alloc::vec![0usize; n.shape.len()];
-    loop {
-        let offset: usize = index.iter().zip(&n.strides).map(|(i, s)| i * s).sum();
-        // SAFETY: a non-empty, validated tensor on host memory: every index within the shape
-        // addresses `size` readable bytes of the producer's buffer (the normalised pointer is
-        // the lowest addressed element, the strides step towards higher addresses).
-        let bytes =
-            unsafe { core::slice::from_raw_parts(n.ptr.wrapping_add(offset).cast::<u8>(), size) };
-        if !T::is_valid_bytes(bytes) {
-            return Err(Error::InvalidBool);
+    let (shape, strides): (Vec<usize>, Vec<usize>) = n
+        .shape
+        .iter()
+        .zip(&n.strides)
+        .filter(|&(&extent, &stride)| extent > 1 && stride > 0)
+        .map(|(&extent, &stride)| (extent, stride))
+        .unzip();
+    let check = |offset: usize| -> Result<(), Error> {
+        // SAFETY: a non-empty, validated tensor on host memory: every offset reached by indices
+        // within the shape addresses `size_of::<T>()` readable bytes of the producer's buffer
+        // (the normalised pointer is the lowest addressed element, the strides step towards
+        // higher addresses); the callers pass only such offsets.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(
+                n.ptr.wrapping_add(offset).cast::<u8>(),
+                core::mem::size_of::<T>(),
+            )
+        };
+        if T::is_valid_bytes(bytes) {
+            Ok(())
+        } else {
+            Err(Error::InvalidBool)
         }
+    };
+    if !overlaps(&shape, &strides) {
+        // Every index a distinct element: at most as many as the memory holds.
+        return for_each_offset(&shape, &strides, check);
+    }
+    // The offsets an overlapping layout reaches, as a bit set over its span (in elements, at
+    // most the memory's size): per axis, the set united with itself shifted by every multiple
+    // of the stride, by doubling (log2(extent) unions of the span per axis).
+    let span = shape
+        .iter()
+        .zip(&strides)
+        .map(|(&e, &s)| (e - 1) * s)
+        .sum::<usize>()
+        + 1;
+    let mut reached = BitSet::new(span)?;
+    reached.insert(0);
+    for (&extent, &stride) in shape.iter().zip(&strides) {
+        // The union of `reached` shifted by 0, 1, ..., extent - 1 strides, as consecutive
+        // blocks of 2^k multiples for the bits of `extent` (`pow`: the union over the first
+        // `pow_len` multiples).
+        let mut result = BitSet::new(span)?;
+        let mut pow = reached;
+        let (mut pow_len, mut placed, mut rest) = (1usize, 0usize, extent);
+        while rest > 0 {
+            if rest & 1 == 1 {
+                result.union_shifted(&pow, placed * stride);
+                placed += pow_len;
+            }
+            rest >>= 1;
+            if rest > 0 {
+                let copy = pow.clone();
+                pow.union_shifted(&copy, pow_len * stride);
+                pow_len *= 2;
+            }
+        }
+        reached = result;
+    }
+    reached.for_each(check)
+}
+
+/// Calls `f` with the element offset of every index within `shape` (odometer order).
+fn for_each_offset(
+    shape: &[usize],
+    strides: &[usize],
+    mut f: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut index = alloc::vec![0usize; shape.len()];
+    loop {
+        f(index.iter().zip(strides).map(|(i, s)| i * s).sum())?;
         // Odometer increment, last axis fastest.
-        let mut axis = n.shape.len();
+        let mut axis = shape.len();
         loop {
             if axis == 0 {
                 return Ok(());
             }
             axis -= 1;
             index[axis] += 1;
-            if index[axis] < n.shape[axis] {
+            if index[axis] < shape[axis] {
                 break;
             }
             index[axis] = 0;
         }
+    }
+}
+
+/// A fixed-size set of offsets `0..len`.
+#[derive(Clone)]
+struct BitSet {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl BitSet {
+    /// The empty set (`OutOfMemory` rather than an abort: `len` is the span of memory the
+    /// producer describes).
+    fn new(len: usize) -> Result<Self, Error> {
+        let mut words = Vec::new();
+        words
+            .try_reserve_exact(len.div_ceil(64))
+            .map_err(|_| Error::OutOfMemory)?;
+        words.resize(len.div_ceil(64), 0);
+        Ok(BitSet { words, len })
+    }
+
+    fn insert(&mut self, i: usize) {
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    /// `self |= other << shift`, dropping what falls past the end.
+    fn union_shifted(&mut self, other: &BitSet, shift: usize) {
+        let (words, bits) = (shift / 64, shift % 64);
+        for i in (words..self.words.len()).rev() {
+            let src = i - words;
+            let mut w = other.words[src] << bits;
+            if bits > 0 && src > 0 {
+                w |= other.words[src - 1] >> (64 - bits);
+            }
+            self.words[i] |= w;
+        }
+        if self.len % 64 != 0 {
+            let last = self.words.len() - 1;
+            self.words[last] &= (1u64 << (self.len % 64)) - 1;
+        }
+    }
+
+    fn for_each(&self, mut f: impl FnMut(usize) -> Result<(), Error>) -> Result<(), Error> {
+        for (i, &word) in self.words.iter().enumerate() {
+            let mut w = word;
+            while w != 0 {
+                f(i * 64 + w.trailing_zeros() as usize)?;
+                w &= w - 1;
+            }
+        }
+        Ok(())
     }
 }
 
