@@ -30,7 +30,7 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 ///   unchanged (Rust code of a `#[pyclass]` reading it through `&self` is the exception the
 ///   borrow registry covers, see the README's safety model);
 /// - `rust_access_registered` returns true only if Rust code reaches the described memory,
-///   other than through the export, only under a registered [borrow](crate::safe::borrow) of the
+///   other than through the export, only under a registered [borrow](crate::safe#the-borrow-registry) of the
 ///   bytes it touches, held for the whole access (shared to read, exclusive to write): the memory
 ///   of a [`safe::SharedMut`], read and written through its guards;
 /// - the methods answer the same for the same value every time;
@@ -112,9 +112,7 @@ pub unsafe trait IntoDLPack {
     /// again. Not an API: only the derive overrides it, and an override must return
     /// `Some(e)` only where `info.extent()` is `Ok(e)` for the very `info` it returns.
     #[doc(hidden)]
-    fn __tensor_info_with_extent(
-        &self,
-    ) -> (TensorInfo, Option<crate::safe::layout::Extent>) {
+    fn __tensor_info_with_extent(&self) -> (TensorInfo, Option<crate::safe::layout::Extent>) {
         (self.tensor_info(), None)
     }
 
@@ -172,7 +170,9 @@ pub unsafe trait IntoDLPack {
     /// Moves `self` into a legacy `"dltensor"` capsule (the return value of a legacy
     /// `__dlpack__()`). Raises `BufferError` for read-only data.
     ///
-    /// The capsule's destructor calls the deleter only if no consumer took the tensor.
+    /// The capsule's destructor calls the deleter only if no consumer took the tensor. For a
+    /// managed tensor you already own (an import, a [`safe::Export`]), the free function
+    /// [`pyo3_glue::into_capsule`](crate::pyo3_glue::into_capsule) is the door.
     #[cfg(feature = "pyo3")]
     #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
     fn into_capsule<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>>

@@ -1,4 +1,6 @@
-//! What a `#[pyclass(frozen)]`'s `__dlpack__` and `__dlpack_device__` delegate to.
+//! How a class of ours exports itself: what the `__dlpack__` and `__dlpack_device__` of a
+//! `#[pyclass]` delegate to (a frozen class is its own keepalive; a mutable one keeps a clone of
+//! its shared data), and [`export_dlpack_value`] for a class with a backing of its own.
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
@@ -10,8 +12,8 @@ use std::sync::Arc;
 
 use super::keepalive::PyKeepalive;
 use super::protocol::{export_capsule, ordered_stream, DLPackArgs};
-use crate::into_dlpack::DerivedData;
 use crate::ffi::DLDevice;
+use crate::into_dlpack::DerivedData;
 use crate::safe::{Extent, Readers, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
@@ -28,7 +30,7 @@ use crate::IntoDLPack;
 ///
 /// **Borrows.** Rust code of the class may read the exported memory through `&self` at any
 /// time, so each export holds a shared borrow of it in the [borrow
-/// registry](crate::safe::borrow) until its deleter runs: an import of the export (directly,
+/// registry](crate::safe#the-borrow-registry) until its deleter runs: an import of the export (directly,
 /// or after torch re-exported it) gets shared views only, and `as_mut_slice` on it raises
 /// `BufferError`. Python consumers may still write memory exported writable (outside the
 /// model, as with any buffer handed to foreign code); `#[dlpack(read_only)]` /

@@ -29,7 +29,7 @@ pub const ANY_NDIM: usize = usize::MAX;
 /// Extraction imports the object (as [`PyTensor`] does), checks the element type (`TypeError`
 /// naming both dtypes the way Python users write them, `float32`), the number of dimensions
 /// (`TypeError`) and the layout (`BufferError` saying how to make it contiguous), and takes a
-/// shared borrow of the elements in the [borrow registry](crate::safe::borrow), held until the
+/// shared borrow of the elements in the [borrow registry](crate::safe#the-borrow-registry), held until the
 /// argument drops: while it lives no mutable view of the memory exists anywhere. (Writes by
 /// Python or C code to memory it was given writable are outside that guarantee, as for every
 /// view. `T` is an [`AnyBitPattern`] element, so such a write can never make Rust read an

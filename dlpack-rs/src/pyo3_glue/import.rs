@@ -364,7 +364,11 @@ impl ImportOptions {
 
 impl PyTensor {
     /// Imports a tensor from any object with `__dlpack__`, with default options (see
-    /// [`ImportOptions::import`], which says what is trusted).
+    /// [`ImportOptions::import`], which says what is trusted). The same as
+    /// `ImportOptions::new().import(obj)`, the door for any other option.
+    ///
+    /// `py` is kept from the seed's signature (`from_pyany(py, &obj)`) and not needed: `obj`
+    /// carries its own token.
     pub fn from_pyany(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let _ = py;
         ImportOptions::new().import(obj)

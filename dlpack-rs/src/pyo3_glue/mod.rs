@@ -84,6 +84,8 @@ mod tensor;
 #[cfg(feature = "ndarray")]
 mod views;
 
+/// The export trait at the seed's path (`dlpack_rs::pyo3_glue::IntoDLPack`): the very trait of
+/// [`dlpack_rs::IntoDLPack`](crate::IntoDLPack), which also exists without feature `pyo3`.
 pub use crate::into_dlpack::IntoDLPack;
 pub use capsule::into_capsule;
 #[doc(hidden)]

@@ -244,7 +244,7 @@ impl<T: AnyBitPattern> Viewed<T> {
 /// (`TypeError`: `expected a tensor of float32, got float64`), the shape (`TypeError`:
 /// `expected shape (*, *, 3), got (480, 640, 4)`), the layout (`BufferError`) and the device
 /// (`BufferError`: host memory only). It then takes a shared borrow of exactly the bytes the
-/// elements address in the [borrow registry](crate::safe::borrow), held until the argument drops.
+/// elements address in the [borrow registry](crate::safe#the-borrow-registry), held until the argument drops.
 ///
 /// [`TensorView::framework`] remembers the caller's framework, to hand a result back as the
 /// caller's kind of array ([`Framework::wrap`]).

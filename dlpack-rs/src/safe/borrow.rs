@@ -1,24 +1,8 @@
 //! Who may touch which bytes now: the process-wide registry of borrowed address ranges that
 //! every typed view of tensor memory takes a borrow in.
 //!
-//! DLPack lets many owners describe one memory (two `__dlpack__` calls on one numpy array, a
-//! torch tensor re-exporting a capsule of ours, a `#[pyclass]` that exports its own buffer), so
-//! Rust's `&mut` cannot be checked by the borrow checker alone. Every view (`as_slice`,
-//! `as_mut_slice`, `as_array`, `as_array_mut`) first registers the byte range it covers:
-//!
-//! - shared + shared over overlapping bytes is fine;
-//! - exclusive + anything over overlapping bytes is refused with [`Error::AlreadyBorrowed`];
-//! - dropping the view (its guard) releases the range.
-//!
-//! The registry is a small C table (`BorrowApi`, versioned) so that every extension module in
-//! a process that uses this crate, whatever its release, can share one: the Python glue
-//! publishes the first module's table and later modules adopt it. Without Python each copy of
-//! the crate uses its own table. Ranges are compared as whole intervals (the lowest to the
-//! highest byte a view addresses), so two interleaved strided views of disjoint elements are
-//! conservatively treated as overlapping.
-//!
-//! The lock is a spin lock held only for a scan of the live borrows (no allocation of unbounded
-//! size, no foreign code, no Python), so it cannot deadlock and needs no GIL.
+//! The rules, and why DLPack needs them, are in [the module docs of `safe`](super#the-borrow-registry):
+//! this file is the table (`BorrowApi`) and its spin-locked list of live borrows.
 
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
@@ -215,7 +199,7 @@ static LOCAL_API: BorrowApi = BorrowApi {
 static CURRENT: AtomicPtr<BorrowApi> = AtomicPtr::new(ptr::null_mut());
 
 /// This copy's own table, for publishing it to other copies.
-#[allow(dead_code)] // used by the Python glue
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
 pub(crate) fn local_api() -> &'static BorrowApi {
     &LOCAL_API
 }
@@ -237,7 +221,7 @@ fn current() -> &'static BorrowApi {
 
 /// Why [`install`] refused to switch tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // used by the Python glue
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
 pub(crate) enum InstallError {
     /// This copy already uses another copy's table: it never switches twice.
     AlreadySwitched,
@@ -259,7 +243,7 @@ pub(crate) enum InstallError {
 /// [`BorrowApi`]), with `version >= 1`, that lives for the rest of the process, and that never
 /// calls back into this copy's table (a copy that published its own table never installs
 /// another, see the Python glue's `join`).
-#[allow(dead_code)] // used by the Python glue
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
 pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError> {
     LOCAL.with(|entries| {
         let now = CURRENT.load(Ordering::Acquire);
@@ -300,7 +284,7 @@ pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError
 }
 
 /// The table this copy's borrows go to now (its own until it joins another's).
-#[allow(dead_code)] // used by the Python glue
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
 pub(crate) fn current_api() -> &'static BorrowApi {
     current()
 }
@@ -354,7 +338,7 @@ impl BorrowToken {
 
     /// The same token, also holding `hold` (an external borrow taken after this one), which is
     /// released after the registry's range when the token drops.
-    #[allow(dead_code)] // used by the Python glue
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
     pub(crate) fn with_external(mut self, hold: ExternalHold) -> Self {
         self.external = Some(hold);
         self

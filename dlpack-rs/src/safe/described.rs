@@ -22,7 +22,7 @@ enum Dims {
 /// A validated copy of a non-owning `DLTensor`'s metadata. It owns nothing: whoever made it
 /// keeps the memory alive (the Python object, for an exchange-table view) for as long as a
 /// pointer from [`Described::slice_parts`] is used.
-#[allow(dead_code)] // used by the Python glue
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
 pub(crate) struct Described {
     /// The first element (`data + byte_offset`).
     first: *mut c_void,
@@ -34,7 +34,7 @@ pub(crate) struct Described {
     dims: Dims,
 }
 
-#[allow(dead_code)] // used by the Python glue
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
 impl Described {
     /// Validates `t` (as an owner validates a producer's tensor) and copies its metadata.
     ///

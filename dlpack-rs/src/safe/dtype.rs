@@ -1,4 +1,6 @@
-//! Element types: the [`Element`] trait and the dtype and device constructors.
+//! Which dtypes there are and which Rust types are their elements: the [`Element`] trait, the
+//! dtype constructors and per-code rules ([`validate_dtype`], [`DtypeName`]), and the device
+//! constructors that go with them.
 
 use crate::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
 

@@ -97,7 +97,7 @@ pub enum Error {
     Overlapping,
     /// Another view holds the same memory (or part of it): an exclusive borrow conflicts with
     /// every overlapping borrow, a shared one with an overlapping exclusive borrow. See
-    /// [`safe::borrow`](super::borrow).
+    /// [the borrow registry](super#the-borrow-registry).
     AlreadyBorrowed {
         /// Whether the refused borrow was exclusive (a mutable view).
         exclusive: bool,

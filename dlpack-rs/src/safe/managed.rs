@@ -57,7 +57,7 @@ pub type AnyManaged = Managed<AnyKind>;
 /// [`ManagedTensorVersioned::from_raw`], or one of this crate's exports). Data is reached only
 /// through views that are *borrows*: [`Managed::as_slice`] (shared) and
 /// [`Managed::as_mut_slice`] (exclusive) return guards registered in the process-wide
-/// [borrow registry](super::borrow), so two owners of one memory (two imports of one numpy
+/// [borrow registry](super#the-borrow-registry), so two owners of one memory (two imports of one numpy
 /// array, say) can never hand out a `&mut` that aliases another view.
 ///
 /// `Send` and `Sync`: DLPack lets a consumer call the deleter from any thread, and shared access
@@ -299,7 +299,7 @@ impl<K: Kind> Managed<K> {
     ///
     /// `external.ctx` stays valid for `external.api`'s functions until `drop_ctx` is called on
     /// it, and this owner is the only one to call `drop_ctx` on it.
-    #[allow(dead_code)] // used by the Python glue
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
     pub(crate) unsafe fn set_external(&mut self, external: External) {
         if let Some(old) = self.external.replace(external) {
             // SAFETY: the previous context was this owner's alone (this function's contract).
@@ -308,7 +308,7 @@ impl<K: Kind> Managed<K> {
     }
 
     /// The external checker this owner's views satisfy, if any (its context stays this owner's).
-    #[allow(dead_code)] // used by the Python glue
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
     pub(crate) fn external(&self) -> Option<External> {
         self.external
     }
@@ -341,7 +341,7 @@ impl<K: Kind> Managed<K> {
     }
 
     /// Sets the crate's own leak guard (see `leak_on_drop_if`), which no public call removes.
-    #[allow(dead_code)] // used by the Python glue
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
     pub(crate) fn set_leak_guard(&mut self, leak_if: fn() -> bool) {
         self.guard = Some(leak_if);
     }
@@ -544,7 +544,7 @@ impl<K: Kind> Managed<K> {
     /// # Safety
     ///
     /// `ptr` and `versioned` come from `into_raw_parts`, and nobody else took the struct since.
-    #[allow(dead_code)] // used by the Python glue
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
     pub(crate) unsafe fn drop_raw_parts(ptr: NonNull<c_void>, versioned: bool) {
         // SAFETY: a valid, validated struct of that kind, owned here (the caller's contract).
         drop(unsafe { Managed::<AnyKind>::from_parts(ptr, versioned) });

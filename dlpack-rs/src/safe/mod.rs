@@ -10,15 +10,36 @@
 //! | how do I export safely? | [`Export`] |
 //! | how do I export a raw pointer (the seed route)? | [`pack`], [`pack_versioned`], `try_` forms |
 //! | who owns an imported (or exported) managed tensor? | [`Managed`] ([`ManagedTensor`], [`ManagedTensorVersioned`], [`AnyManaged`]) |
-//! | how are views kept from aliasing? | [`borrow`], [`ReadSlice`], [`WriteSlice`] |
+//! | how are views kept from aliasing? | [the borrow registry](#the-borrow-registry), [`ReadSlice`], [`WriteSlice`] |
 //! | element types and devices | [`Element`], `dtype_*`, `*_device`, [`DtypeName`] |
 //! | sub-byte and low-precision data (FP4, FP6, FP8 without a Rust type) | [`Packing`], [`Managed::as_packed`], [`PackedExport`] |
 //!
 //! With feature `ndarray`, [`ndarray`](mod@ndarray) adds `as_array` / `as_array_mut` views.
+//!
+//! # The borrow registry
+//!
+//! DLPack lets many owners describe one memory (two `__dlpack__` calls on one numpy array, a
+//! torch tensor re-exporting a capsule of ours, a `#[pyclass]` that exports its own buffer), so
+//! Rust's `&mut` cannot be checked by the borrow checker alone. Every view (`as_slice`,
+//! `as_mut_slice`, `as_array`, `as_array_mut`) first registers the byte range it covers:
+//!
+//! - shared + shared over overlapping bytes is fine;
+//! - exclusive + anything over overlapping bytes is refused with [`Error::AlreadyBorrowed`];
+//! - dropping the view (its guard) releases the range.
+//!
+//! The registry is a small C table (`BorrowApi`, versioned) so that every extension module in
+//! a process that uses this crate, whatever its release, can share one: the Python glue
+//! publishes the first module's table and later modules adopt it. Without Python each copy of
+//! the crate uses its own table. Ranges are compared as whole intervals (the lowest to the
+//! highest byte a view addresses), so two interleaved strided views of disjoint elements are
+//! conservatively treated as overlapping.
+//!
+//! The lock is a spin lock held only for a scan of the live borrows (no allocation of unbounded
+//! size, no foreign code, no Python), so it cannot deadlock and needs no GIL.
 
 mod aligned;
 mod block;
-pub mod borrow;
+pub(crate) mod borrow;
 mod buffer;
 mod copy;
 mod described;
@@ -40,19 +61,30 @@ pub use aligned::AlignedBuffer;
 pub(crate) use block::Readers;
 pub use buffer::{Buffer, Dim, SharedBuffer, StreamOrder};
 pub(crate) use copy::{copy_described, AlignedBytes};
-#[allow(unused_imports)] // used by the Python glue
+#[allow(unused_imports)]
+// crate API for the layers above safe/, none of which a featureless build has
 pub(crate) use described::Described;
-pub use dtype::*;
+// Named one by one, so that what is public is a decision: the element traits, the dtype and
+// device constructors, and the dtype rules (each with a doctest).
+pub use dtype::{
+    cpu_device, cuda_device, cuda_host_device, device, dtype_bf16, dtype_bool, dtype_complex128,
+    dtype_complex64, dtype_f16, dtype_f32, dtype_f64, dtype_float4_e2m1fn, dtype_float4_e2m1fn_x2,
+    dtype_float8, dtype_i16, dtype_i32, dtype_i64, dtype_i8, dtype_rule, dtype_u16, dtype_u32,
+    dtype_u64, dtype_u8, element_bits, rocm_device, validate_dtype, AnyBitPattern, DtypeName,
+    Element,
+};
 pub use error::Error;
 pub use export::Export;
 pub use guard::{ReadSlice, WriteSlice};
-#[allow(unused_imports)] // used by the Python glue
+#[allow(unused_imports)]
+// crate API for the layers above safe/, none of which a featureless build has
 pub(crate) use layout::Extent;
 pub use layout::{compact_strides, is_c_contiguous, MAX_NDIM};
 pub use managed::{
     AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
 };
-#[allow(unused_imports)] // used by the Python glue
+#[allow(unused_imports)]
+// crate API for the layers above safe/, none of which a featureless build has
 pub(crate) use managed::{External, ExternalApi};
 pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 #[allow(unused_imports)] // the export routes above this layer
@@ -60,5 +92,6 @@ pub(crate) use pack::{pack_owned, pack_validated, PackAs};
 pub use packed::{PackedExport, PackedSlice, Packing};
 pub use shared_mut::SharedMut;
 pub use tensor_info::TensorInfo;
-#[allow(unused_imports)] // used by the Python glue
+#[allow(unused_imports)]
+// crate API for the layers above safe/, none of which a featureless build has
 pub(crate) use tensor_info::Validated;

@@ -109,7 +109,7 @@ pub(crate) struct Validated {
     extent: Extent,
 }
 
-#[allow(dead_code)] // parts are used by the Python glue only
+#[allow(dead_code)] // parts are crate API for the layers above safe/ only
 impl Validated {
     /// Validates `info`.
     pub(crate) fn new(info: TensorInfo) -> Result<Self, Error> {
