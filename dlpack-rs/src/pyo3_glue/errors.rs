@@ -3,7 +3,8 @@
 use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError};
 use pyo3::PyErr;
 
-use crate::safe::Error;
+use crate::ffi::DLDataType;
+use crate::safe::{self, Error};
 
 /// Converts a safe-layer error into the Python exception the protocol names:
 /// `TypeError` when a typed view asked for the wrong element type (in Python's names:
@@ -30,7 +31,7 @@ impl From<Error> for PyErr {
             // In the names Python users write, as the typed arguments say it.
             Error::DtypeMismatch { expected, found } => PyTypeError::new_err(format!(
                 "dtype mismatch: {}",
-                super::extract::dtype_message(&[expected], found)
+                dtype_message(&[expected], found)
             )),
             Error::NotPacked(_) => PyTypeError::new_err(message),
             Error::NotHostAccessible(_) => PyBufferError::new_err(format!(
@@ -41,4 +42,45 @@ impl From<Error> for PyErr {
             _ => PyBufferError::new_err(message),
         }
     }
+}
+
+/// The name numpy, torch and jax give a dtype (`"float32"`, `"bool"`, `"bfloat16"`,
+/// `"float8_e4m3fn"`, `"float4_e2m1fn_x2"`, ...), or a description of the raw code, bits and
+/// lanes (`safe::DtypeName`).
+///
+/// ```
+/// use dlpack_rs::ffi::DLDataTypeCode;
+/// use dlpack_rs::pyo3_glue::dtype_name;
+/// use dlpack_rs::safe::{dtype_float4_e2m1fn, dtype_float8};
+///
+/// assert_eq!(dtype_name(dtype_float8(DLDataTypeCode::FLOAT8_E5M2FNUZ)), "float8_e5m2fnuz");
+/// assert_eq!(dtype_name(dtype_float4_e2m1fn()), "float4_e2m1fn");
+/// ```
+pub fn dtype_name(dtype: DLDataType) -> String {
+    safe::DtypeName(dtype).to_string()
+}
+
+/// The message of a dtype mismatch (`extract::dtype_error`'s, and `Error::DtypeMismatch`'s in
+/// Python): the Python names, and the conversion that fixes it.
+pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
+    let first = wanted.first().copied().unwrap_or(got);
+    let name = dtype_name(first);
+    // A conversion hint only where numpy and torch both have the name.
+    let hint = if crate::safe::DtypeName::numpy_has(first) {
+        format!(" (convert it first, e.g. x.astype(\"{name}\") in numpy or x.to(torch.{name}) in torch)")
+    } else if crate::safe::DtypeName::fixed(first).is_some() {
+        // bfloat16 and the FP8 / FP4 types: torch and jax have them, numpy cannot pass them
+        // over DLPack.
+        format!(
+            " (convert it first, e.g. x.to(torch.{name}) in torch or x.astype(jnp.{name}) in jax)"
+        )
+    } else {
+        String::new()
+    };
+    let names: Vec<String> = wanted.iter().map(|&d| dtype_name(d)).collect();
+    let list = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    };
+    format!("expected a tensor of {list}, got {}{hint}", dtype_name(got))
 }

@@ -11,10 +11,10 @@ use pyo3::Borrowed;
 
 use alloc::borrow::Cow;
 
+use super::errors::dtype_message;
 use super::exchange_import::Lent;
 use super::import::{ImportOptions, PyTensor};
 use super::keepalive::PyKeepalive;
-use super::tensor::dtype_name;
 use super::tensor::DLPackTensor;
 use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::borrow::BorrowToken;
@@ -287,30 +287,6 @@ pub(super) fn read_only_error(tensor: &PyTensor) -> PyErr {
 /// Python users write (`float32`), with a conversion hint for the first wanted dtype.
 pub(super) fn dtype_error(wanted: &[DLDataType], got: DLDataType) -> PyErr {
     PyTypeError::new_err(dtype_message(wanted, got))
-}
-
-/// The message of [`dtype_error`].
-pub(super) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
-    let first = wanted.first().copied().unwrap_or(got);
-    let name = dtype_name(first);
-    // A conversion hint only where numpy and torch both have the name.
-    let hint = if crate::safe::DtypeName::numpy_has(first) {
-        format!(" (convert it first, e.g. x.astype(\"{name}\") in numpy or x.to(torch.{name}) in torch)")
-    } else if crate::safe::DtypeName::fixed(first).is_some() {
-        // bfloat16 and the FP8 / FP4 types: torch and jax have them, numpy cannot pass them
-        // over DLPack.
-        format!(
-            " (convert it first, e.g. x.to(torch.{name}) in torch or x.astype(jnp.{name}) in jax)"
-        )
-    } else {
-        String::new()
-    };
-    let names: Vec<String> = wanted.iter().map(|&d| dtype_name(d)).collect();
-    let list = match names.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-        _ => names.join(""),
-    };
-    format!("expected a tensor of {list}, got {}{hint}", dtype_name(got))
 }
 
 /// Checks a tensor's dtype and number of dimensions against `T` and `NDIM` (`TypeError`).

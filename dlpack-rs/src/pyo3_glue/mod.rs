@@ -93,6 +93,7 @@ pub use class_table::class_exchange_api_capsule;
 pub use class_table::{exchange_api, exchange_api_capsule};
 #[doc(hidden)]
 pub use dlpack_method::dlpack_method;
+pub use errors::dtype_name;
 #[doc(hidden)]
 pub use export::ClassRoute;
 pub use export::{export_dlpack, export_dlpack_device, export_dlpack_value};
@@ -103,7 +104,7 @@ pub use keepalive::PyKeepalive;
 #[doc(hidden)]
 pub use keepalive::{keepalive_counts, KeepaliveCounts};
 pub use protocol::DLPackArgs;
-pub use tensor::{dtype_name, register, DLPackTensor};
+pub use tensor::{register, DLPackTensor};
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use views::{

@@ -11,13 +11,13 @@ use core::ptr::NonNull;
 
 use pyo3::exceptions::{PyBufferError, PyValueError};
 
+use super::errors::dtype_name;
 use super::exchange_export::{guarded, instance, table, StaticApi};
 use super::export::{export_dlpack_device, export_object_capsule};
 use super::import::PyTensor;
 use super::protocol::DLPackArgs;
 use crate::ffi::{
-    DLDataType, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor,
-    DLPACK_EXCHANGE_API_CAPSULE_NAME,
+    DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME,
 };
 use crate::safe::{
     self, AnyManaged, Buffer, Export, ManagedTensor, ManagedTensorVersioned, StreamOrder,
@@ -138,22 +138,6 @@ unsafe impl IntoDLPack for DLPackTensor {
     fn stream_order(&self) -> Option<Arc<dyn StreamOrder>> {
         self.order.clone()
     }
-}
-
-/// The name numpy, torch and jax give a dtype (`"float32"`, `"bool"`, `"bfloat16"`,
-/// `"float8_e4m3fn"`, `"float4_e2m1fn_x2"`, ...), or a description of the raw code, bits and
-/// lanes (`safe::DtypeName`).
-///
-/// ```
-/// use dlpack_rs::ffi::DLDataTypeCode;
-/// use dlpack_rs::pyo3_glue::dtype_name;
-/// use dlpack_rs::safe::{dtype_float4_e2m1fn, dtype_float8};
-///
-/// assert_eq!(dtype_name(dtype_float8(DLDataTypeCode::FLOAT8_E5M2FNUZ)), "float8_e5m2fnuz");
-/// assert_eq!(dtype_name(dtype_float4_e2m1fn()), "float4_e2m1fn");
-/// ```
-pub fn dtype_name(dtype: DLDataType) -> String {
-    safe::DtypeName(dtype).to_string()
 }
 
 fn tuple_str(values: &[i64]) -> String {
