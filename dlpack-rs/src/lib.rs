@@ -86,7 +86,7 @@
 //!
 //! | peer | takes from Rust | gives to Rust | notes |
 //! |---|---|---|---|
-//! | numpy 2.4 | versioned (asks `max_version=(1, 0)`) | legacy or versioned 1.0 | read-only exports stay read-only; no bfloat16, FP8, FP6 or FP4 |
+//! | numpy 2.4 | versioned (asks `max_version=(1, 0)`) | legacy or versioned 1.0 | read-only exports stay read-only; no bfloat16, FP8, FP6 or FP4 (numpy 2.5: bfloat16 and FP8 with `ml_dtypes` installed) |
 //! | numpy 2.0 (Python 3.9) | legacy only | legacy only | imports are read-only; cannot export read-only arrays |
 //! | torch 2.15 | both, and bare capsules | legacy, or versioned 1.3 when asked | ignores `READ_ONLY`; no negative strides |
 //! | jax 0.10 | legacy only | legacy only | needs `__dlpack_device__`; zero-copy only for 64-byte aligned data |

@@ -105,9 +105,11 @@ pub fn to_framework<'py>(
     }
 }
 
-/// numpy refuses every dtype but int, uint, float, complex and bool over DLPack (bfloat16, FP8
-/// and FP4 included, `ml_dtypes` or not) with a bare `RuntimeError` (`BufferError` from numpy 2.5): when the fallback was
-/// numpy's and the dtype is one of those, says so and names the fix (the error as the cause).
+/// numpy 2.4 refuses every dtype but int, uint, float, complex and bool over DLPack (bfloat16,
+/// FP8 and FP4 included, `ml_dtypes` or not) with a bare `RuntimeError`; numpy 2.5 takes
+/// bfloat16 and FP8 when `ml_dtypes` is installed and raises `BufferError` otherwise. When the
+/// fallback was numpy's and it refused such a dtype, says so and names the fixes (the error as
+/// the cause).
 fn numpy_dtype_hint(
     from_dlpack: &Bound<'_, PyAny>,
     dtype: crate::ffi::DLDataType,
@@ -122,9 +124,10 @@ fn numpy_dtype_hint(
         return err;
     }
     let hint = PyTypeError::new_err(format!(
-        "numpy cannot import {} over DLPack (it takes int, uint, float, complex and bool only): \
-         hand the tensor to torch.from_dlpack or jax.numpy.from_dlpack instead, or convert it \
-         to a dtype numpy has first",
+        "numpy cannot import {} over DLPack (numpy 2.4 takes int, uint, float, complex and bool \
+         only; numpy 2.5 also bfloat16 and FP8 once ml_dtypes is installed): hand the tensor to \
+         torch.from_dlpack or jax.numpy.from_dlpack instead, or convert it to a dtype numpy has \
+         first",
         super::dtype_name(dtype)
     ));
     hint.set_cause(py, Some(err));
