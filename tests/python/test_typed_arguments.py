@@ -292,16 +292,23 @@ def test_jax_arrays_cannot_be_written():
 
 def on_cuda(shape=(3,), **kwargs):
     # Host bytes labelled CUDA device 0: nothing dereferences them, only the metadata is read.
+    # A frozen Rust class, which Rust still reads: its exports hold a shared borrow.
     return ext.RustTensor(bytes(12), "float32", list(shape), device=(2, 0), **kwargs)
+
+
+def owned_on_cuda(shape=(3,), nbytes=12, **kwargs):
+    # The same as a dlpack_rs.Tensor, which owns its tensor outright: writable arguments take it.
+    return ext.make_tensor(bytes(nbytes), "float32", list(shape), device=(2, 0), **kwargs)
 
 
 def test_host_arguments_refuse_device_memory_naming_the_fix():
     for f, shape in ((ext.tr_sum, (3,)), (ext.tm_touch, (3,)), (ext.tv_sum2, (1, 3)),
                      (ext.tvm_fill, (3, 1))):
-        with pytest.raises(BufferError, match=r"^expected a tensor in CPU memory: .*copy it to the "
-                                              r"host first \(x\.cpu\(\) in torch, "
-                                              r"jax\.device_get\(x\) in jax\)"):
-            f(on_cuda(shape))
+        for t in (on_cuda(shape), owned_on_cuda(shape)):
+            with pytest.raises(BufferError, match=r"^expected a tensor in CPU memory: .*copy it "
+                                                  r"to the host first \(x\.cpu\(\) in torch, "
+                                                  r"jax\.device_get\(x\) in jax\)"):
+                f(t)
 
 
 def test_any_device_argument_takes_device_memory():
@@ -309,24 +316,30 @@ def test_any_device_argument_takes_device_memory():
     device, shape, strides, dtype, ptr = ext.dt_info(t)
     assert (device, shape, strides, dtype) == ((2, 0), [3], [1], "float32")
     assert ptr == t.data_ptr
-    assert ext.dtm_target(t) == ((2, 0), ptr)
+    # Rust still reads a frozen class's data: no writable argument of it.
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.dtm_target(t)
+    owned = owned_on_cuda()
+    ptr = ext.inspect(owned)["data_ptr"]
+    assert ext.dt_info(owned) == ((2, 0), [3], [1], "float32", ptr)
+    assert ext.dtm_target(owned) == ((2, 0), ptr)
 
 
 def test_any_device_argument_checks_dtype_layout_and_writability():
     with pytest.raises(TypeError, match=r"^expected a tensor of float32, got float64 "):
         ext.dt_info(ext.RustTensor(bytes(24), "float64", [3], device=(2, 0)))
     with pytest.raises(TypeError, match=r"^expected a 1-dimensional tensor, got 2 dimension\(s\)"):
-        ext.dtm_target(ext.RustTensor(bytes(12), "float32", [1, 3], device=(2, 0)))
-    strided = ext.RustTensor(bytes(24), "float32", [3], strides=[2], device=(2, 0))
+        ext.dtm_target(owned_on_cuda((1, 3)))
+    strided = owned_on_cuda(nbytes=24, strides=[2])
     assert ext.dt_info(strided)[2] == [2]
     with pytest.raises(BufferError, match=r"^expected a C-contiguous \(row-major\) tensor"):
         ext.dtm_target(strided)
     with pytest.raises(BufferError, match=r"^expected a writable tensor, got a read-only one"):
-        ext.dtm_target(on_cuda(read_only=True))
-    t = on_cuda()
+        ext.dtm_target(owned_on_cuda(read_only=True))
+    t = owned_on_cuda()
     with pytest.raises(BufferError, match="already borrowed"):
         ext.dt_pair(t, t)
-    assert ext.dt_pair(t, on_cuda()) == ([3], [3])
+    assert ext.dt_pair(t, owned_on_cuda()) == ([3], [3])
 
 
 def test_any_device_argument_takes_host_memory_too():
