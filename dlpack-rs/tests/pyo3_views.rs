@@ -1,12 +1,17 @@
 //! The typed view arguments (features `pyo3` and `ndarray`) tested from Rust with an embedded
 //! interpreter and `dlpack_rs.Tensor` as the producer: a transposed layout read through the
 //! borrowed exchange-table route, the shape, layout and dtype-set refusals, and the exclusive
-//! borrow of a writable view.
+//! borrow of a writable view; the any-device arguments (`DeviceTensor`, `DeviceTensorMut`) on
+//! a tensor that says it lives on CUDA.
 #![cfg(all(feature = "pyo3", feature = "ndarray"))]
 
+use dlpack_rs::ffi::{DLDevice, DLDeviceType};
 use dlpack_rs::ndarray::{array, Ix2};
-use dlpack_rs::pyo3_glue::{AnyOf2, CContig, DLPackTensor, Shape2, TensorView, TensorViewMut, ANY};
-use dlpack_rs::safe::Export;
+use dlpack_rs::pyo3_glue::{
+    AnyOf2, CContig, DLPackTensor, DeviceTensor, DeviceTensorMut, Shape2, TensorRef, TensorView,
+    TensorViewMut, ANY,
+};
+use dlpack_rs::safe::{Buffer, Export};
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 
@@ -81,6 +86,127 @@ fn a_writable_view_is_exclusive() {
         assert_eq!(v.view()[[2, 1]], 60.0);
         let err = obj.extract::<TensorViewMut<f32, Ix2>>().unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
+        Ok(())
+    })
+}
+
+/// Host floats that claim to live on CUDA device 0: nothing here dereferences them (only the
+/// address and the metadata are looked at), which is all the checks need.
+struct OnCuda(Vec<f32>);
+
+// SAFETY: the Vec's heap buffer holds `len` f32s and stays in place when the value moves;
+// `Vec::as_ptr` carries write permission; nothing writes through `&self`. The device is a
+// claim for tests that never read the memory.
+unsafe impl Buffer for OnCuda {
+    type Elem = f32;
+    const SHARED_PTR_WRITABLE: bool = true;
+    fn data_ptr(&self) -> *mut f32 {
+        self.0.as_ptr().cast_mut()
+    }
+    fn num_elements(&self) -> usize {
+        self.0.len()
+    }
+    fn device(&self) -> DLDevice {
+        DLDevice {
+            device_type: DLDeviceType::CUDA,
+            device_id: 0,
+        }
+    }
+}
+
+/// A 2x3 float32 tensor on "CUDA" seen transposed (3x2, strides 1, 3), and its address.
+fn on_cuda(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, usize)> {
+    let data = OnCuda(vec![0.0; 6]);
+    let address = data.0.as_ptr() as usize;
+    let t = Export::new(data)
+        .shape(&[3, 2])
+        .strides(&[1, 3])
+        .versioned()?;
+    Ok((Bound::new(py, DLPackTensor::new(t))?.into_any(), address))
+}
+
+#[test]
+fn a_device_tensor_gives_its_metadata_and_address_but_no_host_view() {
+    with_py(|py| {
+        let (obj, address) = on_cuda(py)?;
+        let cuda = DLDevice {
+            device_type: DLDeviceType::CUDA,
+            device_id: 0,
+        };
+        {
+            let t: DeviceTensor<f32, Ix2> = obj.extract()?;
+            assert_eq!(t.device(), cuda);
+            assert_eq!(t.shape(), &[3, 2]);
+            assert_eq!(&*t.strides(), &[1, 3]);
+            assert_eq!(t.ndim(), 2);
+            assert_eq!(t.data_ptr() as usize, address);
+            // Shared with another shared argument, never with a writable one.
+            let again: DeviceTensor<f32> = obj.extract()?;
+            assert_eq!(again.data_ptr() as usize, address);
+            let err = obj.extract::<DeviceTensorMut<f32>>().unwrap_err();
+            assert!(err.is_instance_of::<PyBufferError>(py));
+            assert!(err.value(py).to_string().contains("already borrowed"));
+        }
+        let mut w: DeviceTensorMut<f32, Shape2<3, 2>> = obj.extract()?;
+        assert_eq!(w.data_ptr_mut() as usize, address);
+        drop(w);
+        // Host arguments refuse it, naming CPU memory and the fix.
+        for err in [
+            obj.extract::<TensorView<f32>>().unwrap_err(),
+            obj.extract::<TensorRef<f32>>().unwrap_err(),
+        ] {
+            assert!(err.is_instance_of::<PyBufferError>(py));
+            let message = err.value(py).to_string();
+            assert!(
+                message.starts_with("expected a tensor in CPU memory: "),
+                "{message}"
+            );
+            assert!(message.contains("(x.cpu() in torch"), "{message}");
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn a_device_tensor_is_checked_like_a_view() {
+    with_py(|py| {
+        let (obj, _) = on_cuda(py)?;
+        let err = obj.extract::<DeviceTensor<f64>>().unwrap_err();
+        assert!(err.is_instance_of::<PyTypeError>(py));
+        assert!(err
+            .value(py)
+            .to_string()
+            .starts_with("expected a tensor of float64, got float32 "));
+        let err = obj
+            .extract::<DeviceTensor<f32, Shape2<2, ANY>>>()
+            .unwrap_err();
+        assert!(err.is_instance_of::<PyTypeError>(py));
+        assert_eq!(
+            err.value(py).to_string(),
+            "expected shape (2, *), got (3, 2)"
+        );
+        let err = obj
+            .extract::<DeviceTensor<f32, Ix2, CContig>>()
+            .unwrap_err();
+        assert!(err.is_instance_of::<PyBufferError>(py));
+        assert!(err
+            .value(py)
+            .to_string()
+            .ends_with("got shape (3, 2) with strides (1, 3)"));
+        // A broadcast tensor (stride 0) is readable, not writable.
+        let t = Export::new(OnCuda(vec![0.0; 2]))
+            .shape(&[4, 2])
+            .strides(&[0, 1])
+            .versioned()?;
+        let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
+        let _shared: DeviceTensor<f32, Ix2> = obj.extract()?;
+        drop(_shared);
+        let err = obj.extract::<DeviceTensorMut<f32, Ix2>>().unwrap_err();
+        assert!(err.is_instance_of::<PyBufferError>(py));
+        assert!(err
+            .value(py)
+            .to_string()
+            .starts_with("expected a writable tensor whose elements are distinct"));
         Ok(())
     })
 }

@@ -142,7 +142,13 @@ def test_torch_layout_constraints():
 
 @needs_jax
 def test_jax_layout_constraints():
+    # jax exports row-major arrays: a matrix is refused where column-major is asked for, a
+    # column (n, 1), both C- and F-contiguous, is taken.
     x = jnp.arange(24, dtype=jnp.float32).reshape(4, 6)
+    with pytest.raises(BufferError, match=r"^expected an F-contiguous \(column-major\) tensor .*"
+                                          r"got shape \(4, 6\) with strides \(6, 1\)"):
+        ext.tv_f_memory32(x)
+    assert ext.tv_f_memory32(x.reshape(24, 1)) == list(range(24))
     with pytest.raises(TypeError, match="expected a tensor of float64, got float32"):
         ext.tv_f_memory(x)
 
@@ -280,6 +286,67 @@ def test_legacy_capsule_is_named_as_such():
 def test_jax_arrays_cannot_be_written():
     with pytest.raises(BufferError, match=r"legacy \(unversioned\) DLPack capsule"):
         ext.tvm_fill(jnp.zeros((2, 3), jnp.float32))
+
+
+# ---- any device -----------------------------------------------------------------------------
+
+def on_cuda(shape=(3,), **kwargs):
+    # Host bytes labelled CUDA device 0: nothing dereferences them, only the metadata is read.
+    # A frozen Rust class, which Rust still reads: its exports hold a shared borrow.
+    return ext.RustTensor(bytes(12), "float32", list(shape), device=(2, 0), **kwargs)
+
+
+def owned_on_cuda(shape=(3,), nbytes=12, **kwargs):
+    # The same as a dlpack_rs.Tensor, which owns its tensor outright: writable arguments take it.
+    return ext.make_tensor(bytes(nbytes), "float32", list(shape), device=(2, 0), **kwargs)
+
+
+def test_host_arguments_refuse_device_memory_naming_the_fix():
+    for f, shape in ((ext.tr_sum, (3,)), (ext.tm_touch, (3,)), (ext.tv_sum2, (1, 3)),
+                     (ext.tvm_fill, (3, 1))):
+        for t in (on_cuda(shape), owned_on_cuda(shape)):
+            with pytest.raises(BufferError, match=r"^expected a tensor in CPU memory: .*copy it "
+                                                  r"to the host first \(x\.cpu\(\) in torch, "
+                                                  r"jax\.device_get\(x\) in jax\)"):
+                f(t)
+
+
+def test_any_device_argument_takes_device_memory():
+    t = on_cuda()
+    device, shape, strides, dtype, ptr = ext.dt_info(t)
+    assert (device, shape, strides, dtype) == ((2, 0), [3], [1], "float32")
+    assert ptr == t.data_ptr
+    # Rust still reads a frozen class's data: no writable argument of it.
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.dtm_target(t)
+    owned = owned_on_cuda()
+    ptr = ext.inspect(owned)["data_ptr"]
+    assert ext.dt_info(owned) == ((2, 0), [3], [1], "float32", ptr)
+    assert ext.dtm_target(owned) == ((2, 0), ptr)
+
+
+def test_any_device_argument_checks_dtype_layout_and_writability():
+    with pytest.raises(TypeError, match=r"^expected a tensor of float32, got float64 "):
+        ext.dt_info(ext.RustTensor(bytes(24), "float64", [3], device=(2, 0)))
+    with pytest.raises(TypeError, match=r"^expected a 1-dimensional tensor, got 2 dimension\(s\)"):
+        ext.dtm_target(owned_on_cuda((1, 3)))
+    strided = owned_on_cuda(nbytes=24, strides=[2])
+    assert ext.dt_info(strided)[2] == [2]
+    with pytest.raises(BufferError, match=r"^expected a C-contiguous \(row-major\) tensor"):
+        ext.dtm_target(strided)
+    with pytest.raises(BufferError, match=r"^expected a writable tensor, got a read-only one"):
+        ext.dtm_target(owned_on_cuda(read_only=True))
+    t = owned_on_cuda()
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.dt_pair(t, t)
+    assert ext.dt_pair(t, owned_on_cuda()) == ([3], [3])
+
+
+def test_any_device_argument_takes_host_memory_too():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3).T
+    device, shape, strides, dtype, ptr = ext.dt_info(a)
+    assert (device, shape, strides, dtype) == ((1, 0), [3, 2], [1, 3], "float32")
+    assert ptr == a.ctypes.data
 
 
 # ---- results in the caller's framework ----------------------------------------------------

@@ -198,6 +198,30 @@ impl Source {
         }
     }
 
+    /// The checks and borrow of a raw pointer to the elements on any device (see
+    /// `safe::ndarray::raw_parts`): no host view is made.
+    #[cfg(feature = "ndarray")]
+    pub(super) fn raw_parts<T: crate::safe::Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.raw_parts::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) if !exclusive => {
+                crate::safe::ndarray::raw_parts::<T>(
+                    view.data_ptr(),
+                    view.shape(),
+                    &self.strides(),
+                    view.dtype(),
+                    false,
+                    Ok,
+                )
+            }
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
     pub(super) fn shape(&self) -> &[i64] {
         self.meta().0
     }

@@ -11,7 +11,9 @@
 //!   or a copy; [`TensorRef`] / [`TensorMut`] are typed arguments (element type and number of
 //!   dimensions in the signature) that hold their borrow from extraction on; with feature
 //!   `ndarray`, [`TensorView`] / [`TensorViewMut`] take any layout as ndarray views, with shape
-//!   ([`Shape3`]`<ANY, ANY, 3>`), layout ([`FContig`]) and dtype-set ([`AnyOf3`]) constraints.
+//!   ([`Shape3`]`<ANY, ANY, 3>`), layout ([`FContig`]) and dtype-set ([`AnyOf3`]) constraints,
+//!   and [`DeviceTensor`] / [`DeviceTensorMut`] take the same constraints on any device (a GPU
+//!   too), handing out a raw pointer instead of a view.
 //! - Return values: [`Framework`] hands a new tensor back as the caller's framework (numpy,
 //!   torch, jax).
 //! - Hand-off: [`to_framework`] gives an owned tensor to a framework (torch) through its
@@ -66,6 +68,8 @@
 pub(crate) mod capsule;
 mod class_table;
 mod cpython;
+#[cfg(feature = "ndarray")]
+mod device;
 mod dlpack_method;
 mod errors;
 mod exchange_export;
@@ -91,6 +95,9 @@ pub use capsule::into_capsule;
 #[doc(hidden)]
 pub use class_table::class_exchange_api_capsule;
 pub use class_table::{exchange_api, exchange_api_capsule};
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use device::{DeviceTensor, DeviceTensorMut};
 #[doc(hidden)]
 pub use dlpack_method::dlpack_method;
 pub use errors::dtype_name;

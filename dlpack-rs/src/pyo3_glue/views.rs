@@ -177,6 +177,40 @@ fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
     )))
 }
 
+/// Checks an imported tensor's dtype (against `dtype`: an [`AnyOf3`] has already matched it),
+/// shape (against `S`) and layout (against `L`), each refusal naming what was expected, what
+/// came and the fix.
+pub(super) fn check_meta<S: Shape, L: Layout>(source: &Source, dtype: DLDataType) -> PyResult<()> {
+    if source.dtype() != dtype {
+        return Err(dtype_error(&[dtype], source.dtype()));
+    }
+    check_shape::<S>(source.shape())?;
+    if !L::accepts(source.shape(), &source.strides()) {
+        return Err(PyBufferError::new_err(format!(
+            "expected {}, got shape {} with strides {}",
+            L::EXPECTED,
+            shape_str(source.shape().iter().map(|d| d.to_string())),
+            shape_str(source.strides().iter().map(|d| d.to_string())),
+        )));
+    }
+    Ok(())
+}
+
+/// The Python exception for an error of the layout checks and borrow that follow
+/// [`check_meta`] (two indices reaching one element of a writable tensor says so and the fix).
+pub(super) fn layout_error(source: &Source, err: Error) -> PyErr {
+    match err {
+        Error::Overlapping => PyBufferError::new_err(format!(
+            "expected a writable tensor whose elements are distinct, got shape {} with \
+             strides {}, where two indices reach one element (a broadcast or expanded \
+             view): pass a copy (x.copy() in numpy, x.clone() in torch)",
+            shape_str(source.shape().iter().map(|d| d.to_string())),
+            shape_str(source.strides().iter().map(|d| d.to_string())),
+        )),
+        e => e.into(),
+    }
+}
+
 /// What both view argument types hold: the layout, its borrow, the tensor, and the caller's
 /// framework.
 struct Viewed<T> {
@@ -195,18 +229,7 @@ impl<T: AnyBitPattern> Viewed<T> {
         exclusive: bool,
         framework: Framework,
     ) -> PyResult<Self> {
-        if source.dtype() != T::DTYPE {
-            return Err(dtype_error(&[T::DTYPE], source.dtype()));
-        }
-        check_shape::<S>(source.shape())?;
-        if !L::accepts(source.shape(), &source.strides()) {
-            return Err(PyBufferError::new_err(format!(
-                "expected {}, got shape {} with strides {}",
-                L::EXPECTED,
-                shape_str(source.shape().iter().map(|d| d.to_string())),
-                shape_str(source.strides().iter().map(|d| d.to_string())),
-            )));
-        }
+        check_meta::<S, L>(&source, T::DTYPE)?;
         let parts = source.strided_parts::<T>(exclusive);
         match parts {
             Ok((layout, borrow)) => Ok(Viewed {
@@ -215,14 +238,7 @@ impl<T: AnyBitPattern> Viewed<T> {
                 source,
                 framework,
             }),
-            Err(Error::Overlapping) => Err(PyBufferError::new_err(format!(
-                "expected a writable tensor whose elements are distinct, got shape {} with \
-                 strides {}, where two indices reach one element (a broadcast or expanded \
-                 view): pass a copy (x.copy() in numpy, x.clone() in torch)",
-                shape_str(source.shape().iter().map(|d| d.to_string())),
-                shape_str(source.strides().iter().map(|d| d.to_string())),
-            ))),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(layout_error(&source, e)),
         }
     }
 

@@ -235,6 +235,47 @@ pub(crate) unsafe fn strided_parts<T: Element>(
     Ok((n, token))
 }
 
+/// The checks and the borrow of a raw pointer to the elements of a tensor on any device (no
+/// host view is made, nothing is read): `T`'s dtype, non-NULL and aligned (unless empty), for
+/// an exclusive borrow no element addressed twice; then the registry borrow of every addressed
+/// byte (device addresses are registered as host ones are: CUDA and ROCm share one virtual
+/// address space with the host, and an address that collides can only refuse a view, never
+/// grant one) and `more`. Returns the first element and the borrow.
+pub(crate) fn raw_parts<T: Element>(
+    first: *mut c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    exclusive: bool,
+    more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
+) -> Result<(*mut T, BorrowToken), Error> {
+    if dtype != T::DTYPE {
+        return Err(Error::DtypeMismatch {
+            expected: T::DTYPE,
+            found: dtype,
+        });
+    }
+    let first = first.cast::<T>();
+    if !shape.contains(&0) {
+        if first.is_null() {
+            return Err(Error::NullData);
+        }
+        if !first.is_aligned() {
+            return Err(Error::Misaligned {
+                align: core::mem::align_of::<T>(),
+                address: first as usize,
+            });
+        }
+        let abs =
+            |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| d.unsigned_abs() as usize).collect() };
+        if exclusive && overlaps(&abs(shape), &abs(strides)) {
+            return Err(Error::Overlapping);
+        }
+    }
+    let token = super::managed::addressed_token(first.cast(), shape, strides, dtype, exclusive)?;
+    Ok((first, more(token)?))
+}
+
 /// Calls [`Element::is_valid_bytes`] once on every element address the layout reaches; nothing
 /// for types where every bit pattern is valid. The work is bounded by the memory, never by the
 /// number of indices: a broadcast or overlapping layout may name far more indices than its
@@ -465,6 +506,25 @@ impl<K: Kind> Managed<K> {
                 |token| self.with_external(token, exclusive),
             )
         }
+    }
+}
+
+impl<K: Kind> Managed<K> {
+    /// The checks and borrow of a raw pointer to the elements on any device ([`raw_parts`],
+    /// with the owner's external checker).
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    pub(crate) fn raw_parts<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, BorrowToken), Error> {
+        raw_parts::<T>(
+            self.data_ptr(),
+            self.shape(),
+            &self.strides(),
+            self.dtype(),
+            exclusive,
+            |token| self.with_external(token, exclusive),
+        )
     }
 }
 

@@ -188,9 +188,11 @@ impl RustTensor {
 }
 
 /// The ready-made `dlpack_rs.Tensor`, built from an `IntoDLPack` value moved into a managed
-/// tensor (the value is the keepalive).
+/// tensor (the value is the keepalive). `device` only labels the bytes (for tests of device
+/// arguments, which never read them).
 #[pyfunction]
-#[pyo3(signature = (data, dtype, shape, *, strides=None, byte_offset=0, read_only=false))]
+#[pyo3(signature = (data, dtype, shape, *, strides=None, byte_offset=0, read_only=false, device=(1, 0)))]
+#[allow(clippy::too_many_arguments)]
 fn make_tensor(
     data: &[u8],
     dtype: &str,
@@ -198,8 +200,9 @@ fn make_tensor(
     strides: Option<Vec<i64>>,
     byte_offset: u64,
     read_only: bool,
+    device: (i32, i32),
 ) -> PyResult<DLPackTensor> {
-    let t = new_rust_tensor(data, dtype, shape, strides, byte_offset, read_only, (1, 0))?;
+    let t = new_rust_tensor(data, dtype, shape, strides, byte_offset, read_only, device)?;
     Ok(DLPackTensor::new(t.into_managed_tensor_versioned()?))
 }
 

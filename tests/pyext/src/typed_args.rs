@@ -4,8 +4,8 @@
 
 use dlpack_rs::ndarray::{Array2, Axis, Ix1, Ix2, IxDyn};
 use dlpack_rs::pyo3_glue::{
-    AnyOf2, AnyOf3, CContig, FContig, Shape2, Shape3, TensorMut, TensorRef, TensorView,
-    TensorViewMut, ANY,
+    AnyOf2, AnyOf3, CContig, DeviceTensor, DeviceTensorMut, FContig, Shape2, Shape3, TensorMut,
+    TensorRef, TensorView, TensorViewMut, ANY,
 };
 use pyo3::prelude::*;
 
@@ -122,6 +122,42 @@ fn tr_sum(x: TensorRef<f32>) -> f64 {
     x.iter().map(|&v| v as f64).sum()
 }
 
+/// The values of an F-contiguous 2-d float32 tensor in memory order (column by column).
+#[pyfunction]
+fn tv_f_memory32(x: TensorView<f32, Ix2, FContig>) -> Vec<f32> {
+    x.view().t().iter().copied().collect()
+}
+
+/// What a float32 tensor argument on any device says of itself: `(device, shape, strides,
+/// dtype, data_ptr)`.
+#[pyfunction]
+fn dt_info(x: DeviceTensor<f32>) -> ((i32, i32), Vec<i64>, Vec<i64>, String, usize) {
+    let device = x.device();
+    (
+        (device.device_type.0, device.device_id),
+        x.shape().to_vec(),
+        x.strides().to_vec(),
+        dlpack_rs::pyo3_glue::dtype_name(x.dtype()),
+        x.data_ptr() as usize,
+    )
+}
+
+/// The device and address of a writable C-contiguous 1-d float32 tensor on any device.
+#[pyfunction]
+fn dtm_target(mut x: DeviceTensorMut<f32, Ix1, CContig>) -> ((i32, i32), usize) {
+    let device = x.device();
+    (
+        (device.device_type.0, device.device_id),
+        x.data_ptr_mut() as usize,
+    )
+}
+
+/// The shapes of two float32 tensors on any device, the second writable (`f(x, x)` refused).
+#[pyfunction]
+fn dt_pair(a: DeviceTensor<f32>, b: DeviceTensorMut<f32>) -> (Vec<i64>, Vec<i64>) {
+    (a.shape().to_vec(), b.shape().to_vec())
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tv_values, m)?)?;
     m.add_function(wrap_pyfunction!(tv_sum2, m)?)?;
@@ -136,5 +172,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tr_doubled, m)?)?;
     m.add_function(wrap_pyfunction!(tm_touch, m)?)?;
     m.add_function(wrap_pyfunction!(tr_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_f_memory32, m)?)?;
+    m.add_function(wrap_pyfunction!(dt_info, m)?)?;
+    m.add_function(wrap_pyfunction!(dtm_target, m)?)?;
+    m.add_function(wrap_pyfunction!(dt_pair, m)?)?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-from typing import Any, Optional, Protocol, Tuple, TypeVar
+from typing import Any, List, Optional, Protocol, Tuple, TypeVar
 
 class SupportsDLPack(Protocol):
     def __dlpack__(self, *, stream: Any = ..., max_version: Optional[Tuple[int, int]] = ...,
@@ -21,7 +21,15 @@ class Tensor:
     """A Rust-owned DLPack tensor (dlpack_rs.Tensor)."""
 
     @property
-    def shape(self) -> Tuple[int, ...]: ...
+    def shape(self) -> List[int]: ...
+    @property
+    def strides(self) -> List[int]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def device(self) -> Tuple[int, int]: ...
+    @property
+    def read_only(self) -> bool: ...
     def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
                    dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
@@ -31,6 +39,6 @@ _Array = TypeVar("_Array", bound=SupportsDLPack)
 def invert(tensor: SupportsDLPack) -> int:
     """Inverts the uint8 values of any writable CPU tensor in place; returns how many."""
 
-def grayscale(tensor: _Array) -> _Array:
+def grayscale(rgb: _Array) -> _Array:
     """An H x W x 3 uint8 tensor in, a new Rust-owned H x W uint8 luma array out, as the
     caller's own kind of array (numpy in, numpy out; torch in, torch out)."""
