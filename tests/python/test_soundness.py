@@ -520,3 +520,20 @@ def test_typed_argument_of_a_read_only_dlpack_rs_tensor_reads_it():
     # same (a BufferError before, found in review).
     ro = ext.reexport(Legacy(np.arange(3, dtype=np.float64)))
     assert ext.typed_sum(ro) == 3.0
+
+
+@needs_torch
+@pytest.mark.parametrize("route", ["numel", "tr_sum", "tv_values", "typed_numel"])
+def test_a_class_that_copies_torchs_table_is_refused_by_torch(route):
+    """The exchange table is found in the type's own dictionaries, and a class body may copy
+    torch's capsule: torch's table functions then get an object that is no tensor. They check
+    it (review question), so every import route raises instead of reading a foreign object."""
+
+    class Fake:
+        __dlpack_c_exchange_api__ = torch.Tensor.__dlpack_c_exchange_api__
+
+        def __dlpack__(self, **kwargs):
+            raise TypeError("not a tensor")
+
+    with pytest.raises((BufferError, TypeError)):
+        getattr(ext, route)(Fake())
