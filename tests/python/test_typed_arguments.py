@@ -387,3 +387,44 @@ def test_other_producers_get_a_dlpack_tensor():
     out = ext.tr_doubled(ext.make_export_f64([3]))
     assert type(out).__name__ == "Tensor"
     assert np.from_dlpack(out).tolist() == [0.0, 2.0, 4.0]
+
+
+# Return values whose framework is part of the signature (`Returned<Numpy | Torch | Jax>`), or
+# the caller's (`Returned<Framework>`).
+
+
+def test_returned_numpy_from_any_caller():
+    out = ext.ret_plus_one(np.arange(6.0).reshape(2, 3).T, "numpy")
+    assert type(out) is np.ndarray
+    assert out.tolist() == [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]
+
+
+@needs_torch
+def test_returned_torch_from_a_numpy_caller():
+    out = ext.ret_plus_one(np.arange(3.0), "torch")
+    assert type(out) is torch.Tensor
+    assert out.tolist() == [1.0, 2.0, 3.0]
+    # The return type alone says torch: a numpy caller gets a writable torch tensor.
+    tripled = ext.ret_torch_tripled(np.arange(4, dtype=np.float32))
+    assert type(tripled) is torch.Tensor
+    assert tripled.dtype == torch.float32
+    tripled += 1
+    assert tripled.tolist() == [1.0, 4.0, 7.0, 10.0]
+
+
+@needs_jax
+def test_returned_jax_from_a_torch_or_numpy_caller():
+    out = ext.ret_plus_one(np.arange(3.0), "jax")
+    assert isinstance(out, jax.Array)
+    assert out.tolist() == [1.0, 2.0, 3.0]
+
+
+@needs_torch
+@needs_jax
+def test_returned_like_the_caller():
+    assert type(ext.ret_same_tripled(np.ones(2, dtype=np.float32))) is np.ndarray
+    t = ext.ret_same_tripled(torch.ones(2))
+    assert type(t) is torch.Tensor and t.tolist() == [3.0, 3.0]
+    j = ext.ret_same_tripled(jnp.ones(2, dtype=jnp.float32))
+    assert isinstance(j, jax.Array) and j.tolist() == [3.0, 3.0]
+    assert type(ext.ret_plus_one(torch.arange(2.0), "caller")) is torch.Tensor

@@ -164,8 +164,26 @@ pub struct Framework {
 impl Framework {
     /// The framework of `obj` (its type).
     pub fn of(obj: &Bound<'_, PyAny>) -> Framework {
+        Framework::of_type(&obj.get_type())
+    }
+
+    /// The framework whose tensor type is `ty` (`numpy.ndarray`, `torch.Tensor`, `jax.Array`).
+    pub fn of_type(ty: &Bound<'_, PyType>) -> Framework {
         Framework {
-            ty: super::PyKeepalive::new(obj.py(), obj.get_type().into_any().unbind()),
+            ty: super::PyKeepalive::new(ty.py(), ty.clone().into_any().unbind()),
+        }
+    }
+
+    /// Another handle on the same framework (for a [`Returned`] value, say).
+    pub fn clone_ref(&self, py: Python<'_>) -> Framework {
+        Framework {
+            ty: super::PyKeepalive::new(
+                py,
+                self.ty
+                    .object()
+                    .map(|ty| ty.clone_ref(py))
+                    .unwrap_or_else(|| py.None()),
+            ),
         }
     }
 
@@ -223,5 +241,141 @@ impl Framework {
 impl core::fmt::Debug for Framework {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Framework").finish_non_exhaustive()
+    }
+}
+
+/// Where a [`Returned`] tensor goes: a framework fixed in the signature ([`Numpy`], [`Torch`],
+/// [`Jax`]) or the one an argument came from (a [`Framework`]).
+pub trait ReturnTo {
+    /// Hands `tensor` over, as [`Framework::wrap_tensor`] does.
+    fn hand_over<'py>(
+        &self,
+        py: Python<'py>,
+        tensor: ManagedTensorVersioned,
+    ) -> PyResult<Bound<'py, PyAny>>;
+}
+
+impl ReturnTo for Framework {
+    fn hand_over<'py>(
+        &self,
+        py: Python<'py>,
+        tensor: ManagedTensorVersioned,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.wrap_tensor(py, tensor)
+    }
+}
+
+macro_rules! fixed_frameworks {
+    ($($(#[$doc:meta])* $name:ident => $module:literal . $attr:literal;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name;
+
+        impl ReturnTo for $name {
+            fn hand_over<'py>(
+                &self,
+                py: Python<'py>,
+                tensor: ManagedTensorVersioned,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                static TYPE: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
+                let ty = TYPE.import(py, $module, $attr)?;
+                Framework::of_type(ty).wrap_tensor(py, tensor)
+            }
+        }
+    )*};
+}
+
+fixed_frameworks! {
+    /// numpy: a returned tensor becomes a `numpy.ndarray` (`numpy.from_dlpack`).
+    Numpy => "numpy"."ndarray";
+    /// torch: a returned tensor becomes a `torch.Tensor` (torch's exchange table, no capsule).
+    Torch => "torch"."Tensor";
+    /// jax: a returned tensor becomes a `jax.Array` (`jax.numpy.from_dlpack`; zero-copy for
+    /// 64-byte aligned data, as `Export` and `AlignedBuffer` make).
+    Jax => "jax"."Array";
+}
+
+/// A tensor a `#[pyfunction]` returns, handed to the framework its type names, zero-copy: the
+/// framework is part of the signature.
+///
+/// - `Returned<Torch>` (or [`Numpy`], [`Jax`]): always that framework;
+/// - `Returned<Framework>`: the framework an argument came from, made with
+///   [`Returned::like`] from the argument's [`framework()`](super::TensorView::framework) (numpy
+///   in, numpy out; torch in, torch out), as nanobind's `nb::ndarray<nb::pytorch>` and "the
+///   same framework as the argument" are.
+///
+/// The tensor must be writable (a framework's table need not honour `READ_ONLY`): `Export`
+/// makes writable tensors. Errors are [`to_framework`]'s.
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{Framework, Returned, TensorView, Torch};
+/// use dlpack_rs::safe::Export;
+/// use pyo3::prelude::*;
+///
+/// /// The squares of `x`, always as a torch tensor.
+/// #[pyfunction]
+/// fn squares(x: TensorView<f32>) -> PyResult<Returned<Torch>> {
+///     let out: Vec<f32> = x.view().iter().map(|v| v * v).collect();
+///     Ok(Returned::new(Export::new(out).shape(x.shape()).versioned()?))
+/// }
+///
+/// /// `x + 1`, in the caller's framework.
+/// #[pyfunction]
+/// fn plus_one(py: Python<'_>, x: TensorView<f32>) -> PyResult<Returned<Framework>> {
+///     let out: Vec<f32> = x.view().iter().map(|v| v + 1.0).collect();
+///     let tensor = Export::new(out).shape(x.shape()).versioned()?;
+///     Ok(Returned::like(py, x.framework(), tensor))
+/// }
+/// # fn main() {}
+/// ```
+#[must_use = "a Returned value hands its tensor over only when returned to Python"]
+pub struct Returned<F: ReturnTo> {
+    tensor: ManagedTensorVersioned,
+    to: F,
+}
+
+impl<F: ReturnTo + Default> Returned<F> {
+    /// `tensor`, for the framework `F` names.
+    pub fn new(tensor: ManagedTensorVersioned) -> Self {
+        Returned {
+            tensor,
+            to: F::default(),
+        }
+    }
+
+    /// Exports `value` (an ndarray `Array`, a derived struct, ...) for the framework `F` names.
+    pub fn from_value<V>(value: V) -> Result<Self, crate::safe::Error>
+    where
+        V: super::IntoDLPack + Send + 'static,
+    {
+        Ok(Returned::new(value.into_managed_tensor_versioned()?))
+    }
+}
+
+impl Returned<Framework> {
+    /// `tensor`, for the framework `framework` stands for (an argument's).
+    pub fn like(py: Python<'_>, framework: &Framework, tensor: ManagedTensorVersioned) -> Self {
+        Returned {
+            tensor,
+            to: framework.clone_ref(py),
+        }
+    }
+}
+
+impl<'py, F: ReturnTo> IntoPyObject<'py> for Returned<F> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.to.hand_over(py, self.tensor)
+    }
+}
+
+impl<F: ReturnTo> core::fmt::Debug for Returned<F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Returned")
+            .field("tensor", &self.tensor)
+            .finish_non_exhaustive()
     }
 }

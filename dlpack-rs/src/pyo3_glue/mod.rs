@@ -14,7 +14,8 @@
 //!   ([`Shape3`]`<ANY, ANY, 3>`), layout ([`FContig`]) and dtype-set ([`AnyOf3`]) constraints,
 //!   and [`DeviceTensor`] / [`DeviceTensorMut`] take the same constraints on any device (a GPU
 //!   too), handing out a raw pointer instead of a view.
-//! - Return values: [`Framework`] hands a new tensor back as the caller's framework (numpy,
+//! - Return values: [`Returned`]`<`[`Torch`]`>` (or [`Numpy`], [`Jax`]) states a result's
+//!   framework in the signature; [`Framework`] hands a new tensor back as the caller's (numpy,
 //!   torch, jax).
 //! - Hand-off: [`to_framework`] gives an owned tensor to a framework (torch) through its
 //!   exchange table, without a capsule or a `from_dlpack` call.
@@ -105,7 +106,7 @@ pub use errors::dtype_name;
 pub use export::ClassRoute;
 pub use export::{export_dlpack, export_dlpack_device, export_dlpack_value};
 pub use extract::{TensorMut, TensorRef, ANY_NDIM};
-pub use framework::{to_framework, Framework};
+pub use framework::{to_framework, Framework, Jax, Numpy, ReturnTo, Returned, Torch};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
 #[doc(hidden)]

@@ -4,8 +4,8 @@
 
 use dlpack_rs::ndarray::{Array2, Axis, Ix1, Ix2, IxDyn};
 use dlpack_rs::pyo3_glue::{
-    AnyOf2, AnyOf3, CContig, DeviceTensor, DeviceTensorMut, FContig, Shape2, Shape3, TensorMut,
-    TensorRef, TensorView, TensorViewMut, ANY,
+    AnyOf2, AnyOf3, CContig, DeviceTensor, DeviceTensorMut, FContig, Framework, Jax, Numpy,
+    Returned, Shape2, Shape3, TensorMut, TensorRef, TensorView, TensorViewMut, Torch, ANY,
 };
 use pyo3::prelude::*;
 
@@ -108,6 +108,35 @@ fn tr_doubled<'py>(py: Python<'py>, x: TensorView<f64>) -> PyResult<Bound<'py, P
     x.framework().wrap(py, out)
 }
 
+/// `x + 1` (float64, any layout) as the framework the signature names: `to` picks one of the
+/// three fixed ones, or the caller's.
+#[pyfunction]
+fn ret_plus_one<'py>(py: Python<'py>, x: TensorView<f64>, to: &str) -> PyResult<Bound<'py, PyAny>> {
+    let out = x.view().mapv(|v| v + 1.0);
+    Ok(match to {
+        "numpy" => Returned::<Numpy>::from_value(out)?.into_pyobject(py)?,
+        "torch" => Returned::<Torch>::from_value(out)?.into_pyobject(py)?,
+        "jax" => Returned::<Jax>::from_value(out)?.into_pyobject(py)?,
+        _ => {
+            let tensor = dlpack_rs::IntoDLPack::into_managed_tensor_versioned(out)?;
+            Returned::like(py, x.framework(), tensor).into_pyobject(py)?
+        }
+    })
+}
+
+/// `x * 3` as a torch tensor, whatever the caller: the framework is the return type.
+#[pyfunction]
+fn ret_torch_tripled(x: TensorView<f32>) -> PyResult<Returned<Torch>> {
+    Ok(Returned::from_value(x.view().mapv(|v| v * 3.0))?)
+}
+
+/// `x * 3` in the caller's framework, stated as the return type.
+#[pyfunction]
+fn ret_same_tripled(py: Python<'_>, x: TensorView<f32>) -> PyResult<Returned<Framework>> {
+    let tensor = dlpack_rs::IntoDLPack::into_managed_tensor_versioned(x.view().mapv(|v| v * 3.0))?;
+    Ok(Returned::like(py, x.framework(), tensor))
+}
+
 /// Writes 1.0 into the first element of a float32 `TensorMut` (the read-only messages).
 #[pyfunction]
 fn tm_touch(mut x: TensorMut<f32>) {
@@ -170,6 +199,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tv_peak, m)?)?;
     m.add_function(wrap_pyfunction!(tv_which, m)?)?;
     m.add_function(wrap_pyfunction!(tr_doubled, m)?)?;
+    m.add_function(wrap_pyfunction!(ret_plus_one, m)?)?;
+    m.add_function(wrap_pyfunction!(ret_torch_tripled, m)?)?;
+    m.add_function(wrap_pyfunction!(ret_same_tripled, m)?)?;
     m.add_function(wrap_pyfunction!(tm_touch, m)?)?;
     m.add_function(wrap_pyfunction!(tr_sum, m)?)?;
     m.add_function(wrap_pyfunction!(tv_f_memory32, m)?)?;

@@ -3,7 +3,7 @@
 use dlpack_rs::pyo3::prelude::*;
 use dlpack_rs::IntoDLPack;
 
-fn export<T: IntoDLPack>(py: Python<'_>, t: T) {
+fn export<T: IntoDLPack + Send + 'static>(py: Python<'_>, t: T) {
     let _ = t.into_capsule_versioned(py, 0u64);
 }
 
