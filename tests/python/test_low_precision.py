@@ -274,3 +274,15 @@ def test_to_framework_with_numpy_points_at_the_fix():
                                         r"torch\.from_dlpack or jax\.numpy\.from_dlpack") as e:
         ext.lp_hand_to(np.ndarray, VALUES, np.from_dlpack)
     assert isinstance(e.value.__cause__, (RuntimeError, BufferError))
+
+
+@needs_jax
+@pytest.mark.parametrize("name", ["float6_e2m3fn", "float6_e3m2fn"])
+def test_fp6_has_no_python_producer_yet(name):
+    """FP6 (DLPack codes 15, 16) is covered by the Rust tests (`low_precision.rs`: packed views
+    across byte boundaries, exact byte counts and borrow ranges) and the hostile-dtype cases
+    here: torch 2.15 has no FP6 dtype, and jax 0.10 cannot make an FP6 array on the CPU. When
+    this fails, jax can: add the Rust -> jax -> Rust round trip of FP6."""
+    with pytest.raises(Exception, match="Invalid XLA PrimitiveType"):
+        jnp.array([0.5, 1.0], dtype=getattr(jnp, name)).__dlpack__()
+    assert not hasattr(torch, name) if torch is not None else True

@@ -427,4 +427,4 @@ def test_returned_like_the_caller():
     assert type(t) is torch.Tensor and t.tolist() == [3.0, 3.0]
     j = ext.ret_same_tripled(jnp.ones(2, dtype=jnp.float32))
     assert isinstance(j, jax.Array) and j.tolist() == [3.0, 3.0]
-    assert type(ext.ret_plus_one(torch.arange(2.0), "caller")) is torch.Tensor
+    assert type(ext.ret_plus_one(torch.arange(2.0, dtype=torch.float64), "caller")) is torch.Tensor
