@@ -428,3 +428,24 @@ def test_returned_like_the_caller():
     j = ext.ret_same_tripled(jnp.ones(2, dtype=jnp.float32))
     assert isinstance(j, jax.Array) and j.tolist() == [3.0, 3.0]
     assert type(ext.ret_plus_one(torch.arange(2.0, dtype=torch.float64), "caller")) is torch.Tensor
+
+
+@needs_numpy_versioned
+def test_writable_dtype_set_dispatches_and_writes_in_place():
+    img = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+    view = img[:, ::-1]
+    assert ext.tvm_invert_any(view) == "uint8"
+    assert img.tolist() == (255 - np.arange(12, dtype=np.uint8)).reshape(2, 2, 3).tolist()
+    f = np.full((2, 3), 0.25, dtype=np.float32)
+    assert ext.tvm_invert_any(f.T) == "float32"
+    assert f.tolist() == [[0.75] * 3] * 2
+    w = np.array([1, 2], dtype=np.uint16)
+    assert ext.tvm_invert_any(w) == "uint16" and w.tolist() == [65534, 65533]
+    with pytest.raises(TypeError, match="expected a tensor of uint8, uint16 or float32, got int64"):
+        ext.tvm_invert_any(np.zeros(3, dtype=np.int64))
+    ro = np.zeros(3, dtype=np.uint8)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError, match="read-only"):
+        ext.tvm_invert_any(ro)
+    with pytest.raises(BufferError):
+        ext.tvm_invert_any(np.broadcast_to(np.zeros(1, dtype=np.float32), (4,)))

@@ -116,6 +116,6 @@ pub use tensor::{register, DLPackTensor};
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use views::{
-    AnyOf2, AnyOf3, CContig, FContig, Layout, Shape, Shape1, Shape2, Shape3, Shape4, Strided,
-    TensorView, TensorViewMut, ANY,
+    AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut, CContig, FContig, Layout, Shape, Shape1, Shape2, Shape3,
+    Shape4, Strided, TensorView, TensorViewMut, ANY,
 };

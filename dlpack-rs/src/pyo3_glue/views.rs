@@ -399,12 +399,18 @@ impl<T, S: Shape, L: Layout> TensorViewMut<T, S, L> {
 
 macro_rules! any_of {
     ($(#[$doc:meta])* $name:ident { $($v:ident),* }) => {
+        any_of!(@ $(#[$doc])* $name { $($v),* } TensorView, false);
+    };
+    ($(#[$doc:meta])* mut $name:ident { $($v:ident),* }) => {
+        any_of!(@ $(#[$doc])* $name { $($v),* } TensorViewMut, true);
+    };
+    (@ $(#[$doc:meta])* $name:ident { $($v:ident),* } $view:ident, $exclusive:expr) => {
         $(#[$doc])*
         #[derive(Debug)]
         pub enum $name<$($v: AnyBitPattern),*, S: Shape = ndarray::IxDyn, L: Layout = Strided> {
             $(
                 #[doc = concat!("A tensor of the element type `", stringify!($v), "`.")]
-                $v(TensorView<$v, S, L>),
+                $v($view<$v, S, L>),
             )*
         }
 
@@ -415,12 +421,12 @@ macro_rules! any_of {
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 let framework = Framework::of(&obj);
-                let source = Source::import(&obj, false)?;
+                let source = Source::import(&obj, $exclusive)?;
                 let dtype = source.dtype();
                 $(
                     if dtype == $v::DTYPE {
-                        let held = Viewed::<$v>::finish::<S, L>(source, false, framework)?;
-                        return Ok($name::$v(TensorView { held, _shape: PhantomData }));
+                        let held = Viewed::<$v>::finish::<S, L>(source, $exclusive, framework)?;
+                        return Ok($name::$v($view { held, _shape: PhantomData }));
                     }
                 )*
                 Err(dtype_error(&[$($v::DTYPE),*], dtype))
@@ -457,4 +463,33 @@ any_of! {
     /// # fn main() {}
     /// ```
     AnyOf3 { A, B, C }
+}
+
+any_of! {
+    /// A writable tensor argument of one of two element types, `A` or `B` (shape `S`, layout
+    /// `L`), as [`AnyOf2`] but each variant a [`TensorViewMut`] (exclusive borrow, writable
+    /// memory, no element addressed twice).
+    mut AnyOf2Mut { A, B }
+}
+
+any_of! {
+    /// A writable tensor argument of one of three element types, as [`AnyOf3`] but each variant
+    /// a [`TensorViewMut`]: an in-place kernel over `uint8 | uint16 | float32` images.
+    ///
+    /// ```
+    /// use dlpack_rs::pyo3_glue::{AnyOf3Mut, Shape3, ANY};
+    /// use pyo3::prelude::*;
+    ///
+    /// /// Inverts an 8-bit, 16-bit or float (0..1) RGB image in place.
+    /// #[pyfunction]
+    /// fn invert(image: AnyOf3Mut<u8, u16, f32, Shape3<ANY, ANY, 3>>) {
+    ///     match image {
+    ///         AnyOf3Mut::A(mut v) => v.view_mut().mapv_inplace(|x| u8::MAX - x),
+    ///         AnyOf3Mut::B(mut v) => v.view_mut().mapv_inplace(|x| u16::MAX - x),
+    ///         AnyOf3Mut::C(mut v) => v.view_mut().mapv_inplace(|x| 1.0 - x),
+    ///     }
+    /// }
+    /// # fn main() {}
+    /// ```
+    mut AnyOf3Mut { A, B, C }
 }

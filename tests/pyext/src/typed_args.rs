@@ -4,8 +4,8 @@
 
 use dlpack_rs::ndarray::{Array2, Axis, Ix1, Ix2, IxDyn};
 use dlpack_rs::pyo3_glue::{
-    AnyOf2, AnyOf3, CContig, DeviceTensor, DeviceTensorMut, FContig, Framework, Jax, Numpy,
-    Returned, Shape2, Shape3, TensorMut, TensorRef, TensorView, TensorViewMut, Torch, ANY,
+    AnyOf2, AnyOf3, AnyOf3Mut, CContig, DeviceTensor, DeviceTensorMut, FContig, Framework, Jax,
+    Numpy, Returned, Shape2, Shape3, TensorMut, TensorRef, TensorView, TensorViewMut, Torch, ANY,
 };
 use pyo3::prelude::*;
 
@@ -124,6 +124,26 @@ fn ret_plus_one<'py>(py: Python<'py>, x: TensorView<f64>, to: &str) -> PyResult<
     })
 }
 
+/// Inverts a uint8, uint16 or float32 (0..1) tensor of any layout in place; returns the dtype
+/// name it dispatched on.
+#[pyfunction]
+fn tvm_invert_any(x: AnyOf3Mut<u8, u16, f32>) -> &'static str {
+    match x {
+        AnyOf3Mut::A(mut v) => {
+            v.view_mut().mapv_inplace(|e| u8::MAX - e);
+            "uint8"
+        }
+        AnyOf3Mut::B(mut v) => {
+            v.view_mut().mapv_inplace(|e| u16::MAX - e);
+            "uint16"
+        }
+        AnyOf3Mut::C(mut v) => {
+            v.view_mut().mapv_inplace(|e| 1.0 - e);
+            "float32"
+        }
+    }
+}
+
 /// `x * 3` as a torch tensor, whatever the caller: the framework is the return type.
 #[pyfunction]
 fn ret_torch_tripled(x: TensorView<f32>) -> PyResult<Returned<Torch>> {
@@ -200,6 +220,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tv_which, m)?)?;
     m.add_function(wrap_pyfunction!(tr_doubled, m)?)?;
     m.add_function(wrap_pyfunction!(ret_plus_one, m)?)?;
+    m.add_function(wrap_pyfunction!(tvm_invert_any, m)?)?;
     m.add_function(wrap_pyfunction!(ret_torch_tripled, m)?)?;
     m.add_function(wrap_pyfunction!(ret_same_tripled, m)?)?;
     m.add_function(wrap_pyfunction!(tm_touch, m)?)?;
