@@ -354,7 +354,12 @@ pub(crate) fn call_method_one_keyword<'py>(
     kwnames: &Bound<'py, pyo3::types::PyTuple>,
     value: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    debug_assert_eq!(kwnames.len(), 1);
+    if kwnames.len() != 1 {
+        // CPython reads one value per name: the array below holds exactly one.
+        return Err(pyo3::exceptions::PySystemError::new_err(
+            "call_method_one_keyword: kwnames must hold exactly one name",
+        ));
+    }
     // A free slot before the arguments (`PY_VECTORCALL_ARGUMENTS_OFFSET`), then `self` and the
     // one keyword value; every pointer is borrowed for the call. Mutable: with the offset flag
     // the callee may write `args[0]` for the duration of the call, so the pointer handed over

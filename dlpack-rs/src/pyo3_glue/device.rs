@@ -74,7 +74,7 @@ impl<T: Element> Placed<T> {
 ///   queued on the legacy default stream (or on a stream that synchronises with it) sees the
 ///   data; work on a non-blocking stream must wait for an event recorded there first.
 /// - The argument holds a shared borrow of every byte the elements address in the
-///   [borrow registry](crate::safe::borrow), so no writable Rust view of that memory exists while
+///   [borrow registry](crate::safe#the-borrow-registry), so no writable Rust view of that memory exists while
 ///   it lives; nothing may write through this pointer.
 ///
 /// ```

@@ -46,19 +46,21 @@ impl Grad {
             if ty.py().version_info() < (3, 11) {
                 return Grad::Getattr;
             }
+            // The version tag first, then the owning-type check: the check holds while the tag
+            // does (the MRO cannot change without resetting it), also when another thread
+            // changes the type in between (free-threaded builds); a type without a tag cannot
+            // be checked later.
+            // SAFETY: a live type object.
+            let version = unsafe { cpython::type_version(ty.as_type_ptr()) };
+            if version == 0 {
+                return Grad::Getattr;
+            }
             // SAFETY: attached (the `Bound`s prove it), both live; the caller keeps `descr`.
             let Some((get, closure)) =
                 (unsafe { cpython::getset_getter(descr.as_ptr(), ty.as_type_ptr()) })
             else {
                 return Grad::Getattr;
             };
-            // SAFETY: a live type object.
-            let version = unsafe { cpython::type_version(ty.as_type_ptr()) };
-            // The owning-type check above holds while the version tag does (the MRO cannot
-            // change without resetting it); a type without a tag cannot be checked later.
-            if version == 0 {
-                return Grad::Getattr;
-            }
             Grad::Getter(DirectGetter {
                 get,
                 closure: closure as usize,

@@ -309,19 +309,24 @@ fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
             Err(Error::InvalidBool)
         }
     };
-    if !overlaps(&shape, &strides) {
-        // Every index a distinct element: at most as many as the memory holds.
-        return for_each_offset(&shape, &strides, check);
-    }
-    // The offsets an overlapping layout reaches, as a bit set over its span (in elements, at
-    // most the memory's size): per axis, the set united with itself shifted by every multiple
-    // of the stride, by doubling (log2(extent) unions of the span per axis).
     let span = shape
         .iter()
         .zip(&strides)
         .map(|(&e, &s)| (e - 1) * s)
         .sum::<usize>()
         + 1;
+    let indices = shape
+        .iter()
+        .try_fold(1usize, |n, &e| n.checked_mul(e))
+        .unwrap_or(usize::MAX);
+    if !overlaps(&shape, &strides) || indices <= span / 64 {
+        // Every index a distinct element (at most as many as the memory holds), or fewer indices
+        // than the bit set below would have words: a repeated check is harmless.
+        return for_each_offset(&shape, &strides, check);
+    }
+    // The offsets an overlapping layout reaches, as a bit set over its span (in elements, at
+    // most the memory's size): per axis, the set united with itself shifted by every multiple
+    // of the stride, by doubling (log2(extent) unions of the span per axis).
     let mut reached = BitSet::new(span)?;
     reached.insert(0);
     for (&extent, &stride) in shape.iter().zip(&strides) {
