@@ -158,37 +158,15 @@ impl<'a, 'py, T: Element, S: Shape, L: Layout> FromPyObject<'a, 'py> for DeviceT
 
 macro_rules! accessors {
     ($ty:ident) => {
+        super::extract::source_metadata!(impl[T, S: Shape, L: Layout] $ty<T, S, L>,
+            strides: "Strides in elements, as the producer gave them (compact row-major strides \
+                      when it gave none).",
+            device: "Where the memory lives: any device, the CPU included.");
         impl<T, S: Shape, L: Layout> $ty<T, S, L> {
             /// The address of the first element on [`device`](Self::device) (see
             /// [`DeviceTensor`]'s rules for the pointer): safe to get, `unsafe` to use.
             pub fn data_ptr(&self) -> *const T {
                 self.held.ptr
-            }
-
-            /// Extent of each dimension.
-            pub fn shape(&self) -> &[i64] {
-                self.held.source.shape()
-            }
-
-            /// Strides in elements, as the producer gave them (compact row-major strides when
-            /// it gave none).
-            pub fn strides(&self) -> Cow<'_, [i64]> {
-                self.held.source.strides()
-            }
-
-            /// Number of dimensions.
-            pub fn ndim(&self) -> usize {
-                self.shape().len()
-            }
-
-            /// The element type as DLPack describes it (`T::DTYPE`).
-            pub fn dtype(&self) -> DLDataType {
-                self.held.source.dtype()
-            }
-
-            /// Where the memory lives: any device, the CPU included.
-            pub fn device(&self) -> DLDevice {
-                self.held.source.device()
             }
 
             /// The framework the argument came from, to hand results back in kind.

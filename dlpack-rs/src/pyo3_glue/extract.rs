@@ -361,16 +361,18 @@ impl<'a, 'py, T: AnyBitPattern, const NDIM: usize> FromPyObject<'a, 'py> for Ten
     }
 }
 
-/// The metadata accessors both argument types share.
-macro_rules! accessors {
-    ($($ty:ident),*) => {$(
-        impl<T, const N: usize> $ty<T, N> {
+/// The metadata accessors every typed argument shares (`TensorRef` / `TensorMut` here, the
+/// views and the device arguments): its `held.source` is a [`Source`]. `strides` and `device`
+/// say what the argument type guarantees of them.
+macro_rules! source_metadata {
+    (impl[$($g:tt)*] $ty:ty, strides: $strides:literal, device: $device:literal) => {
+        impl<$($g)*> $ty {
             /// Extent of each dimension.
             pub fn shape(&self) -> &[i64] {
                 self.held.source.shape()
             }
 
-            /// Strides in elements (compact row-major: the argument is C-contiguous).
+            #[doc = $strides]
             pub fn strides(&self) -> Cow<'_, [i64]> {
                 self.held.source.strides()
             }
@@ -385,14 +387,21 @@ macro_rules! accessors {
                 self.held.source.dtype()
             }
 
-            /// Where the memory lives (the CPU: typed arguments are host views).
+            #[doc = $device]
             pub fn device(&self) -> DLDevice {
                 self.held.source.device()
             }
         }
-    )*};
+    };
 }
-accessors!(TensorRef, TensorMut);
+pub(super) use source_metadata;
+
+source_metadata!(impl[T, const N: usize] TensorRef<T, N>,
+    strides: "Strides in elements (compact row-major: the argument is C-contiguous).",
+    device: "Where the memory lives (the CPU: typed arguments are host views).");
+source_metadata!(impl[T, const N: usize] TensorMut<T, N>,
+    strides: "Strides in elements (compact row-major: the argument is C-contiguous).",
+    device: "Where the memory lives (the CPU: typed arguments are host views).");
 
 impl<T, const N: usize> Deref for TensorRef<T, N> {
     type Target = [T];

@@ -261,6 +261,7 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
 /// Whether the export `args` ask for must be a copy: asked for (`copy=True`), another device
 /// (the host only, from plain CPU memory), or a legacy request of read-only data with
 /// `copy=None` (unless the owner opted in to sharing it). Refusals are `BufferError`.
+#[inline]
 fn copy_needed(
     validated: &safe::Validated,
     read_only: bool,

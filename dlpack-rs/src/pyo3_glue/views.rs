@@ -339,6 +339,10 @@ impl<'a, 'py, T: AnyBitPattern, S: Shape, L: Layout> FromPyObject<'a, 'py>
 
 macro_rules! accessors {
     ($ty:ident) => {
+        super::extract::source_metadata!(impl[T, S: Shape, L: Layout] $ty<T, S, L>,
+            strides: "Strides in elements, as the producer gave them (compact row-major strides \
+                      when it gave none).",
+            device: "Where the memory lives (the CPU: typed arguments are host views).");
         impl<T, S: Shape, L: Layout> $ty<T, S, L> {
             /// The elements as an ndarray view with the tensor's exact layout.
             pub fn view(&self) -> ArrayView<'_, T, S::Dim> {
@@ -346,27 +350,6 @@ macro_rules! accessors {
                 // whose memory `source` keeps alive while `self`, which the view borrows,
                 // lives; a mutable view needs `&mut self`, so none is alive now.
                 unsafe { self.held.layout.view::<S::Dim>() }
-            }
-
-            /// Extent of each dimension.
-            pub fn shape(&self) -> &[i64] {
-                self.held.source.shape()
-            }
-
-            /// Strides in elements, as the producer gave them (compact row-major strides when
-            /// it gave none).
-            pub fn strides(&self) -> Cow<'_, [i64]> {
-                self.held.source.strides()
-            }
-
-            /// The element type as DLPack describes it (`T::DTYPE`).
-            pub fn dtype(&self) -> DLDataType {
-                self.held.source.dtype()
-            }
-
-            /// Where the memory lives (the CPU: typed arguments are host views).
-            pub fn device(&self) -> DLDevice {
-                self.held.source.device()
             }
 
             /// The framework the argument came from, to hand results back in kind.

@@ -403,29 +403,14 @@ impl<K: Kind> Managed<K> {
     /// Checks that elements of `T` may be read here: `T`'s dtype, on host-accessible memory.
     #[allow(dead_code)] // used by the ndarray views
     pub(crate) fn check_element<T: Element>(&self) -> Result<(), Error> {
-        if self.dtype() != T::DTYPE {
-            return Err(Error::DtypeMismatch {
-                expected: T::DTYPE,
-                found: self.dtype(),
-            });
-        }
+        dtype_is::<T>(self.dtype())?;
         host_viewable(self.device())
     }
 
     /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
     #[allow(dead_code)] // used by the ndarray views and the CUDA import
     pub(crate) fn first_element<T: Element>(&self) -> Result<*mut T, Error> {
-        let ptr = self.data_ptr().cast::<T>();
-        if ptr.is_null() {
-            return Err(Error::NullData);
-        }
-        if !ptr.is_aligned() {
-            return Err(Error::Misaligned {
-                align: core::mem::align_of::<T>(),
-                address: ptr as usize,
-            });
-        }
-        Ok(ptr)
+        first_of::<T>(self.data_ptr())
     }
 
     /// Registers a borrow of every byte the tensor's elements address (from the lowest to the
@@ -779,12 +764,7 @@ pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
     exclusive: bool,
     more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
 ) -> Result<(*mut T, usize, BorrowToken), Error> {
-    if dtype != T::DTYPE {
-        return Err(Error::DtypeMismatch {
-            expected: T::DTYPE,
-            found: dtype,
-        });
-    }
+    dtype_is::<T>(dtype)?;
     host_viewable(device)?;
     if !strides.is_none_or(|s| is_c_contiguous(shape, s)) {
         return Err(Error::NotContiguous);
@@ -794,16 +774,7 @@ pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
         return Ok((NonNull::<T>::dangling().as_ptr(), 0, BorrowToken::EMPTY));
     }
     let len: usize = shape.iter().map(|&d| d as usize).product();
-    let ptr = first.cast::<T>();
-    if ptr.is_null() {
-        return Err(Error::NullData);
-    }
-    if !ptr.is_aligned() {
-        return Err(Error::Misaligned {
-            align: core::mem::align_of::<T>(),
-            address: ptr as usize,
-        });
-    }
+    let ptr = first_of::<T>(first)?;
     // Borrow before reading anything: no exclusive view of these bytes exists from here on.
     // Contiguous: the bytes are exactly `len` elements from the first.
     let start = ptr as usize;
@@ -861,6 +832,33 @@ pub(super) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
     } else {
         Err(Error::NotHostAccessible(device))
     }
+}
+
+/// `Ok` when `dtype` is `T`'s; the mismatch otherwise (every typed view asks this first).
+pub(super) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
+    if dtype == T::DTYPE {
+        Ok(())
+    } else {
+        Err(Error::DtypeMismatch {
+            expected: T::DTYPE,
+            found: dtype,
+        })
+    }
+}
+
+/// `first` as the first element of a non-empty tensor of `T`: non-NULL and aligned for `T`.
+pub(super) fn first_of<T: Element>(first: *mut c_void) -> Result<*mut T, Error> {
+    let ptr = first.cast::<T>();
+    if ptr.is_null() {
+        return Err(Error::NullData);
+    }
+    if !ptr.is_aligned() {
+        return Err(Error::Misaligned {
+            align: core::mem::align_of::<T>(),
+            address: ptr as usize,
+        });
+    }
+    Ok(ptr)
 }
 
 #[cfg(test)]

@@ -140,12 +140,7 @@ fn normalize<T: Element>(
     dtype: DLDataType,
     device: DLDevice,
 ) -> Result<Normalized<T>, Error> {
-    if dtype != T::DTYPE {
-        return Err(Error::DtypeMismatch {
-            expected: T::DTYPE,
-            found: dtype,
-        });
-    }
+    super::managed::dtype_is::<T>(dtype)?;
     super::managed::host_viewable(device)?;
     // Validated: no negative extent.
     let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
@@ -167,16 +162,7 @@ fn normalize<T: Element>(
             inverted: Vec::new(),
         });
     }
-    let first = first.cast::<T>();
-    if first.is_null() {
-        return Err(Error::NullData);
-    }
-    if !first.is_aligned() {
-        return Err(Error::Misaligned {
-            align: core::mem::align_of::<T>(),
-            address: first as usize,
-        });
-    }
+    let first = super::managed::first_of::<T>(first)?;
     let mut ptr = first;
     let mut out = Vec::with_capacity(shape.len());
     let mut inverted = Vec::new();
@@ -249,23 +235,10 @@ pub(crate) fn raw_parts<T: Element>(
     exclusive: bool,
     more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
 ) -> Result<(*mut T, BorrowToken), Error> {
-    if dtype != T::DTYPE {
-        return Err(Error::DtypeMismatch {
-            expected: T::DTYPE,
-            found: dtype,
-        });
-    }
-    let first = first.cast::<T>();
+    super::managed::dtype_is::<T>(dtype)?;
+    let mut first = first.cast::<T>();
     if !shape.contains(&0) {
-        if first.is_null() {
-            return Err(Error::NullData);
-        }
-        if !first.is_aligned() {
-            return Err(Error::Misaligned {
-                align: core::mem::align_of::<T>(),
-                address: first as usize,
-            });
-        }
+        first = super::managed::first_of::<T>(first.cast())?;
         let abs =
             |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| d.unsigned_abs() as usize).collect() };
         if exclusive && overlaps(&abs(shape), &abs(strides)) {
