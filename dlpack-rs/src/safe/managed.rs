@@ -835,6 +835,7 @@ pub(super) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
 }
 
 /// `Ok` when `dtype` is `T`'s; the mismatch otherwise (every typed view asks this first).
+#[inline]
 pub(super) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
     if dtype == T::DTYPE {
         Ok(())
@@ -847,6 +848,7 @@ pub(super) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
 }
 
 /// `first` as the first element of a non-empty tensor of `T`: non-NULL and aligned for `T`.
+#[inline]
 pub(super) fn first_of<T: Element>(first: *mut c_void) -> Result<*mut T, Error> {
     let ptr = first.cast::<T>();
     if ptr.is_null() {

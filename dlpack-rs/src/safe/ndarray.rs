@@ -250,26 +250,17 @@ pub(crate) fn raw_parts<T: Element>(
 }
 
 /// Calls [`Element::is_valid_bytes`] once on every element address the layout reaches; nothing
-/// for types where every bit pattern is valid. The work is bounded by the memory, never by the
-/// number of indices: a broadcast or overlapping layout may name far more indices than its
-/// memory holds elements (2^62 indices of one byte), so axes that do not move (stride 0,
-/// extent 1) are dropped, and an overlapping rest is walked as the set of offsets it reaches.
+/// for types where every bit pattern is valid ([`for_each_reached`] bounds the work by the
+/// memory, never by the number of indices).
 fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
-    if T::ANY_BIT_PATTERN || n.shape.contains(&0) {
+    if T::ANY_BIT_PATTERN {
         return Ok(());
     }
-    let (shape, strides): (Vec<usize>, Vec<usize>) = n
-        .shape
-        .iter()
-        .zip(&n.strides)
-        .filter(|&(&extent, &stride)| extent > 1 && stride > 0)
-        .map(|(&extent, &stride)| (extent, stride))
-        .unzip();
-    let check = |offset: usize| -> Result<(), Error> {
+    for_each_reached(&n.shape, &n.strides, |offset| {
         // SAFETY: a non-empty, validated tensor on host memory: every offset reached by indices
         // within the shape addresses `size_of::<T>()` readable bytes of the producer's buffer
         // (the normalised pointer is the lowest addressed element, the strides step towards
-        // higher addresses); the callers pass only such offsets.
+        // higher addresses); `for_each_reached` passes only such offsets.
         let bytes = unsafe {
             core::slice::from_raw_parts(
                 n.ptr.wrapping_add(offset).cast::<u8>(),
@@ -281,28 +272,66 @@ fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
         } else {
             Err(Error::InvalidBool)
         }
-    };
-    let span = shape
+    })
+}
+
+/// Calls `f` with every element offset some index within `shape` reaches (strides in elements,
+/// none negative), each at least once, and with no other offset. The work is bounded by the
+/// memory, never by the number of indices: a broadcast or overlapping layout may name far more
+/// indices than its memory holds elements (2^62 indices of one byte), so axes that do not move
+/// (stride 0, extent 1) are dropped, and an overlapping rest with more indices than its span
+/// has bit-set words is walked as the set of offsets it reaches ([`for_each_reached_in_set`]).
+fn for_each_reached(
+    shape: &[usize],
+    strides: &[usize],
+    f: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<(), Error> {
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    let (shape, strides): (Vec<usize>, Vec<usize>) = shape
         .iter()
-        .zip(&strides)
-        .map(|(&e, &s)| (e - 1) * s)
-        .sum::<usize>()
-        + 1;
+        .zip(strides)
+        .filter(|&(&extent, &stride)| extent > 1 && stride > 0)
+        .map(|(&extent, &stride)| (extent, stride))
+        .unzip();
+    let span = span_of(&shape, &strides);
     let indices = shape
         .iter()
         .try_fold(1usize, |n, &e| n.checked_mul(e))
         .unwrap_or(usize::MAX);
     if !overlaps(&shape, &strides) || indices <= span / 64 {
         // Every index a distinct element (at most as many as the memory holds), or fewer indices
-        // than the bit set below would have words: a repeated check is harmless.
-        return for_each_offset(&shape, &strides, check);
+        // than the bit set would have words: a repeated offset is harmless.
+        return for_each_offset(&shape, &strides, f);
     }
-    // The offsets an overlapping layout reaches, as a bit set over its span (in elements, at
-    // most the memory's size): per axis, the set united with itself shifted by every multiple
-    // of the stride, by doubling (log2(extent) unions of the span per axis).
+    for_each_reached_in_set(&shape, &strides, f)
+}
+
+/// The number of elements from the lowest to the highest offset a non-empty layout reaches.
+fn span_of(shape: &[usize], strides: &[usize]) -> usize {
+    shape
+        .iter()
+        .zip(strides)
+        .map(|(&e, &s)| (e - 1) * s)
+        .sum::<usize>()
+        + 1
+}
+
+/// [`for_each_reached`] through a bit set over the span (in elements, at most the memory's
+/// size), each offset once, in increasing order: per axis, the set united with itself shifted
+/// by every multiple of the stride, by doubling (log2(extent) unions of the span per axis).
+/// Non-empty layouts only.
+fn for_each_reached_in_set(
+    shape: &[usize],
+    strides: &[usize],
+    f: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let span = span_of(shape, strides);
     let mut reached = BitSet::new(span)?;
-    reached.insert(0);
-    for (&extent, &stride) in shape.iter().zip(&strides) {
+    // Offset 0: the first element, before any axis moves.
+    reached.words[0] = 1;
+    for (&extent, &stride) in shape.iter().zip(strides) {
         // The union of `reached` shifted by 0, 1, ..., extent - 1 strides, as consecutive
         // blocks of 2^k multiples for the bits of `extent` (`pow`: the union over the first
         // `pow_len` multiples).
@@ -323,7 +352,7 @@ fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
         }
         reached = result;
     }
-    reached.for_each(check)
+    reached.for_each(f)
 }
 
 /// Calls `f` with the element offset of every index within `shape` (odometer order).
@@ -368,10 +397,6 @@ impl BitSet {
             .map_err(|_| Error::OutOfMemory)?;
         words.resize(len.div_ceil(64), 0);
         Ok(BitSet { words, len })
-    }
-
-    fn insert(&mut self, i: usize) {
-        self.words[i / 64] |= 1 << (i % 64);
     }
 
     /// `self |= other << shift`, dropping what falls past the end.
@@ -623,3 +648,142 @@ unsafe impl<A: Element, D: Dimension> Buffer for ArcArray<A, D> {
 // keeps the allocation alive; every mutable access of ndarray's shared arrays first makes the
 // data unique (copy-on-write), so no owner writes the elements while another owner exists.
 unsafe impl<A: Element, D: Dimension + 'static> super::SharedBuffer for ArcArray<A, D> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::collections::BTreeSet;
+
+    /// Every offset an index reaches, by enumerating the indices.
+    fn naive(shape: &[usize], strides: &[usize]) -> BTreeSet<usize> {
+        let mut set = BTreeSet::new();
+        if shape.contains(&0) {
+            return set;
+        }
+        for_each_offset(shape, strides, |o| {
+            set.insert(o);
+            Ok(())
+        })
+        .unwrap();
+        set
+    }
+
+    fn visits(
+        walk: impl FnOnce(&mut dyn FnMut(usize) -> Result<(), Error>) -> Result<(), Error>,
+    ) -> Vec<usize> {
+        let mut seen = Vec::new();
+        walk(&mut |o| {
+            seen.push(o);
+            Ok(())
+        })
+        .unwrap();
+        seen
+    }
+
+    /// Layouts of up to four axes, extents up to 9, strides 0 to 150 (spans of several bit-set
+    /// words, overlapping and not), from a fixed pseudo-random sequence.
+    fn layouts() -> impl Iterator<Item = (Vec<usize>, Vec<usize>)> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n) as usize
+        };
+        (0..3000).map(move |_| {
+            let ndim = 1 + next(4);
+            let shape: Vec<usize> = (0..ndim).map(|_| next(10)).collect();
+            let strides: Vec<usize> = (0..ndim)
+                .map(|_| match next(3) {
+                    0 => next(3),
+                    1 => next(12),
+                    _ => next(151),
+                })
+                .collect();
+            (shape, strides)
+        })
+    }
+
+    #[test]
+    fn the_bit_set_walk_reaches_exactly_the_addressed_offsets_once_in_order() {
+        for (shape, strides) in layouts() {
+            if shape.contains(&0) {
+                continue;
+            }
+            let want: Vec<usize> = naive(&shape, &strides).into_iter().collect();
+            let got = visits(|f| for_each_reached_in_set(&shape, &strides, f));
+            assert_eq!(got, want, "shape {shape:?} strides {strides:?}");
+        }
+    }
+
+    #[test]
+    fn the_reached_walk_visits_every_addressed_offset_and_no_other() {
+        for (shape, strides) in layouts() {
+            let want = naive(&shape, &strides);
+            let got = visits(|f| for_each_reached(&shape, &strides, f));
+            assert_eq!(
+                got.iter().copied().collect::<BTreeSet<_>>(),
+                want,
+                "shape {shape:?} strides {strides:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_broadcast_walk_costs_one_visit_per_address() {
+        let visited = visits(|f| for_each_reached(&[1 << 40, 3, 1], &[0, 1, 7], f));
+        assert_eq!(visited, [0, 1, 2]);
+        // Overlapping, with many more indices than the span has words: the bit set, each
+        // offset once.
+        let visited = visits(|f| for_each_reached(&[1000, 1000], &[1, 1], f));
+        assert_eq!(visited, (0..1999).collect::<Vec<_>>());
+        assert!(visits(|f| for_each_reached(&[0, 5], &[1, 1], f)).is_empty());
+    }
+
+    #[test]
+    fn a_walk_stops_at_the_first_error() {
+        let mut calls = 0;
+        let err = for_each_reached_in_set(&[4, 4], &[1, 1], |o| {
+            calls += 1;
+            if o == 2 {
+                Err(Error::InvalidBool)
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!((err, calls), (Err(Error::InvalidBool), 3));
+    }
+
+    #[test]
+    fn raw_parts_checks_dtype_pointer_and_exclusive_overlap() {
+        let mut data = [0f32; 4];
+        let first = data.as_mut_ptr().cast::<c_void>();
+        let f32_ = <f32 as Element>::DTYPE;
+        let (ptr, token) = raw_parts::<f32>(first, &[2, 2], &[1, 1], f32_, false, Ok).unwrap();
+        assert_eq!(ptr, first.cast());
+        drop(token);
+        assert_eq!(
+            raw_parts::<f32>(first, &[2, 2], &[1, 1], f32_, true, Ok).unwrap_err(),
+            Error::Overlapping
+        );
+        let (_, token) = raw_parts::<f32>(first, &[2, 2], &[2, 1], f32_, true, Ok).unwrap();
+        drop(token);
+        assert!(matches!(
+            raw_parts::<f32>(first, &[4], &[1], <u32 as Element>::DTYPE, false, Ok),
+            Err(Error::DtypeMismatch { .. })
+        ));
+        assert_eq!(
+            raw_parts::<f32>(core::ptr::null_mut(), &[4], &[1], f32_, false, Ok).unwrap_err(),
+            Error::NullData
+        );
+        // An empty tensor needs no address: NULL, misaligned and overlapping are all fine.
+        let (ptr, _) =
+            raw_parts::<f32>(core::ptr::null_mut(), &[0, 2], &[1, 1], f32_, true, Ok).unwrap();
+        assert!(ptr.is_null());
+        let odd = first.cast::<u8>().wrapping_add(1).cast::<c_void>();
+        assert!(matches!(
+            raw_parts::<f32>(odd, &[2], &[1], f32_, false, Ok),
+            Err(Error::Misaligned { .. })
+        ));
+    }
+}
