@@ -553,6 +553,10 @@ print("CPython", sys.version.split()[0], "numpy", numpy.__version__, "torch", to
   # share one borrow registry.
   VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
     "$venv/bin/maturin" develop --release -m examples/image-demo/Cargo.toml
+  # A third, small one (tests/pytwin) carries the test extension's cross-module functions, so
+  # that every scenario between two copies of the crate runs in both orders.
+  VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
+    "$venv/bin/maturin" develop --release -m tests/pytwin/Cargo.toml
   local report=target/pytest-report.xml
   mkdir -p target
   "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider -rs --junitxml="$report"

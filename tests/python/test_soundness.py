@@ -537,3 +537,102 @@ def test_a_class_that_copies_torchs_table_is_refused_by_torch(route):
 
     with pytest.raises((BufferError, TypeError)):
         getattr(ext, route)(Fake())
+
+
+# -- An object's own __dlpack__ is never bypassed ----------------------------------------------
+
+
+def _torch_subclasses():
+    class NoExport(torch.Tensor):
+        def __dlpack__(self, **kwargs):
+            raise BufferError("this tensor is not for export")
+
+    class ExportsCopy(torch.Tensor):
+        # Exports a copy whose elements are 7: an import must see the copy, not the tensor.
+        def __dlpack__(self, **kwargs):
+            return torch.full_like(self.as_subclass(torch.Tensor), 7).__dlpack__(**kwargs)
+
+    class ExportsReadOnly(torch.Tensor):
+        def __dlpack__(self, **kwargs):
+            x = self.as_subclass(torch.Tensor).numpy()
+            view = x.view()
+            view.flags.writeable = False
+            return view.__dlpack__(**kwargs)
+
+    class OwnDevice(torch.Tensor):
+        # Overrides only __dlpack_device__: the table's owner no longer speaks for it either.
+        def __dlpack_device__(self):
+            return torch.Tensor.__dlpack_device__(self.as_subclass(torch.Tensor))
+
+    return NoExport, ExportsCopy, ExportsReadOnly, OwnDevice
+
+
+@needs_torch
+def test_a_torch_subclass_own_dlpack_is_honoured_by_every_import_route():
+    # torch's exchange table is found up the class hierarchy; using it would bypass the
+    # subclass's own __dlpack__, which torch.from_dlpack and np.from_dlpack honour.
+    NoExport, ExportsCopy, ExportsReadOnly, OwnDevice = _torch_subclasses()
+    base = torch.zeros(4, dtype=torch.uint8)
+
+    t = base.as_subclass(NoExport)
+    for route in (ext.sum_view, ext.add_one_mut, lambda x: ext.as_slice_values(x, "uint8"),
+                  ext.tvm_invert_any):
+        with pytest.raises(BufferError, match="not for export"):
+            route(t)
+    with pytest.raises(BufferError, match="not for export"):
+        np.from_dlpack(t)  # the peer agrees
+
+    t = base.as_subclass(ExportsCopy)
+    assert ext.sum_view(t) == 28
+    assert ext.as_slice_values(t, "uint8") == [7.0] * 4
+    assert ext.add_one_mut(t) == 4  # writes the copy
+    assert base.tolist() == [0, 0, 0, 0]
+
+    t = base.as_subclass(ExportsReadOnly)
+    assert ext.sum_view(t) == 0
+    for route in (ext.add_one_mut, ext.add_one, ext.tvm_invert_any):
+        with pytest.raises(BufferError, match="read-only"):
+            route(t)
+    assert base.tolist() == [0, 0, 0, 0]
+
+    t = base.as_subclass(OwnDevice)
+    assert ext.add_one_mut(t) == 4 and base.tolist() == [1, 1, 1, 1]
+
+
+@needs_torch
+def test_a_torch_subclass_that_overrides_nothing_keeps_the_table():
+    # nn.Parameter and plain subclasses use torch's own __dlpack__: the table speaks for them
+    # (the requires_grad refusal shows the import saw the tensor as torch's table does).
+    class Plain(torch.Tensor):
+        pass
+
+    t = torch.zeros(4, dtype=torch.uint8).as_subclass(Plain)
+    assert ext.add_one_mut(t) == 4 and t.as_subclass(torch.Tensor).tolist() == [1, 1, 1, 1]
+    p = torch.nn.Parameter(torch.zeros(2))
+    with pytest.raises(BufferError, match="requires grad"):
+        ext.as_slice_values(p, "float32")
+
+
+# -- Borrows are exact for strided layouts -----------------------------------------------------
+
+
+def test_interleaved_disjoint_elements_may_be_viewed_mutably_together():
+    z = np.zeros(16, dtype=np.float32)
+    ext.tvm_pair(z[::2], z[1::2])  # rust-numpy grants this pair too
+    assert z.tolist() == [1.0, 2.0] * 8
+    # Channels of an image: one element in three, each channel its own.
+    img = np.zeros((4, 5, 3), dtype=np.float32)
+    ext.tvm_pair(img[..., 0], img[..., 2])
+    assert img[..., 0].tolist() == np.ones((4, 5)).tolist()
+    assert img[..., 1].tolist() == np.zeros((4, 5)).tolist()
+    assert img[..., 2].tolist() == (2 * np.ones((4, 5))).tolist()
+    # What shares a byte is still refused, in either order and with any offset.
+    for a, b in [(z[::2], z[::4]), (z[1::2], z[5::4]), (z[::2], z[2:9]), (z, z[1::2]),
+                 (z[::-2], z[1::2])]:
+        with pytest.raises(BufferError, match="borrowed"):
+            ext.tvm_pair(a, b)
+        with pytest.raises(BufferError, match="borrowed"):
+            ext.tvm_pair(b, a)
+    # Reversed, the odd elements are still disjoint from the even ones.
+    ext.tvm_pair(z[::-2], z[::2])
+    assert z.tolist() == [2.0, 1.0] * 8

@@ -28,6 +28,11 @@ use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
 /// Runs the body of one of our `extern "C"` functions: a `PyErr` is restored as the pending
 /// Python exception and a panic becomes a `PanicException`; both return -1.
 ///
+/// Every entry point that hands out or takes in memory (an export, a lend, a hand-off) runs
+/// here, so this is where the table joins the shared borrow registry: the caller may be another
+/// copy of this crate, which must see this copy's live borrows before it gets any of its memory
+/// (ARCHITECTURE.md: the routes to another copy).
+///
 /// # Safety
 ///
 /// The calling thread must be attached to the interpreter (hold the GIL): the contract under
@@ -37,6 +42,7 @@ pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_in
     // SAFETY: forwarded from this function's contract.
     unsafe {
         super::cpython::attached_entry(-1, "a Rust panic in a DLPack exchange API function", |py| {
+            super::shared_registry::join(py)?;
             f(py).map(|()| 0)
         })
     }

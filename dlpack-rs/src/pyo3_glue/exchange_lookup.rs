@@ -7,6 +7,14 @@
 //! of `type(obj).__mro__`, as the interpreter finds a special method), never through
 //! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
 //! is trusted.
+//!
+//! A table speaks for the class that defines it (its owner: the first class of the order whose
+//! dictionary holds the capsule), and only for objects whose `__dlpack__` and
+//! `__dlpack_device__` are the owner's own: a subclass that overrides either (to refuse, to
+//! copy, to export read-only) is imported through its own `__dlpack__`, as `torch.from_dlpack`
+//! and `np.from_dlpack` do. The answer is cached with the table, per type; [`lookup`] (imports)
+//! gives no table for such a type, [`type_table`] (a framework's constructor, which never reads
+//! an object's memory) still gives it.
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -29,7 +37,8 @@ const CACHE_SLOTS: usize = 8;
 /// key can never be reused by a new type while it sits in the cache.
 struct Slot {
     key: usize,
-    /// The table to use, or 0 when the type has no usable exchange API.
+    /// The table (0 when the type has no usable exchange API), its low bit set when the type
+    /// overrides its owner's `__dlpack__` or `__dlpack_device__` (see the module docs).
     api: usize,
     /// How the type's `requires_grad` (torch tensors) is read, which an import must check as
     /// the producer's `__dlpack__` would.
@@ -149,46 +158,63 @@ unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLP
     core::ptr::null()
 }
 
-/// The exchange table of `obj`'s type, if it has one this crate can use (cached per type).
+/// The low bit of a slot's `api` word: the type overrides its table owner's `__dlpack__` or
+/// `__dlpack_device__` (tables are pointer-aligned, so the bit is free).
+const OVERRIDDEN: usize = 1;
+
+/// The exchange table an import of `obj` may use instead of its `__dlpack__` (cached per type):
+/// `None` when the type has none this crate can use, or overrides the owner's `__dlpack__` or
+/// `__dlpack_device__` (see the module docs).
 pub(crate) fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, Grad)> {
     // The type is read once, as a strong reference: the cache key and the type a new entry
     // keeps alive are then the same object even if another thread assigns `__class__`
     // meanwhile (free-threaded builds).
     let ty = obj.get_type();
-    lookup_type(obj.py(), ty.as_ptr() as usize, move || ty)
+    let (word, grad) = lookup_type(obj.py(), ty.as_ptr() as usize, move || ty);
+    if word & OVERRIDDEN != 0 {
+        return None;
+    }
+    // SAFETY: a non-zero word (with its low bit clear) was selected from a producer's static
+    // table chain, which lives for the rest of the process (the dlpack.h contract).
+    unsafe { (word as *const DLPackExchangeAPI).as_ref() }.map(|api| (api, grad))
 }
 
-/// The exchange table of type `ty`, if it has one this crate can use (cached per type).
+/// The exchange table type `ty` publishes, if it has one this crate can use (cached per type),
+/// whether or not the type overrides its owner's `__dlpack__`: for making objects of the type
+/// (`managed_tensor_to_py_object_no_sync`), never for reading one.
 pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
-    lookup_type(ty.py(), ty.as_ptr() as usize, || ty.clone()).map(|(api, _)| api)
+    let (word, _) = lookup_type(ty.py(), ty.as_ptr() as usize, || ty.clone());
+    // SAFETY: as in `lookup`, with the flag bit cleared.
+    unsafe { ((word & !OVERRIDDEN) as *const DLPackExchangeAPI).as_ref() }
 }
 
 /// [`lookup`] by type: `key` is the type's address, `ty` makes the type when it is not cached.
+/// Answers the slot's `api` word (see [`Slot::api`]) and how `requires_grad` is read.
 fn lookup_type<'py>(
     py: Python<'py>,
     key: usize,
     ty: impl FnOnce() -> Bound<'py, PyType>,
-) -> Option<(&'static DLPackExchangeAPI, Grad)> {
+) -> (usize, Grad) {
     for mirror in &MIRROR {
-        if let Some((api, grad)) = mirror.read(key) {
-            // SAFETY: as for a hit under the mutex below: `api` was published from a slot.
-            return unsafe { (api as *const DLPackExchangeAPI).as_ref() }.map(|api| (api, grad));
+        if let Some(hit) = mirror.read(key) {
+            return hit;
         }
     }
     {
         let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         for slot in cache.slots.iter().flatten() {
             if slot.key == key {
-                // SAFETY: a non-zero `api` was selected from a producer's static table chain,
-                // which lives for the rest of the process (the dlpack.h contract).
-                return unsafe { (slot.api as *const DLPackExchangeAPI).as_ref() }
-                    .map(|api| (api, slot.grad));
+                return (slot.api, slot.grad);
             }
         }
     }
     let ty = ty();
-    let capsule = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
-    let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad"));
+    let found = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
+    let overridden = found
+        .as_ref()
+        .is_some_and(|(_, owner)| overrides_owner(&ty, owner));
+    let capsule = found.map(|(capsule, _)| capsule);
+    let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad")).map(|(d, _)| d);
     let grad = match &grad_descr {
         None => Grad::Absent,
         Some(descr) => Grad::of_descriptor(&ty, descr),
@@ -204,6 +230,11 @@ fn lookup_type<'py>(
         // starts with a header whose prev_api chain is static too.
         .map(|p| unsafe { select_table(p.as_ptr().cast()) })
         .unwrap_or(core::ptr::null());
+    let word = if api.is_null() {
+        0
+    } else {
+        api as usize | if overridden { OVERRIDDEN } else { 0 }
+    };
     let evicted = {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         // Another thread may have filled the slot meanwhile: keep one entry per type.
@@ -213,10 +244,10 @@ fn lookup_type<'py>(
             let i = cache.next;
             cache.next = (i + 1) % CACHE_SLOTS;
             // Published before the evicted entry's references are dropped (below).
-            MIRROR[i].write(key, api as usize, grad);
+            MIRROR[i].write(key, word, grad);
             cache.slots[i].replace(Slot {
                 key,
-                api: api as usize,
+                api: word,
                 grad,
                 _grad_descr: grad_descr.map(Bound::unbind),
                 _ty: ty.unbind(),
@@ -226,18 +257,44 @@ fn lookup_type<'py>(
     };
     // Dropped with the lock released: a type's deallocation may run arbitrary Python code.
     drop(evicted);
-    // SAFETY: as for a cache hit.
-    unsafe { api.as_ref() }.map(|api| (api, grad))
+    (word, grad)
 }
 
-/// `name` as the interpreter finds a special method: in the dictionaries of the type's
-/// `__mro__` (both read through `type`'s own descriptors), without running descriptors,
-/// `__getattr__` or the metaclass. (A class body may still copy another type's table: what it
-/// points to must then check the objects it is called with, as torch's and ours do.)
+/// Whether `ty` (a subclass of `owner`, the class whose dictionary holds the table, or `owner`
+/// itself) finds another `__dlpack__` or `__dlpack_device__` than `owner` does: then the
+/// object's own methods decide what an import gets, not the owner's table. A look-up that
+/// fails counts as overridden (the table is then not used: never more than `__dlpack__`).
+fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> bool {
+    if ty.is(owner) {
+        return false;
+    }
+    let py = ty.py();
+    [
+        pyo3::intern!(py, "__dlpack__"),
+        pyo3::intern!(py, "__dlpack_device__"),
+    ]
+    .into_iter()
+    .any(|name| {
+        let ours = type_lookup(ty, name).map(|(m, _)| m);
+        let owners = type_lookup(owner, name).map(|(m, _)| m);
+        match (ours, owners) {
+            (Some(a), Some(b)) => !a.is(&b),
+            (None, None) => false,
+            _ => true,
+        }
+    })
+}
+
+/// `name` as the interpreter finds a special method, and the class whose dictionary holds it:
+/// in the dictionaries of the type's `__mro__` (both read through `type`'s own descriptors),
+/// without running descriptors, `__getattr__` or the metaclass. (A class body may still copy
+/// another type's table: what it points to must then check the objects it is called with, as
+/// torch's and ours do; the class is then the table's owner, and its own `__dlpack__` is the
+/// one an import is compared with.)
 fn type_lookup<'py>(
     ty: &Bound<'py, PyType>,
     name: &Bound<'py, pyo3::types::PyString>,
-) -> Option<Bound<'py, PyAny>> {
+) -> Option<(Bound<'py, PyAny>, Bound<'py, PyType>)> {
     let py = ty.py();
     // `type`'s own `__mro__` and `__dict__` descriptors, applied to the type: a metaclass
     // cannot override them (as it could plain attribute look-ups of `__mro__` / `__dict__`).
@@ -264,8 +321,8 @@ fn type_lookup<'py>(
             Ok(d) => d.get_item(name).ok().flatten(),
             Err(_) => dict.get_item(name).ok(),
         };
-        if found.is_some() {
-            return found;
+        if let Some(found) = found {
+            return Some((found, base.cast_into::<PyType>().ok()?));
         }
     }
     None

@@ -4,9 +4,10 @@
 //! The capsule is named `"dlpack_rs.borrow_registry"` and sits in the interpreter's own state
 //! dictionary (`PyInterpreterState_GetDict`, out of reach of Python code) under the same key.
 //! It points at the C table of
-//! `safe::borrow` (`version: u64`, `state`, `acquire`, `release`; later versions only append),
-//! so modules built against different releases of this crate see each other's borrows. A
-//! table of a version this crate does not read makes joining raise.
+//! `safe::borrow` (`version: u64`, `state`, `acquire`, `release`; version 2 appends
+//! `acquire_strided` and `release_strided`; later versions only append), so modules built
+//! against different releases of this crate see each other's borrows. A table of version 0
+//! makes joining raise; one of version 1 is used for whole ranges.
 //!
 //! Joining fails closed: if the table cannot be found or published, the import or export that
 //! asked raises and this copy tries again next time (its borrows stay in its own table, which
@@ -119,9 +120,10 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     // SAFETY: a capsule of this name points at a live `BorrowApi` (see the module's trust
     // note); its version field is valid in every version of the table.
     let table = unsafe { ptr.cast::<BorrowApi>().as_ref() };
-    if table.version < BORROW_API_VERSION {
+    // Version 1 (ranges only) is read as well: strided borrows go there as whole ranges.
+    if table.version < 1 {
         return Err(PySystemError::new_err(format!(
-            "dlpack-rs: the shared borrow registry has version {}, this copy needs {}",
+            "dlpack-rs: the shared borrow registry has version {}, this copy needs 1 to {}",
             table.version, BORROW_API_VERSION
         )));
     }

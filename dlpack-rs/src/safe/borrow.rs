@@ -10,11 +10,13 @@ use core::ffi::c_void;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
+use super::overlap::Span;
 use super::Error;
 
-/// The version of [`BorrowApi`] this crate publishes and reads; later versions only append
-/// fields.
-pub(crate) const BORROW_API_VERSION: u64 = 1;
+/// The version of [`BorrowApi`] this crate publishes; later versions only append fields. A
+/// table of version 1 (ranges only) is still read: strided borrows are registered there as
+/// their whole range.
+pub(crate) const BORROW_API_VERSION: u64 = 2;
 
 /// `acquire`'s answer: the range was registered.
 const ACQUIRED: i32 = 0;
@@ -28,7 +30,11 @@ const NO_MEMORY: i32 = -1;
 /// `acquire(state, start, end, exclusive)` registers the bytes `start..end` and returns 0, or
 /// returns 1 when an overlapping borrow conflicts (nothing registered), or -1 when it could not
 /// allocate. `release(state, start, end, exclusive)` removes one registration made with the
-/// same arguments. Both are thread-safe, never block on Python and never unwind.
+/// same arguments. Version 2 appends `acquire_strided(state, start, end, period, width,
+/// exclusive)` and `release_strided(...)`: the same for the elements of `width` bytes at
+/// `start`, `start + period`, ... below `end` (a `safe::overlap::Span`), which conflict only
+/// with borrows that share one of their bytes. All are thread-safe, never block on Python and
+/// never unwind.
 #[repr(C)]
 pub(crate) struct BorrowApi {
     /// [`BORROW_API_VERSION`] of the copy of the crate that made the table.
@@ -39,6 +45,72 @@ pub(crate) struct BorrowApi {
     pub acquire: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> i32,
     /// Releases a range registered by `acquire`.
     pub release: unsafe extern "C" fn(*mut c_void, usize, usize, bool),
+    /// Version 2: registers a strided span, see above.
+    pub acquire_strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool) -> i32,
+    /// Version 2: releases a span registered by `acquire_strided`.
+    pub release_strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool),
+}
+
+impl BorrowApi {
+    /// What `api` registers for `span`: the span itself in a table of version 2 or later, its
+    /// whole range in one of version 1 (conservative). Release uses the same answer.
+    fn registered(&self, span: Span) -> Span {
+        if self.version >= 2 {
+            span
+        } else {
+            span.as_range()
+        }
+    }
+
+    /// Registers `span` (as [`BorrowApi::registered`] says) and returns the table's answer.
+    ///
+    /// # Safety
+    ///
+    /// The table keeps the contract above.
+    unsafe fn acquire_span(&self, span: Span, exclusive: bool) -> i32 {
+        let span = self.registered(span);
+        if span.is_range() {
+            // SAFETY: the table's contract (this function's).
+            unsafe { (self.acquire)(self.state, span.start, span.end, exclusive) }
+        } else {
+            // SAFETY: as above; a version-2 table has this field (`registered`).
+            unsafe {
+                (self.acquire_strided)(
+                    self.state,
+                    span.start,
+                    span.end,
+                    span.period,
+                    span.width,
+                    exclusive,
+                )
+            }
+        }
+    }
+
+    /// Releases one registration [`BorrowApi::acquire_span`] made of `span`.
+    ///
+    /// # Safety
+    ///
+    /// As `acquire_span`, and such a registration is live.
+    unsafe fn release_span(&self, span: Span, exclusive: bool) {
+        let span = self.registered(span);
+        if span.is_range() {
+            // SAFETY: the table's contract (this function's).
+            unsafe { (self.release)(self.state, span.start, span.end, exclusive) }
+        } else {
+            // SAFETY: as above; a version-2 table has this field (`registered`).
+            unsafe {
+                (self.release_strided)(
+                    self.state,
+                    span.start,
+                    span.end,
+                    span.period,
+                    span.width,
+                    exclusive,
+                )
+            }
+        }
+    }
 }
 
 // SAFETY: the table is immutable after construction; `state` is only used by the table's own
@@ -48,8 +120,7 @@ unsafe impl Sync for BorrowApi {}
 /// One registered range: `count` borrows of the same bytes and kind, `migrated` of which were
 /// also registered in the shared table when this copy joined it.
 struct Entry {
-    start: usize,
-    end: usize,
+    span: Span,
     exclusive: bool,
     count: usize,
     migrated: usize,
@@ -105,19 +176,22 @@ fn switched() -> Option<&'static BorrowApi> {
 }
 
 /// Registers `start..end` in `entries` (the table logic, under the caller's lock).
+#[cfg(test)]
 fn add_entry(entries: &mut Vec<Entry>, start: usize, end: usize, exclusive: bool) -> i32 {
-    let overlapping = |e: &Entry| e.start < end && start < e.end;
+    add_span(entries, Span::range(start, end), exclusive)
+}
+
+/// Registers `span` in `entries` (the table logic, under the caller's lock): a conflict when a
+/// borrow that shares one of its bytes is exclusive, or this one is.
+fn add_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> i32 {
     if entries
         .iter()
-        .any(|e| overlapping(e) && (exclusive || e.exclusive))
+        .any(|e| (exclusive || e.exclusive) && e.span.shares_byte(&span))
     {
         return CONFLICT;
     }
     if !exclusive {
-        if let Some(e) = entries
-            .iter_mut()
-            .find(|e| e.start == start && e.end == end && !e.exclusive)
-        {
+        if let Some(e) = entries.iter_mut().find(|e| e.span == span && !e.exclusive) {
             e.count += 1;
             return ACQUIRED;
         }
@@ -126,13 +200,25 @@ fn add_entry(entries: &mut Vec<Entry>, start: usize, end: usize, exclusive: bool
         return NO_MEMORY;
     }
     entries.push(Entry {
-        start,
-        end,
+        span,
         exclusive,
         count: 1,
         migrated: 0,
     });
     ACQUIRED
+}
+
+/// `acquire` and `acquire_strided` of this copy's table.
+fn local_acquire_span(span: Span, exclusive: bool) -> i32 {
+    LOCAL.with(|entries| {
+        if let Some(shared) = switched() {
+            // A borrow that looked up the table just before this copy switched: register it
+            // where every borrow goes now.
+            // SAFETY: `shared` keeps the `BorrowApi` contract (`install`'s precondition).
+            return unsafe { shared.acquire_span(span, exclusive) };
+        }
+        add_span(entries, span, exclusive)
+    })
 }
 
 unsafe extern "C" fn local_acquire(
@@ -141,28 +227,38 @@ unsafe extern "C" fn local_acquire(
     end: usize,
     exclusive: bool,
 ) -> i32 {
-    LOCAL.with(|entries| {
-        if let Some(shared) = switched() {
-            // A borrow that looked up the table just before this copy switched: register it
-            // where every borrow goes now.
-            // SAFETY: `shared` keeps the `BorrowApi` contract (`install`'s precondition).
-            return unsafe { (shared.acquire)(shared.state, start, end, exclusive) };
-        }
-        add_entry(entries, start, end, exclusive)
-    })
+    local_acquire_span(Span::range(start, end), exclusive)
+}
+
+unsafe extern "C" fn local_acquire_strided(
+    _state: *mut c_void,
+    start: usize,
+    end: usize,
+    period: usize,
+    width: usize,
+    exclusive: bool,
+) -> i32 {
+    local_acquire_span(Span::strided(start, end, period, width), exclusive)
 }
 
 /// Removes one registration of `start..end` from `entries`; `Some(migrated)` when found, with
 /// whether that one had been registered in a shared table too.
+#[cfg(test)]
 fn remove_entry(
     entries: &mut Vec<Entry>,
     start: usize,
     end: usize,
     exclusive: bool,
 ) -> Option<bool> {
+    remove_span(entries, Span::range(start, end), exclusive)
+}
+
+/// Removes one registration of `span` from `entries`; `Some(migrated)` when found, with
+/// whether that one had been registered in a shared table too.
+fn remove_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> Option<bool> {
     let i = entries
         .iter()
-        .position(|e| e.start == start && e.end == end && e.exclusive == exclusive)?;
+        .position(|e| e.span == span && e.exclusive == exclusive)?;
     let e = &mut entries[i];
     e.count -= 1;
     let migrated = e.migrated > 0;
@@ -175,16 +271,32 @@ fn remove_entry(
     Some(migrated)
 }
 
-unsafe extern "C" fn local_release(_state: *mut c_void, start: usize, end: usize, exclusive: bool) {
+/// `release` and `release_strided` of this copy's table.
+fn local_release_span(span: Span, exclusive: bool) {
     LOCAL.with(|entries| {
         // Not found: registered in the shared table by `local_acquire` after the switch.
-        let forward = remove_entry(entries, start, end, exclusive).unwrap_or(true);
+        let forward = remove_span(entries, span, exclusive).unwrap_or(true);
         if let (true, Some(shared)) = (forward, switched()) {
-            // SAFETY: releases the registration made in `shared` for this range (by `install`'s
+            // SAFETY: releases the registration made in `shared` for this span (by `install`'s
             // migration or by a forwarded `local_acquire`).
-            unsafe { (shared.release)(shared.state, start, end, exclusive) };
+            unsafe { shared.release_span(span, exclusive) };
         }
     })
+}
+
+unsafe extern "C" fn local_release(_state: *mut c_void, start: usize, end: usize, exclusive: bool) {
+    local_release_span(Span::range(start, end), exclusive)
+}
+
+unsafe extern "C" fn local_release_strided(
+    _state: *mut c_void,
+    start: usize,
+    end: usize,
+    period: usize,
+    width: usize,
+    exclusive: bool,
+) {
+    local_release_span(Span::strided(start, end, period, width), exclusive)
 }
 
 /// This copy's own table.
@@ -193,6 +305,8 @@ static LOCAL_API: BorrowApi = BorrowApi {
     state: ptr::null_mut(),
     acquire: local_acquire,
     release: local_release,
+    acquire_strided: local_acquire_strided,
+    release_strided: local_release_strided,
 };
 
 /// The table in use; NULL until the first borrow or [`install`].
@@ -261,7 +375,7 @@ pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError
         'migrate: for e in entries.iter_mut() {
             while e.migrated < e.count {
                 // SAFETY: `api` keeps the `BorrowApi` contract (this function's precondition).
-                if unsafe { (api.acquire)(api.state, e.start, e.end, e.exclusive) } != ACQUIRED {
+                if unsafe { api.acquire_span(e.span, e.exclusive) } != ACQUIRED {
                     failed = true;
                     break 'migrate;
                 }
@@ -272,7 +386,7 @@ pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError
             for e in entries.iter_mut() {
                 while e.migrated > 0 {
                     // SAFETY: releases a registration this migration made in `api`.
-                    unsafe { (api.release)(api.state, e.start, e.end, e.exclusive) };
+                    unsafe { api.release_span(e.span, e.exclusive) };
                     e.migrated -= 1;
                 }
             }
@@ -295,8 +409,7 @@ pub(crate) fn current_api() -> &'static BorrowApi {
 #[derive(Debug)]
 pub(crate) struct BorrowToken {
     api: Option<&'static BorrowApi>,
-    start: usize,
-    end: usize,
+    span: Span,
     exclusive: bool,
     external: Option<ExternalHold>,
 }
@@ -330,8 +443,7 @@ impl BorrowToken {
     /// A token for an empty range: nothing to register, nothing to release.
     pub(crate) const EMPTY: BorrowToken = BorrowToken {
         api: None,
-        start: 0,
-        end: 0,
+        span: Span::range(0, 0),
         exclusive: false,
         external: None,
     };
@@ -363,28 +475,41 @@ impl BorrowToken {
         Self::acquire(start, end, exclusive)
     }
 
+    /// Registers the bytes of elements of `width` bytes at `start`, `start + period`, ...
+    /// below `end` (a whole range when they leave no gap; nothing when it is empty): a strided
+    /// view's addressed bytes, as [`Span`] describes them.
+    pub(crate) fn acquire_strided(
+        start: usize,
+        end: usize,
+        period: usize,
+        width: usize,
+        exclusive: bool,
+    ) -> Result<Self, Error> {
+        if start >= end {
+            return Ok(Self::EMPTY);
+        }
+        Self::acquire_in(
+            current(),
+            Span::strided(start, end, period, width),
+            exclusive,
+        )
+    }
+
     /// Registers the bytes `start..end` (nothing for an empty range).
     pub(crate) fn acquire(start: usize, end: usize, exclusive: bool) -> Result<Self, Error> {
         if start >= end {
             return Ok(Self::EMPTY);
         }
-        Self::acquire_in(current(), start, end, exclusive)
+        Self::acquire_in(current(), Span::range(start, end), exclusive)
     }
 
-    /// Registers the non-empty range `start..end` in `api`, mapping its answer to a token or an
-    /// error.
-    fn acquire_in(
-        api: &'static BorrowApi,
-        start: usize,
-        end: usize,
-        exclusive: bool,
-    ) -> Result<Self, Error> {
+    /// Registers the non-empty `span` in `api`, mapping its answer to a token or an error.
+    fn acquire_in(api: &'static BorrowApi, span: Span, exclusive: bool) -> Result<Self, Error> {
         // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
-        match unsafe { (api.acquire)(api.state, start, end, exclusive) } {
+        match unsafe { api.acquire_span(span, exclusive) } {
             ACQUIRED => Ok(BorrowToken {
                 api: Some(api),
-                start,
-                end,
+                span,
                 exclusive,
                 external: None,
             }),
@@ -398,7 +523,7 @@ impl Drop for BorrowToken {
     fn drop(&mut self) {
         if let Some(api) = self.api {
             // SAFETY: releases exactly the registration `acquire` made in this table.
-            unsafe { (api.release)(api.state, self.start, self.end, self.exclusive) };
+            unsafe { api.release_span(self.span, self.exclusive) };
         }
         if let Some(hold) = self.external.take() {
             // SAFETY: releases the external borrow taken with this token, once; its context is
@@ -448,11 +573,35 @@ mod tests {
             remove_entry(e, start, end, ex);
         })
     }
+    unsafe extern "C" fn other_acquire_strided(
+        _: *mut c_void,
+        start: usize,
+        end: usize,
+        period: usize,
+        width: usize,
+        ex: bool,
+    ) -> i32 {
+        OTHER.with(|e| add_span(e, Span::strided(start, end, period, width), ex))
+    }
+    unsafe extern "C" fn other_release_strided(
+        _: *mut c_void,
+        start: usize,
+        end: usize,
+        period: usize,
+        width: usize,
+        ex: bool,
+    ) {
+        OTHER.with(|e| {
+            remove_span(e, Span::strided(start, end, period, width), ex);
+        })
+    }
     static OTHER_API: BorrowApi = BorrowApi {
         version: BORROW_API_VERSION,
         state: ptr::null_mut(),
         acquire: other_acquire,
         release: other_release,
+        acquire_strided: other_acquire_strided,
+        release_strided: other_release_strided,
     };
 
     /// Another copy's lookup in its own table.

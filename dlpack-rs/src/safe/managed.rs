@@ -413,8 +413,9 @@ impl<K: Kind> Managed<K> {
         first_of::<T>(self.data_ptr())
     }
 
-    /// Registers a borrow of every byte the tensor's elements address (from the lowest to the
-    /// highest element the strides reach). Nothing is registered for an empty tensor.
+    /// Registers a borrow of the bytes the tensor's elements address (from the lowest to the
+    /// highest element the strides reach, on the elements' progression: see the module docs).
+    /// Nothing is registered for an empty tensor.
     #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
     pub(crate) fn borrow_addressed(&self, exclusive: bool) -> Result<BorrowToken, Error> {
         let token = addressed_token(
@@ -795,9 +796,11 @@ pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
     Ok((ptr, len, token))
 }
 
-/// Registers a borrow of every byte a validated tensor's elements address, from the lowest to
-/// the highest element its strides reach (nothing for an empty tensor). `first` is the address
-/// of the first element (never dereferenced).
+/// Registers a borrow of the bytes a validated tensor's elements address, from the lowest to
+/// the highest element its strides reach: those of the elements' progression (the gcd of the
+/// byte strides apart, `safe::overlap::Span`), or the whole range for sub-byte elements;
+/// nothing for an empty tensor. `first` is the address of the first element (never
+/// dereferenced).
 pub(crate) fn addressed_token(
     first: *mut c_void,
     shape: &[i64],
@@ -819,7 +822,25 @@ pub(crate) fn addressed_token(
         }
     }
     let bits = super::dtype::element_bits(dtype);
-    BorrowToken::acquire_elements(first as usize, low, high, bits, exclusive)
+    if bits % 8 != 0 {
+        // Sub-byte elements share bytes with their neighbours: the whole range.
+        return BorrowToken::acquire_elements(first as usize, low, high, bits, exclusive);
+    }
+    // Every element starts a multiple of the gcd of the byte strides (of the axes it steps
+    // along) from the lowest one: the borrow names those elements' bytes alone, so views of
+    // interleaved elements (`z[::2]`, `z[1::2]`) do not conflict (`safe::overlap`).
+    let width = (bits / 8) as usize;
+    let period = shape
+        .iter()
+        .zip(strides.iter())
+        .filter(|&(&extent, _)| extent > 1)
+        .fold(0usize, |g, (_, &stride)| {
+            super::overlap::gcd(g, (stride.unsigned_abs() as usize).wrapping_mul(width))
+        });
+    // Validated (`layout::check`): the addressed bytes lie within an isize of `first`.
+    let start = (first as usize).wrapping_add_signed(low as isize * width as isize);
+    let end = (first as usize).wrapping_add_signed((high as isize + 1) * width as isize);
+    BorrowToken::acquire_strided(start, end, period, width, exclusive)
 }
 
 /// Whether safe code may read (or write) the memory of a tensor on `device` from the host: only

@@ -30,9 +30,19 @@
 //! The registry is a small C table (`BorrowApi`, versioned) so that every extension module in
 //! a process that uses this crate, whatever its release, can share one: the Python glue
 //! publishes the first module's table and later modules adopt it. Without Python each copy of
-//! the crate uses its own table. Ranges are compared as whole intervals (the lowest to the
-//! highest byte a view addresses), so two interleaved strided views of disjoint elements are
-//! conservatively treated as overlapping.
+//! the crate uses its own table.
+//!
+//! What a view registers is the set of bytes its elements address, as one progression: the
+//! bytes from its lowest to its highest element that lie on the elements' period (the gcd of
+//! its byte strides over the axes it steps along). Two borrows conflict only when they share a
+//! byte of those sets, decided exactly (no enumeration of elements where the layout is regular;
+//! at most 64 elements are walked where the overlap is shorter than the periods' lcm, and past
+//! that the answer is "conflict"). So `z[::2]` and `z[1::2]` may be viewed mutably together,
+//! as may the channels of an image. For one strided axis the set is exactly the elements'
+//! bytes; for more axes it is a superset (rows a view skips still lie on its progression), so
+//! two views of disjoint rows of one period conflict (a refusal, never an alias). Sub-byte
+//! elements, contiguous views and exports register whole ranges; a shared table made by a copy
+//! of this crate that knows only ranges (version 1) gets whole ranges too.
 //!
 //! The lock is a spin lock held only for a scan of the live borrows (no allocation of unbounded
 //! size, no foreign code, no Python), so it cannot deadlock and needs no GIL.
@@ -52,6 +62,7 @@ mod managed;
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub mod ndarray;
+pub(crate) mod overlap;
 mod pack;
 mod packed;
 mod shared_mut;

@@ -2,6 +2,7 @@
 //! tensors from Rust (the ready-made `dlpack_rs.Tensor` and an `IntoDLPack` class), imports
 //! any DLPack object and reports what it sees, writes in place, and counts deleter calls.
 
+mod cross;
 #[cfg(feature = "cudarc")]
 mod cuda;
 mod derived;
@@ -621,6 +622,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     shared_mut::register(m)?;
     rust_numpy::register(m)?;
     typed_args::register(m)?;
+    cross::register(m)?;
     #[cfg(feature = "cudarc")]
     cuda::register(m)?;
     Ok(())

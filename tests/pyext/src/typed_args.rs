@@ -67,6 +67,13 @@ fn tvm_fill(mut x: TensorViewMut<f32, Ix2>) {
 }
 
 /// `dst += src` for two 1-d float64 tensors of any layout (the borrow of `dst` is exclusive).
+/// Two mutable views at once: writes 1 through `a` and 2 through `b`.
+#[pyfunction]
+fn tvm_pair(mut a: TensorViewMut<f32>, mut b: TensorViewMut<f32>) {
+    a.view_mut().fill(1.0);
+    b.view_mut().fill(2.0);
+}
+
 #[pyfunction]
 fn tvm_add_into(mut dst: TensorViewMut<f64, Ix1>, src: TensorView<f64, Ix1>) -> PyResult<()> {
     if dst.shape() != src.shape() {
@@ -221,6 +228,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tr_doubled, m)?)?;
     m.add_function(wrap_pyfunction!(ret_plus_one, m)?)?;
     m.add_function(wrap_pyfunction!(tvm_invert_any, m)?)?;
+    m.add_function(wrap_pyfunction!(tvm_pair, m)?)?;
     m.add_function(wrap_pyfunction!(ret_torch_tripled, m)?)?;
     m.add_function(wrap_pyfunction!(ret_same_tripled, m)?)?;
     m.add_function(wrap_pyfunction!(tm_touch, m)?)?;

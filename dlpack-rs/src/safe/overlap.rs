@@ -1,0 +1,259 @@
+//! Whether two borrows share a byte: the set of bytes a borrow names (`Span`: a range, or the
+//! interleaved progression of equally sized elements a strided view addresses) and the exact
+//! test between two of them.
+//!
+//! A strided layout's elements all start at offsets from its lowest element that are
+//! multiples of the gcd of its byte strides (over the axes it steps along); a `Span` names the
+//! bytes of `start..end` whose offset from `start` modulo that `period` is below the element's
+//! `width`. For one axis that is exactly the bytes the elements address; for more axes it is a
+//! superset (every byte of every element, and the bytes of skipped rows in between that lie on
+//! the same progression), so a conflict test on spans never misses a shared byte.
+//!
+//! The test between two spans is exact: two progressions share a byte somewhere on the integers
+//! iff their residues modulo the gcd of their periods meet (the Chinese remainder theorem), and
+//! then in every window as long as the lcm of the periods. When the ranges' overlap is shorter
+//! than that, the elements of the sparser span in the overlap are checked one by one, up to
+//! [`MAX_WALK`] of them; past that the answer is "shared" (conservative: a refusal, never an
+//! alias).
+
+/// How many elements the exact test walks at most before answering "shared".
+pub(crate) const MAX_WALK: usize = 64;
+
+/// A set of bytes: those of `start..end` whose offset from `start`, modulo `period`, is below
+/// `width`; every byte of the range when `period` is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    /// The first byte.
+    pub(crate) start: usize,
+    /// One past the last byte.
+    pub(crate) end: usize,
+    /// The distance between two element starts (0: the whole range).
+    pub(crate) period: usize,
+    /// The bytes of each element (below `period`; 0 when `period` is 0).
+    pub(crate) width: usize,
+}
+
+impl Span {
+    /// Every byte of `start..end`.
+    pub(crate) const fn range(start: usize, end: usize) -> Span {
+        Span {
+            start,
+            end,
+            period: 0,
+            width: 0,
+        }
+    }
+
+    /// The elements of `width` bytes at `start`, `start + period`, ... below `end` (the whole
+    /// range when the elements leave no gap: `width >= period`, or `period` 0).
+    pub(crate) const fn strided(start: usize, end: usize, period: usize, width: usize) -> Span {
+        if width >= period || width == 0 {
+            return Span::range(start, end);
+        }
+        Span {
+            start,
+            end,
+            period,
+            width,
+        }
+    }
+
+    /// The same bytes as a plain range (what a table that knows only ranges registers).
+    pub(crate) const fn as_range(self) -> Span {
+        Span::range(self.start, self.end)
+    }
+
+    /// Whether the span is a plain range.
+    pub(crate) const fn is_range(&self) -> bool {
+        self.period == 0
+    }
+
+    /// The first byte of the span at or after `x` (`x >= start`); may lie past `end`.
+    fn next_byte(&self, x: usize) -> usize {
+        if self.is_range() {
+            return x;
+        }
+        let off = (x - self.start) % self.period;
+        if off < self.width {
+            x
+        } else {
+            x + (self.period - off)
+        }
+    }
+
+    /// Whether some byte of `lo..hi` (within this span's range) is in the span.
+    fn meets(&self, lo: usize, hi: usize) -> bool {
+        self.next_byte(lo) < hi
+    }
+
+    /// Whether the two spans share a byte (exact up to [`MAX_WALK`] elements, see the module
+    /// docs).
+    pub(crate) fn shares_byte(&self, other: &Span) -> bool {
+        let lo = self.start.max(other.start);
+        let hi = self.end.min(other.end);
+        if lo >= hi {
+            return false;
+        }
+        if self.is_range() {
+            return other.meets(lo, hi);
+        }
+        if other.is_range() {
+            return self.meets(lo, hi);
+        }
+        let g = gcd(self.period, other.period);
+        // Residues modulo g: ours cover start..start+width, theirs other.start..+other.width.
+        let r = (other.start % g + g - self.start % g) % g;
+        if r >= self.width && g - r >= other.width {
+            return false;
+        }
+        // A common byte exists on the integers; in every window of lcm(periods) bytes.
+        let lcm = (self.period / g).checked_mul(other.period);
+        if lcm.is_some_and(|l| hi - lo >= l) {
+            return true;
+        }
+        // Walk the sparser span's elements that touch lo..hi.
+        let (walk, test) = if self.period >= other.period {
+            (self, other)
+        } else {
+            (other, self)
+        };
+        let first = (lo - walk.start) / walk.period;
+        let mut start = walk.start + first * walk.period;
+        for _ in 0..MAX_WALK {
+            if start >= hi {
+                return false;
+            }
+            let a = start.max(lo);
+            let b = (start + walk.width).min(hi);
+            if a < b && test.meets(a, b) {
+                return true;
+            }
+            start += walk.period;
+        }
+        true
+    }
+}
+
+/// The greatest common divisor (`gcd(0, b) == b`).
+pub(crate) const fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        let t = a % b;
+        a = b;
+        b = t;
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    /// Every byte of a span, enumerated.
+    fn bytes(s: &Span) -> Vec<usize> {
+        (s.start..s.end)
+            .filter(|&x| s.is_range() || (x - s.start) % s.period < s.width)
+            .collect()
+    }
+
+    fn naive(a: &Span, b: &Span) -> bool {
+        let theirs = bytes(b);
+        bytes(a).iter().any(|x| theirs.contains(x))
+    }
+
+    /// A small deterministic generator (no dependency).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) % n) as usize
+        }
+    }
+
+    #[test]
+    fn interleaved_elements_are_disjoint() {
+        // z[::2] and z[1::2] of float32: 8-byte period, 4-byte elements, 4 bytes apart.
+        let even = Span::strided(0x1000, 0x1000 + 15 * 8 + 4, 8, 4);
+        let odd = Span::strided(0x1004, 0x1004 + 15 * 8 + 4, 8, 4);
+        assert!(!even.shares_byte(&odd) && !odd.shares_byte(&even));
+        // An int32 view of the bytes, and every fourth byte from the second (the probe's case).
+        let words = Span::range(0x1000, 0x1040);
+        let bytes_1_4 = Span::strided(0x1001, 0x1001 + 15 * 4 + 1, 4, 1);
+        assert!(words.shares_byte(&bytes_1_4) && bytes_1_4.shares_byte(&words));
+        // Channels of an RGB image: one byte in three, each its own.
+        let r = Span::strided(0, 3 * 99 + 1, 3, 1);
+        let g = Span::strided(1, 3 * 99 + 2, 3, 1);
+        assert!(!r.shares_byte(&g));
+        assert!(r.shares_byte(&r));
+    }
+
+    #[test]
+    fn strided_normalises_gapless_elements_to_a_range() {
+        assert_eq!(Span::strided(8, 24, 4, 4), Span::range(8, 24));
+        assert_eq!(Span::strided(8, 24, 4, 8), Span::range(8, 24));
+        assert_eq!(Span::strided(8, 24, 0, 4), Span::range(8, 24));
+        assert_eq!(Span::strided(8, 24, 4, 0), Span::range(8, 24));
+        assert!(!Span::strided(8, 24, 4, 2).is_range());
+        assert_eq!(Span::strided(8, 24, 4, 2).as_range(), Span::range(8, 24));
+    }
+
+    #[test]
+    fn short_overlaps_with_a_long_common_period_are_walked_exactly() {
+        // Periods 7 and 11 (lcm 77) over a 30-byte overlap: the residue test alone says
+        // "maybe"; the walk finds that no byte is common here.
+        let a = Span::strided(0, 30, 7, 1); // 0, 7, 14, 21, 28
+        let b = Span::strided(3, 30, 11, 1); // 3, 14, 25 -> 14 is common
+        assert!(a.shares_byte(&b));
+        let b = Span::strided(4, 30, 11, 1); // 4, 15, 26: none
+        assert!(!a.shares_byte(&b) && !b.shares_byte(&a));
+    }
+
+    #[test]
+    fn the_walk_is_bounded_and_then_conservative() {
+        // Coprime periods, an overlap of many elements but shorter than their lcm.
+        let p = 1 << 20;
+        let a = Span::strided(0, 200 * 1009 + 1, 1009, 1);
+        let b = Span::strided(1, 1 + 3 * p, p, 1);
+        assert!(!naive(&a, &b));
+        // More than MAX_WALK elements of the sparser (b has 3; a is walked when it is sparser).
+        assert!(!a.shares_byte(&b));
+        let c = Span::strided(1, 1 + 200 * 1013 + 1, 1013, 1);
+        assert!(!naive(&a, &c));
+        // lcm(1009, 1013) is far above the overlap, and both have ~200 elements: conservative.
+        assert!(a.shares_byte(&c));
+    }
+
+    #[test]
+    fn agrees_with_enumeration() {
+        let mut rng = Lcg(7);
+        let mut disjoint = 0;
+        for _ in 0..20_000 {
+            let mut span = || {
+                let start = rng.next(64);
+                let len = 1 + rng.next(96);
+                match rng.next(3) {
+                    0 => Span::range(start, start + len),
+                    _ => Span::strided(start, start + len, 1 + rng.next(12), 1 + rng.next(6)),
+                }
+            };
+            let (a, b) = (span(), span());
+            let expect = naive(&a, &b);
+            // Exact below MAX_WALK elements (always here: at most 96 bytes of period >= 2).
+            assert_eq!(a.shares_byte(&b), expect, "{a:?} {b:?}");
+            assert_eq!(b.shares_byte(&a), expect, "{b:?} {a:?}");
+            disjoint += usize::from(!expect);
+        }
+        assert!(disjoint > 1000, "the cases exercise both answers");
+    }
+
+    #[test]
+    fn gcd_of_zero_is_the_other() {
+        assert_eq!(
+            (gcd(0, 6), gcd(6, 0), gcd(12, 18), gcd(7, 11)),
+            (6, 6, 6, 1)
+        );
+    }
+}

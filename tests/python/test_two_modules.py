@@ -1,0 +1,64 @@
+"""Two copies of dlpack-rs in one interpreter: the test extension and `dlpack_twin` (the same
+cross-module functions, tests/pyext/src/cross.rs). Memory one copy holds a live borrow of must
+not be reachable by the other through any route (its table's lend, its table's export, its
+`__dlpack__`) before the first copy's borrows live in the shared registry. Each scenario runs in
+a fresh interpreter (so that neither module has joined the registry before), in both orders.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ORDERS = [("dlpack_testext", "dlpack_twin"), ("dlpack_twin", "dlpack_testext")]
+
+
+def _run(code):
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.strip()
+
+
+SCENARIO = """
+import importlib
+a = importlib.import_module({a!r})
+b = importlib.import_module({b!r})
+try:
+    print("granted", a.{lend}(lambda t: b.{use}(t)))
+except BufferError as e:
+    print("refused", e)
+"""
+
+
+@pytest.mark.parametrize("a,b", ORDERS)
+@pytest.mark.parametrize(
+    "lend,use",
+    [
+        # The lend (`dltensor_from_py_object_no_sync`) of a copy that never joined.
+        ("lend_while_writing", "sum_view"),
+        # The owned export of its table, for a mutable argument.
+        ("lend_while_reading", "add_one_mut"),
+        # Its `__dlpack__`.
+        ("lend_while_writing", "sum_via_dlpack"),
+    ],
+)
+def test_a_live_borrow_of_one_copy_is_seen_by_the_other(a, b, lend, use):
+    out = _run(SCENARIO.format(a=a, b=b, lend=lend, use=use))
+    assert out.startswith("refused") and "borrowed" in out, out
+
+
+@pytest.mark.parametrize("a,b", ORDERS)
+def test_without_a_live_borrow_the_other_copy_is_granted(a, b):
+    out = _run(
+        f"""
+        import importlib
+        a = importlib.import_module({a!r})
+        b = importlib.import_module({b!r})
+        t = a.lend_while_writing(lambda t: t)  # the guard is gone when this returns
+        print(b.sum_view(t), b.add_one_mut(t), b.sum_via_dlpack(t))
+        """
+    )
+    assert out == "264 4 12", out
