@@ -1,6 +1,9 @@
 """dlpack-rs and rust-numpy in one extension: their borrows of a numpy array see each other
 (rust-numpy's shared borrow table, `_RUST_NUMPY_BORROW_CHECKING_API`)."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -256,3 +259,42 @@ print(out, float(x))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == str(["refused"] * 3) + " 1.0"
+
+
+_WIDTHS = """
+import numpy as np
+import dlpack_testext as ext
+if {ours_first}:
+    ext.as_slice_values(np.zeros(1, np.float32), "float32")  # our import publishes the table
+else:
+    ext.np_ro_and_tensor_ref(np.zeros(1, np.float32), np.zeros(1, np.float32))  # rust-numpy's
+for f in {fs!r}:
+    x = np.zeros(16, dtype=np.uint8)
+    call = (lambda a, b: getattr(ext, f)(b, a)) if f.startswith("tvm") else getattr(ext, f)
+    try:
+        print(f, "granted", call(x.view(np.int32), x[1::4]))
+    except (BufferError, TypeError, RuntimeError) as e:
+        print(f, "refused")
+    # Disjoint bytes of one base stay granted.
+    y = np.zeros(16, dtype=np.uint8)
+    print(f, "disjoint", call(y[:8].view(np.int32), y[8:]), y.tolist())
+"""
+
+
+@needs_numpy_versioned
+@pytest.mark.parametrize("ours_first", [False, True])
+def test_borrows_of_another_element_width_meet_rust_numpys(ours_first):
+    # rust-numpy's rule compares the gcd of the strides with the distance between the data
+    # pointers, ignoring element width: an int32 view of 16 bytes and every fourth byte from
+    # the second never "conflict" there. Our views describe themselves to its table as their
+    # bytes (gcd 1), and our own implementation of the table decides by bytes.
+    fs = ["np_rw_i32_then_tvm_u8", "tvm_u8_then_np_rw_i32"]
+    if ours_first:
+        fs.append("np_rw_i32_then_np_rw_u8")  # rust-numpy's own pair, in our table
+    r = subprocess.run([sys.executable, "-c", _WIDTHS.format(ours_first=ours_first, fs=fs)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    for f in fs:
+        assert f"{f} refused" in lines, r.stdout
+        assert f"{f} disjoint 0 " + str([0] * 8 + [255] + [0] * 7) in lines, r.stdout

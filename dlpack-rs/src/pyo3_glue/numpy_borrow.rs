@@ -31,6 +31,7 @@ use super::cpython;
 use super::keepalive::{
     current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
 };
+use crate::safe::overlap::Span;
 use crate::safe::Error;
 
 /// The capsule's name (and the attribute's).
@@ -203,33 +204,32 @@ pub(crate) fn coordinate(
         // rust-numpy's table keys a borrow by the array's layout (shape, strides, dtype) as it
         // is when the borrow is taken and again when it is released; Python may change `obj`'s
         // in place (`shape =`, `strides =`, `dtype =`) while a view lives, and a release under
-        // another key would give back some other view's borrow. So its borrows are taken on a
-        // view of `obj` (a plain `ndarray`, same memory and layout, same base) that no other
-        // code can reach.
-        let ndarray_ty = NDARRAY
-            .get(py)
-            .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
-            .bind(py);
-        let private = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?;
+        // another key would give back some other view's borrow. So its borrows are taken on
+        // arrays of `obj`'s base that no other code can reach. And its rule decides overlap by
+        // the gcd of the strides and the distance between data pointers, ignoring the element
+        // width (an int32 view of a buffer and every fourth byte from the second never
+        // "conflict"): the borrow is taken on the bytes the import addresses as a 1-D uint8
+        // array (stride 1, so the gcd is 1 and any overlap of ranges conflicts).
+        let bytes = byte_view(obj, tensor)?;
         // rust-numpy's table gives a 0-d array an empty range, which misses a borrow of a
         // window that starts at its element, and meets only a borrow of that very array: a 0-d
-        // array is borrowed both as itself and as the 1-element array of its element. (The
-        // import's own metadata is the array's as exported.)
-        if tensor.ndim() == 0 {
-            let element = private.call_method1(pyo3::intern!(py, "reshape"), (1,))?;
-            Ctx {
-                array: element.into_ptr(),
-                array0: private.into_ptr(),
-                key: None,
-                writeable,
-            }
+        // array is borrowed both as itself (a private view) and as its bytes.
+        let array0 = if tensor.ndim() == 0 {
+            let ndarray_ty = NDARRAY
+                .get(py)
+                .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
+                .bind(py);
+            ndarray_ty
+                .call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?
+                .into_ptr()
         } else {
-            Ctx {
-                array: private.into_ptr(),
-                array0: core::ptr::null_mut(),
-                key: None,
-                writeable,
-            }
+            core::ptr::null_mut()
+        };
+        Ctx {
+            array: bytes.into_ptr(),
+            array0,
+            key: None,
+            writeable,
         }
     };
     let ctx = Box::new(ctx);
@@ -241,6 +241,81 @@ pub(crate) fn coordinate(
     // valid until `drop_ctx` releases it, owned by this owner alone.
     unsafe { tensor.set_external(external) };
     Ok(true)
+}
+
+/// The bytes `tensor` (an import of the numpy array `obj`) addresses, as a private 1-D `uint8`
+/// array of `obj`'s base: a slice of a flat byte view of the last array of `obj`'s base chain.
+/// rust-numpy keys by the base, so its borrows of any array of that base meet this one
+/// wherever the ranges overlap (its gcd is 1). `BufferError` when that array is not contiguous
+/// (its bytes cannot be viewed flat without a copy), or does not hold the range: no borrow
+/// that rust-numpy's rule could miss is ever taken.
+fn byte_view<'py>(
+    obj: &Bound<'py, PyAny>,
+    tensor: &crate::safe::AnyManaged,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    // SAFETY: attached, and `obj` is a live numpy array (the caller checked).
+    let root = unsafe { root_array(obj.as_ptr()) };
+    // SAFETY: `root` is a live numpy array (a strong reference is taken just below).
+    let root = unsafe { Bound::from_borrowed_ptr(py, root) };
+    // SAFETY: a live numpy array's fields.
+    let fields = unsafe { &*root.as_ptr().cast::<ArrayFields>() };
+    let order = if fields.flags & NPY_ARRAY_C_CONTIGUOUS != 0 {
+        pyo3::intern!(py, "C")
+    } else if fields.flags & NPY_ARRAY_F_CONTIGUOUS != 0 {
+        pyo3::intern!(py, "F")
+    } else {
+        return Err(pyo3::exceptions::PyBufferError::new_err(
+            "cannot take rust-numpy's borrow of this array: its memory belongs to a \
+             non-contiguous array (np.lib.stride_tricks.as_strided, say), which rust-numpy's \
+             table cannot be told about exactly; pass a copy",
+        ));
+    };
+    let root_start = fields.data as usize;
+    let key = key_of_import(tensor);
+    // A plain ndarray first (a subclass such as np.matrix keeps its own shape rules), then
+    // flat in its memory order: a view, never a copy, of a contiguous array.
+    let ndarray_ty = NDARRAY
+        .get(py)
+        .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
+        .bind(py);
+    let plain = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (&root, ndarray_ty))?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(pyo3::intern!(py, "order"), order)?;
+    let flat = plain.call_method(pyo3::intern!(py, "reshape"), (-1,), Some(&kwargs))?;
+    let bytes = flat.call_method1(pyo3::intern!(py, "view"), (pyo3::intern!(py, "uint8"),))?;
+    let nbytes: usize = bytes.len()?;
+    let (lo, hi) = (
+        key.span.start.wrapping_sub(root_start),
+        key.span.end.wrapping_sub(root_start),
+    );
+    if key.span.start < root_start || lo > hi || hi > nbytes {
+        return Err(pyo3::exceptions::PyBufferError::new_err(
+            "cannot take rust-numpy's borrow of this array: it addresses memory outside its \
+             base array",
+        ));
+    }
+    let slice = pyo3::types::PySlice::new(py, lo as isize, hi as isize, 1);
+    bytes.get_item(slice)
+}
+
+/// The last numpy array of `array`'s base chain (the one whose base is NULL or not an array).
+///
+/// # Safety
+///
+/// Attached, and `array` is a live numpy array (numpy's `ndarray` type is known).
+unsafe fn root_array(array: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
+    let mut a = array;
+    loop {
+        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
+        let base = unsafe { (*a.cast::<ArrayFields>()).base };
+        // SAFETY: `base` is a live object (an array's base is a strong reference); attached.
+        if base.is_null() || !unsafe { cpython::type_check(base, ndarray) } {
+            return a;
+        }
+        a = base;
+    }
 }
 
 /// Gives `tensor` (an import of `wrapper`) the rust-numpy coordination of the numpy import
@@ -476,35 +551,61 @@ struct ArrayFields {
     flags: c_int,
 }
 
+/// numpy's `NPY_ARRAY_C_CONTIGUOUS` flag.
+const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
+/// numpy's `NPY_ARRAY_F_CONTIGUOUS` flag.
+const NPY_ARRAY_F_CONTIGUOUS: c_int = 0x0002;
 /// numpy's `NPY_ARRAY_WRITEABLE` flag.
 const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
 /// numpy's `NPY_ARRAY_WRITEBACKIFCOPY` flag (a private copy written back to its base).
 const NPY_ARRAY_WRITEBACKIFCOPY: c_int = 0x2000;
 
+/// The bytes a borrow names: those of the array's elements, as the borrow registry names a
+/// strided view's (`safe::overlap::Span`: the range from the lowest to the highest element, on
+/// the progression of the gcd of the byte strides of the axes it steps along).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Key {
-    start: usize,
-    end: usize,
-    data: usize,
-    gcd: isize,
-}
-
-fn gcd(mut a: isize, mut b: isize) -> isize {
-    (a, b) = (a.unsigned_abs() as isize, b.unsigned_abs() as isize);
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
+    span: Span,
 }
 
 impl Key {
-    fn conflicts(&self, other: &Key) -> bool {
-        if other.start >= self.end || self.start >= other.end {
-            return false;
+    /// The key of elements of `itemsize` bytes at `data` with this shape and these byte
+    /// strides (validated: the addressed range fits in an isize). A 0-d array holds one
+    /// element (rust-numpy's own table gives it an empty range, which conflicts with nothing
+    /// that starts at its element).
+    fn of_layout(data: usize, shape: &[isize], byte_strides: &[isize], itemsize: isize) -> Key {
+        if shape.contains(&0) {
+            return Key {
+                span: Span::range(data, data),
+            };
         }
-        let g = gcd(self.gcd, other.gcd);
-        let diff = self.data.abs_diff(other.data);
-        g == 0 || diff % (g.unsigned_abs()) == 0
+        let (mut low, mut high) = (0isize, 0isize);
+        let mut period = 0usize;
+        for (&d, &s) in shape.iter().zip(byte_strides) {
+            let span = (d - 1).wrapping_mul(s);
+            if span >= 0 {
+                high = high.wrapping_add(span);
+            } else {
+                low = low.wrapping_add(span);
+            }
+            if d > 1 {
+                period = crate::safe::overlap::gcd(period, s.unsigned_abs());
+            }
+        }
+        high = high.wrapping_add(itemsize);
+        Key {
+            span: Span::strided(
+                data.wrapping_add_signed(low),
+                data.wrapping_add_signed(high),
+                period,
+                itemsize.unsigned_abs(),
+            ),
+        }
+    }
+
+    /// Whether the two borrows share a byte (decided exactly, as the borrow registry does).
+    fn conflicts(&self, other: &Key) -> bool {
+        self.span.shares_byte(&other.span)
     }
 }
 
@@ -594,41 +695,16 @@ unsafe fn base_of(array: *mut ffi::PyObject) -> Option<usize> {
 }
 
 /// The key of an import of a numpy array, from the import's metadata (the array's layout as
-/// numpy exported it, strides in elements): the same range, data pointer and stride gcd as the
-/// table computes from the array, except that a 0-d array covers its one element (the table's
-/// empty range would miss a borrow of a window that starts there), and any gcd that divides the
-/// strides of every dimension longer than 1 finds every conflict.
+/// numpy exported it, strides in elements; numpy's itemsize is the exported dtype's size).
 fn key_of_import(tensor: &crate::safe::AnyManaged) -> Key {
     let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
-    let data = tensor.data_ptr() as usize;
-    let shape = tensor.shape();
-    let strides = tensor.strides();
-    let (mut low, mut high) = (0isize, 0isize);
-    if shape.iter().all(|&d| d != 0) {
-        for (&d, &s) in shape.iter().zip(strides.iter()) {
-            // Validated at import: the addressed range fits in an isize.
-            let span = ((d - 1) as isize)
-                .wrapping_mul(s as isize)
-                .wrapping_mul(itemsize);
-            if span >= 0 {
-                high = high.wrapping_add(span);
-            } else {
-                low = low.wrapping_add(span);
-            }
-        }
-        high = high.wrapping_add(itemsize);
-    }
-    let gcd = strides
+    let shape: alloc::vec::Vec<isize> = tensor.shape().iter().map(|&d| d as isize).collect();
+    let strides: alloc::vec::Vec<isize> = tensor
+        .strides()
         .iter()
         .map(|&s| (s as isize).wrapping_mul(itemsize))
-        .reduce(gcd)
-        .unwrap_or(itemsize);
-    Key {
-        start: data.wrapping_add_signed(low),
-        end: data.wrapping_add_signed(high),
-        data,
-        gcd,
-    }
+        .collect();
+    Key::of_layout(tensor.data_ptr() as usize, &shape, &strides, itemsize)
 }
 
 /// The base object and key of `array` (`itemsize`: its dtype's, when the caller knows it; else
@@ -685,30 +761,9 @@ unsafe fn base_and_key(array: *mut ffi::PyObject, itemsize: Option<isize>) -> Op
             .extract()
             .ok()?,
     };
-    let data = f.data as usize;
-    let (mut low, mut high) = (0isize, 0isize);
-    // A 0-d array holds one element (rust-numpy's own table gives it an empty range, which
-    // conflicts with nothing that starts at its element).
-    if shape.iter().all(|&d| d != 0) {
-        for (&d, &s) in shape.iter().zip(strides) {
-            let span = (d - 1).wrapping_mul(s);
-            if span >= 0 {
-                high = high.wrapping_add(span);
-            } else {
-                low = low.wrapping_add(span);
-            }
-        }
-        high = high.wrapping_add(itemsize);
-    }
-    let gcd = strides.iter().copied().reduce(gcd).unwrap_or(1);
     Some((
         base as usize,
-        Key {
-            start: data.wrapping_add_signed(low),
-            end: data.wrapping_add_signed(high),
-            data,
-            gcd,
-        },
+        Key::of_layout(f.data as usize, shape, strides, itemsize),
     ))
 }
 

@@ -1,7 +1,8 @@
 //! rust-numpy and dlpack-rs in one extension (`tests/python/test_rust_numpy.py`): a numpy array
 //! viewed mutably by one crate is never viewed by the other meanwhile, in either argument order.
 
-use dlpack_rs::pyo3_glue::{PyTensor, TensorMut, TensorRef};
+use dlpack_rs::ndarray::Ix1;
+use dlpack_rs::pyo3_glue::{PyTensor, TensorMut, TensorRef, TensorViewMut};
 use numpy::{PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::prelude::*;
 
@@ -143,7 +144,44 @@ fn tensor_ref_then_np_rw_dyn(
     Ok(b.iter().sum())
 }
 
+/// rust-numpy's mutable int32 view, then our mutable uint8 view: writes 0 through the first,
+/// then 0xff through the second, and returns the first's element 0 (0 unless they alias).
+#[pyfunction]
+fn np_rw_i32_then_tvm_u8(
+    mut a: PyReadwriteArray1<i32>,
+    mut b: TensorViewMut<u8, Ix1>,
+) -> PyResult<i32> {
+    a.as_array_mut()[0] = 0;
+    b.view_mut()[0] = 0xff;
+    Ok(a.as_array()[0])
+}
+
+/// Ours first, then rust-numpy's (as [`np_rw_i32_then_tvm_u8`]).
+#[pyfunction]
+fn tvm_u8_then_np_rw_i32(
+    mut b: TensorViewMut<u8, Ix1>,
+    mut a: PyReadwriteArray1<i32>,
+) -> PyResult<i32> {
+    a.as_array_mut()[0] = 0;
+    b.view_mut()[0] = 0xff;
+    Ok(a.as_array()[0])
+}
+
+/// Two rust-numpy mutable views (int32 and uint8), as [`np_rw_i32_then_tvm_u8`].
+#[pyfunction]
+fn np_rw_i32_then_np_rw_u8(
+    mut a: PyReadwriteArray1<i32>,
+    mut b: PyReadwriteArray1<u8>,
+) -> PyResult<i32> {
+    a.as_array_mut()[0] = 0;
+    b.as_array_mut()[0] = 0xff;
+    Ok(a.as_array()[0])
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(np_rw_i32_then_tvm_u8, m)?)?;
+    m.add_function(wrap_pyfunction!(tvm_u8_then_np_rw_i32, m)?)?;
+    m.add_function(wrap_pyfunction!(np_rw_i32_then_np_rw_u8, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_dyn_then_tensor_mut, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_mut_then_np_ro_dyn, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_ref_then_np_rw_dyn, m)?)?;
