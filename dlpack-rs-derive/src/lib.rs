@@ -166,7 +166,8 @@ use proc_macro::TokenStream;
 /// `ndarray::ArcArray`). Each export holds its own reference to the data, not the object, so a
 /// `&mut self` method may replace the data (or ndarray may copy on write) at any time and a
 /// consumer keeps reading what it was given. Such exports are read-only (numpy marks its array
-/// so; jax, which takes only legacy capsules, is refused with `BufferError`). A mutable class
+/// so; jax, which asks for legacy capsules only, which cannot say "read-only", gets a copy, as
+/// README's export table says). A mutable class
 /// owning a `Vec` is a compile error that names both fixes.
 ///
 /// ```

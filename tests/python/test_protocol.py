@@ -79,6 +79,8 @@ def test_what_numpy_asks_a_producer_for(no_leaks):
         (dict(max_version=(True, 3)), TypeError),
         (dict(max_version=(1, 2**70)), TypeError),
         (dict(max_version=(1, -1)), ValueError),
+        (dict(max_version=(-1, 0)), ValueError),
+        (dict(dl_device=(1, 2**40)), ValueError),
         (dict(max_version=(1, 3, 0)), TypeError),
         (dict(dl_device=5), TypeError),
         (dict(dl_device=(1,)), TypeError),

@@ -298,3 +298,35 @@ def test_borrows_of_another_element_width_meet_rust_numpys(ours_first):
     for f in fs:
         assert f"{f} refused" in lines, r.stdout
         assert f"{f} disjoint 0 " + str([0] * 8 + [255] + [0] * 7) in lines, r.stdout
+
+
+_ZERO_D_AT_FIRST = """
+import numpy as np
+import dlpack_testext as ext
+if {ours_first}:
+    ext.as_slice_values(np.zeros(1, np.float32), "float32")
+else:
+    ext.np_ro_and_tensor_ref(np.zeros(1, np.float32), np.zeros(1, np.float32))
+out = []
+for zero_d in (lambda x: x[0, ...], lambda x: x[0:1].reshape(())):
+    for f in ("np_rw_dyn_then_tensor_mut", "tensor_mut_then_np_ro_dyn"):
+        x = np.zeros(4, np.float32)
+        args = (zero_d(x), x) if f.startswith("np") else (x, zero_d(x))
+        try:
+            getattr(ext, f)(*args)
+            out.append("granted")
+        except (BufferError, TypeError, RuntimeError):
+            out.append("refused")
+print(out)
+"""
+
+
+@needs_numpy_versioned
+@pytest.mark.parametrize("ours_first", [False, True])
+def test_rust_numpys_0d_view_at_our_first_element_conflicts(ours_first):
+    # rust-numpy's table gives a 0-d array an empty range, which meets no range starting at its
+    # element: our views also borrow their first byte as a 0-d array there.
+    r = subprocess.run([sys.executable, "-c", _ZERO_D_AT_FIRST.format(ours_first=ours_first)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == str(["refused"] * 4)

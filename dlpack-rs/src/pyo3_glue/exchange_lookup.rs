@@ -8,11 +8,14 @@
 //! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
 //! is trusted.
 //!
-//! A table speaks for the class that defines it (its owner: the first class of the order whose
-//! dictionary holds the capsule), and only for objects whose `__dlpack__` and
-//! `__dlpack_device__` are the owner's own: a subclass that overrides either (to refuse, to
+//! A table speaks for the class that defines it (its owner: the most basic class of the order
+//! whose own dictionary holds a capsule of that table), and only for objects whose
+//! `__dlpack__`, `__dlpack_device__` and `__torch_function__` (through which torch's
+//! `__dlpack__` dispatches) are the owner's own: a subclass that overrides any (to refuse, to
 //! copy, to export read-only) is imported through its own `__dlpack__`, as `torch.from_dlpack`
-//! and `np.from_dlpack` do. The answer is cached with the table, per type; [`lookup`] (imports)
+//! and `np.from_dlpack` do. Looked up on the type only: an instance attribute `__dlpack__`, a
+//! custom `__getattribute__`, and a class changed after its first import (the answer is
+//! cached) are outside the model (README). The answer is cached with the table, per type; [`lookup`] (imports)
 //! gives no table for such a type, [`type_table`] (a framework's constructor, which never reads
 //! an object's memory) still gives it.
 
@@ -212,7 +215,7 @@ fn lookup_type<'py>(
     let found = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
     let overridden = found
         .as_ref()
-        .is_some_and(|(_, owner)| overrides_owner(&ty, owner));
+        .is_some_and(|(capsule, holder)| overrides_owner(&ty, &table_owner(capsule, holder)));
     let capsule = found.map(|(capsule, _)| capsule);
     let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad")).map(|(d, _)| d);
     let grad = match &grad_descr {
@@ -260,6 +263,57 @@ fn lookup_type<'py>(
     (word, grad)
 }
 
+/// Whether `f` is torch's `torch._C._disabled_torch_function_impl` (torch already imported: the
+/// type being asked about is one of its tensors' subclasses).
+fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
+    let py = f.py();
+    let Ok(modules) = py
+        .import(pyo3::intern!(py, "sys"))
+        .and_then(|sys| sys.getattr("modules"))
+    else {
+        return false;
+    };
+    modules
+        .get_item(pyo3::intern!(py, "torch._C"))
+        .and_then(|c| c.getattr(pyo3::intern!(py, "_disabled_torch_function_impl")))
+        .is_ok_and(|disabled| disabled.is(f))
+}
+
+/// The class a table speaks for: of the classes in `holder`'s method resolution order whose own
+/// dictionary holds a capsule of the same table (`holder` first), the most basic one. A
+/// subclass that copies its base's capsule into its own body is then compared with the base
+/// that made it (`class S(torch.Tensor)` with torch's capsule and its own `__dlpack__` is
+/// imported through that `__dlpack__`).
+fn table_owner<'py>(
+    capsule: &Bound<'py, PyAny>,
+    holder: &Bound<'py, PyType>,
+) -> Bound<'py, PyType> {
+    let py = holder.py();
+    let name = pyo3::intern!(py, "__dlpack_c_exchange_api__");
+    let table = |c: &Bound<'py, PyAny>| {
+        c.cast::<PyCapsule>()
+            .ok()
+            .and_then(|c| {
+                c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
+                    .ok()
+            })
+            .map(|p| p.as_ptr() as usize)
+    };
+    let ours = table(capsule);
+    let mut owner = holder.clone();
+    for base in holder.mro().iter().skip(1) {
+        let Ok(base) = base.cast_into::<PyType>() else {
+            continue;
+        };
+        if let Some((found, at)) = type_lookup(&base, name) {
+            if at.is(&base) && (found.is(capsule) || (ours.is_some() && table(&found) == ours)) {
+                owner = base;
+            }
+        }
+    }
+    owner
+}
+
 /// Whether `ty` (a subclass of `owner`, the class whose dictionary holds the table, or `owner`
 /// itself) finds another `__dlpack__` or `__dlpack_device__` than `owner` does: then the
 /// object's own methods decide what an import gets, not the owner's table. A look-up that
@@ -269,13 +323,20 @@ fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> 
         return false;
     }
     let py = ty.py();
+    // torch's `__dlpack__` dispatches through `__torch_function__`: a subclass may refuse
+    // there too (nn.Parameter's disabled one counts as well: it then takes `__dlpack__`).
     [
         pyo3::intern!(py, "__dlpack__"),
         pyo3::intern!(py, "__dlpack_device__"),
+        pyo3::intern!(py, "__torch_function__"),
     ]
     .into_iter()
     .any(|name| {
         let ours = type_lookup(ty, name).map(|(m, _)| m);
+        if ours.as_ref().is_some_and(|m| is_disabled_torch_function(m)) {
+            // torch's own "no `__torch_function__`" (nn.Parameter's): dispatches nothing.
+            return false;
+        }
         let owners = type_lookup(owner, name).map(|(m, _)| m);
         match (ours, owners) {
             (Some(a), Some(b)) => !a.is(&b),
@@ -289,8 +350,7 @@ fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> 
 /// in the dictionaries of the type's `__mro__` (both read through `type`'s own descriptors),
 /// without running descriptors, `__getattr__` or the metaclass. (A class body may still copy
 /// another type's table: what it points to must then check the objects it is called with, as
-/// torch's and ours do; the class is then the table's owner, and its own `__dlpack__` is the
-/// one an import is compared with.)
+/// torch's and ours do; [`table_owner`] then finds the base that made the table.)
 fn type_lookup<'py>(
     ty: &Bound<'py, PyType>,
     name: &Bound<'py, pyo3::types::PyString>,

@@ -394,6 +394,7 @@ macro_rules! source_metadata {
         }
     };
 }
+#[cfg(feature = "ndarray")]
 pub(super) use source_metadata;
 
 source_metadata!(impl[T, const N: usize] TensorRef<T, N>,

@@ -25,7 +25,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyDict, PyType};
+use pyo3::types::{PyCapsule, PyDict, PyTuple, PyType};
 
 use super::cpython;
 use super::keepalive::{
@@ -211,16 +211,15 @@ pub(crate) fn coordinate(
         // "conflict"): the borrow is taken on the bytes the import addresses as a 1-D uint8
         // array (stride 1, so the gcd is 1 and any overlap of ranges conflicts).
         let bytes = byte_view(obj, tensor)?;
-        // rust-numpy's table gives a 0-d array an empty range, which misses a borrow of a
-        // window that starts at its element, and meets only a borrow of that very array: a 0-d
-        // array is borrowed both as itself (a private view) and as its bytes.
-        let array0 = if tensor.ndim() == 0 {
-            let ndarray_ty = NDARRAY
-                .get(py)
-                .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
-                .bind(py);
-            ndarray_ty
-                .call_method1(pyo3::intern!(py, "view"), (obj, ndarray_ty))?
+        // rust-numpy's table gives a 0-d array an empty range at its element, which meets no
+        // range that starts there, only another 0-d key at the same address (its key holds no
+        // dtype): every view is also borrowed as a 0-d array of its first byte, which meets
+        // rust-numpy's borrow of a 0-d array there (`x[0, ...]`, `x[0:1].reshape(())`); a 0-d
+        // array anywhere after the first byte lies inside the bytes' range and meets them.
+        let array0 = if bytes.len()? > 0 {
+            let first = bytes.get_item(pyo3::types::PySlice::new(py, 0, 1, 1))?;
+            first
+                .call_method1(pyo3::intern!(py, "reshape"), (PyTuple::empty(py),))?
                 .into_ptr()
         } else {
             core::ptr::null_mut()
@@ -363,8 +362,8 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
 struct Ctx {
     /// The private view (a strong reference), or NULL with our own table.
     array: *mut ffi::PyObject,
-    /// For a 0-d array with rust-numpy's table, the private view of the 0-d array itself (a
-    /// strong reference; `array` is then its 1-element reshape), else NULL.
+    /// With rust-numpy's table, a private 0-d `uint8` array of the first byte `array` holds
+    /// (a strong reference; see `coordinate`), else NULL.
     array0: *mut ffi::PyObject,
     /// The view's base and key in our own table (`None`: the table is rust-numpy's, which reads
     /// the array at every call).

@@ -48,8 +48,10 @@ impl DLPackArgs {
     /// Parses the four keyword arguments as Python passed them.
     ///
     /// - `stream`: `None` or an `int` (TypeError otherwise);
-    /// - `max_version`: `None` or a 2-tuple of non-negative `int`s (TypeError otherwise);
-    /// - `dl_device`: `None` or a 2-tuple of `int`s (TypeError otherwise);
+    /// - `max_version`: `None` or a 2-tuple of `int`s (TypeError otherwise, and for ints wider
+    ///   than 64 bits), both non-negative and below 2^32 (ValueError otherwise: `(-1, 0)`);
+    /// - `dl_device`: `None` or a 2-tuple of `int`s (TypeError otherwise), each fitting an
+    ///   `int32_t` (ValueError otherwise);
     /// - `copy`: `None`, `True` or `False` (ValueError otherwise).
     pub fn parse(
         stream: Option<Bound<'_, PyAny>>,

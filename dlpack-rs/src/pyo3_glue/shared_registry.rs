@@ -117,8 +117,18 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     let shared = dict.call_method1("setdefault", (KEY, ours))?;
     let capsule = shared.cast::<PyCapsule>()?;
     let ptr = capsule.pointer_checked(Some(CAPSULE_NAME))?;
-    // SAFETY: a capsule of this name points at a live `BorrowApi` (see the module's trust
-    // note); its version field is valid in every version of the table.
+    // SAFETY: a capsule of this name points at a live table of some version (see the module's
+    // trust note); its version field is valid in every version of the table.
+    let version = unsafe { ptr.cast::<u64>().read() };
+    if version == 1 {
+        // A version-1 table is shorter than ours: copy its prefix into a table of our layout
+        // (never leaked twice: a copy joins once per process) whose strided functions are never
+        // called (`BorrowApi::registered` registers whole ranges in a version-1 table).
+        // SAFETY: version 1's fields are the first four of ours, at the same offsets.
+        let v1 = unsafe { ptr.cast::<borrow::BorrowApiV1>().read() };
+        return Ok(borrow::from_v1(v1));
+    }
+    // SAFETY: a table of version 2 or later starts with every field of ours.
     let table = unsafe { ptr.cast::<BorrowApi>().as_ref() };
     // Version 1 (ranges only) is read as well: strided borrows go there as whole ranges.
     if table.version < 1 {

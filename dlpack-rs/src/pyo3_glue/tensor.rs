@@ -121,18 +121,23 @@ impl From<PyTensor> for DLPackTensor {
 /// Exports the owned tensor's memory, kept alive by the `DLPackTensor`.
 // SAFETY: the memory is the owned managed tensor's, which stays valid and in place until the
 // `DLPackTensor` (the keepalive of every export of it) drops it; its metadata was validated
-// when the owner was made. A read-only owner (and any bool tensor) is exported read-only, and
-// every read-only export holds a shared borrow of its bytes until its deleter runs; a writable
-// owner's elements are reached from Rust only through registered views (see `__dlpack__`).
+// when the owner was made. A read-only owner is exported read-only, and every read-only export
+// holds a shared borrow of its bytes until its deleter runs; a writable owner's elements are
+// reached from Rust only through registered views (see `__dlpack__`), and a `bool` view checks
+// every byte when it is made, so a consumer's write of another byte before that is refused, not
+// read (a write while a view lives is a foreign write, outside the model for every dtype).
 unsafe impl IntoDLPack for DLPackTensor {
     fn tensor_info(&self) -> TensorInfo {
         self.inner.tensor_info()
     }
 
     fn is_read_only(&self) -> bool {
-        // A consumer could write a byte that safe Rust must never read as a `bool` (views of
-        // this tensor hand out `&[bool]`): bool tensors are exported read-only, as derived ones.
-        self.inner.is_read_only() || self.inner.dtype() == safe::dtype_bool()
+        // The owner's own decision, for bool as for any dtype: the producer that made the
+        // managed tensor said whether it may be written (a Rust owner that reads its bool
+        // memory unchecked exports it read-only, as the derive does), and every Rust view of
+        // this tensor checks the bytes it is made over. A writable numpy or torch bool array
+        // re-exported here stays writable (and zero-copy for a legacy request).
+        self.inner.is_read_only()
     }
 
     fn stream_order(&self) -> Option<Arc<dyn StreamOrder>> {
@@ -292,11 +297,10 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
             let obj =
                 instance::<DLPackTensor>(py, py_object, out.is_null(), "dltensor_from_py_object")?;
             let tensor = &obj.get().inner;
-            // Read-only, and bool (which `__dlpack__` exports read-only too: a consumer could
-            // write a byte Rust must never read as a bool).
-            if tensor.is_read_only() || tensor.dtype() == safe::dtype_bool() {
+            // Read-only tensors: a bare DLTensor cannot say so.
+            if tensor.is_read_only() {
                 return Err(PyBufferError::new_err(
-                    "a read-only (or bool) tensor cannot be lent as a bare DLTensor",
+                    "a read-only tensor cannot be lent as a bare DLTensor",
                 ));
             }
             // Device data is ordered before the default stream the table reports, as for

@@ -51,6 +51,56 @@ pub(crate) struct BorrowApi {
     pub release_strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool),
 }
 
+/// Version 1 of [`BorrowApi`]: its first four fields, as an older copy of the crate publishes
+/// them.
+#[repr(C)]
+#[derive(Clone, Copy)]
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+pub(crate) struct BorrowApiV1 {
+    version: u64,
+    state: *mut c_void,
+    acquire: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> i32,
+    release: unsafe extern "C" fn(*mut c_void, usize, usize, bool),
+}
+
+/// `acquire_strided` of a table made from a version-1 one: never called (`registered` gives such
+/// a table whole ranges); answers a conflict (a refusal, never an alias) all the same.
+unsafe extern "C" fn v1_no_acquire_strided(
+    _: *mut c_void,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: bool,
+) -> i32 {
+    CONFLICT
+}
+
+/// `release_strided` of a table made from a version-1 one: never called.
+unsafe extern "C" fn v1_no_release_strided(
+    _: *mut c_void,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: bool,
+) {
+}
+
+/// A table of this crate's layout for a version-1 table (leaked: it lives for the process, as the
+/// table it copies).
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+pub(crate) fn from_v1(v1: BorrowApiV1) -> &'static BorrowApi {
+    alloc::boxed::Box::leak(alloc::boxed::Box::new(BorrowApi {
+        version: 1,
+        state: v1.state,
+        acquire: v1.acquire,
+        release: v1.release,
+        acquire_strided: v1_no_acquire_strided,
+        release_strided: v1_no_release_strided,
+    }))
+}
+
 impl BorrowApi {
     /// What `api` registers for `span`: the span itself in a table of version 2 or later, its
     /// whole range in one of version 1 (conservative). Release uses the same answer.
