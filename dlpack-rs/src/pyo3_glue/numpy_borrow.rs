@@ -572,15 +572,19 @@ impl Key {
     /// strides (validated: the addressed range fits in an isize). A 0-d array holds one
     /// element (rust-numpy's own table gives it an empty range, which conflicts with nothing
     /// that starts at its element).
-    fn of_layout(data: usize, shape: &[isize], byte_strides: &[isize], itemsize: isize) -> Key {
-        if shape.contains(&0) {
+    fn of_layout(
+        data: usize,
+        axes: impl Iterator<Item = (isize, isize)> + Clone,
+        itemsize: isize,
+    ) -> Key {
+        if axes.clone().any(|(d, _)| d == 0) {
             return Key {
                 span: Span::range(data, data),
             };
         }
         let (mut low, mut high) = (0isize, 0isize);
         let mut period = 0usize;
-        for (&d, &s) in shape.iter().zip(byte_strides) {
+        for (d, s) in axes {
             let span = (d - 1).wrapping_mul(s);
             if span >= 0 {
                 high = high.wrapping_add(span);
@@ -697,13 +701,13 @@ unsafe fn base_of(array: *mut ffi::PyObject) -> Option<usize> {
 /// numpy exported it, strides in elements; numpy's itemsize is the exported dtype's size).
 fn key_of_import(tensor: &crate::safe::AnyManaged) -> Key {
     let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
-    let shape: alloc::vec::Vec<isize> = tensor.shape().iter().map(|&d| d as isize).collect();
-    let strides: alloc::vec::Vec<isize> = tensor
-        .strides()
+    let strides = tensor.strides();
+    let axes = tensor
+        .shape()
         .iter()
-        .map(|&s| (s as isize).wrapping_mul(itemsize))
-        .collect();
-    Key::of_layout(tensor.data_ptr() as usize, &shape, &strides, itemsize)
+        .zip(strides.iter())
+        .map(|(&d, &s)| (d as isize, (s as isize).wrapping_mul(itemsize)));
+    Key::of_layout(tensor.data_ptr() as usize, axes, itemsize)
 }
 
 /// The base object and key of `array` (`itemsize`: its dtype's, when the caller knows it; else
@@ -762,7 +766,11 @@ unsafe fn base_and_key(array: *mut ffi::PyObject, itemsize: Option<isize>) -> Op
     };
     Some((
         base as usize,
-        Key::of_layout(f.data as usize, shape, strides, itemsize),
+        Key::of_layout(
+            f.data as usize,
+            shape.iter().copied().zip(strides.iter().copied()),
+            itemsize,
+        ),
     ))
 }
 
