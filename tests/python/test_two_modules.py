@@ -62,3 +62,28 @@ def test_without_a_live_borrow_the_other_copy_is_granted(a, b):
         """
     )
     assert out == "264 4 12", out
+
+
+@pytest.mark.parametrize("a,b", ORDERS)
+def test_numpy_views_of_the_other_copys_rust_numpy_table_meet_only_real_borrows(a, b):
+    # The first copy to touch a numpy array publishes its own implementation of rust-numpy's
+    # table; the second takes its borrows through that table's functions. A mutable view of
+    # the second must be granted when nothing else holds the array (its own borrows must not
+    # meet each other), and refused while the first holds a view.
+    out = _run(
+        f"""
+        import importlib
+        import numpy as np
+        a = importlib.import_module({a!r})
+        b = importlib.import_module({b!r})
+        x = np.zeros(6, dtype=np.uint8)
+        print(a.sum_view(x), b.add_one_mut(x), b.add_one_mut(x), a.add_one_mut(x), end=" ")
+        try:
+            a.view_while(x, lambda: b.add_one_mut(x))
+            print("granted", end=" ")
+        except BufferError as e:
+            print("refused", end=" ")
+        print(b.add_one_mut(x), b.sum_view(x[0, ...]), int(x.sum()))
+        """
+    )
+    assert out == "0 6 6 6 refused 6 4 24", out

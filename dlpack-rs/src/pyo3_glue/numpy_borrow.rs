@@ -18,7 +18,7 @@
 //! borrows taken before it. The table lives for the rest of the process.
 
 use core::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Mutex;
 
 use pyo3::exceptions::PyTypeError;
@@ -59,6 +59,10 @@ unsafe impl Sync for Table {}
 static TABLE: PyOnceLock<Table> = PyOnceLock::new();
 /// The same table, for the view hooks, which run without a `Python` token.
 static TABLE_PTR: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
+/// Whether the table is an implementation of this crate (ours or another copy's, marked by the
+/// attribute `_DLPACK_RS_EXACT_BORROWS` of numpy's module naming the same capsule): it decides
+/// by bytes, so a view's borrows need no 0-d companion (which would meet the view's own bytes).
+static EXACT: AtomicBool = AtomicBool::new(false);
 static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 /// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
 static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
@@ -103,7 +107,15 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
     let table = TABLE.get_or_try_init(py, || -> PyResult<Table> {
         let module = multiarray(py)?;
         let capsule = match module.getattr(pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API")) {
-            Ok(found) => found.cast_into::<PyCapsule>()?,
+            Ok(found) => {
+                let found = found.cast_into::<PyCapsule>()?;
+                // Another copy of this crate published its implementation (it decides by
+                // bytes) when it marked the very capsule as its own.
+                if let Ok(mark) = module.getattr(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS")) {
+                    EXACT.store(mark.is(&found), Ordering::Release);
+                }
+                found
+            }
             Err(_) => {
                 // SAFETY: `OURS` is a static that lives for the rest of the process; the capsule
                 // has no destructor, and its name is a static string.
@@ -114,6 +126,8 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
                     pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API"),
                     &capsule,
                 )?;
+                module.setattr(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS"), &capsule)?;
+                EXACT.store(true, Ordering::Release);
                 capsule
             }
         };
@@ -216,7 +230,10 @@ pub(crate) fn coordinate(
         // dtype): every view is also borrowed as a 0-d array of its first byte, which meets
         // rust-numpy's borrow of a 0-d array there (`x[0, ...]`, `x[0:1].reshape(())`); a 0-d
         // array anywhere after the first byte lies inside the bytes' range and meets them.
-        let array0 = if bytes.len()? > 0 {
+        // Another copy's implementation of the table decides by bytes: there the 0-d array
+        // would meet the view's own bytes (a mutable view would refuse itself), and is not
+        // needed.
+        let array0 = if !EXACT.load(Ordering::Acquire) && bytes.len()? > 0 {
             let first = bytes.get_item(pyo3::types::PySlice::new(py, 0, 1, 1))?;
             first
                 .call_method1(pyo3::intern!(py, "reshape"), (PyTuple::empty(py),))?

@@ -58,6 +58,17 @@ fn add_one_mut(mut t: TensorMut<u8>) -> usize {
     t.len()
 }
 
+/// Holds a shared view of `t` (any producer's bytes) while `callback()` runs: its result.
+#[pyfunction]
+fn view_while(t: TensorView<u8>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let first = t.view().first().copied();
+    let result = callback.call0()?.unbind();
+    if t.view().first().copied() != first {
+        return Err(PyBufferError::new_err("bytes changed under a shared view"));
+    }
+    Ok(result)
+}
+
 /// An import through `__dlpack__` (no exchange table), holding a shared view: the sum.
 #[pyfunction]
 fn sum_via_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -73,5 +84,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sum_view, m)?)?;
     m.add_function(wrap_pyfunction!(add_one_mut, m)?)?;
     m.add_function(wrap_pyfunction!(sum_via_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(view_while, m)?)?;
     Ok(())
 }
