@@ -640,9 +640,42 @@ def test_a_torch_subclass_that_overrides_nothing_keeps_the_table():
         ext.as_slice_values(p, "float32")
 
 
+@needs_torch
+def test_a_class_changed_after_its_first_import_is_seen_as_it_is_now():
+    # The per-type answer ("its __dlpack__ is the table owner's") is cached; a class given its
+    # own __dlpack__ (or __torch_function__) afterwards, or whose base changes, is imported
+    # through what it has now, as torch.from_dlpack would.
+    def refuse(self, **kwargs):
+        raise BufferError("this tensor is not for export")
+
+    class Later(torch.Tensor):
+        pass
+
+    class Child(Later):
+        pass
+
+    base = torch.zeros(4, dtype=torch.uint8)
+    t, c = base.as_subclass(Later), base.as_subclass(Child)
+    assert ext.add_one_mut(t) == 4 and ext.sum_view(c) == 4  # cached: the table speaks
+    Later.__dlpack__ = refuse
+    for obj in (t, c):  # the class itself, and a subclass whose base changed
+        for route in (ext.sum_view, ext.add_one_mut):
+            with pytest.raises(BufferError, match="not for export"):
+                route(obj)
+    del Later.__dlpack__
+    assert ext.add_one_mut(t) == 4 and ext.sum_view(c) == 8  # torch's own again
+    Later.__torch_function__ = classmethod(
+        lambda cls, func, types, args=(), kwargs=None: refuse(None)
+    )
+    with pytest.raises(BufferError, match="not for export"):
+        ext.sum_view(t)
+    assert base.tolist() == [2, 2, 2, 2]
+
+
 # -- Borrows are exact for strided layouts -----------------------------------------------------
 
 
+@needs_numpy_versioned
 def test_interleaved_disjoint_elements_may_be_viewed_mutably_together():
     # In a fresh interpreter, where this crate's import makes rust-numpy's table (ours, exact by
     # bytes); with rust-numpy's own table the views are described to it by their byte ranges

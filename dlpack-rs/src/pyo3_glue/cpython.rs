@@ -252,6 +252,33 @@ pub(crate) unsafe fn type_version(ty: *mut ffi::PyTypeObject) -> u32 {
     }
 }
 
+/// `ty`'s version tag after giving it one if it has none (a new type, or one changed since
+/// its last look-up), as the interpreter's own look-up of an attribute of the type does; 0 when
+/// it cannot have one. `name` is the attribute looked up for that (its answer is not used).
+///
+/// # Safety
+///
+/// Attached; `ty` is a live type object, `name` a live string.
+#[cfg(not(feature = "abi3"))]
+pub(crate) unsafe fn assign_type_version(
+    ty: *mut ffi::PyTypeObject,
+    name: *mut ffi::PyObject,
+) -> u32 {
+    unsafe extern "C" {
+        // CPython's type look-up (every version this crate supports exports it): a borrowed
+        // reference or NULL, never an exception; it gives the type a version tag first.
+        fn _PyType_Lookup(
+            ty: *mut ffi::PyTypeObject,
+            name: *mut ffi::PyObject,
+        ) -> *mut ffi::PyObject;
+    }
+    // SAFETY: attached, with a live type and string (this function's contract).
+    unsafe {
+        _PyType_Lookup(ty, name);
+        type_version(ty)
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The error indicator
 // ---------------------------------------------------------------------------------------------

@@ -6,20 +6,22 @@
 //! Trust: the table is looked up in the type's own method resolution order (the dictionaries
 //! of `type(obj).__mro__`, as the interpreter finds a special method), never through
 //! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
-//! is trusted.
+//! is trusted. An entry holds while the type's version tag is the one it was found under
+//! (CPython >= 3.11 resets the tag on any change to the type, its dictionary or its bases, and
+//! never reuses one): a class changed after its first import is looked up again.
 //!
 //! A table speaks for the class that defines it (its owner: the most basic class of the order
 //! whose own dictionary holds a capsule of that table), and only for objects whose
 //! `__dlpack__`, `__dlpack_device__` and `__torch_function__` (through which torch's
 //! `__dlpack__` dispatches) are the owner's own: a subclass that overrides any (to refuse, to
 //! copy, to export read-only) is imported through its own `__dlpack__`, as `torch.from_dlpack`
-//! and `np.from_dlpack` do. Looked up on the type only: an instance attribute `__dlpack__`, a
-//! custom `__getattribute__`, and a class changed after its first import (the answer is
-//! cached) are outside the model (README). The answer is cached with the table, per type; [`lookup`] (imports)
+//! and `np.from_dlpack` do. Looked up on the type only: an instance attribute `__dlpack__` and a
+//! custom `__getattribute__` are outside the model (README), and so is a class changed after
+//! its first import where version tags cannot be read (the stable ABI, CPython < 3.11). The answer is cached with the table, per type; [`lookup`] (imports)
 //! gives no table for such a type, [`type_table`] (a framework's constructor, which never reads
 //! an object's memory) still gives it.
 
-use std::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
@@ -46,6 +48,8 @@ struct Slot {
     /// How the type's `requires_grad` (torch tensors) is read, which an import must check as
     /// the producer's `__dlpack__` would.
     grad: Grad,
+    /// The type's version tag before the answer was found (see [`tracked`]).
+    tag: u32,
     /// The `requires_grad` descriptor, kept with the type (its getter is called directly).
     _grad_descr: Option<Py<PyAny>>,
     _ty: Py<PyType>,
@@ -71,6 +75,7 @@ struct Mirror {
     get: AtomicPtr<()>,
     closure: AtomicUsize,
     version: AtomicUsize,
+    tag: AtomicU32,
 }
 
 impl Mirror {
@@ -84,11 +89,12 @@ impl Mirror {
             get: AtomicPtr::new(core::ptr::null_mut()),
             closure: AtomicUsize::new(0),
             version: AtomicUsize::new(0),
+            tag: AtomicU32::new(0),
         }
     }
 
     /// The entry for `key`, if this slot holds it and no write overlapped the read.
-    fn read(&self, key: usize) -> Option<(usize, Grad)> {
+    fn read(&self, key: usize) -> Option<(usize, Grad, u32)> {
         let before = self.seq.load(Ordering::Acquire);
         if before & 1 == 1 || self.key.load(Ordering::Relaxed) != key {
             return None;
@@ -98,6 +104,7 @@ impl Mirror {
         let get = self.get.load(Ordering::Relaxed);
         let closure = self.closure.load(Ordering::Relaxed);
         let version = self.version.load(Ordering::Relaxed);
+        let tag = self.tag.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
         if self.seq.load(Ordering::Relaxed) != before {
             return None;
@@ -105,11 +112,11 @@ impl Mirror {
         // SAFETY: the four words were written by `write` from one `Grad::to_words`, under this
         // very sequence number (checked above).
         let grad = unsafe { Grad::from_words(grad, get, closure, version) };
-        Some((api, grad))
+        Some((api, grad, tag))
     }
 
     /// Publishes an entry. Only under the cache's mutex (one writer at a time).
-    fn write(&self, key: usize, api: usize, grad: Grad) {
+    fn write(&self, key: usize, api: usize, grad: Grad, tag: u32) {
         let (kind, get, closure, version) = grad.to_words();
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
@@ -120,6 +127,7 @@ impl Mirror {
         self.get.store(get, Ordering::Relaxed);
         self.closure.store(closure, Ordering::Relaxed);
         self.version.store(version, Ordering::Relaxed);
+        self.tag.store(tag, Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 }
@@ -191,6 +199,61 @@ pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchan
     unsafe { ((word & !OVERRIDDEN) as *const DLPackExchangeAPI).as_ref() }
 }
 
+/// Whether this process's type version tags say when a type changed (CPython >= 3.11, not
+/// under the stable ABI, which hides the tag): then a cached answer holds only under the tag it
+/// was found under. Elsewhere the first answer is kept (README: outside the model).
+fn tracked(py: Python<'_>) -> bool {
+    #[cfg(not(feature = "abi3"))]
+    {
+        // 0: not asked yet, 1: tracked, 2: not.
+        static TRACKED: AtomicU8 = AtomicU8::new(0);
+        match TRACKED.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => {
+                let yes = py.version_info() >= (3, 11);
+                TRACKED.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+                yes
+            }
+        }
+    }
+    #[cfg(feature = "abi3")]
+    {
+        let _ = (py, AtomicU8::new(0));
+        false
+    }
+}
+
+/// The version tag of the live type at `key` now (0: none), where [`tracked`].
+fn tag_now(key: usize) -> u32 {
+    #[cfg(not(feature = "abi3"))]
+    {
+        // SAFETY: `key` is the address of a live type: the caller holds it, or an object of it.
+        unsafe { super::cpython::type_version(key as *mut pyo3::ffi::PyTypeObject) }
+    }
+    #[cfg(feature = "abi3")]
+    {
+        let _ = key;
+        0
+    }
+}
+
+/// `ty`'s version tag, given one first if it has none (0: it cannot have one), where
+/// [`tracked`].
+fn tag_assigned(ty: &Bound<'_, PyType>) -> u32 {
+    #[cfg(not(feature = "abi3"))]
+    {
+        let name = pyo3::intern!(ty.py(), "__dlpack__");
+        // SAFETY: attached (the `Bound`s prove it), a live type and string.
+        unsafe { super::cpython::assign_type_version(ty.as_type_ptr(), name.as_ptr()) }
+    }
+    #[cfg(feature = "abi3")]
+    {
+        let _ = ty;
+        0
+    }
+}
+
 /// [`lookup`] by type: `key` is the type's address, `ty` makes the type when it is not cached.
 /// Answers the slot's `api` word (see [`Slot::api`]) and how `requires_grad` is read.
 fn lookup_type<'py>(
@@ -198,20 +261,30 @@ fn lookup_type<'py>(
     key: usize,
     ty: impl FnOnce() -> Bound<'py, PyType>,
 ) -> (usize, Grad) {
+    let tracked = tracked(py);
+    let now = if tracked { tag_now(key) } else { 0 };
+    // A cached answer holds under the tag it was found under; a type without a tag (0) is
+    // looked up every time.
+    let holds = |tag: u32| !tracked || (tag != 0 && tag == now);
     for mirror in &MIRROR {
-        if let Some(hit) = mirror.read(key) {
-            return hit;
+        if let Some((api, grad, tag)) = mirror.read(key) {
+            if holds(tag) {
+                return (api, grad);
+            }
         }
     }
     {
         let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         for slot in cache.slots.iter().flatten() {
-            if slot.key == key {
+            if slot.key == key && holds(slot.tag) {
                 return (slot.api, slot.grad);
             }
         }
     }
     let ty = ty();
+    // The tag first, then the answer: a change meanwhile resets the tag, and the entry stored
+    // under the old one is looked up again next time.
+    let tag = if tracked { tag_assigned(&ty) } else { 0 };
     let found = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
     let overridden = found
         .as_ref()
@@ -240,22 +313,32 @@ fn lookup_type<'py>(
     };
     let evicted = {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        // Another thread may have filled the slot meanwhile: keep one entry per type.
-        if cache.slots.iter().flatten().any(|s| s.key == key) {
-            None
-        } else {
-            let i = cache.next;
-            cache.next = (i + 1) % CACHE_SLOTS;
-            // Published before the evicted entry's references are dropped (below).
-            MIRROR[i].write(key, word, grad);
-            cache.slots[i].replace(Slot {
-                key,
-                api: word,
-                grad,
-                _grad_descr: grad_descr.map(Bound::unbind),
-                _ty: ty.unbind(),
-                _capsule: capsule.map(Bound::unbind),
-            })
+        // One entry per type: a stale one is replaced in place; a fresh one another thread
+        // stored meanwhile is kept.
+        let same = cache
+            .slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.key == key));
+        match same {
+            Some(i) if cache.slots[i].as_ref().is_some_and(|s| s.tag == tag) => None,
+            _ => {
+                let i = same.unwrap_or_else(|| {
+                    let i = cache.next;
+                    cache.next = (i + 1) % CACHE_SLOTS;
+                    i
+                });
+                // Published before the evicted entry's references are dropped (below).
+                MIRROR[i].write(key, word, grad, tag);
+                cache.slots[i].replace(Slot {
+                    key,
+                    api: word,
+                    grad,
+                    tag,
+                    _grad_descr: grad_descr.map(Bound::unbind),
+                    _ty: ty.unbind(),
+                    _capsule: capsule.map(Bound::unbind),
+                })
+            }
         }
     };
     // Dropped with the lock released: a type's deallocation may run arbitrary Python code.
