@@ -74,10 +74,12 @@ for minor in "${versions[@]}"; do
 done
 rm -rf "$work/wheel"
 mkdir -p "$work/wheel"
-echo "abi3-matrix: building the abi3 wheels of tests/pyext and examples/image-demo"
+echo "abi3-matrix: building the abi3 wheels of tests/pyext, examples/image-demo and tests/pytwin"
 "$maturin" build --quiet --release -m tests/pyext/Cargo.toml --features abi3 \
   -i "$builder" --out "$work/wheel"
 "$maturin" build --quiet --release -m examples/image-demo/Cargo.toml --features abi3 \
+  -i "$builder" --out "$work/wheel"
+"$maturin" build --quiet --release -m tests/pytwin/Cargo.toml --features abi3 \
   -i "$builder" --out "$work/wheel"
 # The one abi3 wheel of distribution $1 in $work/wheel.
 one_wheel() {
@@ -90,7 +92,8 @@ one_wheel() {
 }
 wheel=$(one_wheel dlpack_testext)
 demo_wheel=$(one_wheel image_demo)
-echo "abi3-matrix: $(basename "$wheel"), $(basename "$demo_wheel")"
+twin_wheel=$(one_wheel dlpack_twin)
+echo "abi3-matrix: $(basename "$wheel"), $(basename "$demo_wheel"), $(basename "$twin_wheel")"
 
 results=()
 for minor in "${versions[@]}"; do
@@ -110,12 +113,12 @@ for minor in "${versions[@]}"; do
     "$venv/bin/python" -m pip install --progress-bar on -c tests/python/constraints.txt \
       torch "jax[cpu]" pyarrow array-api-strict
   fi
-  "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$wheel" "$demo_wheel"
+  "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$wheel" "$demo_wheel" "$twin_wheel"
   echo "abi3-matrix: [$minor] $("$venv/bin/python" -c 'import sys, numpy; print("CPython", sys.version.split()[0], "numpy", numpy.__version__)')"
   # The installed wheels, not development builds, must be what the suite imports.
   "$venv/bin/python" -c '
-import pathlib, dlpack_testext, image_demo
-for module, name in [(dlpack_testext, "dlpack_testext"), (image_demo, "_native")]:
+import pathlib, dlpack_testext, dlpack_twin, image_demo
+for module, name in [(dlpack_testext, "dlpack_testext"), (dlpack_twin, "dlpack_twin"), (image_demo, "_native")]:
     libs = [p.name for p in pathlib.Path(module.__file__).parent.glob(name + "*.so")]
     assert libs == [name + ".abi3.so"], libs'
   log="$work/pytest-$minor.log"

@@ -32,6 +32,7 @@ STEPS=(
   "test-all|quick|cargo test --workspace --all-features (unit, integration, doc, trybuild)"
   "test-none|quick|cargo test -p dlpack-rs (no features)"
   "test-derive|full|cargo test -p dlpack-rs --features derive (the derive alone: its UI cases)"
+  "warnings|full|a dependency's build: dlpack-rs's library under each documented feature, alone and with pyo3, prints no warning"
   "no-std|full|no_std: dlpack-rs builds without features and has no dependencies"
   "cudarc|full|feature cudarc without CUDA: cargo check, its unit tests and doctests, the GPU check's extension"
   "doc|full|cargo doc --workspace --all-features --no-deps (warnings are errors; docs.rs badges on nightly)"
@@ -201,6 +202,28 @@ step_test-none() {
 step_test-derive() {
   # The build a derive-only user has (no pyo3, no ndarray): the UI cases' expected errors differ.
   cargo test -p dlpack-rs --features derive
+}
+
+step_warnings() {
+  # Users build this crate under the feature sets README documents; clippy sees only all of them
+  # at once, where a warning of one set (an import only another feature uses) hides. Every
+  # feature alone, and each with pyo3 (the Python users' base), must build without a warning.
+  local features=(std pyo3 half float8 num-complex derive ndarray abi3 cudarc)
+  local sets=("" "${features[@]}") f out bad=0
+  for f in half float8 num-complex derive ndarray cudarc; do sets+=("pyo3,$f"); done
+  sets+=("pyo3,derive,ndarray")
+  for f in "${sets[@]}"; do
+    out=$(cargo check -q -p dlpack-rs --lib --no-default-features --features "$f" \
+      --message-format short 2>&1) || { echo "$out" >&2; return 1; }
+    if grep -q "warning" <<<"$out"; then
+      echo "features [$f]: the build warns:" >&2
+      echo "$out" >&2
+      bad=1
+    else
+      echo "features [$f]: no warning"
+    fi
+  done
+  return $bad
 }
 
 step_cudarc() {

@@ -261,6 +261,7 @@ bindgen_names! { DLDeviceType:
     kDLVulkan = VULKAN, kDLMetal = METAL, kDLVPI = VPI, kDLROCM = ROCM,
     kDLROCMHost = ROCM_HOST, kDLExtDev = EXT_DEV, kDLCUDAManaged = CUDA_MANAGED,
     kDLOneAPI = ONE_API, kDLWebGPU = WEBGPU, kDLHexagon = HEXAGON, kDLMAIA = MAIA, kDLTrn = TRN,
+    kDLTPU = TPU, kDLTPUHost = TPU_HOST,
 }
 
 bindgen_names! { DLDataTypeCode:
@@ -270,7 +271,7 @@ bindgen_names! { DLDataTypeCode:
     kDLFloat8_e4m3fn = FLOAT8_E4M3FN, kDLFloat8_e4m3fnuz = FLOAT8_E4M3FNUZ,
     kDLFloat8_e5m2 = FLOAT8_E5M2, kDLFloat8_e5m2fnuz = FLOAT8_E5M2FNUZ,
     kDLFloat8_e8m0fnu = FLOAT8_E8M0FNU, kDLFloat6_e2m3fn = FLOAT6_E2M3FN,
-    kDLFloat6_e3m2fn = FLOAT6_E3M2FN, kDLFloat4_e2m1fn = FLOAT4_E2M1FN,
+    kDLFloat6_e3m2fn = FLOAT6_E3M2FN, kDLFloat4_e2m1fn = FLOAT4_E2M1FN, kDLBcomplex = BCOMPLEX,
 }
 
 /// dlpack-rs 0.3 typed `DLDevice::device_type` as `u32` (bindgen's C enum): a 0.3 `u32` converts

@@ -19,7 +19,14 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 ///
 /// # Safety
 ///
-/// An implementation promises, for every value:
+/// In short, for a producer whose Rust code never touches the exported memory while an export
+/// may live (the common case: a buffer the value owns, handed over whole): the memory
+/// `tensor_info` describes is initialised, owned by the value, stays where it is when the value
+/// moves and lives as long as the value; it may be written by consumers unless `is_read_only`
+/// answers true; and the methods answer the same for the same value every time. The default
+/// `rust_access_registered` (false) and `stream_order` (none) need no promise then.
+///
+/// In full, an implementation promises, for every value:
 /// - `tensor_info` describes initialised memory (on `tensor_info().device`) that the value
 ///   itself keeps valid, and in place, for as long as it lives, even when the value is moved
 ///   (heap memory owned by the value, such as a `Vec`'s buffer, qualifies; an inline array field

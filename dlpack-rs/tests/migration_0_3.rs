@@ -7,6 +7,7 @@
 
 use dlpack_rs::ffi::{
     DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensor, K_DL_CPU, K_DL_FLOAT,
+    K_DL_UINT,
 };
 use dlpack_rs::safe::{pack, TensorInfo};
 
@@ -66,4 +67,54 @@ fn pack_keeps_its_0_3_shape() {
         assert_eq!((*mt).dl_tensor.ndim, 2);
         ((*mt).deleter.unwrap())(mt);
     }
+}
+
+/// The 0.3 casts that do not compile on the 0.4 newtypes, as README's table fixes them: 0.3's
+/// bindgen names were `u32` constants and `K_DL_*` plain integers (`u32` devices, `u8` codes).
+#[test]
+fn the_casts_readme_fixes() {
+    // 0.3: `DLDataType { code: DLDataTypeCode::kDLFloat as u8, .. }`: drop the cast.
+    let dtype = DLDataType {
+        code: DLDataTypeCode::kDLFloat,
+        bits: 32,
+        lanes: 1,
+    };
+    // 0.3: `dtype.code == K_DL_FLOAT`: unchanged.
+    assert!(dtype.code == K_DL_FLOAT);
+    // 0.3: `K_DL_UINT as u8` and `DLDeviceType::kDLCPU as i32`: `u8::from` / `i32::from`.
+    assert_eq!(u8::from(K_DL_UINT), 1);
+    assert_eq!(i32::from(DLDeviceType::kDLCPU), 1);
+    // 0.3: a `DLDeviceType::Type` (bindgen's `u32`) variable: the type itself, or `u32::from`.
+    let t: DLDeviceType = DLDeviceType::kDLTPU;
+    assert_eq!(u32::from(t), 19);
+    assert_eq!(DLDeviceType::kDLTPUHost, DLDeviceType::TPU_HOST);
+    assert_eq!(DLDataTypeCode::kDLBcomplex, DLDataTypeCode::BCOMPLEX);
+}
+
+/// 0.3's `PyTensor` accessors: `dlpack_version()` and `element_size()` are deprecated bridges;
+/// `strides()` (an `Option` in 0.3) is `raw_strides()`; `data_ptr()` now includes
+/// `byte_offset()` (0.3 code that added it must stop).
+#[cfg(feature = "pyo3")]
+#[test]
+fn pytensor_accessors_of_0_3() {
+    use dlpack_rs::pyo3_glue::{DLPackTensor, DLPackVariant, PyTensor};
+    use dlpack_rs::safe::Export;
+    use pyo3::prelude::*;
+
+    Python::initialize();
+    Python::attach(|py| {
+        let t = DLPackTensor::from_export(Export::new(vec![1.0f64, 2.0, 3.0, 4.0]).shape(&[2, 2]))
+            .unwrap();
+        let obj = Bound::new(py, t).unwrap().into_any();
+        let t = PyTensor::from_pyany(py, &obj).unwrap();
+        assert_eq!(t.dlpack_version(), DLPackVariant::Versioned);
+        assert_eq!(t.element_size(), 8);
+        assert_eq!(t.raw_strides(), Some(&[2i64, 1][..])); // our exports always send strides
+        assert_eq!(&*t.strides(), &[2, 1]);
+        let raw = t.raw_tensor();
+        assert_eq!(
+            t.data_ptr() as usize,
+            raw.data as usize + raw.byte_offset as usize
+        );
+    });
 }

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+from conftest import needs_numpy_versioned
+
 ORDERS = [("dlpack_testext", "dlpack_twin"), ("dlpack_twin", "dlpack_testext")]
 
 
@@ -64,6 +66,7 @@ def test_without_a_live_borrow_the_other_copy_is_granted(a, b):
     assert out == "264 4 12", out
 
 
+@needs_numpy_versioned
 @pytest.mark.parametrize("a,b", ORDERS)
 def test_numpy_views_of_the_other_copys_rust_numpy_table_meet_only_real_borrows(a, b):
     # The first copy to touch a numpy array publishes its own implementation of rust-numpy's

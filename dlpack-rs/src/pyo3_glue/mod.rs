@@ -68,6 +68,7 @@
 
 pub(crate) mod capsule;
 mod class_table;
+mod compat_0_3;
 mod cpython;
 #[cfg(feature = "ndarray")]
 mod device;
@@ -96,6 +97,8 @@ pub use capsule::into_capsule;
 #[doc(hidden)]
 pub use class_table::class_exchange_api_capsule;
 pub use class_table::{exchange_api, exchange_api_capsule};
+#[allow(deprecated)]
+pub use compat_0_3::DLPackVariant;
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use device::{DeviceTensor, DeviceTensorMut};
