@@ -20,7 +20,7 @@
 #   FUZZ_SECONDS  how long the libFuzzer run lasts (default 60, 15 with --quick)
 #   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
 #                 "safe/borrow.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs". Other
-#                 files are run against every test target (slower): "safe/managed.rs ffi.rs"
+#                 files are run against every test target (slower): "safe/managed_views.rs ffi.rs"
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 

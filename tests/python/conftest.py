@@ -6,6 +6,7 @@ environment (`maturin develop -m tests/pyext/Cargo.toml`).
 
 import gc
 import importlib
+import pathlib
 import sys
 
 import numpy as np
@@ -33,8 +34,8 @@ def optional_import(name):
 
 # The peers: every module imports them from here, each None where it is missing (the abi3
 # matrix's venvs have numpy and pytest only). Tests that need one carry `needs(...)`, and skip
-# with the reason "needs <peer>" where it is missing; apart from "needs numpy >= 2.1" (below)
-# nothing else skips, and tests/abi3-matrix.sh checks that.
+# with the reason "needs <peer>" where it is missing; apart from "needs numpy >= 2.1" and "needs
+# version tags" (below) nothing else skips, and tests/abi3-matrix.sh checks that.
 torch = optional_import("torch")
 jax = optional_import("jax")
 if jax is not None:  # JAX truncates 64-bit types unless x64 is enabled; enable it before any use.
@@ -65,6 +66,12 @@ needs_array_api_strict = needs("array_api_strict")
 # memory, numpy reading a read-only export); where numpy 2.0 merely answers differently, the
 # test asserts its answer instead.
 needs_numpy_versioned = pytest.mark.skipif(not NUMPY_VERSIONED, reason="needs numpy >= 2.1")
+# For a test of what only CPython's type version tags let the crate see (a class changed after
+# its first import): not in abi3 builds (the tag is hidden) nor before CPython 3.11.
+_ABI3 = any(p.name.endswith(".abi3.so") for p in pathlib.Path(ext.__file__).parent.glob("*.so"))
+needs_version_tags = pytest.mark.skipif(
+    _ABI3 or sys.version_info < (3, 11), reason="needs version tags (not abi3, CPython >= 3.11)"
+)
 
 
 def peer_param(*values, peers=None, **kw):

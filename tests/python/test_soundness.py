@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dlpack_testext as ext
-from conftest import jnp, needs_jax, needs_numpy_versioned, needs_torch, torch
+from conftest import jnp, needs_jax, needs_numpy_versioned, needs_torch, needs_version_tags, torch
 
 
 # -- 2. Aliasing mutable views ---------------------------------------------------------------
@@ -641,6 +641,7 @@ def test_a_torch_subclass_that_overrides_nothing_keeps_the_table():
 
 
 @needs_torch
+@needs_version_tags
 def test_a_class_changed_after_its_first_import_is_seen_as_it_is_now():
     # The per-type answer ("its __dlpack__ is the table owner's") is cached; a class given its
     # own __dlpack__ (or __torch_function__) afterwards, or whose base changes, is imported

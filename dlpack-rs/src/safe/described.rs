@@ -6,7 +6,8 @@ use alloc::boxed::Box;
 use core::ffi::c_void;
 
 use super::borrow::BorrowToken;
-use super::managed::{contiguous_slice_parts, raw_shape, raw_strides, validate};
+use super::managed::{raw_shape, raw_strides, validate};
+use super::managed_views::contiguous_slice_parts;
 use super::{Element, Error};
 use crate::ffi::{DLDataType, DLDevice, DLTensor};
 

@@ -59,6 +59,7 @@ mod export;
 mod guard;
 pub(crate) mod layout;
 mod managed;
+mod managed_views;
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub mod ndarray;
@@ -96,7 +97,7 @@ pub use managed::{
 };
 #[allow(unused_imports)]
 // crate API for the layers above safe/, none of which a featureless build has
-pub(crate) use managed::{External, ExternalApi};
+pub(crate) use managed_views::{External, ExternalApi};
 pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 #[allow(unused_imports)] // the export routes above this layer
 pub(crate) use pack::{pack_owned, pack_validated, PackAs};

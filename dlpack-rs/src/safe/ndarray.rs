@@ -55,7 +55,7 @@
 //!
 //! # Derive fields
 //!
-//! `Array` and `ArcArray` are also [`Buffer`]s, so a `#[dlpack(data)]` field may be one. As a
+//! `Array` and `ArcArray` are also [`Buffer`](super::Buffer)s, so a `#[dlpack(data)]` field may be one. As a
 //! buffer an array is flat storage: the elements from its lowest to its highest address
 //! (for a non-contiguous array that includes the elements it skips). Give the struct
 //! `shape` / `strides` fields for another layout; to export the array's own layout, use its
@@ -63,22 +63,21 @@
 //! because the struct's other methods could clone it while a consumer writes.
 
 use alloc::vec::Vec;
+use core::ffi::c_void;
+use core::ops::{Deref, DerefMut};
 use core::ptr::NonNull;
 
+#[cfg(doc)]
+use ::ndarray::{ArcArray, Array};
 use ::ndarray::{
-    ArcArray, Array, ArrayBase, ArrayView, ArrayViewD, ArrayViewMut, ArrayViewMutD, Axis, Data,
-    Dimension, IxDyn, ShapeBuilder,
+    ArrayBase, ArrayRef, ArrayView, ArrayViewD, ArrayViewMut, ArrayViewMutD, Axis, Data, Dimension,
+    IxDyn, ShapeBuilder,
 };
-use core::ffi::c_void;
 
 use crate::ffi::{DLDataType, DLDevice};
 
-use core::ops::{Deref, DerefMut};
-
-use ::ndarray::ArrayRef;
-
 use super::borrow::BorrowToken;
-use super::{Buffer, Element, Error, Kind, Managed};
+use super::{Element, Error, Kind, Managed};
 
 /// A tensor's layout rewritten for ndarray's constructors: every stride non-negative, the
 /// pointer at the lowest addressed element, and the axes to invert afterwards.
@@ -140,8 +139,8 @@ fn normalize<T: Element>(
     dtype: DLDataType,
     device: DLDevice,
 ) -> Result<Normalized<T>, Error> {
-    super::managed::dtype_is::<T>(dtype)?;
-    super::managed::host_viewable(device)?;
+    super::managed_views::dtype_is::<T>(dtype)?;
+    super::managed_views::host_viewable(device)?;
     // Validated: no negative extent.
     let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
     if shape.contains(&0) {
@@ -162,7 +161,7 @@ fn normalize<T: Element>(
             inverted: Vec::new(),
         });
     }
-    let first = super::managed::first_of::<T>(first)?;
+    let first = super::managed_views::first_of::<T>(first)?;
     let mut ptr = first;
     let mut out = Vec::with_capacity(shape.len());
     let mut inverted = Vec::new();
@@ -215,7 +214,7 @@ pub(crate) unsafe fn strided_parts<T: Element>(
     if exclusive && overlaps(&n.shape, &n.strides) {
         return Err(Error::Overlapping);
     }
-    let token = super::managed::addressed_token(first, shape, strides, dtype, exclusive)?;
+    let token = super::managed_views::addressed_token(first, shape, strides, dtype, exclusive)?;
     let token = more(token)?;
     check_values::<T>(&n)?;
     Ok((n, token))
@@ -235,17 +234,18 @@ pub(crate) fn raw_parts<T: Element>(
     exclusive: bool,
     more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
 ) -> Result<(*mut T, BorrowToken), Error> {
-    super::managed::dtype_is::<T>(dtype)?;
+    super::managed_views::dtype_is::<T>(dtype)?;
     let mut first = first.cast::<T>();
     if !shape.contains(&0) {
-        first = super::managed::first_of::<T>(first.cast())?;
+        first = super::managed_views::first_of::<T>(first.cast())?;
         let abs =
             |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| d.unsigned_abs() as usize).collect() };
         if exclusive && overlaps(&abs(shape), &abs(strides)) {
             return Err(Error::Overlapping);
         }
     }
-    let token = super::managed::addressed_token(first.cast(), shape, strides, dtype, exclusive)?;
+    let token =
+        super::managed_views::addressed_token(first.cast(), shape, strides, dtype, exclusive)?;
     Ok((first, more(token)?))
 }
 
@@ -590,200 +590,9 @@ impl<T: core::fmt::Debug> core::fmt::Debug for WriteArray<'_, T> {
     }
 }
 
-/// The lowest addressed element of an array and the number of elements up to its highest
-/// one (the whole span, gaps included).
-pub(crate) fn span<A, S: Data<Elem = A>, D: Dimension>(array: &ArrayBase<S, D>) -> (*mut A, usize) {
-    if array.is_empty() {
-        return (array.as_ptr().cast_mut(), 0);
-    }
-    let mut low: isize = 0;
-    let mut high: isize = 0;
-    for (&extent, &stride) in array.shape().iter().zip(array.strides()) {
-        // ndarray guarantees that every element is within `isize` of the first.
-        let reach = stride * (extent as isize - 1);
-        if reach < 0 {
-            low += reach;
-        } else {
-            high += reach;
-        }
-    }
-    (
-        array.as_ptr().cast_mut().wrapping_offset(low),
-        (high - low) as usize + 1,
-    )
-}
-
-// SAFETY: an `Array` owns its elements in one heap allocation (a Vec) that moving the array
-// does not move; every element between the lowest and the highest one the array addresses is
-// an initialised element of that allocation. The pointer comes from the array's raw data
-// pointer, not from a reference, and the array owns the data uniquely, so consumer writes are
-// writes to memory nothing else relies on.
-unsafe impl<A: Element, D: Dimension> Buffer for Array<A, D> {
-    type Elem = A;
-    const SHARED_PTR_WRITABLE: bool = true;
-    fn data_ptr(&self) -> *mut A {
-        span(self).0
-    }
-    fn num_elements(&self) -> usize {
-        span(self).1
-    }
-}
-
-// SAFETY: as for `Array`: the elements live in one shared heap allocation that no clone
-// moves. Exported read-only: the owner of the field could clone the array at any time.
-unsafe impl<A: Element, D: Dimension> Buffer for ArcArray<A, D> {
-    type Elem = A;
-    fn data_ptr(&self) -> *mut A {
-        span(self).0
-    }
-    fn num_elements(&self) -> usize {
-        span(self).1
-    }
-    fn is_writable(&self) -> bool {
-        false
-    }
-}
-
-// SAFETY: a clone of an `ArcArray` shares its allocation, pointer, dimensions and strides, and
-// keeps the allocation alive; every mutable access of ndarray's shared arrays first makes the
-// data unique (copy-on-write), so no owner writes the elements while another owner exists.
-unsafe impl<A: Element, D: Dimension + 'static> super::SharedBuffer for ArcArray<A, D> {}
+#[path = "ndarray_export.rs"]
+mod export;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use alloc::collections::BTreeSet;
-
-    /// Every offset an index reaches, by enumerating the indices.
-    fn naive(shape: &[usize], strides: &[usize]) -> BTreeSet<usize> {
-        let mut set = BTreeSet::new();
-        if shape.contains(&0) {
-            return set;
-        }
-        for_each_offset(shape, strides, |o| {
-            set.insert(o);
-            Ok(())
-        })
-        .unwrap();
-        set
-    }
-
-    fn visits(
-        walk: impl FnOnce(&mut dyn FnMut(usize) -> Result<(), Error>) -> Result<(), Error>,
-    ) -> Vec<usize> {
-        let mut seen = Vec::new();
-        walk(&mut |o| {
-            seen.push(o);
-            Ok(())
-        })
-        .unwrap();
-        seen
-    }
-
-    /// Layouts of up to four axes, extents up to 9, strides 0 to 150 (spans of several bit-set
-    /// words, overlapping and not), from a fixed pseudo-random sequence.
-    fn layouts() -> impl Iterator<Item = (Vec<usize>, Vec<usize>)> {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n) as usize
-        };
-        (0..3000).map(move |_| {
-            let ndim = 1 + next(4);
-            let shape: Vec<usize> = (0..ndim).map(|_| next(10)).collect();
-            let strides: Vec<usize> = (0..ndim)
-                .map(|_| match next(3) {
-                    0 => next(3),
-                    1 => next(12),
-                    _ => next(151),
-                })
-                .collect();
-            (shape, strides)
-        })
-    }
-
-    #[test]
-    fn the_bit_set_walk_reaches_exactly_the_addressed_offsets_once_in_order() {
-        for (shape, strides) in layouts() {
-            if shape.contains(&0) {
-                continue;
-            }
-            let want: Vec<usize> = naive(&shape, &strides).into_iter().collect();
-            let got = visits(|f| for_each_reached_in_set(&shape, &strides, f));
-            assert_eq!(got, want, "shape {shape:?} strides {strides:?}");
-        }
-    }
-
-    #[test]
-    fn the_reached_walk_visits_every_addressed_offset_and_no_other() {
-        for (shape, strides) in layouts() {
-            let want = naive(&shape, &strides);
-            let got = visits(|f| for_each_reached(&shape, &strides, f));
-            assert_eq!(
-                got.iter().copied().collect::<BTreeSet<_>>(),
-                want,
-                "shape {shape:?} strides {strides:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_broadcast_walk_costs_one_visit_per_address() {
-        let visited = visits(|f| for_each_reached(&[1 << 40, 3, 1], &[0, 1, 7], f));
-        assert_eq!(visited, [0, 1, 2]);
-        // Overlapping, with many more indices than the span has words: the bit set, each
-        // offset once.
-        let visited = visits(|f| for_each_reached(&[1000, 1000], &[1, 1], f));
-        assert_eq!(visited, (0..1999).collect::<Vec<_>>());
-        assert!(visits(|f| for_each_reached(&[0, 5], &[1, 1], f)).is_empty());
-    }
-
-    #[test]
-    fn a_walk_stops_at_the_first_error() {
-        let mut calls = 0;
-        let err = for_each_reached_in_set(&[4, 4], &[1, 1], |o| {
-            calls += 1;
-            if o == 2 {
-                Err(Error::InvalidBool)
-            } else {
-                Ok(())
-            }
-        });
-        assert_eq!((err, calls), (Err(Error::InvalidBool), 3));
-    }
-
-    #[test]
-    fn raw_parts_checks_dtype_pointer_and_exclusive_overlap() {
-        let mut data = [0f32; 4];
-        let first = data.as_mut_ptr().cast::<c_void>();
-        let f32_ = <f32 as Element>::DTYPE;
-        let (ptr, token) = raw_parts::<f32>(first, &[2, 2], &[1, 1], f32_, false, Ok).unwrap();
-        assert_eq!(ptr, first.cast());
-        drop(token);
-        assert_eq!(
-            raw_parts::<f32>(first, &[2, 2], &[1, 1], f32_, true, Ok).unwrap_err(),
-            Error::Overlapping
-        );
-        let (_, token) = raw_parts::<f32>(first, &[2, 2], &[2, 1], f32_, true, Ok).unwrap();
-        drop(token);
-        assert!(matches!(
-            raw_parts::<f32>(first, &[4], &[1], <u32 as Element>::DTYPE, false, Ok),
-            Err(Error::DtypeMismatch { .. })
-        ));
-        assert_eq!(
-            raw_parts::<f32>(core::ptr::null_mut(), &[4], &[1], f32_, false, Ok).unwrap_err(),
-            Error::NullData
-        );
-        // An empty tensor needs no address: NULL, misaligned and overlapping are all fine.
-        let (ptr, _) =
-            raw_parts::<f32>(core::ptr::null_mut(), &[0, 2], &[1, 1], f32_, true, Ok).unwrap();
-        assert!(ptr.is_null());
-        let odd = first.cast::<u8>().wrapping_add(1).cast::<c_void>();
-        assert!(matches!(
-            raw_parts::<f32>(odd, &[2], &[1], f32_, false, Ok),
-            Err(Error::Misaligned { .. })
-        ));
-    }
-}
+#[path = "ndarray_tests.rs"]
+mod tests;

@@ -221,7 +221,7 @@ impl<K: Kind> Managed<K> {
     /// ```
     pub fn as_packed(&self) -> Result<PackedSlice<'_>, Error> {
         let packing = Packing::of(self.dtype())?;
-        super::managed::host_viewable(self.device())?;
+        super::managed_views::host_viewable(self.device())?;
         if !self.is_contiguous() {
             return Err(Error::NotContiguous);
         }
