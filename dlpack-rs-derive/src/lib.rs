@@ -77,7 +77,9 @@ use proc_macro::TokenStream;
 ///
 /// # What it generates
 ///
-/// Nothing that cannot be written by hand with the public API. For the `Image` above:
+/// What a hand-written implementation does, plus the checks below, made through the crate's
+/// hidden derive support (its bounds checks, the frozen-class route of `#[pyclass]`): not an
+/// interface to write by hand. For the `Image` above, in effect:
 ///
 /// ```
 /// # use dlpack_rs::IntoDLPack;

@@ -53,12 +53,11 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
 }
 
 /// Wraps a managed tensor you already own (an import, a [`safe::Export`](crate::safe::Export), a
-/// copy) in a capsule; for a value that implements [`IntoDLPack`](crate::IntoDLPack),
+/// copy) in a capsule of its kind's name (`"dltensor"` or `"dltensor_versioned"`); for a value
+/// that implements [`IntoDLPack`](crate::IntoDLPack),
 /// [`IntoDLPack::into_capsule`](crate::IntoDLPack::into_capsule) is the door.
 ///
-/// Wraps an owned managed tensor in a capsule of its kind's name (`"dltensor"` or
-/// `"dltensor_versioned"`). If the consumer never renames it, the capsule's destructor calls
-/// the deleter. On failure the tensor is freed. A read-only owner must be versioned (a legacy
+/// If the consumer never renames the capsule, its destructor calls the deleter. On failure the tensor is freed. A read-only owner must be versioned (a legacy
 /// capsule cannot say read-only): `BufferError` otherwise.
 ///
 /// Joins the process-wide borrow registry first (raising if it cannot): the export's shared

@@ -84,3 +84,22 @@ pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
     };
     format!("expected a tensor of {list}, got {}{hint}", dtype_name(got))
 }
+
+/// Extents or strides as Python writes a tuple (`(5,)`, `(2, 3)`), as every message of the glue
+/// names a shape; `None` (an extent a `Shape` leaves open, `ANY`) is written `*`: `(*, *, 3)`.
+pub(crate) fn tuple_str<I: ExactSizeIterator<Item = Option<i64>>>(values: I) -> String {
+    let one = values.len() == 1;
+    let parts: alloc::vec::Vec<String> = values
+        .map(|v| v.map_or_else(|| "*".into(), |v| v.to_string()))
+        .collect();
+    if one {
+        format!("({},)", parts[0])
+    } else {
+        format!("({})", parts.join(", "))
+    }
+}
+
+/// [`tuple_str`] of known values.
+pub(crate) fn tuple_of(values: &[i64]) -> String {
+    tuple_str(values.iter().map(|&v| Some(v)))
+}

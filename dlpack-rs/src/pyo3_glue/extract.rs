@@ -11,7 +11,7 @@ use pyo3::Borrowed;
 
 use alloc::borrow::Cow;
 
-use super::errors::dtype_message;
+use super::errors::{dtype_message, tuple_of};
 use super::exchange_import::Lent;
 use super::import::{ImportOptions, PyTensor};
 use super::keepalive::PyKeepalive;
@@ -26,7 +26,9 @@ pub const ANY_NDIM: usize = usize::MAX;
 /// A read-only tensor argument of element type `T` (and `NDIM` dimensions, unless
 /// [`ANY_NDIM`]), C-contiguous, from any DLPack producer; derefs to `[T]`.
 ///
-/// Extraction imports the object (as [`PyTensor`] does), checks the element type (`TypeError`
+/// Extraction imports the object through the routes [`PyTensor`] uses (the producer's exchange
+/// table or its `__dlpack__`; one of this crate's own `dlpack_rs.Tensor` objects is viewed in
+/// place, without a new import), checks the element type (`TypeError`
 /// naming both dtypes the way Python users write them, `float32`), the number of dimensions
 /// (`TypeError`) and the layout (`BufferError` saying how to make it contiguous), and takes a
 /// shared borrow of the elements in the [borrow registry](crate::safe#the-borrow-registry), held until the
@@ -278,10 +280,10 @@ impl<T: AnyBitPattern> Held<T> {
                 source,
             }),
             Err(Error::NotContiguous) => Err(PyBufferError::new_err(format!(
-                "expected a C-contiguous tensor, got shape {:?} with strides {:?} (pass \
+                "expected a C-contiguous tensor, got shape {} with strides {} (pass \
              np.ascontiguousarray(x) in numpy, x.contiguous() in torch)",
-                source.shape(),
-                &*source.strides()
+                tuple_of(source.shape()),
+                tuple_of(&source.strides())
             ))),
             Err(e) => Err(e.into()),
         }
@@ -320,9 +322,9 @@ fn check<T: AnyBitPattern, const NDIM: usize>(dtype: DLDataType, shape: &[i64]) 
     }
     if NDIM != ANY_NDIM && shape.len() != NDIM {
         return Err(PyTypeError::new_err(format!(
-            "expected a {NDIM}-dimensional tensor, got {} dimension(s) (shape {:?})",
+            "expected a {NDIM}-dimensional tensor, got {} dimension(s) (shape {})",
             shape.len(),
-            shape
+            tuple_of(shape)
         )));
     }
     Ok(())
@@ -398,10 +400,12 @@ macro_rules! source_metadata {
 pub(super) use source_metadata;
 
 source_metadata!(impl[T, const N: usize] TensorRef<T, N>,
-    strides: "Strides in elements (compact row-major: the argument is C-contiguous).",
+    strides: "Strides in elements, as the producer gave them (compact row-major when it gave none; \
+              the argument is C-contiguous, so only axes of extent 1 may differ from that).",
     device: "Where the memory lives (the CPU: typed arguments are host views).");
 source_metadata!(impl[T, const N: usize] TensorMut<T, N>,
-    strides: "Strides in elements (compact row-major: the argument is C-contiguous).",
+    strides: "Strides in elements, as the producer gave them (compact row-major when it gave none; \
+              the argument is C-contiguous, so only axes of extent 1 may differ from that).",
     device: "Where the memory lives (the CPU: typed arguments are host views).");
 
 impl<T, const N: usize> Deref for TensorRef<T, N> {

@@ -28,8 +28,7 @@ use crate::safe::ManagedTensorVersioned;
 ///
 /// No stream synchronisation is done (the `_no_sync` of the table): for device memory, the
 /// work that produced the data must be complete (or ordered before the framework's) when this
-/// is called. A read-only tensor stays read-only only for frameworks that honour the flag
-/// (torch does not).
+/// is called.
 ///
 /// ```no_run
 /// use dlpack_rs::pyo3_glue::to_framework;

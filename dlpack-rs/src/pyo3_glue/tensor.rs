@@ -11,7 +11,7 @@ use core::ptr::NonNull;
 
 use pyo3::exceptions::{PyBufferError, PyValueError};
 
-use super::errors::dtype_name;
+use super::errors::{dtype_name, tuple_of};
 use super::exchange_export::{guarded, instance, table, StaticApi};
 use super::export::{export_dlpack_device, export_object_capsule};
 use super::import::PyTensor;
@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 /// An owned tensor exposed to Python as `dlpack_rs.Tensor`, with `__dlpack__`,
 /// `__dlpack_device__`, the C exchange API (`__dlpack_c_exchange_api__`), and `shape`,
-/// `strides`, `dtype`, `device` properties.
+/// `strides`, `dtype`, `device` and `read_only` properties.
 ///
 /// It can be made from a [`ManagedTensorVersioned`] or [`ManagedTensor`] (for example an
 /// [`Export`] of a `Vec`), or from an imported [`PyTensor`] (to hand a foreign tensor on).
@@ -145,20 +145,6 @@ unsafe impl IntoDLPack for DLPackTensor {
     }
 }
 
-fn tuple_str(values: &[i64]) -> String {
-    match values {
-        [one] => format!("({one},)"),
-        _ => format!(
-            "({})",
-            values
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 #[pymethods]
 impl DLPackTensor {
     /// Exports this tensor (see `dlpack_rs::pyo3_glue::export_dlpack`).
@@ -234,11 +220,11 @@ impl DLPackTensor {
         let read_only = if v.is_read_only() { ", read_only" } else { "" };
         format!(
             "Tensor(shape={}, dtype={}, device={}:{}, strides={}{})",
-            tuple_str(v.shape()),
+            tuple_of(v.shape()),
             dtype_name(v.dtype()),
             device,
             d.device_id,
-            tuple_str(&v.strides()),
+            tuple_of(&v.strides()),
             read_only
         )
     }

@@ -15,6 +15,7 @@ use pyo3::Borrowed;
 
 use alloc::borrow::Cow;
 
+use super::errors::{tuple_of, tuple_str};
 use super::extract::{dtype_error, Source};
 use super::framework::Framework;
 use crate::ffi::{DLDataType, DLDevice};
@@ -135,17 +136,6 @@ impl Layout for FContig {
         np.asfortranarray(x) in numpy, x.mT.contiguous().mT in torch)";
 }
 
-/// A shape as Python writes it, `*` for a free extent: `(*, *, 3)`, `(5,)`.
-fn shape_str(extents: impl ExactSizeIterator<Item = String>) -> String {
-    let one = extents.len() == 1;
-    let parts: alloc::vec::Vec<String> = extents.collect();
-    if one {
-        format!("({},)", parts[0])
-    } else {
-        format!("({})", parts.join(", "))
-    }
-}
-
 /// Checks `shape` against `S` (`TypeError` naming both shapes).
 fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
     let Some(extents) = S::EXTENTS else {
@@ -159,7 +149,7 @@ fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
     if fits {
         return Ok(());
     }
-    let got = shape_str(shape.iter().map(|d| d.to_string()));
+    let got = tuple_of(shape);
     if extents.iter().all(|&e| e == ANY) {
         return Err(PyTypeError::new_err(format!(
             "expected a {}-dimensional tensor, got {} dimension(s) (shape {got})",
@@ -167,11 +157,7 @@ fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
             shape.len(),
         )));
     }
-    let want = shape_str(
-        extents
-            .iter()
-            .map(|&e| if e == ANY { "*".into() } else { e.to_string() }),
-    );
+    let want = tuple_str(extents.iter().map(|&e| (e != ANY).then_some(e as i64)));
     Err(PyTypeError::new_err(format!(
         "expected shape {want}, got {got}"
     )))
@@ -189,8 +175,8 @@ pub(super) fn check_meta<S: Shape, L: Layout>(source: &Source, dtype: DLDataType
         return Err(PyBufferError::new_err(format!(
             "expected {}, got shape {} with strides {}",
             L::EXPECTED,
-            shape_str(source.shape().iter().map(|d| d.to_string())),
-            shape_str(source.strides().iter().map(|d| d.to_string())),
+            tuple_of(source.shape()),
+            tuple_of(&source.strides()),
         )));
     }
     Ok(())
@@ -204,8 +190,8 @@ pub(super) fn layout_error(source: &Source, err: Error) -> PyErr {
             "expected a writable tensor whose elements are distinct, got shape {} with \
              strides {}, where two indices reach one element (a broadcast or expanded \
              view): pass a copy (x.copy() in numpy, x.clone() in torch)",
-            shape_str(source.shape().iter().map(|d| d.to_string())),
-            shape_str(source.strides().iter().map(|d| d.to_string())),
+            tuple_of(source.shape()),
+            tuple_of(&source.strides()),
         )),
         e => e.into(),
     }

@@ -364,9 +364,10 @@ impl DtypeName {
         Some(name)
     }
 
-    /// Whether numpy can take this dtype over DLPack: only int, uint, float and complex of the
-    /// widths it has, and 8-bit bool (numpy refuses bfloat16, FP8, FP6 and FP4 over DLPack,
-    /// even with `ml_dtypes` installed).
+    /// Whether every numpy this crate supports can take this dtype over DLPack: only int, uint,
+    /// float and complex of the widths it has, and 8-bit bool (numpy 2.4 refuses bfloat16, FP8,
+    /// FP6 and FP4, `ml_dtypes` or not; numpy 2.5 takes bfloat16 and FP8 once `ml_dtypes` is
+    /// installed, which this answer does not assume).
     pub const fn numpy_has(dtype: DLDataType) -> bool {
         dtype.lanes == 1
             && matches!(
