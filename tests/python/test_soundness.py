@@ -673,6 +673,38 @@ def test_a_class_changed_after_its_first_import_is_seen_as_it_is_now():
     assert base.tolist() == [2, 2, 2, 2]
 
 
+@needs_torch
+@needs_version_tags
+def test_a_class_whose_metaclass_orders_a_non_base_is_looked_up_every_time():
+    # A metaclass's own mro() may list a class that is not a base; a change to that class
+    # leaves the type's version tag alone, so no cached answer may speak for the type.
+    def refuse(self, **kwargs):
+        raise BufferError("this tensor is not for export")
+
+    class Extra:
+        pass
+
+    class Meta(type(torch.Tensor)):
+        def mro(cls):
+            order = super().mro()
+            return [order[0], Extra] + order[1:]
+
+    class Ordered(torch.Tensor, metaclass=Meta):
+        pass
+
+    t = torch.zeros(4, dtype=torch.uint8).as_subclass(Ordered)
+    assert ext.add_one_mut(t) == 4
+    Extra.__dlpack__ = refuse
+    for i in range(20000):  # CPython's own method cache forgets the old answer
+        getattr(type(f"K{i}", (), {}), "__dlpack__", None)
+    with pytest.raises(BufferError, match="not for export"):
+        t.__dlpack__()  # the producer refuses
+    for route in (ext.sum_view, ext.add_one_mut):
+        with pytest.raises(BufferError, match="not for export"):
+            route(t)
+    assert t.as_subclass(torch.Tensor).tolist() == [1, 1, 1, 1]
+
+
 # -- Borrows are exact for strided layouts -----------------------------------------------------
 
 

@@ -90,3 +90,28 @@ def test_numpy_views_of_the_other_copys_rust_numpy_table_meet_only_real_borrows(
         """
     )
     assert out == "0 6 6 6 refused 6 4 24", out
+
+
+@needs_numpy_versioned
+def test_a_forged_exact_table_marker_is_not_believed():
+    # rust-numpy's own table (published by the test extension's rust-numpy) gives a 0-d array
+    # an empty range: the twin's views must keep their 0-d companion borrow there, even when
+    # Python code sets numpy's marker attribute to rust-numpy's capsule.
+    out = _run(
+        """
+        import numpy as np
+        import dlpack_testext as ext
+        import dlpack_twin as twin
+        ma = np._core.multiarray
+        ext.np_rw_dyn_then_tensor_mut(np.zeros(1, np.float32), np.zeros(1, np.float32))
+        ma._DLPACK_RS_EXACT_BORROWS = ma._RUST_NUMPY_BORROW_CHECKING_API
+        x = np.zeros(8, np.uint8)
+        y0 = x.view(np.float32)[0, ...]
+        try:
+            twin.view_while(x, lambda: ext.np_rw_dyn_then_tensor_mut(y0, np.zeros(1, np.float32)))
+            print("granted", x[:4].tolist())
+        except TypeError as e:  # rust-numpy's own refusal of its argument
+            print("refused", e)
+        """
+    )
+    assert out.startswith("refused") and "already borrowed" in out, out

@@ -234,21 +234,51 @@ pub(crate) unsafe fn call_getter<'py>(
     unsafe { Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure)) }
 }
 
-/// A type's version tag, read atomically (free-threaded builds update it from any thread).
-/// CPython >= 3.11 resets it to 0 on any change to the type, its dictionary or its bases, and
-/// never reuses one.
+/// A type's version tag, read atomically (free-threaded builds update it from any thread), or 0
+/// where it is not valid. CPython >= 3.11 resets it to 0 on any change to the type, its
+/// dictionary or its bases, and never reuses one; before 3.13 a type may also keep a non-zero
+/// tag that CPython itself considers invalid (its `Py_TPFLAGS_VALID_VERSION_TAG` clear, when
+/// tagging a base failed), which a change then never resets: such a tag reads as 0 here.
 ///
 /// # Safety
 ///
-/// `ty` is a live type object.
+/// Attached; `ty` is a live type object.
 #[cfg(not(feature = "abi3"))]
 #[inline]
 pub(crate) unsafe fn type_version(ty: *mut ffi::PyTypeObject) -> u32 {
+    /// `Py_TPFLAGS_VALID_VERSION_TAG`, kept up to date by CPython before 3.13.
+    const VALID_VERSION_TAG: core::ffi::c_ulong = 1 << 19;
     // SAFETY: a live type object's field, accessed only atomically here (CPython's writers use
     // atomic stores on free-threaded builds, and hold the GIL otherwise, as we do).
-    unsafe {
+    let tag = unsafe {
         core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
-            .load(core::sync::atomic::Ordering::Relaxed)
+            .load(core::sync::atomic::Ordering::Acquire)
+    };
+    // SAFETY: a live type object; before 3.13 (which has no free-threaded build) its flags are
+    // written under the GIL, which the caller holds.
+    if tag != 0 && !flag_unused() && unsafe { (*ty).tp_flags } & VALID_VERSION_TAG == 0 {
+        return 0;
+    }
+    tag
+}
+
+/// Whether this interpreter no longer keeps `Py_TPFLAGS_VALID_VERSION_TAG` (CPython >= 3.13).
+/// Called attached.
+#[cfg(not(feature = "abi3"))]
+#[inline]
+fn flag_unused() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    // 0: not asked yet, 1: unused, 2: kept.
+    static UNUSED: AtomicU8 = AtomicU8::new(0);
+    match UNUSED.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            // SAFETY: attached (the callers' contract).
+            let unused = unsafe { Python::assume_attached() }.version_info() >= (3, 13);
+            UNUSED.store(if unused { 1 } else { 2 }, Ordering::Relaxed);
+            unused
+        }
     }
 }
 

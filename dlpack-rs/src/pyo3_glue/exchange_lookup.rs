@@ -16,8 +16,11 @@
 //! `__dlpack__` dispatches) are the owner's own: a subclass that overrides any (to refuse, to
 //! copy, to export read-only) is imported through its own `__dlpack__`, as `torch.from_dlpack`
 //! and `np.from_dlpack` do. Looked up on the type only: an instance attribute `__dlpack__` and a
-//! custom `__getattribute__` are outside the model (README), and so is a class changed after
-//! its first import where version tags cannot be read (the stable ABI, CPython < 3.11). The answer is cached with the table, per type; [`lookup`] (imports)
+//! custom `__getattribute__` are outside the model (README), and so are a class changed after
+//! its first import where version tags cannot be read (the stable ABI, CPython < 3.11) and a
+//! class dictionary written behind the interpreter's back (through `gc.get_referents`), which
+//! leaves the tag as it was. A type whose metaclass defines its own `mro()` has no usable tag
+//! and is looked up on every import. The answer is cached with the table, per type; [`lookup`] (imports)
 //! gives no table for such a type, [`type_table`] (a framework's constructor, which never reads
 //! an object's memory) still gives it.
 
@@ -228,7 +231,8 @@ fn tracked(py: Python<'_>) -> bool {
 fn tag_now(key: usize) -> u32 {
     #[cfg(not(feature = "abi3"))]
     {
-        // SAFETY: `key` is the address of a live type: the caller holds it, or an object of it.
+        // SAFETY: attached (the caller's `Python`), and `key` is the address of a live type:
+        // the caller holds it, or an object of it.
         unsafe { super::cpython::type_version(key as *mut pyo3::ffi::PyTypeObject) }
     }
     #[cfg(feature = "abi3")]
@@ -283,8 +287,14 @@ fn lookup_type<'py>(
     }
     let ty = ty();
     // The tag first, then the answer: a change meanwhile resets the tag, and the entry stored
-    // under the old one is looked up again next time.
-    let tag = if tracked { tag_assigned(&ty) } else { 0 };
+    // under the old one is looked up again next time. A metaclass's own `mro()` may put classes
+    // in the order that are not bases, whose changes leave the tag alone: no tag then (0).
+    let custom_mro = tracked && !plain_mro(&ty);
+    let tag = if tracked && !custom_mro {
+        tag_assigned(&ty)
+    } else {
+        0
+    };
     let found = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
     let overridden = found
         .as_ref()
@@ -293,6 +303,8 @@ fn lookup_type<'py>(
     let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad")).map(|(d, _)| d);
     let grad = match &grad_descr {
         None => Grad::Absent,
+        // The direct getter holds while the type's tag does: not for such an order.
+        Some(_) if custom_mro => Grad::Getattr,
         Some(descr) => Grad::of_descriptor(&ty, descr),
     };
     let api = capsule
@@ -311,6 +323,10 @@ fn lookup_type<'py>(
     } else {
         api as usize | if overridden { OVERRIDDEN } else { 0 }
     };
+    if tracked && tag == 0 {
+        // An entry that could never hold: not cached (it would only evict one that does).
+        return (word, grad);
+    }
     let evicted = {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
         // One entry per type: a stale one is replaced in place; a fresh one another thread
@@ -344,6 +360,25 @@ fn lookup_type<'py>(
     // Dropped with the lock released: a type's deallocation may run arbitrary Python code.
     drop(evicted);
     (word, grad)
+}
+
+/// Whether `ty`'s metaclass orders its bases with `type.mro` (not an `mro()` of its own, which
+/// may list classes that are not bases: their changes do not reset `ty`'s version tag). A
+/// look-up that fails counts as not plain.
+fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
+    let py = ty.py();
+    static TYPE_MRO: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let Ok(type_mro) = TYPE_MRO.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py
+            .get_type::<PyType>()
+            .getattr(pyo3::intern!(py, "__dict__"))?
+            .get_item(pyo3::intern!(py, "mro"))?
+            .unbind())
+    }) else {
+        return false;
+    };
+    type_lookup(&ty.get_type(), pyo3::intern!(py, "mro"))
+        .is_some_and(|(found, _)| found.is(type_mro.bind(py)))
 }
 
 /// Whether `f` is torch's `torch._C._disabled_torch_function_impl` (torch already imported: the

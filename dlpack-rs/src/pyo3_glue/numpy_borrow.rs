@@ -61,10 +61,35 @@ unsafe impl Sync for Shared {}
 static TABLE: PyOnceLock<Table> = PyOnceLock::new();
 /// The same table, for the view hooks, which run without a `Python` token.
 static TABLE_PTR: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
-/// Whether the table is an implementation of this crate (ours or another copy's, marked by the
-/// attribute `_DLPACK_RS_EXACT_BORROWS` of numpy's module naming the same capsule): it decides
-/// by bytes, so a view's borrows need no 0-d companion (which would meet the view's own bytes).
+/// Whether the table is an implementation of this crate (ours or another copy's, see [`marks`]):
+/// it decides by bytes, so a view's borrows need no 0-d companion (which would meet the view's
+/// own bytes there).
 static EXACT: AtomicBool = AtomicBool::new(false);
+
+/// The name of the capsule (attribute `_DLPACK_RS_EXACT_BORROWS` of numpy's module) by which a
+/// copy of this crate says that the table it published is its own implementation: it points at
+/// that very table. Python code can copy a capsule but not make one point elsewhere, so a mark
+/// cannot be forged for rust-numpy's own table.
+const MARK: &core::ffi::CStr = c"dlpack_rs._exact_numpy_borrows";
+
+/// Whether `table` (rust-numpy's capsule found in `module`) is an implementation of this crate:
+/// the mark names the same table.
+fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
+    let py = module.py();
+    let Ok(mark) = module.getattr(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS")) else {
+        return false;
+    };
+    let Ok(mark) = mark.cast_into::<PyCapsule>() else {
+        return false;
+    };
+    match (
+        mark.pointer_checked(Some(MARK)),
+        table.pointer_checked(Some(NAME)),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
 static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 /// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
 static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
@@ -108,31 +133,32 @@ fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 fn table(py: Python<'_>) -> PyResult<&'static Shared> {
     let table = TABLE.get_or_try_init(py, || -> PyResult<Table> {
         let module = multiarray(py)?;
-        let capsule = match module.getattr(pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API")) {
-            Ok(found) => {
-                let found = found.cast_into::<PyCapsule>()?;
-                // Another copy of this crate published its implementation (it decides by
-                // bytes) when it marked the very capsule as its own.
-                if let Ok(mark) = module.getattr(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS")) {
-                    EXACT.store(mark.is(&found), Ordering::Release);
+        let (capsule, exact) =
+            match module.getattr(pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API")) {
+                Ok(found) => {
+                    let found = found.cast_into::<PyCapsule>()?;
+                    let exact = marks(&module, &found);
+                    (found, exact)
                 }
-                found
-            }
-            Err(_) => {
-                // SAFETY: `OURS` is a static that lives for the rest of the process; the capsule
-                // has no destructor, and its name is a static string.
-                let capsule = unsafe {
-                    PyCapsule::new_with_pointer(py, core::ptr::NonNull::from(&OURS).cast(), NAME)
-                }?;
-                module.setattr(
-                    pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API"),
-                    &capsule,
-                )?;
-                module.setattr(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS"), &capsule)?;
-                EXACT.store(true, Ordering::Release);
-                capsule
-            }
-        };
+                Err(_) => {
+                    // SAFETY: `OURS` is a static that lives for the rest of the process; the
+                    // capsules have no destructor, and their names are static strings.
+                    let (capsule, mark) = unsafe {
+                        let ours = core::ptr::NonNull::from(&OURS).cast();
+                        (
+                            PyCapsule::new_with_pointer(py, ours, NAME)?,
+                            PyCapsule::new_with_pointer(py, ours, MARK)?,
+                        )
+                    };
+                    // The mark first: a copy that finds the table finds it marked.
+                    module.setattr(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS"), &mark)?;
+                    module.setattr(
+                        pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API"),
+                        &capsule,
+                    )?;
+                    (capsule, true)
+                }
+            };
         let ptr = capsule
             .pointer_checked(Some(NAME))?
             .as_ptr()
@@ -145,6 +171,9 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
                  cannot share borrows with"
             )));
         }
+        // Decided once, with the table, here and nowhere else (a failed look-up leaves both
+        // unset, and the next one decides again).
+        EXACT.store(exact, Ordering::Release);
         // The table must outlive every use: keep the capsule (and so the table) for good.
         core::mem::forget(capsule);
         TABLE_PTR.store(ptr, Ordering::Release);
