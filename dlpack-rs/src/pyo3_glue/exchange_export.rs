@@ -60,8 +60,13 @@ where
     // The table's consumers order their work after `current_work_stream`, the default
     // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
     // Versioned only: a legacy sharing opt-in does not apply.
-    let (validated, read_only, readers, keepalive, _share_legacy) =
-        super::export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
+    let super::export::ClassExport {
+        validated,
+        read_only,
+        readers,
+        keepalive,
+        ..
+    } = super::export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {

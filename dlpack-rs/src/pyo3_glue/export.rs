@@ -237,7 +237,13 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let (validated, read_only, readers, keepalive, share) = class_export(slf, rust_reads, args)?;
+    let ClassExport {
+        validated,
+        read_only,
+        readers,
+        keepalive,
+        share,
+    } = class_export(slf, rust_reads, args)?;
     // SAFETY: the route's contract: the keepalive keeps the memory the metadata describes valid
     // and in place (writable unless read-only) until the deleter drops it; Rust reads of the
     // memory outside the export are declared by `readers`.
@@ -254,17 +260,24 @@ where
     }
 }
 
-/// What [`class_export`] returns: the validated metadata, whether the export is read-only,
-/// who else reads the memory (the export's shared borrow is registered where every export
-/// passes, from this answer), the keepalive, and whether a legacy request of read-only data
-/// shares it ([`IntoDLPack::share_read_only_legacy`]).
-pub(crate) type ClassExport<T> = (
-    crate::safe::Validated,
-    bool,
-    Readers,
-    ClassKeepalive<<<T as PyClass>::Frozen as ClassRoute<T>>::Owner>,
-    bool,
-);
+/// What [`class_export`] returns.
+pub(crate) struct ClassExport<T: PyClass>
+where
+    T::Frozen: ClassRoute<T>,
+{
+    /// The validated metadata.
+    pub(crate) validated: crate::safe::Validated,
+    /// Whether the export is read-only.
+    pub(crate) read_only: bool,
+    /// Who else reads the memory (the export's shared borrow is registered where every export
+    /// passes, from this answer).
+    pub(crate) readers: Readers,
+    /// What keeps the memory alive.
+    pub(crate) keepalive: ClassKeepalive<<T::Frozen as ClassRoute<T>>::Owner>,
+    /// Whether a legacy request of read-only data shares it
+    /// ([`IntoDLPack::share_read_only_legacy`]).
+    pub(crate) share: bool,
+}
 
 /// One export of `slf` through its route, validated once: the metadata, whether it
 /// is read-only, who else reads it ([`Readers::Rust`] when `rust_reads`), and the keepalive.
@@ -282,8 +295,15 @@ where
     T::Frozen: ClassRoute<T>,
 {
     super::shared_registry::join(slf.py())?;
-    let (info, extent, read_only, owner, order, registered, share) =
-        <T::Frozen as ClassRoute<T>>::export(slf)?;
+    let RouteExport {
+        info,
+        extent,
+        read_only,
+        owner,
+        order,
+        registered,
+        share,
+    } = <T::Frozen as ClassRoute<T>>::export(slf)?;
     // Validated once: by the implementation (the derive's bounds check), or here.
     let validated = validated(info, extent)?;
     // Rust reads outside the export that are registered themselves need no borrow of it.
@@ -294,7 +314,13 @@ where
     };
     // Last, once everything else about the export is known to be fine.
     order_for_consumer(args, validated.info().device, order)?;
-    Ok((validated, read_only, readers, owner, share))
+    Ok(ClassExport {
+        validated,
+        read_only,
+        readers,
+        keepalive: owner,
+        share,
+    })
 }
 
 /// `info` validated: with the extent the implementation's own validation returned (the derive's
@@ -367,22 +393,26 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<Self::Owner>>;
 }
 
-/// What [`ClassRoute::export`] returns: the metadata (with its extent when the implementation
-/// validated it: `IntoDLPack::__tensor_info_with_extent`), whether the export is read-only, the
-/// keepalive, (for device data only) what orders a consumer's stream after the producer's
-/// pending work, and whether every Rust access to the memory outside the export holds a registry
-/// borrow ([`IntoDLPack::rust_access_registered`]), and whether a legacy request of read-only
-/// data shares the memory ([`IntoDLPack::share_read_only_legacy`]).
+/// What [`ClassRoute::export`] returns.
 #[doc(hidden)]
-pub type RouteExport<O> = (
-    TensorInfo,
-    Option<Extent>,
-    bool,
-    ClassKeepalive<O>,
-    Option<Arc<dyn StreamOrder>>,
-    bool,
-    bool,
-);
+pub struct RouteExport<O> {
+    /// The metadata.
+    pub info: TensorInfo,
+    /// Its extent, when the implementation validated it (`IntoDLPack::__tensor_info_with_extent`).
+    pub extent: Option<Extent>,
+    /// Whether consumers must not write the memory.
+    pub read_only: bool,
+    /// What keeps the memory alive.
+    pub owner: ClassKeepalive<O>,
+    /// For device data only: what orders a consumer's stream after the producer's pending work.
+    pub order: Option<Arc<dyn StreamOrder>>,
+    /// Whether every Rust access to the memory outside the export holds a registry borrow
+    /// ([`IntoDLPack::rust_access_registered`]).
+    pub registered: bool,
+    /// Whether a legacy request of read-only data shares the memory
+    /// ([`IntoDLPack::share_read_only_legacy`]).
+    pub share: bool,
+}
 
 /// The stream order of `this`, asked only for data that is not plain CPU memory.
 fn order_of<T: IntoDLPack + ?Sized>(this: &T, info: &TensorInfo) -> Option<Arc<dyn StreamOrder>> {
@@ -415,15 +445,15 @@ where
         let (info, extent) = this.__tensor_info_with_extent();
         let order = order_of(this, &info);
         let owner = PyKeepalive::new(slf.py(), slf.clone().into_any().unbind());
-        Ok((
+        Ok(RouteExport {
             info,
             extent,
-            this.is_read_only(),
-            ClassKeepalive { _owner: owner },
+            read_only: this.is_read_only(),
+            owner: ClassKeepalive { _owner: owner },
             order,
-            this.rust_access_registered(),
-            this.share_read_only_legacy(),
-        ))
+            registered: this.rust_access_registered(),
+            share: this.share_read_only_legacy(),
+        })
     }
 }
 
@@ -458,15 +488,15 @@ where
         // The export's own reference: the class may replace its value once `this` is released.
         let owner = this.data_field().clone();
         drop(this);
-        Ok((
+        Ok(RouteExport {
             info,
             extent,
             read_only,
-            ClassKeepalive { _owner: owner },
+            owner: ClassKeepalive { _owner: owner },
             order,
-            guarded,
+            registered: guarded,
             share,
-        ))
+        })
     }
 }
 
