@@ -745,3 +745,20 @@ for a, b in [(z[::2], z[::4]), (z[1::2], z[5::4]), (z[::2], z[2:9]), (z, z[1::2]
 ext.tvm_pair(z[::-2], z[::2])
 assert z.tolist() == [2.0, 1.0] * 8
 """
+
+
+@needs_jax
+def test_a_writable_reexport_reaches_jax_zero_copy_even_for_bool():
+    # jax asks with neither copy nor max_version: only read-only data may get a copy then
+    # (README), so a writable numpy source, bool included, is shared with jnp.from_dlpack(copy=False).
+    def aligned(n, dtype):
+        raw = np.zeros(n * np.dtype(dtype).itemsize + 64, dtype=np.uint8)
+        off = (-raw.ctypes.data) % 64
+        return raw[off:off + n * np.dtype(dtype).itemsize].view(dtype)
+
+    for dtype in (np.bool_, np.float32):
+        x = aligned(64, dtype)
+        t = ext.reexport(x)
+        assert not t.read_only
+        j = jnp.from_dlpack(t, copy=False)
+        assert j.unsafe_buffer_pointer() == x.ctypes.data
