@@ -254,9 +254,8 @@ pub(crate) unsafe fn type_version(ty: *mut ffi::PyTypeObject) -> u32 {
         core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
             .load(core::sync::atomic::Ordering::Acquire)
     };
-    // SAFETY: a live type object; before 3.13 (which has no free-threaded build) its flags are
-    // written under the GIL, which the caller holds.
-    if tag != 0 && !flag_unused() && unsafe { (*ty).tp_flags } & VALID_VERSION_TAG == 0 {
+    // SAFETY: a live type object (its flags read as CPython's own API reads them).
+    if tag != 0 && !flag_unused() && unsafe { ffi::PyType_GetFlags(ty) } & VALID_VERSION_TAG == 0 {
         return 0;
     }
     tag
