@@ -19,7 +19,7 @@
 #                 each minor version gets its own venv (.venv for 3.11, .venv-3.X otherwise)
 #   FUZZ_SECONDS  how long the libFuzzer run lasts (default 60, 15 with --quick)
 #   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
-#                 "safe/borrow.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs". Other
+#                 "safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs". Other
 #                 files are run against every test target (slower): "safe/managed_views.rs ffi.rs"
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
@@ -519,7 +519,7 @@ step_mutants() {
     fi
   fi
   local files args=() tests=() f out=target/mutants status=0
-  read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs}"
+  read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs}"
   for f in "${files[@]}"; do args+=(--file "dlpack-rs/src/$f"); done
   if [[ -z ${MUTANTS_FILES:-} ]]; then
     # The test targets that exercise these files (each mutant relinks every target it runs:

@@ -77,7 +77,8 @@ impl Span {
         if off < self.width {
             x
         } else {
-            x + (self.period - off)
+            // Past the last address: no byte of the span lies at or after `x`.
+            x.checked_add(self.period - off).unwrap_or(usize::MAX)
         }
     }
 
@@ -124,11 +125,15 @@ impl Span {
                 return false;
             }
             let a = start.max(lo);
-            let b = (start + walk.width).min(hi);
+            let b = start.saturating_add(walk.width).min(hi);
             if a < b && test.meets(a, b) {
                 return true;
             }
-            start += walk.period;
+            // The next element would start past the last address: none is left below `hi`.
+            let Some(next) = start.checked_add(walk.period) else {
+                return false;
+            };
+            start = next;
         }
         true
     }
@@ -188,6 +193,22 @@ mod tests {
         let g = Span::strided(1, 3 * 99 + 2, 3, 1);
         assert!(!r.shares_byte(&g));
         assert!(r.shares_byte(&r));
+    }
+
+    #[test]
+    fn spans_at_the_top_of_the_address_space_are_decided_exactly() {
+        // A producer's pointer is a claim: spans may end at the last addresses, where a step to
+        // the next element or byte would overflow.
+        let top = usize::MAX;
+        let mut rng = Lcg(7);
+        for _ in 0..5000 {
+            let (pa, pb) = (2 + rng.next(23), 2 + rng.next(23));
+            let (wa, wb) = (1 + rng.next(pa as u64 - 1), 1 + rng.next(pb as u64 - 1));
+            let a = Span::strided(top - 60 + rng.next(50), top - rng.next(3), pa, wa);
+            let b = Span::strided(top - 60 + rng.next(50), top - rng.next(3), pb, wb);
+            assert_eq!(a.shares_byte(&b), naive(&a, &b), "{a:?} {b:?}");
+            assert_eq!(b.shares_byte(&a), naive(&a, &b), "{b:?} {a:?}");
+        }
     }
 
     #[test]
