@@ -78,7 +78,7 @@ impl Span {
             x
         } else {
             // Past the last address: no byte of the span lies at or after `x`.
-            x.checked_add(self.period - off).unwrap_or(usize::MAX)
+            x.saturating_add(self.period - off)
         }
     }
 
