@@ -133,32 +133,30 @@ fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 fn table(py: Python<'_>) -> PyResult<&'static Shared> {
     let table = TABLE.get_or_try_init(py, || -> PyResult<Table> {
         let module = multiarray(py)?;
-        let (capsule, exact) =
-            match module.getattr(pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API")) {
-                Ok(found) => {
-                    let found = found.cast_into::<PyCapsule>()?;
-                    let exact = marks(&module, &found);
-                    (found, exact)
-                }
-                Err(_) => {
-                    // SAFETY: `OURS` is a static that lives for the rest of the process; the
-                    // capsules have no destructor, and their names are static strings.
-                    let (capsule, mark) = unsafe {
-                        let ours = core::ptr::NonNull::from(&OURS).cast();
-                        (
-                            PyCapsule::new_with_pointer(py, ours, NAME)?,
-                            PyCapsule::new_with_pointer(py, ours, MARK)?,
-                        )
-                    };
-                    // The mark first: a copy that finds the table finds it marked.
-                    module.setattr(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS"), &mark)?;
-                    module.setattr(
-                        pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API"),
-                        &capsule,
-                    )?;
-                    (capsule, true)
-                }
-            };
+        let name = pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API");
+        let dict = module.dict();
+        let capsule = match dict.get_item(name)? {
+            Some(found) => found,
+            None => {
+                // SAFETY: `OURS` is a static that lives for the rest of the process; the
+                // capsules have no destructor, and their names are static strings.
+                let (capsule, mark) = unsafe {
+                    let ours = core::ptr::NonNull::from(&OURS).cast();
+                    (
+                        PyCapsule::new_with_pointer(py, ours, NAME)?,
+                        PyCapsule::new_with_pointer(py, ours, MARK)?,
+                    )
+                };
+                // Each inserted only where absent (another copy of this crate, or rust-numpy,
+                // may publish meanwhile on a free-threaded build): what is there is adopted.
+                // The mark first, so that a copy that finds our table finds it marked; a mark
+                // and a table of two different copies only make views refuse more.
+                dict.set_default(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS"), &mark)?;
+                dict.set_default_with_result(name, &capsule)?.1
+            }
+        };
+        let capsule = capsule.cast_into::<PyCapsule>()?;
+        let exact = marks(&module, &capsule);
         let ptr = capsule
             .pointer_checked(Some(NAME))?
             .as_ptr()
