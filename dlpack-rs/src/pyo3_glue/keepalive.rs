@@ -102,7 +102,8 @@ pub(crate) fn exiting_unattached() -> bool {
 
 /// How the keepalives dropped so far in this process let go of their object, one counter per
 /// path of [`PyKeepalive`]'s `Drop`: for tests that must prove which path ran (a relaxed
-/// atomic increment per drop). Not a stable API.
+/// atomic increment per drop; feature `test-counters` only). Not a stable API.
+#[cfg(feature = "test-counters")]
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeepaliveCounts {
@@ -121,11 +122,17 @@ static RELEASED_AFTER_ATTACHING: AtomicUsize = AtomicUsize::new(0);
 static LEAKED_AT_SHUTDOWN: AtomicUsize = AtomicUsize::new(0);
 static LEAKED_OTHER_INTERPRETER: AtomicUsize = AtomicUsize::new(0);
 
+/// Counts one drop on its path (feature `test-counters`; nothing otherwise).
+#[inline]
 fn count(counter: &AtomicUsize) {
+    #[cfg(feature = "test-counters")]
     counter.fetch_add(1, Ordering::Relaxed);
+    #[cfg(not(feature = "test-counters"))]
+    let _ = counter;
 }
 
 /// The counts so far (see [`KeepaliveCounts`]).
+#[cfg(feature = "test-counters")]
 #[doc(hidden)]
 pub fn keepalive_counts() -> KeepaliveCounts {
     KeepaliveCounts {

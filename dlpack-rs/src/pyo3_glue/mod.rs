@@ -112,6 +112,7 @@ pub use extract::{TensorMut, TensorRef, ANY_NDIM};
 pub use framework::{to_framework, Framework, Jax, Numpy, ReturnTo, Returned, Torch};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
+#[cfg(feature = "test-counters")]
 #[doc(hidden)]
 pub use keepalive::{keepalive_counts, KeepaliveCounts};
 pub use protocol::DLPackArgs;
