@@ -261,24 +261,29 @@ pub(crate) unsafe fn type_version(ty: *mut ffi::PyTypeObject) -> u32 {
     tag
 }
 
+/// The running interpreter's minor version (3.x), read once.
+#[cfg(not(feature = "abi3"))]
+pub(crate) fn minor_version(py: Python<'_>) -> u8 {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    // 0: not read yet (no supported CPython has minor version 0).
+    static MINOR: AtomicU8 = AtomicU8::new(0);
+    match MINOR.load(Ordering::Relaxed) {
+        0 => {
+            let minor = py.version_info().minor;
+            MINOR.store(minor, Ordering::Relaxed);
+            minor
+        }
+        minor => minor,
+    }
+}
+
 /// Whether this interpreter no longer keeps `Py_TPFLAGS_VALID_VERSION_TAG` (CPython >= 3.13).
 /// Called attached.
 #[cfg(not(feature = "abi3"))]
 #[inline]
 fn flag_unused() -> bool {
-    use core::sync::atomic::{AtomicU8, Ordering};
-    // 0: not asked yet, 1: unused, 2: kept.
-    static UNUSED: AtomicU8 = AtomicU8::new(0);
-    match UNUSED.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            // SAFETY: attached (the callers' contract).
-            let unused = unsafe { Python::assume_attached() }.version_info() >= (3, 13);
-            UNUSED.store(if unused { 1 } else { 2 }, Ordering::Relaxed);
-            unused
-        }
-    }
+    // SAFETY: attached (the callers' contract).
+    minor_version(unsafe { Python::assume_attached() }) >= 13
 }
 
 /// `ty`'s version tag after giving it one if it has none (a new type, or one changed since

@@ -24,7 +24,7 @@
 //! gives no table for such a type, [`type_table`] (a framework's constructor, which never reads
 //! an object's memory) still gives it.
 
-use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
@@ -208,21 +208,11 @@ pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchan
 fn tracked(py: Python<'_>) -> bool {
     #[cfg(not(feature = "abi3"))]
     {
-        // 0: not asked yet, 1: tracked, 2: not.
-        static TRACKED: AtomicU8 = AtomicU8::new(0);
-        match TRACKED.load(Ordering::Relaxed) {
-            1 => true,
-            2 => false,
-            _ => {
-                let yes = py.version_info() >= (3, 11);
-                TRACKED.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
-                yes
-            }
-        }
+        super::cpython::minor_version(py) >= 11
     }
     #[cfg(feature = "abi3")]
     {
-        let _ = (py, AtomicU8::new(0));
+        let _ = py;
         false
     }
 }

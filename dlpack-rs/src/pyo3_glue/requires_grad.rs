@@ -43,7 +43,7 @@ impl Grad {
         #[cfg(not(feature = "abi3"))]
         {
             use super::cpython;
-            if ty.py().version_info() < (3, 11) {
+            if cpython::minor_version(ty.py()) < 11 {
                 return Grad::Getattr;
             }
             // The version tag first, then the owning-type check: the check holds while the tag

@@ -123,7 +123,8 @@ impl<T: Element> SharedMut<T> {
         // are none) and lives as long as `self` (the guard borrows it). Rust reaches the
         // elements only through these guards and through views of imports, each of which holds
         // a registry borrow: the shared borrow just taken excludes every writer among them.
-        Ok(unsafe { ReadSlice::new(self.inner.as_ptr(), self.len(), token) })
+        let slice = unsafe { ReadSlice::new(self.inner.as_ptr(), self.len(), token) };
+        Ok(slice)
     }
 
     /// A mutable view of the elements, holding an exclusive registry borrow of their bytes
@@ -141,7 +142,8 @@ impl<T: Element> SharedMut<T> {
         // derived from a reference to the elements, so it carries write permission. Every Rust
         // access to the elements holds a registry borrow (the guards of every clone, views of
         // imports, and read-only exports): the exclusive borrow just taken excludes them all.
-        Ok(unsafe { WriteSlice::new(self.inner.as_ptr().cast_mut(), self.len(), token) })
+        let slice = unsafe { WriteSlice::new(self.inner.as_ptr().cast_mut(), self.len(), token) };
+        Ok(slice)
     }
 
     /// The elements, copied (under a shared borrow) into a `Vec`.
