@@ -81,9 +81,9 @@ def main():
         # (2) import
         "numpy -> PyTensor": lambda: b.numel_ours(arr),
         "numpy -> rust-numpy PyReadonlyArrayDyn": lambda: b.numel_rust_numpy(arr),
-        "numpy -> TensorRef<f32>": lambda: b.numel_typed(arr),
-        "torch -> TensorRef<f32>": lambda: b.numel_typed(t),
-        "torch x3 -> TensorRef<f32>": lambda: b.numel3_typed(t, t2, t3),
+        "numpy -> TensorView<f32, CContig>": lambda: b.numel_typed(arr),
+        "torch -> TensorView<f32, CContig>": lambda: b.numel_typed(t),
+        "torch x3 -> TensorView<f32, CContig>": lambda: b.numel3_typed(t, t2, t3),
         "numpy -> PyTensor, 1 borrowed view": lambda: b.first_ours(arr),
         "numpy -> PyTensor, 10 borrowed views": lambda: b.first_ours_x10(arr),
         "numpy -> dlpark": lambda: b.numel_dlpark(arr),
@@ -117,7 +117,7 @@ def main():
         "torch.from_dlpack(derived pyclass)", "torch.from_dlpack(ndarray)",
     ], "np.from_dlpack(ndarray)")
     table("Import of a numpy array (a #[pyfunction] returning numel)", r, [
-        "numpy -> PyTensor", "numpy -> TensorRef<f32>", "numpy -> rust-numpy PyReadonlyArrayDyn",
+        "numpy -> PyTensor", "numpy -> TensorView<f32, CContig>", "numpy -> rust-numpy PyReadonlyArrayDyn",
         "numpy -> dlpark",
     ], "numpy -> rust-numpy PyReadonlyArrayDyn")
     table("Borrowed views (as_slice: checks + registry borrow + release)", r, [
@@ -133,7 +133,7 @@ def main():
     if tvm_nop is not None:
         table("Torch import against apache-tvm-ffi", r, [
             "torch -> PyTensor (exchange API)", "torch x3 -> PyTensor (exchange API)",
-            "torch -> TensorRef<f32>", "torch x3 -> TensorRef<f32>",
+            "torch -> TensorView<f32, CContig>", "torch x3 -> TensorView<f32, CContig>",
             "torch -> apache-tvm-ffi testing.nop(x)",
             "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)",
         ], "torch -> apache-tvm-ffi testing.nop(x)")
@@ -146,9 +146,9 @@ def main():
     ], "numpy -> PyTensor (ndim), 1")
     floor = r["#[pyfunction] nop(x)"] + r["ndarray.__dlpack__()"]
     extra = (r["torch x3 -> PyTensor (exchange API)"] - r["torch -> PyTensor (exchange API)"]) / 2
-    extra_typed = (r["torch x3 -> TensorRef<f32>"] - r["torch -> TensorRef<f32>"]) / 2
+    extra_typed = (r["torch x3 -> TensorView<f32, CContig>"] - r["torch -> TensorView<f32, CContig>"]) / 2
     print(f"\nnumpy import floor (nop call + numpy's own __dlpack__): {floor:.0f} ns")
-    print(f"each extra torch tensor in one call: {extra:.0f} ns (PyTensor), {extra_typed:.0f} ns (TensorRef)")
+    print(f"each extra torch tensor in one call: {extra:.0f} ns (PyTensor), {extra_typed:.0f} ns (TensorView)")
 
     def ratio(x, y):
         return r[x] / r[y]
@@ -169,11 +169,11 @@ def main():
          ratio("Rust -> torch: to_framework(torch.Tensor)", "torch.from_dlpack(derived pyclass)"),
          "<= 0.20"),
         ("each extra torch tensor in a call (PyTensor), ns", extra, "<= 40"),
-        ("each extra torch tensor in a call (TensorRef), ns", extra_typed, "<= 40"),
+        ("each extra torch tensor in a call (TensorView), ns", extra_typed, "<= 40"),
         ("import numpy: PyTensor / rust-numpy PyReadonlyArrayDyn",
          ratio("numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
-        ("import numpy: TensorRef / rust-numpy PyReadonlyArrayDyn",
-         ratio("numpy -> TensorRef<f32>", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
+        ("import numpy: TensorView / rust-numpy PyReadonlyArrayDyn",
+         ratio("numpy -> TensorView<f32, CContig>", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
         ("size 10^8 / 1: export",
          ratio("np.from_dlpack(derived pyclass), 10^8", "np.from_dlpack(derived pyclass)"), "<= 1.05"),
         ("size 10^8 / 1: import numpy",
@@ -185,11 +185,11 @@ def main():
         rows.append(("import torch: PyTensor / apache-tvm-ffi nop, 1 tensor",
                      ratio("torch -> PyTensor (exchange API)", "torch -> apache-tvm-ffi testing.nop(x)"),
                      "<= 0.50"))
-        rows.append(("import torch: TensorRef / apache-tvm-ffi nop, 1 tensor",
-                     ratio("torch -> TensorRef<f32>", "torch -> apache-tvm-ffi testing.nop(x)"),
+        rows.append(("import torch: TensorView / apache-tvm-ffi nop, 1 tensor",
+                     ratio("torch -> TensorView<f32, CContig>", "torch -> apache-tvm-ffi testing.nop(x)"),
                      "<= 0.50"))
-        rows.append(("import torch: TensorRef / apache-tvm-ffi nop, 3 tensors",
-                     ratio("torch x3 -> TensorRef<f32>",
+        rows.append(("import torch: TensorView / apache-tvm-ffi nop, 3 tensors",
+                     ratio("torch x3 -> TensorView<f32, CContig>",
                            "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 0.50"))
         rows.append(("import torch: PyTensor / apache-tvm-ffi nop, 3 tensors",
                      ratio("torch x3 -> PyTensor (exchange API)",

@@ -23,7 +23,4 @@ fn ui() {
     // "Migrating from 0.3.x"; what does compile is `tests/migration_0_3.rs`).
     #[cfg(feature = "pyo3")]
     t.compile_fail("tests/ui/fail-migration/*.rs");
-    // The typed view arguments' constraints (features `pyo3` and `ndarray`).
-    #[cfg(all(feature = "pyo3", feature = "ndarray"))]
-    t.compile_fail("tests/ui/fail-views/*.rs");
 }

@@ -1,15 +1,14 @@
 //! The typed view arguments (features `pyo3` and `ndarray`) tested from Rust with an embedded
 //! interpreter and `dlpack_rs.Tensor` as the producer: a transposed layout read through the
 //! borrowed exchange-table route, the shape, layout and dtype-set refusals, and the exclusive
-//! borrow of a writable view; the any-device arguments (`DeviceTensor`, `DeviceTensorMut`) on
+//! borrow of a writable view; the any-device arguments (`TensorView<.., AnyDevice>`) on
 //! a tensor that says it lives on CUDA.
 #![cfg(all(feature = "pyo3", feature = "ndarray"))]
 
 use dlpack_rs::ffi::{DLDevice, DLDeviceType};
-use dlpack_rs::ndarray::{array, Ix2};
+use dlpack_rs::ndarray::array;
 use dlpack_rs::pyo3_glue::{
-    AnyOf2, CContig, DLPackTensor, DeviceTensor, DeviceTensorMut, Shape2, TensorRef, TensorView,
-    TensorViewMut, ANY,
+    AnyDevice, AnyOf2, CContig, DLPackTensor, Ndim, Shape2, Strided, TensorView, TensorViewMut, ANY,
 };
 use dlpack_rs::safe::{Buffer, Export};
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -33,7 +32,7 @@ fn transposed(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 fn a_transposed_tensor_is_read_with_its_layout() {
     with_py(|py| {
         let obj = transposed(py)?;
-        let v: TensorView<f32, Ix2> = obj.extract()?;
+        let v: TensorView<f32, Ndim<2>> = obj.extract()?;
         assert_eq!(v.view(), array![[1.0f32, 4.0], [2.0, 5.0], [3.0, 6.0]]);
         assert_eq!(v.view().strides(), &[1, 3]);
         let fixed: TensorView<f32, Shape2<ANY, 2>> = obj.extract()?;
@@ -54,7 +53,9 @@ fn constraints_are_refused_with_the_expected_and_the_actual() {
             err.value(py).to_string(),
             "expected shape (2, *), got (3, 2)"
         );
-        let err = obj.extract::<TensorView<f32, Ix2, CContig>>().unwrap_err();
+        let err = obj
+            .extract::<TensorView<f32, Ndim<2>, CContig>>()
+            .unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
         assert!(err
             .value(py)
@@ -76,15 +77,15 @@ fn a_writable_view_is_exclusive() {
     with_py(|py| {
         let obj = transposed(py)?;
         {
-            let mut w: TensorViewMut<f32, Ix2> = obj.extract()?;
+            let mut w: TensorViewMut<f32, Ndim<2>> = obj.extract()?;
             w.view_mut()[[2, 1]] = 60.0;
             // No other view while the writable one lives.
             let err = obj.extract::<TensorView<f32>>().unwrap_err();
             assert!(err.is_instance_of::<PyBufferError>(py));
         }
-        let v: TensorView<f32, Ix2> = obj.extract()?;
+        let v: TensorView<f32, Ndim<2>> = obj.extract()?;
         assert_eq!(v.view()[[2, 1]], 60.0);
-        let err = obj.extract::<TensorViewMut<f32, Ix2>>().unwrap_err();
+        let err = obj.extract::<TensorViewMut<f32, Ndim<2>>>().unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
         Ok(())
     })
@@ -134,26 +135,29 @@ fn a_device_tensor_gives_its_metadata_and_address_but_no_host_view() {
             device_id: 0,
         };
         {
-            let t: DeviceTensor<f32, Ix2> = obj.extract()?;
+            let t: TensorView<f32, Ndim<2>, Strided, AnyDevice> = obj.extract()?;
             assert_eq!(t.device(), cuda);
             assert_eq!(t.shape(), &[3, 2]);
             assert_eq!(&*t.strides(), &[1, 3]);
             assert_eq!(t.ndim(), 2);
             assert_eq!(t.data_ptr() as usize, address);
             // Shared with another shared argument, never with a writable one.
-            let again: DeviceTensor<f32> = obj.extract()?;
+            let again: TensorView<f32, Ndim<ANY>, Strided, AnyDevice> = obj.extract()?;
             assert_eq!(again.data_ptr() as usize, address);
-            let err = obj.extract::<DeviceTensorMut<f32>>().unwrap_err();
+            let err = obj
+                .extract::<TensorViewMut<f32, Ndim<ANY>, Strided, AnyDevice>>()
+                .unwrap_err();
             assert!(err.is_instance_of::<PyBufferError>(py));
             assert!(err.value(py).to_string().contains("already borrowed"));
         }
-        let mut w: DeviceTensorMut<f32, Shape2<3, 2>> = obj.extract()?;
+        let mut w: TensorViewMut<f32, Shape2<3, 2>, Strided, AnyDevice> = obj.extract()?;
         assert_eq!(w.data_ptr_mut() as usize, address);
         drop(w);
         // Host arguments refuse it, naming CPU memory and the fix.
         for err in [
             obj.extract::<TensorView<f32>>().unwrap_err(),
-            obj.extract::<TensorRef<f32>>().unwrap_err(),
+            obj.extract::<TensorView<f32, Ndim<ANY>, CContig>>()
+                .unwrap_err(),
         ] {
             assert!(err.is_instance_of::<PyBufferError>(py));
             let message = err.value(py).to_string();
@@ -171,14 +175,16 @@ fn a_device_tensor_gives_its_metadata_and_address_but_no_host_view() {
 fn a_device_tensor_is_checked_like_a_view() {
     with_py(|py| {
         let (obj, _) = on_cuda(py)?;
-        let err = obj.extract::<DeviceTensor<f64>>().unwrap_err();
+        let err = obj
+            .extract::<TensorView<f64, Ndim<ANY>, Strided, AnyDevice>>()
+            .unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
         assert!(err
             .value(py)
             .to_string()
             .starts_with("expected a tensor of float64, got float32 "));
         let err = obj
-            .extract::<DeviceTensor<f32, Shape2<2, ANY>>>()
+            .extract::<TensorView<f32, Shape2<2, ANY>, Strided, AnyDevice>>()
             .unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
         assert_eq!(
@@ -186,7 +192,7 @@ fn a_device_tensor_is_checked_like_a_view() {
             "expected shape (2, *), got (3, 2)"
         );
         let err = obj
-            .extract::<DeviceTensor<f32, Ix2, CContig>>()
+            .extract::<TensorView<f32, Ndim<2>, CContig, AnyDevice>>()
             .unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
         assert!(err
@@ -199,9 +205,11 @@ fn a_device_tensor_is_checked_like_a_view() {
             .strides(&[0, 1])
             .versioned()?;
         let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
-        let _shared: DeviceTensor<f32, Ix2> = obj.extract()?;
+        let _shared: TensorView<f32, Ndim<2>, Strided, AnyDevice> = obj.extract()?;
         drop(_shared);
-        let err = obj.extract::<DeviceTensorMut<f32, Ix2>>().unwrap_err();
+        let err = obj
+            .extract::<TensorViewMut<f32, Ndim<2>, Strided, AnyDevice>>()
+            .unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
         assert!(err
             .value(py)

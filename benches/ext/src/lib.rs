@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use dlpack_rs::pyo3_glue::{ImportOptions, PyTensor, TensorRef};
+use dlpack_rs::pyo3_glue::{CContig, ImportOptions, Ndim, PyTensor, TensorView, ANY};
 use dlpack_rs::IntoDLPack;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -186,16 +186,16 @@ fn numel3_ours(a: PyTensor, b: PyTensor, c: PyTensor) -> usize {
     a.numel() + b.numel() + c.numel()
 }
 
-/// Import via dlpack-rs as a typed argument (`TensorRef<f32>`: dtype checked, a shared
+/// Import via dlpack-rs as a typed argument (`TensorView<f32, Ndim<ANY>, CContig>`: dtype checked, a shared
 /// registry borrow held for the call; torch's exchange table fills a non-owning `DLTensor`).
 #[pyfunction]
-fn numel_typed(t: TensorRef<f32>) -> usize {
+fn numel_typed(t: TensorView<f32, Ndim<ANY>, CContig>) -> usize {
     t.len()
 }
 
 /// Three typed arguments in one call.
 #[pyfunction]
-fn numel3_typed(a: TensorRef<f32>, b: TensorRef<f32>, c: TensorRef<f32>) -> usize {
+fn numel3_typed(a: TensorView<f32, Ndim<ANY>, CContig>, b: TensorView<f32, Ndim<ANY>, CContig>, c: TensorView<f32, Ndim<ANY>, CContig>) -> usize {
     a.len() + b.len() + c.len()
 }
 

@@ -116,7 +116,7 @@ where
 /// [`SharedMut`](crate::safe::SharedMut) clone, or a backing that forwards it) is exported
 /// writable and holds no borrow: consumers' views see the class's in-place edits (made under
 /// `SharedMut::write`, refused only while another Rust view of the bytes lives, an import's
-/// `TensorMut` or `as_mut_slice` included).
+/// `TensorViewMut` or `as_mut_slice` included).
 ///
 /// ```
 /// use std::sync::Arc;

@@ -142,14 +142,14 @@ fn numpy_dtype_hint(
 /// type (released as a [`PyKeepalive`](super::PyKeepalive) is, from any thread).
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::{Framework, TensorRef};
+/// use dlpack_rs::pyo3_glue::{CContig, Framework, Ndim, TensorView, ANY};
 /// use dlpack_rs::safe::Export;
 /// use pyo3::prelude::*;
 ///
 /// /// `x * 2` as a new tensor of the caller's framework.
 /// #[pyfunction]
 /// fn doubled<'py>(py: Python<'py>, obj: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-///     let x: TensorRef<f64> = obj.extract()?;
+///     let x: TensorView<f64, Ndim<ANY>, CContig> = obj.extract()?;
 ///     let out: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
 ///     let shape = x.shape().to_vec();
 ///     Framework::of(&obj).wrap_tensor(py, Export::new(out).shape(&shape).versioned()?)

@@ -8,12 +8,11 @@
 //!   (`dlpack_rs.Tensor` in Python) is a ready-made producer owning any managed tensor.
 //! - Import: [`PyTensor::from_pyany`] (or a `PyTensor` `#[pyfunction]` argument) takes a
 //!   tensor from any object with `__dlpack__`; [`ImportOptions`] asks the producer for a device
-//!   or a copy; [`TensorRef`] / [`TensorMut`] are typed arguments (element type and number of
-//!   dimensions in the signature) that hold their borrow from extraction on; with feature
-//!   `ndarray`, [`TensorView`] / [`TensorViewMut`] take any layout as ndarray views, with shape
-//!   ([`Shape3`]`<ANY, ANY, 3>`), layout ([`FContig`]) and dtype-set ([`AnyOf3`]) constraints,
-//!   and [`DeviceTensor`] / [`DeviceTensorMut`] take the same constraints on any device (a GPU
-//!   too), handing out a raw pointer instead of a view.
+//!   or a copy; [`TensorView`] / [`TensorViewMut`] are the typed arguments, one family whose
+//!   parameters state the element type, the shape ([`Ndim`]`<2>`, [`Shape3`]`<ANY, ANY, 3>`),
+//!   the layout ([`Strided`], [`CContig`], [`FContig`]) and the device ([`Cpu`],
+//!   [`AnyDevice`]), holding their borrow from extraction on; [`AnyOf3`] takes one of several
+//!   element types.
 //! - Return values: [`Returned`]`<`[`Torch`]`>` (or [`Numpy`], [`Jax`]) states a result's
 //!   framework in the signature; [`Framework`] hands a new tensor back as the caller's (numpy,
 //!   torch, jax).
@@ -66,19 +65,18 @@
 //! });
 //! ```
 
+mod any_of;
 pub(crate) mod capsule;
 mod class_table;
 mod compat_0_3;
+mod constraints;
 mod cpython;
-#[cfg(feature = "ndarray")]
-mod device;
 mod dlpack_method;
 mod errors;
 mod exchange_export;
 mod exchange_import;
 mod exchange_lookup;
 mod export;
-mod extract;
 mod framework;
 mod import;
 mod keepalive;
@@ -86,29 +84,30 @@ mod numpy_borrow;
 mod protocol;
 mod requires_grad;
 mod shared_registry;
+mod source;
 mod tensor;
-#[cfg(feature = "ndarray")]
-mod views;
+mod typed;
 
 /// The export trait at the seed's path (`dlpack_rs::pyo3_glue::IntoDLPack`): the very trait of
 /// [`dlpack_rs::IntoDLPack`](crate::IntoDLPack), which also exists without feature `pyo3`.
 pub use crate::into_dlpack::IntoDLPack;
+pub use any_of::{AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut};
 pub use capsule::into_capsule;
 #[doc(hidden)]
 pub use class_table::class_exchange_api_capsule;
 pub use class_table::{exchange_api, exchange_api_capsule};
 #[allow(deprecated)]
 pub use compat_0_3::DLPackVariant;
-#[cfg(feature = "ndarray")]
-#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub use device::{DeviceTensor, DeviceTensorMut};
+pub use constraints::{
+    AnyDevice, CContig, Cpu, Device, FContig, Layout, Ndim, Shape, Shape1, Shape2, Shape3, Shape4,
+    Strided, ANY,
+};
 #[doc(hidden)]
 pub use dlpack_method::dlpack_method;
 pub use errors::dtype_name;
 #[doc(hidden)]
 pub use export::ClassRoute;
 pub use export::{export_dlpack, export_dlpack_device, export_dlpack_value};
-pub use extract::{TensorMut, TensorRef, ANY_NDIM};
 pub use framework::{to_framework, Framework, Jax, Numpy, ReturnTo, Returned, Torch};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
@@ -117,9 +116,4 @@ pub use keepalive::PyKeepalive;
 pub use keepalive::{keepalive_counts, KeepaliveCounts};
 pub use protocol::DLPackArgs;
 pub use tensor::{register, DLPackTensor};
-#[cfg(feature = "ndarray")]
-#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub use views::{
-    AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut, CContig, FContig, Layout, Shape, Shape1, Shape2, Shape3,
-    Shape4, Strided, TensorView, TensorViewMut, ANY,
-};
+pub use typed::{TensorView, TensorViewMut};

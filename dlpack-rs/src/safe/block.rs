@@ -37,7 +37,7 @@ struct Header<M, K> {
 /// read-only exactly because other owners share it (`Arc`, `&'static`, `ArcArray`, a mutable
 /// class's shared field, an owner that is read-only itself). With the borrow held, no import of
 /// the memory (directly, or after torch re-exported it writable, ignoring `READ_ONLY`) gets a
-/// mutable view while those readers may read: `as_mut_slice`, `TensorMut`, `as_array_mut` fail
+/// mutable view while those readers may read: `as_mut_slice`, `TensorViewMut`, `as_array_mut` fail
 /// with [`Error::AlreadyBorrowed`]. A writable export the caller owns alone
 /// ([`Readers::ExportOnly`]: a `Vec` moved in, a fresh copy) needs none: once moved into the
 /// block, nothing but the consumers reaches those bytes, and their own views are borrows.

@@ -144,24 +144,24 @@ impl Described {
         }
     }
 
-    /// As `Managed::as_array`'s checks: the layout of an ndarray view of `T` over the tensor
-    /// (any strides) and the shared borrow of every byte it addresses.
+    /// As `Managed::borrowed_layout`'s checks: the layout of a strided view of `T` over the
+    /// tensor (any strides) and the shared borrow of every byte it addresses.
     ///
     /// # Safety
     ///
     /// The memory `self` describes stays alive and in place while a view made from the
     /// returned layout is used.
-    #[cfg(feature = "ndarray")]
+    #[cfg(feature = "pyo3")]
     pub(crate) unsafe fn strided_parts<T: Element>(
         &self,
-    ) -> Result<(super::ndarray::Normalized<T>, BorrowToken), Error> {
+    ) -> Result<(super::strided::Normalized<T>, BorrowToken), Error> {
         let strides = match self.raw_strides() {
             Some(s) => alloc::borrow::Cow::Borrowed(s),
             None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
         };
         // SAFETY: validated in `new`; alive by this function's contract.
         unsafe {
-            super::ndarray::strided_parts::<T>(
+            super::strided::strided_parts::<T>(
                 self.first,
                 self.shape(),
                 &strides,

@@ -37,7 +37,7 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
 
 /// An [`Element`] every bit pattern of which is a valid value (every element type but `bool`):
 /// memory of it may be viewed while a foreign side writes it without Rust ever reading an
-/// invalid value. The typed Python arguments (`TensorRef`, `TensorMut`) ask for it.
+/// invalid value. The typed Python arguments (`TensorView`, `TensorViewMut`) ask for it.
 ///
 /// # Safety
 ///

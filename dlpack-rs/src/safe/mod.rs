@@ -67,6 +67,9 @@ pub(crate) mod overlap;
 mod pack;
 mod packed;
 mod shared_mut;
+/// The strided-layout engine of the views of any layout (the pyo3 arguments, ndarray views).
+#[cfg(any(feature = "pyo3", feature = "ndarray"))]
+pub(crate) mod strided;
 mod tensor_info;
 
 pub use aligned::AlignedBuffer;

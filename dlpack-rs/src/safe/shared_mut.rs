@@ -24,7 +24,7 @@ use super::{
 /// guard registers its bytes in the [borrow registry](super#the-borrow-registry): `read` a shared borrow,
 /// `write` an exclusive one, refused with [`Error::AlreadyBorrowed`] (Python: `BufferError`)
 /// while a conflicting view lives, whoever holds it: another guard of any clone, or a view of
-/// an import of an export (`as_slice`, `as_mut_slice`, `TensorRef`, `TensorMut`, in any module of
+/// an import of an export (`as_slice`, `as_mut_slice`, `TensorView`, `TensorViewMut`, in any module of
 /// the process). Exports hold no borrow of their own (unlike the copy-on-write
 /// [`SharedBuffer`]s, whose exports are read-only and block mutable views for as long as they
 /// live), so a Rust edit is refused only while another Rust view is live. Consumers write the
@@ -115,7 +115,7 @@ impl<T: Element> SharedMut<T> {
     /// A shared view of the elements, holding a shared registry borrow of their bytes until it
     /// drops. Fails with [`Error::AlreadyBorrowed`] (`exclusive: false`) while a mutable view
     /// of any of them lives: a [`SharedMut::write`] guard of any clone, or a mutable view of an
-    /// import of an export (`as_mut_slice`, `TensorMut`).
+    /// import of an export (`as_mut_slice`, `TensorViewMut`).
     pub fn read(&self) -> Result<ReadSlice<'_, T>, Error> {
         let (start, end) = self.byte_range();
         let token = BorrowToken::acquire(start, end, false)?;
@@ -130,8 +130,8 @@ impl<T: Element> SharedMut<T> {
     /// A mutable view of the elements, holding an exclusive registry borrow of their bytes
     /// until it drops: an in-place edit that every consumer holding an export sees. Fails with
     /// [`Error::AlreadyBorrowed`] (`exclusive: true`) while any other view of them lives: a
-    /// guard of any clone, a view of an import of an export (`as_slice`, `TensorRef`,
-    /// `as_mut_slice`, `TensorMut`), or a read-only export (of `SharedMut<bool>`).
+    /// guard of any clone, a view of an import of an export (`as_slice`, `TensorView`,
+    /// `as_mut_slice`, `TensorViewMut`), or a read-only export (of `SharedMut<bool>`).
     ///
     /// Takes `&self`, as `RefCell::borrow_mut` does: the registry is the exclusion.
     pub fn write(&self) -> Result<WriteSlice<'_, T>, Error> {

@@ -2,7 +2,9 @@
 //! compiled into the test extension and into `dlpack_twin` (tests/pytwin), so that each scenario
 //! of `tests/python/test_two_modules.py` runs in both orders.
 
-use dlpack_rs::pyo3_glue::{DLPackTensor, ImportOptions, TensorMut, TensorView};
+use dlpack_rs::pyo3_glue::{
+    CContig, DLPackTensor, ImportOptions, Ndim, TensorView, TensorViewMut, ANY,
+};
 use dlpack_rs::safe::{Export, SharedMut};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
@@ -53,7 +55,7 @@ fn sum_view(t: TensorView<u8>) -> u64 {
 /// A mutable typed argument (the owned route through the producer's table): adds one to each
 /// byte, returns how many.
 #[pyfunction]
-fn add_one_mut(mut t: TensorMut<u8>) -> usize {
+fn add_one_mut(mut t: TensorViewMut<u8, Ndim<ANY>, CContig>) -> usize {
     t.iter_mut().for_each(|b| *b = b.wrapping_add(1));
     t.len()
 }

@@ -5,7 +5,7 @@
 
 use crate::Imported;
 use dlpack_rs::ffi::{DLDataType, DLDataTypeCode as C};
-use dlpack_rs::pyo3_glue::{dtype_name, DLPackTensor, TensorRef};
+use dlpack_rs::pyo3_glue::{dtype_name, CContig, DLPackTensor, Ndim, TensorView, ANY};
 use dlpack_rs::safe::{
     dtype_float4_e2m1fn, dtype_float4_e2m1fn_x2, dtype_float8, AlignedBuffer, Export, PackedExport,
     Packing,
@@ -123,9 +123,9 @@ fn lp_values_f8(obj: Imported, dtype: &str) -> PyResult<Vec<f32>> {
     })
 }
 
-/// The sum of a float8_e4m3fn tensor, taken as a typed argument (`TensorRef<F8E4M3>`).
+/// The sum of a float8_e4m3fn tensor, taken as a typed argument (`TensorView<F8E4M3, Ndim<ANY>, CContig>`).
 #[pyfunction]
-fn lp_sum_e4m3fn(x: TensorRef<F8E4M3>) -> f32 {
+fn lp_sum_e4m3fn(x: TensorView<F8E4M3, Ndim<ANY>, CContig>) -> f32 {
     x.iter().map(|v| v.to_f32()).sum()
 }
 

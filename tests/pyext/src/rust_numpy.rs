@@ -1,14 +1,16 @@
 //! rust-numpy and dlpack-rs in one extension (`tests/python/test_rust_numpy.py`): a numpy array
 //! viewed mutably by one crate is never viewed by the other meanwhile, in either argument order.
 
-use dlpack_rs::ndarray::Ix1;
-use dlpack_rs::pyo3_glue::{PyTensor, TensorMut, TensorRef, TensorViewMut};
+use dlpack_rs::pyo3_glue::{CContig, Ndim, PyTensor, TensorView, TensorViewMut, ANY};
 use numpy::{PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::prelude::*;
 
 /// rust-numpy's mutable view first, then ours: adds 1 through each.
 #[pyfunction]
-fn np_rw_then_tensor_mut(mut a: PyReadwriteArray1<f32>, mut b: TensorMut<f32, 1>) -> PyResult<()> {
+fn np_rw_then_tensor_mut(
+    mut a: PyReadwriteArray1<f32>,
+    mut b: TensorViewMut<f32, Ndim<1>, CContig>,
+) -> PyResult<()> {
     a.as_slice_mut()?[0] += 1.0;
     b[0] += 1.0;
     Ok(())
@@ -16,7 +18,10 @@ fn np_rw_then_tensor_mut(mut a: PyReadwriteArray1<f32>, mut b: TensorMut<f32, 1>
 
 /// Ours first, then rust-numpy's.
 #[pyfunction]
-fn tensor_mut_then_np_rw(mut b: TensorMut<f32, 1>, mut a: PyReadwriteArray1<f32>) -> PyResult<()> {
+fn tensor_mut_then_np_rw(
+    mut b: TensorViewMut<f32, Ndim<1>, CContig>,
+    mut a: PyReadwriteArray1<f32>,
+) -> PyResult<()> {
     b[0] += 1.0;
     a.as_slice_mut()?[0] += 1.0;
     Ok(())
@@ -24,7 +29,10 @@ fn tensor_mut_then_np_rw(mut b: TensorMut<f32, 1>, mut a: PyReadwriteArray1<f32>
 
 /// Two shared views, one of each crate: their sum of the first elements.
 #[pyfunction]
-fn np_ro_and_tensor_ref(a: PyReadonlyArray1<f32>, b: TensorRef<f32, 1>) -> PyResult<f32> {
+fn np_ro_and_tensor_ref(
+    a: PyReadonlyArray1<f32>,
+    b: TensorView<f32, Ndim<1>, CContig>,
+) -> PyResult<f32> {
     Ok(a.as_slice()?[0] + b[0])
 }
 
@@ -39,7 +47,10 @@ fn np_ro_then_as_mut_slice(a: PyReadonlyArray1<f32>, mut t: PyTensor) -> PyResul
 
 /// Our mutable view of `x` held while rust-numpy is asked for a shared view of `y`.
 #[pyfunction]
-fn tensor_mut_then_np_ro(mut b: TensorMut<f32, 1>, a: PyReadonlyArray1<f32>) -> PyResult<f32> {
+fn tensor_mut_then_np_ro(
+    mut b: TensorViewMut<f32, Ndim<1>, CContig>,
+    a: PyReadonlyArray1<f32>,
+) -> PyResult<f32> {
     b[0] += 1.0;
     Ok(a.as_slice()?[0])
 }
@@ -94,7 +105,10 @@ fn view_on_joined_thread(py: Python<'_>, t: PyTensor) -> PyResult<f32> {
 /// A shared typed argument, then a rust-numpy writable borrow of (maybe) the same memory: how
 /// much the typed argument's first element changed under it (0 when refused first).
 #[pyfunction]
-fn tensor_ref_then_np_rw(b: TensorRef<f32, 1>, mut a: PyReadwriteArray1<f32>) -> PyResult<f32> {
+fn tensor_ref_then_np_rw(
+    b: TensorView<f32, Ndim<1>, CContig>,
+    mut a: PyReadwriteArray1<f32>,
+) -> PyResult<f32> {
     let before = b[0];
     a.as_slice_mut()?[0] += 100.0;
     Ok(b[0] - before)
@@ -117,7 +131,7 @@ fn dunder_mut_then_np_rw(obj: &Bound<'_, PyAny>, mut a: PyReadwriteArray1<f32>) 
 #[pyfunction]
 fn np_rw_dyn_then_tensor_mut(
     mut a: numpy::PyReadwriteArrayDyn<'_, f32>,
-    mut b: TensorMut<f32>,
+    mut b: TensorViewMut<f32, Ndim<ANY>, CContig>,
 ) -> PyResult<()> {
     a.as_array_mut().iter_mut().for_each(|v| *v += 1.0);
     b.iter_mut().for_each(|v| *v += 1.0);
@@ -127,7 +141,7 @@ fn np_rw_dyn_then_tensor_mut(
 /// Our exclusive typed argument, then rust-numpy's shared view of an array of any rank.
 #[pyfunction]
 fn tensor_mut_then_np_ro_dyn(
-    mut b: TensorMut<f32>,
+    mut b: TensorViewMut<f32, Ndim<ANY>, CContig>,
     a: numpy::PyReadonlyArrayDyn<'_, f32>,
 ) -> PyResult<f32> {
     b.iter_mut().for_each(|v| *v += 1.0);
@@ -137,7 +151,7 @@ fn tensor_mut_then_np_ro_dyn(
 /// Our shared typed argument, then rust-numpy's writable view of an array of any rank.
 #[pyfunction]
 fn tensor_ref_then_np_rw_dyn(
-    b: TensorRef<f32>,
+    b: TensorView<f32, Ndim<ANY>, CContig>,
     mut a: numpy::PyReadwriteArrayDyn<'_, f32>,
 ) -> PyResult<f32> {
     a.as_array_mut().iter_mut().for_each(|v| *v += 1.0);
@@ -149,7 +163,7 @@ fn tensor_ref_then_np_rw_dyn(
 #[pyfunction]
 fn np_rw_i32_then_tvm_u8(
     mut a: PyReadwriteArray1<i32>,
-    mut b: TensorViewMut<u8, Ix1>,
+    mut b: TensorViewMut<u8, Ndim<1>>,
 ) -> PyResult<i32> {
     a.as_array_mut()[0] = 0;
     b.view_mut()[0] = 0xff;
@@ -159,7 +173,7 @@ fn np_rw_i32_then_tvm_u8(
 /// Ours first, then rust-numpy's (as [`np_rw_i32_then_tvm_u8`]).
 #[pyfunction]
 fn tvm_u8_then_np_rw_i32(
-    mut b: TensorViewMut<u8, Ix1>,
+    mut b: TensorViewMut<u8, Ndim<1>>,
     mut a: PyReadwriteArray1<i32>,
 ) -> PyResult<i32> {
     a.as_array_mut()[0] = 0;

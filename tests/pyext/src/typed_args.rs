@@ -2,10 +2,10 @@
 //! `TensorViewMut`), fixed shapes, C / F layouts, dtype sets (`AnyOf2`, `AnyOf3`) and results
 //! handed back as the caller's framework (`Framework`).
 
-use dlpack_rs::ndarray::{Array2, Axis, Ix1, Ix2, IxDyn};
+use dlpack_rs::ndarray::{Array2, Axis};
 use dlpack_rs::pyo3_glue::{
-    AnyOf2, AnyOf3, AnyOf3Mut, CContig, DeviceTensor, DeviceTensorMut, FContig, Framework, Jax,
-    Numpy, Returned, Shape2, Shape3, TensorMut, TensorRef, TensorView, TensorViewMut, Torch, ANY,
+    AnyDevice, AnyOf2, AnyOf3, AnyOf3Mut, CContig, FContig, Framework, Jax, Ndim, Numpy, Returned,
+    Shape2, Shape3, Strided, TensorView, TensorViewMut, Torch, ANY,
 };
 use pyo3::prelude::*;
 
@@ -23,7 +23,7 @@ fn tv_values(x: TensorView<f64>) -> (Vec<usize>, Vec<isize>, Vec<f64>) {
 
 /// The sum of a 2-d float32 tensor of any layout (`Ix2`: any extents).
 #[pyfunction]
-fn tv_sum2(x: TensorView<f32, Ix2>) -> f64 {
+fn tv_sum2(x: TensorView<f32, Ndim<2>>) -> f64 {
     x.view().iter().map(|&v| v as f64).sum()
 }
 
@@ -48,19 +48,19 @@ fn tv_pairs(x: TensorView<i64, Shape2<2, ANY>>) -> i64 {
 
 /// The sum of a C-contiguous float64 tensor (any shape).
 #[pyfunction]
-fn tv_c_sum(x: TensorView<f64, IxDyn, CContig>) -> f64 {
+fn tv_c_sum(x: TensorView<f64, Ndim<ANY>, CContig>) -> f64 {
     x.view().iter().sum()
 }
 
 /// The values of an F-contiguous 2-d float64 tensor in memory order (column by column).
 #[pyfunction]
-fn tv_f_memory(x: TensorView<f64, Ix2, FContig>) -> Vec<f64> {
+fn tv_f_memory(x: TensorView<f64, Ndim<2>, FContig>) -> Vec<f64> {
     x.view().t().iter().copied().collect()
 }
 
 /// Writes `x[i, j] = 10 * i + j` into a 2-d float32 tensor of any layout, in place.
 #[pyfunction]
-fn tvm_fill(mut x: TensorViewMut<f32, Ix2>) {
+fn tvm_fill(mut x: TensorViewMut<f32, Ndim<2>>) {
     x.view_mut()
         .indexed_iter_mut()
         .for_each(|((i, j), v)| *v = (10 * i + j) as f32);
@@ -75,7 +75,10 @@ fn tvm_pair(mut a: TensorViewMut<f32>, mut b: TensorViewMut<f32>) {
 }
 
 #[pyfunction]
-fn tvm_add_into(mut dst: TensorViewMut<f64, Ix1>, src: TensorView<f64, Ix1>) -> PyResult<()> {
+fn tvm_add_into(
+    mut dst: TensorViewMut<f64, Ndim<1>>,
+    src: TensorView<f64, Ndim<1>>,
+) -> PyResult<()> {
     if dst.shape() != src.shape() {
         return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
     }
@@ -166,7 +169,7 @@ fn ret_same_tripled(py: Python<'_>, x: TensorView<f32>) -> PyResult<Returned<Fra
 
 /// Writes 1.0 into the first element of a float32 `TensorMut` (the read-only messages).
 #[pyfunction]
-fn tm_touch(mut x: TensorMut<f32>) {
+fn tm_touch(mut x: TensorViewMut<f32, Ndim<ANY>, CContig>) {
     if let Some(first) = x.first_mut() {
         *first = 1.0;
     }
@@ -174,20 +177,22 @@ fn tm_touch(mut x: TensorMut<f32>) {
 
 /// The sum of a float32 `TensorRef` (the contiguous route's layout message).
 #[pyfunction]
-fn tr_sum(x: TensorRef<f32>) -> f64 {
+fn tr_sum(x: TensorView<f32, Ndim<ANY>, CContig>) -> f64 {
     x.iter().map(|&v| v as f64).sum()
 }
 
 /// The values of an F-contiguous 2-d float32 tensor in memory order (column by column).
 #[pyfunction]
-fn tv_f_memory32(x: TensorView<f32, Ix2, FContig>) -> Vec<f32> {
+fn tv_f_memory32(x: TensorView<f32, Ndim<2>, FContig>) -> Vec<f32> {
     x.view().t().iter().copied().collect()
 }
 
 /// What a float32 tensor argument on any device says of itself: `(device, shape, strides,
 /// dtype, data_ptr)`.
 #[pyfunction]
-fn dt_info(x: DeviceTensor<f32>) -> ((i32, i32), Vec<i64>, Vec<i64>, String, usize) {
+fn dt_info(
+    x: TensorView<f32, Ndim<ANY>, Strided, AnyDevice>,
+) -> ((i32, i32), Vec<i64>, Vec<i64>, String, usize) {
     let device = x.device();
     (
         (device.device_type.0, device.device_id),
@@ -200,7 +205,7 @@ fn dt_info(x: DeviceTensor<f32>) -> ((i32, i32), Vec<i64>, Vec<i64>, String, usi
 
 /// The device and address of a writable C-contiguous 1-d float32 tensor on any device.
 #[pyfunction]
-fn dtm_target(mut x: DeviceTensorMut<f32, Ix1, CContig>) -> ((i32, i32), usize) {
+fn dtm_target(mut x: TensorViewMut<f32, Ndim<1>, CContig, AnyDevice>) -> ((i32, i32), usize) {
     let device = x.device();
     (
         (device.device_type.0, device.device_id),
@@ -210,7 +215,10 @@ fn dtm_target(mut x: DeviceTensorMut<f32, Ix1, CContig>) -> ((i32, i32), usize) 
 
 /// The shapes of two float32 tensors on any device, the second writable (`f(x, x)` refused).
 #[pyfunction]
-fn dt_pair(a: DeviceTensor<f32>, b: DeviceTensorMut<f32>) -> (Vec<i64>, Vec<i64>) {
+fn dt_pair(
+    a: TensorView<f32, Ndim<ANY>, Strided, AnyDevice>,
+    b: TensorViewMut<f32, Ndim<ANY>, Strided, AnyDevice>,
+) -> (Vec<i64>, Vec<i64>) {
     (a.shape().to_vec(), b.shape().to_vec())
 }
 

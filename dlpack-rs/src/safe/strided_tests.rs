@@ -1,4 +1,4 @@
-//! Tests of `ndarray.rs`: strided views, their checks and their borrows.
+//! Tests of `strided.rs`: the walk over reached offsets and the raw-pointer checks.
 
 use super::*;
 use alloc::collections::BTreeSet;

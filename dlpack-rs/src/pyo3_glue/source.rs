@@ -1,0 +1,209 @@
+//! Where a typed argument's elements come from ([`Source`]: an owned import, one of this
+//! crate's own tensors viewed in place, or a non-owning view through a producer's exchange
+//! table), and the refusals every typed argument shares (a read-only tensor for a writable
+//! argument, a dtype mismatch).
+
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::prelude::*;
+
+use alloc::borrow::Cow;
+
+use super::errors::dtype_message;
+use super::exchange_import::Lent;
+use super::import::{ImportOptions, PyTensor};
+use super::keepalive::PyKeepalive;
+use super::tensor::DLPackTensor;
+use crate::ffi::{DLDataType, DLDevice};
+use crate::safe::borrow::BorrowToken;
+use crate::safe::{AnyBitPattern, AnyManaged, Described, Error};
+
+/// Where a typed argument's elements come from.
+pub(super) enum Source {
+    /// An import that owns its managed tensor (every producer; a writable argument always).
+    Owned(PyTensor),
+    /// The tensor of one of this crate's own `dlpack_rs.Tensor` objects, viewed in place: the
+    /// class is frozen, so the tensor it owns never changes or moves while the object, held
+    /// here, lives; its views are the owner's own (with its rust-numpy coordination, for a numpy
+    /// import it wraps, and whatever its read-only state).
+    Ours {
+        tensor: *const AnyManaged,
+        _object: PyKeepalive,
+    },
+    /// A non-owning view through the producer's exchange table
+    /// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), valid while the
+    /// object, held here, lives (as long as an owned import of it would be: torch's managed
+    /// tensor holds the very tensor its object holds).
+    Borrowed {
+        view: Described,
+        _object: PyKeepalive,
+    },
+}
+
+impl Source {
+    /// Imports `obj` for a typed argument: a shared argument that is one of this crate's
+    /// `dlpack_rs.Tensor` objects is viewed in place, one of a type whose exchange table fills a
+    /// non-owning `DLTensor` (torch) through that; everything else as [`PyTensor`]. An exclusive
+    /// argument must be writable (`BufferError` saying why it is not).
+    pub(super) fn import(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Source> {
+        if !exclusive {
+            match super::exchange_import::borrowed_view(obj)? {
+                Lent::Ours => {
+                    // A class body may copy our table's capsule: only a real `dlpack_rs.Tensor`
+                    // is viewed in place (the table itself refuses other objects).
+                    if let Ok(ours) = obj.cast::<DLPackTensor>() {
+                        super::shared_registry::join(obj.py())?;
+                        return Ok(Source::Ours {
+                            tensor: ours.get().tensor(),
+                            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+                        });
+                    }
+                }
+                Lent::View(view) => {
+                    super::shared_registry::join(obj.py())?;
+                    let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
+                    return Ok(Source::Borrowed {
+                        view,
+                        _object: keep,
+                    });
+                }
+                Lent::Nothing => {}
+            }
+        }
+        let tensor = ImportOptions::new().import(obj)?;
+        if exclusive && tensor.is_read_only() {
+            return Err(read_only_error(&tensor));
+        }
+        Ok(Source::Owned(tensor))
+    }
+
+    /// The owner of an `Owned` or `Ours` source (`None` for a borrowed one).
+    fn owner(&self) -> Option<&AnyManaged> {
+        match self {
+            Source::Borrowed { .. } => None,
+            Source::Owned(t) => Some(t),
+            // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `_object`), which
+            // the object never changes nor moves before it is deallocated.
+            Source::Ours { tensor, .. } => Some(unsafe { &**tensor }),
+        }
+    }
+
+    /// Shape, strides as given, dtype and device.
+    fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
+        match (self.owner(), self) {
+            (Some(t), _) => (t.shape(), t.raw_strides(), t.dtype(), t.device()),
+            (None, Source::Borrowed { view, .. }) => (
+                view.shape(),
+                view.raw_strides(),
+                view.dtype(),
+                view.device(),
+            ),
+            (None, _) => (
+                &[],
+                None,
+                crate::safe::dtype_u8(),
+                crate::safe::cpu_device(),
+            ),
+        }
+    }
+
+    /// The checks and borrow of a contiguous slice of `T` (see `Managed::slice_parts`).
+    pub(super) fn slice_parts<T: AnyBitPattern>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, usize, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.slice_parts::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) if !exclusive => {
+                // SAFETY: the view's memory is its object's, which `self` keeps alive while the
+                // pointer is used (the held argument owns both).
+                unsafe { view.slice_parts::<T>(false) }
+            }
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
+    /// The checks and borrow of a strided view of `T` (see `Managed::borrowed_layout`).
+    pub(super) fn strided_parts<T: AnyBitPattern>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(crate::safe::strided::Normalized<T>, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.borrowed_layout::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) if !exclusive => {
+                // SAFETY: as in `slice_parts`.
+                unsafe { view.strided_parts::<T>() }
+            }
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
+    /// The checks and borrow of a raw pointer to the elements on any device (see
+    /// `safe::ndarray::raw_parts`): no host view is made.
+    pub(super) fn raw_parts<T: crate::safe::Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.raw_parts::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) if !exclusive => {
+                crate::safe::strided::raw_parts::<T>(
+                    view.data_ptr(),
+                    view.shape(),
+                    &self.strides(),
+                    view.dtype(),
+                    false,
+                    Ok,
+                )
+            }
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
+    pub(super) fn shape(&self) -> &[i64] {
+        self.meta().0
+    }
+
+    pub(super) fn dtype(&self) -> DLDataType {
+        self.meta().2
+    }
+
+    pub(super) fn device(&self) -> DLDevice {
+        self.meta().3
+    }
+
+    pub(super) fn strides(&self) -> Cow<'_, [i64]> {
+        let (shape, strides, _, _) = self.meta();
+        match strides {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(crate::safe::compact_strides(shape)),
+        }
+    }
+}
+
+/// The `BufferError` for a writable argument given a read-only tensor, saying why it is
+/// read-only: a legacy capsule cannot say whether it may be written, a versioned producer
+/// flagged it `READ_ONLY`.
+pub(super) fn read_only_error(tensor: &PyTensor) -> PyErr {
+    if tensor.is_versioned() {
+        PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one: its producer exported it \
+             READ_ONLY (a numpy array whose flags.writeable is False, from np.frombuffer, a \
+             broadcast or a read-only memory map, say): pass a writable copy (x.copy())",
+        )
+    } else {
+        PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one: it came as a legacy (unversioned) \
+             DLPack capsule, which cannot say whether it may be written: ask its producer for \
+             DLPack >= 1.0 (__dlpack__(max_version=(1, 0))), or pass a copy",
+        )
+    }
+}
+
+/// The `TypeError` for a tensor of `got` where one of `wanted` was expected, in the names
+/// Python users write (`float32`), with a conversion hint for the first wanted dtype.
+pub(super) fn dtype_error(wanted: &[DLDataType], got: DLDataType) -> PyErr {
+    PyTypeError::new_err(dtype_message(wanted, got))
+}
