@@ -6,7 +6,6 @@ use pyo3::prelude::*;
 use pyo3::Borrowed;
 
 use super::constraints::{Layout, Ndim, Shape, Strided, ANY};
-use super::framework::Framework;
 use super::source::{dtype_error, Source};
 use super::typed::{view_mut_of, view_of, TensorView, TensorViewMut};
 use crate::safe::AnyBitPattern;
@@ -34,12 +33,11 @@ macro_rules! any_of {
             type Error = PyErr;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
-                let framework = Framework::of(&obj);
                 let source = Source::import(&obj, $exclusive)?;
                 let dtype = source.dtype();
                 $(
                     if dtype == $v::DTYPE {
-                        return $of::<$v, S, L>(source, framework).map($name::$v);
+                        return $of::<$v, S, L>(source).map($name::$v);
                     }
                 )*
                 Err(dtype_error(&[$($v::DTYPE),*], dtype))

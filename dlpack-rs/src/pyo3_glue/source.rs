@@ -19,8 +19,12 @@ use crate::safe::{AnyBitPattern, AnyManaged, Described, Error};
 
 /// Where a typed argument's elements come from.
 pub(super) enum Source {
-    /// An import that owns its managed tensor (every producer; a writable argument always).
-    Owned(PyTensor),
+    /// An import that owns its managed tensor (every producer; a writable argument always),
+    /// and the object it came from (for the argument's framework).
+    Owned {
+        tensor: PyTensor,
+        _object: PyKeepalive,
+    },
     /// The tensor of one of this crate's own `dlpack_rs.Tensor` objects, viewed in place: the
     /// class is frozen, so the tensor it owns never changes or moves while the object, held
     /// here, lives; its views are the owner's own (with its rust-numpy coordination, for a numpy
@@ -73,14 +77,26 @@ impl Source {
         if exclusive && tensor.is_read_only() {
             return Err(read_only_error(&tensor));
         }
-        Ok(Source::Owned(tensor))
+        Ok(Source::Owned {
+            tensor,
+            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+        })
+    }
+
+    /// The object the tensor came from, held while the source lives.
+    pub(super) fn object(&self) -> &PyKeepalive {
+        match self {
+            Source::Owned { _object, .. }
+            | Source::Ours { _object, .. }
+            | Source::Borrowed { _object, .. } => _object,
+        }
     }
 
     /// The owner of an `Owned` or `Ours` source (`None` for a borrowed one).
     fn owner(&self) -> Option<&AnyManaged> {
         match self {
             Source::Borrowed { .. } => None,
-            Source::Owned(t) => Some(t),
+            Source::Owned { tensor, .. } => Some(tensor),
             // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `_object`), which
             // the object never changes nor moves before it is deallocated.
             Source::Ours { tensor, .. } => Some(unsafe { &**tensor }),

@@ -6,6 +6,7 @@
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
+use std::sync::OnceLock;
 
 use pyo3::prelude::*;
 use pyo3::Borrowed;
@@ -34,14 +35,14 @@ enum Parts<T> {
 }
 
 /// What every typed argument holds: the first element, how the others are reached, their
-/// borrow, the tensor, and the caller's framework.
+/// borrow, the tensor (with the object it came from), and the caller's framework once asked.
 struct Held<T> {
     first: *mut T,
     parts: Parts<T>,
     // Dropped before the source (fields drop in order).
     _borrow: BorrowToken,
     source: Source,
-    framework: Framework,
+    framework: OnceLock<Framework>,
 }
 
 impl<T: Element> Held<T> {
@@ -51,17 +52,12 @@ impl<T: Element> Held<T> {
     where
         T: AnyBitPattern,
     {
-        let framework = Framework::of(obj);
         let source = Source::import(obj, exclusive)?;
-        Self::host_from::<S, L>(source, exclusive, framework)
+        Self::host_from::<S, L>(source, exclusive)
     }
 
     /// [`Held::host`] for an imported `source` (an `AnyOf3` has matched its dtype to `T`).
-    fn host_from<S: Shape, L: Layout>(
-        source: Source,
-        exclusive: bool,
-        framework: Framework,
-    ) -> PyResult<Self>
+    fn host_from<S: Shape, L: Layout>(source: Source, exclusive: bool) -> PyResult<Self>
     where
         T: AnyBitPattern,
     {
@@ -75,25 +71,23 @@ impl<T: Element> Held<T> {
                 .strided_parts::<T>(exclusive)
                 .map(|(n, token)| (n.first(), Parts::Strided(n), token))
         };
-        Self::new::<L>(parts, source, framework)
+        Self::new::<L>(parts, source)
     }
 
     /// Imports `obj` for an argument on any device and checks it against `T`, `S` and `L`,
     /// then borrows every byte its elements address (no host view is made).
     fn raw<S: Shape, L: Layout>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self> {
-        let framework = Framework::of(obj);
         let source = Source::import(obj, exclusive)?;
         check_meta::<S, L>(&source, T::DTYPE, false)?;
         let parts = source
             .raw_parts::<T>(exclusive)
             .map(|(first, token)| (first, Parts::Raw, token));
-        Self::new::<L>(parts, source, framework)
+        Self::new::<L>(parts, source)
     }
 
     fn new<L: Layout>(
         parts: Result<(*mut T, Parts<T>, BorrowToken), Error>,
         source: Source,
-        framework: Framework,
     ) -> PyResult<Self> {
         match parts {
             Ok((first, parts, borrow)) => Ok(Held {
@@ -101,7 +95,7 @@ impl<T: Element> Held<T> {
                 parts,
                 _borrow: borrow,
                 source,
-                framework,
+                framework: OnceLock::new(),
             }),
             Err(e) => Err(layout_error::<L>(&source, e)),
         }
@@ -109,6 +103,16 @@ impl<T: Element> Held<T> {
 }
 
 impl<T> Held<T> {
+    /// The framework of the object the tensor came from (its type), made on first use.
+    fn framework(&self) -> &Framework {
+        self.framework.get_or_init(|| {
+            Python::attach(|py| match self.source.object().object() {
+                Some(obj) => Framework::of(obj.bind(py)),
+                None => Framework::of(&py.None().into_bound(py)),
+            })
+        })
+    }
+
     /// The number of elements, when they form one C-contiguous run from the first.
     fn contiguous_len(&self) -> Option<usize> {
         match &self.parts {
@@ -376,7 +380,7 @@ macro_rules! accessors {
 
             /// The framework the argument came from, to hand results back in kind.
             pub fn framework(&self) -> &Framework {
-                &self.held.framework
+                self.held.framework()
             }
 
             /// The address of the element at index 0 of every axis (`data + byte_offset`),
@@ -496,9 +500,8 @@ impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<T, S, L, D> {
 /// The read-only view of an imported `source` whose dtype an `AnyOf3` matched to `T`.
 pub(super) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
     source: Source,
-    framework: Framework,
 ) -> PyResult<TensorView<T, S, L, Cpu>> {
-    Held::host_from::<S, L>(source, false, framework).map(|held| TensorView {
+    Held::host_from::<S, L>(source, false).map(|held| TensorView {
         held,
         _constraints: PhantomData,
     })
@@ -507,9 +510,8 @@ pub(super) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
 /// As [`view_of`], writable.
 pub(super) fn view_mut_of<T: AnyBitPattern, S: Shape, L: Layout>(
     source: Source,
-    framework: Framework,
 ) -> PyResult<TensorViewMut<T, S, L, Cpu>> {
-    Held::host_from::<S, L>(source, true, framework).map(|held| TensorViewMut {
+    Held::host_from::<S, L>(source, true).map(|held| TensorViewMut {
         held,
         _constraints: PhantomData,
     })
