@@ -103,6 +103,7 @@ const DEVICE_NAMES: &[(&str, &str)] = &[
     ("trn", "TRN"),
     ("tpu", "TPU"),
     ("tpu_host", "TPU_HOST"),
+    ("ascend", "ASCEND"),
 ];
 
 /// Reads the `#[dlpack(...)]` attributes of the struct.

@@ -69,7 +69,7 @@ use proc_macro::TokenStream;
 /// - `#[dlpack(device = "cuda:0")]`: a fixed device, written `"<type>"` or `"<type>:<index>"`
 ///   with type one of `cpu`, `cuda`, `cuda_host`, `opencl`, `vulkan`, `metal`, `vpi`, `rocm`,
 ///   `rocm_host`, `ext_dev`, `cuda_managed`, `oneapi`, `webgpu`, `hexagon`, `maia`, `trn`,
-///   `tpu`, `tpu_host`; or any expression of type `DLDevice`, such as a constant:
+///   `tpu`, `tpu_host`, `ascend`; or any expression of type `DLDevice`, such as a constant:
 ///   `#[dlpack(device = MY_DEVICE)]`. Conflicts with a `#[dlpack(device)]` field. It must be
 ///   the device the buffer says its memory is on (`Buffer::device`): a CPU buffer described as
 ///   device memory would make a consumer read host memory as device memory, so a mismatch

@@ -161,6 +161,8 @@ named_values! { DLDeviceType, i32,
     TPU = K_DL_TPU = 19, "kDLTPU";
     /// Google TPU host memory (`kDLTPUHost`, added after 1.3).
     TPU_HOST = K_DL_TPU_HOST = 20, "kDLTPUHost";
+    /// Huawei Ascend NPU memory (`kDLAscend`, added after 1.3).
+    ASCEND = K_DL_ASCEND = 21, "kDLAscend";
 }
 
 impl DLDeviceType {

@@ -15,11 +15,12 @@ use std::collections::BTreeMap;
 use dlpack_rs::ffi::*;
 
 /// Facts only the Rust side has: values newer than DLPack 1.3 that this crate already knows
-/// (TPU and TPU host devices, bfloat16 complex). The header lacks them; any other one-sided
+/// (TPU, TPU host and Ascend devices, bfloat16 complex). The header lacks them; any other one-sided
 /// line is an error. Should the header gain one of these, it is compared like any other.
 const RUST_ONLY: &[&str] = &[
     "const kDLTPU 19",
     "const kDLTPUHost 20",
+    "const kDLAscend 21",
     "const kDLBcomplex 18",
 ];
 
@@ -75,6 +76,7 @@ const DEVICE_TYPES: &[(&str, DLDeviceType)] = &[
     ("kDLTrn", K_DL_TRN),
     ("kDLTPU", K_DL_TPU),
     ("kDLTPUHost", K_DL_TPU_HOST),
+    ("kDLAscend", K_DL_ASCEND),
 ];
 
 /// Every named type code: (C name, the crate's `K_DL_*` constant).

@@ -377,5 +377,6 @@ fn every_device_name_resolves_to_its_constant() {
         "rocm_host:3" => ROCM_HOST, "ext_dev:3" => EXT_DEV, "cuda_managed:3" => CUDA_MANAGED,
         "oneapi:3" => ONE_API, "webgpu:3" => WEBGPU, "hexagon:3" => HEXAGON, "maia:3" => MAIA,
         "trn:3" => TRN, "tpu:3" => TPU, "tpu_host:3" => TPU_HOST,
+        "ascend:3" => ASCEND,
     );
 }
