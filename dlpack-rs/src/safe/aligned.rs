@@ -28,7 +28,7 @@ use super::{AnyBitPattern, Buffer, Element, Error};
 /// assert_eq!(tensor.as_slice::<f32>()?[4], 5.0);
 ///
 /// // Another alignment: any power of two at least `align_of::<T>()`.
-/// let page = AlignedBuffer::<u8, 4096>::from_slice(&[7; 10])?;
+/// let page = AlignedBuffer::<u8, 4096>::try_from(&[7u8; 10][..])?;
 /// assert_eq!(page.as_ptr() as usize % 4096, 0);
 /// # Ok::<(), dlpack_rs::safe::Error>(())
 /// ```
@@ -105,8 +105,8 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
         Ok(buffer)
     }
 
-    /// A copy of `values`.
-    pub fn from_slice(values: &[T]) -> Result<Self, Error> {
+    /// A copy of `values` (the generic form of [`AlignedBuffer::from_slice`] and `try_from`).
+    fn copy_of(values: &[T]) -> Result<Self, Error> {
         let buffer = Self::allocate(values.len(), false)?;
         // SAFETY: the new allocation holds `values.len()` elements and cannot overlap `values`.
         unsafe {
@@ -173,7 +173,7 @@ impl<T: Element, const ALIGN: usize> Clone for AlignedBuffer<T, ALIGN> {
     ///
     /// If the copy cannot be allocated (as `Vec::clone` does).
     fn clone(&self) -> Self {
-        Self::from_slice(self).expect("AlignedBuffer::clone: out of memory")
+        Self::copy_of(self).expect("AlignedBuffer::clone: out of memory")
     }
 }
 
@@ -189,10 +189,26 @@ impl<T: Element + PartialEq, const ALIGN: usize> PartialEq for AlignedBuffer<T, 
     }
 }
 
+impl<T: Element> AlignedBuffer<T> {
+    /// A copy of `values`, 64-byte aligned (for another alignment: `AlignedBuffer::<T, A>::try_from`).
+    /// The alignment is fixed here so that the call needs no annotation inside an expression:
+    ///
+    /// ```
+    /// use dlpack_rs::safe::{AlignedBuffer, Export};
+    ///
+    /// let t = Export::new(AlignedBuffer::from_slice(&[1.0f32, 2.0, 3.0])?).versioned()?;
+    /// assert_eq!(t.data_ptr() as usize % 64, 0);
+    /// # Ok::<(), dlpack_rs::safe::Error>(())
+    /// ```
+    pub fn from_slice(values: &[T]) -> Result<Self, Error> {
+        Self::copy_of(values)
+    }
+}
+
 impl<T: Element, const ALIGN: usize> TryFrom<&[T]> for AlignedBuffer<T, ALIGN> {
     type Error = Error;
     fn try_from(values: &[T]) -> Result<Self, Error> {
-        Self::from_slice(values)
+        Self::copy_of(values)
     }
 }
 
