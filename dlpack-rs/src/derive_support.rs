@@ -4,6 +4,14 @@
 //! here is `#[doc(hidden)]` and may change in any release.
 
 pub use alloc::sync::Arc;
+
+/// The class-side pieces of the Python methods the derive adds (feature `pyo3`): the
+/// `__dlpack__` method descriptor, the class's exchange-table capsule, and the trait that says
+/// how a class's exports keep it alive.
+#[cfg(feature = "pyo3")]
+pub use crate::pyo3_glue::{
+    class_table::class_exchange_api_capsule, dlpack_method::dlpack_method, export::ClassRoute,
+};
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
@@ -339,13 +347,13 @@ macro_rules! __dlpack_pymethods {
 
             /// The DLPack export: `__dlpack__(*, stream=None, max_version=None, dl_device=None,
             /// copy=None)` (added by dlpack-rs): a method descriptor with a hand-written entry
-            /// point (`dlpack_rs::pyo3_glue::dlpack_method`).
+            /// point (`dlpack_method` of this private interface).
             #[classattr]
             #[pyo3(name = "__dlpack__")]
             fn $dlpack(
                 py: $crate::pyo3::Python<'_>,
             ) -> $crate::pyo3::PyResult<$crate::pyo3::Bound<'_, $crate::pyo3::PyAny>> {
-                $crate::pyo3_glue::dlpack_method::<Self>(py)
+                $crate::__private_derive_v0_4::dlpack_method::<Self>(py)
             }
 
             /// `(device_type, device_id)` of the data (added by dlpack-rs).
@@ -359,7 +367,7 @@ macro_rules! __dlpack_pymethods {
             fn $api(
                 py: $crate::pyo3::Python<'_>,
             ) -> $crate::pyo3::PyResult<$crate::pyo3::Bound<'_, $crate::pyo3::types::PyCapsule>> {
-                $crate::pyo3_glue::class_exchange_api_capsule::<Self>(py)
+                $crate::__private_derive_v0_4::class_exchange_api_capsule::<Self>(py)
             }
         }
     };

@@ -67,16 +67,16 @@
 
 mod any_of;
 pub(crate) mod capsule;
-mod class_table;
+pub(crate) mod class_table;
 mod compat_0_3;
 mod constraints;
 mod cpython;
-mod dlpack_method;
+pub(crate) mod dlpack_method;
 mod errors;
 mod exchange_export;
 mod exchange_import;
 mod exchange_lookup;
-mod export;
+pub(crate) mod export;
 mod framework;
 mod import;
 mod keepalive;
@@ -93,8 +93,6 @@ mod typed;
 pub use crate::into_dlpack::IntoDLPack;
 pub use any_of::{AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut};
 pub use capsule::into_capsule;
-#[doc(hidden)]
-pub use class_table::class_exchange_api_capsule;
 pub use class_table::{exchange_api, exchange_api_capsule};
 #[allow(deprecated)]
 pub use compat_0_3::DLPackVariant;
@@ -102,11 +100,7 @@ pub use constraints::{
     AnyDevice, CContig, Cpu, Device, FContig, Layout, Ndim, Shape, Shape1, Shape2, Shape3, Shape4,
     Strided, ANY,
 };
-#[doc(hidden)]
-pub use dlpack_method::dlpack_method;
 pub use errors::dtype_name;
-#[doc(hidden)]
-pub use export::ClassRoute;
 pub use export::{export_dlpack, export_dlpack_device, export_dlpack_value};
 pub use framework::{to_framework, Framework, Jax, Numpy, ReturnTo, Returned, Torch};
 pub use import::{ImportOptions, PyTensor};
