@@ -399,7 +399,7 @@ impl DeviceSpec {
             } => {
                 let constant = proc_macro2::Ident::new(device_type, proc_macro2::Span::call_site());
                 quote! {
-                    ::dlpack_rs::safe::device(::dlpack_rs::ffi::DLDeviceType::#constant, #device_id)
+                    ::dlpack_rs::ffi::DLDevice::new(::dlpack_rs::ffi::DLDeviceType::#constant, #device_id)
                 }
             }
             DeviceSpec::Expr(expr) => {

@@ -313,6 +313,65 @@ pub struct DLDataType {
     pub lanes: u16,
 }
 
+impl DLDevice {
+    /// The CPU (`kDLCPU`, device 0).
+    pub const CPU: DLDevice = DLDevice::new(DLDeviceType::CPU, 0);
+
+    /// Device `device_id` of `device_type`.
+    pub const fn new(device_type: DLDeviceType, device_id: i32) -> DLDevice {
+        DLDevice {
+            device_type,
+            device_id,
+        }
+    }
+}
+
+/// The dtypes that have a Rust name, as associated constants (`DLDataType::FLOAT32`); any other
+/// one is [`DLDataType::new`]. An element type's own is `<T as safe::Element>::DTYPE`.
+impl DLDataType {
+    /// `code`, `bits` per lane and `lanes`.
+    pub const fn new(code: DLDataTypeCode, bits: u8, lanes: u16) -> DLDataType {
+        DLDataType { code, bits, lanes }
+    }
+
+    /// `bool`: one byte per element.
+    pub const BOOL: DLDataType = DLDataType::new(DLDataTypeCode::BOOL, 8, 1);
+    /// `int8`.
+    pub const INT8: DLDataType = DLDataType::new(DLDataTypeCode::INT, 8, 1);
+    /// `int16`.
+    pub const INT16: DLDataType = DLDataType::new(DLDataTypeCode::INT, 16, 1);
+    /// `int32`.
+    pub const INT32: DLDataType = DLDataType::new(DLDataTypeCode::INT, 32, 1);
+    /// `int64`.
+    pub const INT64: DLDataType = DLDataType::new(DLDataTypeCode::INT, 64, 1);
+    /// `uint8`.
+    pub const UINT8: DLDataType = DLDataType::new(DLDataTypeCode::UINT, 8, 1);
+    /// `uint16`.
+    pub const UINT16: DLDataType = DLDataType::new(DLDataTypeCode::UINT, 16, 1);
+    /// `uint32`.
+    pub const UINT32: DLDataType = DLDataType::new(DLDataTypeCode::UINT, 32, 1);
+    /// `uint64`.
+    pub const UINT64: DLDataType = DLDataType::new(DLDataTypeCode::UINT, 64, 1);
+    /// `float16` (IEEE half precision).
+    pub const FLOAT16: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT, 16, 1);
+    /// `bfloat16`.
+    pub const BFLOAT16: DLDataType = DLDataType::new(DLDataTypeCode::BFLOAT, 16, 1);
+    /// `float32`.
+    pub const FLOAT32: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT, 32, 1);
+    /// `float64`.
+    pub const FLOAT64: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT, 64, 1);
+    /// `complex64`: two `float32`.
+    pub const COMPLEX64: DLDataType = DLDataType::new(DLDataTypeCode::COMPLEX, 64, 1);
+    /// `complex128`: two `float64`.
+    pub const COMPLEX128: DLDataType = DLDataType::new(DLDataTypeCode::COMPLEX, 128, 1);
+    /// `float4_e2m1fn` as jax exports it: 4 bits, 1 lane, two elements packed into each byte
+    /// (element `2k` in the low nibble of byte `k`).
+    pub const FLOAT4_E2M1FN: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT4_E2M1FN, 4, 1);
+    /// `float4_e2m1fn_x2` as torch exports it: 4 bits, 2 lanes: one byte per element holding
+    /// two FP4 values (lane 0 in the low nibble).
+    pub const FLOAT4_E2M1FN_X2: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT4_E2M1FN, 4, 2);
+}
+
 /// `kDLCPU:0`: the device type's C name (or number) and the index.
 impl fmt::Display for DLDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

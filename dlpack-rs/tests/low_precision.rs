@@ -7,10 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dlpack_rs::ffi::*;
-use dlpack_rs::safe::{
-    dtype_float4_e2m1fn, dtype_float4_e2m1fn_x2, dtype_float8, DtypeName, Error,
-    ManagedTensorVersioned, PackedExport, Packing,
-};
+use dlpack_rs::safe::{DtypeName, Error, ManagedTensorVersioned, PackedExport, Packing};
 
 /// A hand-built producer over memory the test owns (`data`), with a counting deleter.
 #[repr(C)]
@@ -258,9 +255,12 @@ fn python_names_of_every_code() {
 
 #[test]
 fn dtype_mismatch_names_both_dtypes() {
-    let t = PackedExport::new(vec![1u8, 2, 3], dtype_float8(DLDataTypeCode::FLOAT8_E4M3FN))
-        .versioned()
-        .unwrap();
+    let t = PackedExport::new(
+        vec![1u8, 2, 3],
+        DLDataType::new(DLDataTypeCode::FLOAT8_E4M3FN, 8, 1),
+    )
+    .versioned()
+    .unwrap();
     let err = t.as_slice::<u8>().unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -271,8 +271,8 @@ fn dtype_mismatch_names_both_dtypes() {
 
 #[test]
 fn fp4_byte_counts_follow_the_producers() {
-    let jax = Packing::of(dtype_float4_e2m1fn()).unwrap();
-    let torch = Packing::of(dtype_float4_e2m1fn_x2()).unwrap();
+    let jax = Packing::of(DLDataType::FLOAT4_E2M1FN).unwrap();
+    let torch = Packing::of(DLDataType::FLOAT4_E2M1FN_X2).unwrap();
     let fp6 = Packing::of(dtype(15, 6, 1)).unwrap();
     for (numel, jax_bytes, torch_bytes, fp6_bytes) in [
         (0, 0, 0, 0),
@@ -310,7 +310,7 @@ fn fp6_values_cross_byte_boundaries_little_bit_endian() {
 #[test]
 fn packed_export_and_view_of_odd_length_fp4() {
     // jax's layout of [0.5, 1, 1.5, 2, 3]: codes 1..=5, two per byte, low nibble first.
-    let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], dtype_float4_e2m1fn())
+    let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], DLDataType::FLOAT4_E2M1FN)
         .shape(&[5])
         .versioned()
         .unwrap();
@@ -321,7 +321,7 @@ fn packed_export_and_view_of_odd_length_fp4() {
     assert_eq!((p.value(4), p.value(5)), (Some(5), None));
 
     // torch's x2 form of the same three bytes: three elements, six values.
-    let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], dtype_float4_e2m1fn_x2())
+    let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], DLDataType::FLOAT4_E2M1FN_X2)
         .versioned()
         .unwrap();
     assert_eq!((t.shape(), t.nbytes()), (&[3][..], 3));
@@ -332,7 +332,7 @@ fn packed_export_and_view_of_odd_length_fp4() {
 
 #[test]
 fn packed_export_needs_the_exact_byte_count() {
-    let too_many = PackedExport::new(vec![0u8; 4], dtype_float4_e2m1fn())
+    let too_many = PackedExport::new(vec![0u8; 4], DLDataType::FLOAT4_E2M1FN)
         .shape(&[5])
         .versioned();
     assert_eq!(
@@ -343,7 +343,7 @@ fn packed_export_needs_the_exact_byte_count() {
             needed: 3
         }
     );
-    let too_few = PackedExport::new(vec![0u8; 2], dtype_float4_e2m1fn())
+    let too_few = PackedExport::new(vec![0u8; 2], DLDataType::FLOAT4_E2M1FN)
         .shape(&[5])
         .legacy();
     assert_eq!(
@@ -364,7 +364,7 @@ fn packed_view_borrows_exactly_the_packed_bytes() {
     let mut buf = vec![0x11u8; 8];
     let data = buf.as_mut_ptr();
     // Five FP4 values from byte 0: bytes 0, 1, 2.
-    let (fp4, _) = import(data, 0, dtype_float4_e2m1fn(), 5, 0);
+    let (fp4, _) = import(data, 0, DLDataType::FLOAT4_E2M1FN, 5, 0);
     let fp4 = fp4.unwrap();
     let view = fp4.as_packed().unwrap();
     assert_eq!(view.bytes().len(), 3);
@@ -384,7 +384,7 @@ fn packed_view_borrows_exactly_the_packed_bytes() {
 
 #[test]
 fn packed_views_need_contiguous_host_data_of_narrow_values() {
-    let t = PackedExport::new(vec![0u8; 0], dtype_float4_e2m1fn())
+    let t = PackedExport::new(vec![0u8; 0], DLDataType::FLOAT4_E2M1FN)
         .versioned()
         .unwrap();
     let p = t.as_packed().unwrap();
@@ -412,16 +412,19 @@ fn padded_sub_byte_imports_are_refused() {
     let (r, deletes) = import(
         buf.as_mut_ptr(),
         0,
-        dtype_float4_e2m1fn(),
+        DLDataType::FLOAT4_E2M1FN,
         5,
         DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
     );
-    assert_eq!(r.unwrap_err(), Error::PaddedSubByte(dtype_float4_e2m1fn()));
+    assert_eq!(
+        r.unwrap_err(),
+        Error::PaddedSubByte(DLDataType::FLOAT4_E2M1FN)
+    );
     assert_eq!(deletes.load(Ordering::SeqCst), 1);
     // Whole-byte elements are the same padded or packed: accepted.
     for d in [
-        dtype_float4_e2m1fn_x2(),
-        dtype_float8(DLDataTypeCode::FLOAT8_E5M2),
+        DLDataType::FLOAT4_E2M1FN_X2,
+        DLDataType::new(DLDataTypeCode::FLOAT8_E5M2, 8, 1),
     ] {
         let (r, _) = import(
             buf.as_mut_ptr(),
@@ -492,9 +495,12 @@ mod float8_elements {
             message.contains("asked for float8_e4m3fn") && message.contains("holds float8_e5m2")
         );
         // An fnuz tensor of the same width is not F8E4M3 either.
-        let fnuz = PackedExport::new(vec![0x40u8], dtype_float8(DLDataTypeCode::FLOAT8_E4M3FNUZ))
-            .versioned()
-            .unwrap();
+        let fnuz = PackedExport::new(
+            vec![0x40u8],
+            DLDataType::new(DLDataTypeCode::FLOAT8_E4M3FNUZ, 8, 1),
+        )
+        .versioned()
+        .unwrap();
         assert!(fnuz
             .as_slice::<F8E4M3>()
             .unwrap_err()

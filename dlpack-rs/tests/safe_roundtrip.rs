@@ -14,27 +14,25 @@ fn roundtrip_raw(bytes: Vec<u8>, dtype: DLDataType, shape: Vec<i64>) -> ManagedT
 }
 
 #[test]
-fn every_dtype_helper_round_trips() {
-    type Helper = fn() -> DLDataType;
-    let helpers: [(Helper, DLDataTypeCode, u8); 15] = [
-        (dtype_bool, DLDataTypeCode::BOOL, 8),
-        (dtype_i8, DLDataTypeCode::INT, 8),
-        (dtype_i16, DLDataTypeCode::INT, 16),
-        (dtype_i32, DLDataTypeCode::INT, 32),
-        (dtype_i64, DLDataTypeCode::INT, 64),
-        (dtype_u8, DLDataTypeCode::UINT, 8),
-        (dtype_u16, DLDataTypeCode::UINT, 16),
-        (dtype_u32, DLDataTypeCode::UINT, 32),
-        (dtype_u64, DLDataTypeCode::UINT, 64),
-        (dtype_f16, DLDataTypeCode::FLOAT, 16),
-        (dtype_bf16, DLDataTypeCode::BFLOAT, 16),
-        (dtype_f32, DLDataTypeCode::FLOAT, 32),
-        (dtype_f64, DLDataTypeCode::FLOAT, 64),
-        (dtype_complex64, DLDataTypeCode::COMPLEX, 64),
-        (dtype_complex128, DLDataTypeCode::COMPLEX, 128),
+fn every_named_dtype_round_trips() {
+    let helpers: [(DLDataType, DLDataTypeCode, u8); 15] = [
+        (DLDataType::BOOL, DLDataTypeCode::BOOL, 8),
+        (DLDataType::INT8, DLDataTypeCode::INT, 8),
+        (DLDataType::INT16, DLDataTypeCode::INT, 16),
+        (DLDataType::INT32, DLDataTypeCode::INT, 32),
+        (DLDataType::INT64, DLDataTypeCode::INT, 64),
+        (DLDataType::UINT8, DLDataTypeCode::UINT, 8),
+        (DLDataType::UINT16, DLDataTypeCode::UINT, 16),
+        (DLDataType::UINT32, DLDataTypeCode::UINT, 32),
+        (DLDataType::UINT64, DLDataTypeCode::UINT, 64),
+        (DLDataType::FLOAT16, DLDataTypeCode::FLOAT, 16),
+        (DLDataType::BFLOAT16, DLDataTypeCode::BFLOAT, 16),
+        (DLDataType::FLOAT32, DLDataTypeCode::FLOAT, 32),
+        (DLDataType::FLOAT64, DLDataTypeCode::FLOAT, 64),
+        (DLDataType::COMPLEX64, DLDataTypeCode::COMPLEX, 64),
+        (DLDataType::COMPLEX128, DLDataTypeCode::COMPLEX, 128),
     ];
-    for (helper, code, bits) in helpers {
-        let dtype = helper();
+    for (dtype, code, bits) in helpers {
         assert_eq!((dtype.code, dtype.bits, dtype.lanes), (code, bits, 1));
         let item = bits as usize / 8;
         let t = roundtrip_raw(vec![0u8; item * 6], dtype, vec![2, 3]);
@@ -365,7 +363,7 @@ fn typed_view_errors() {
     assert_eq!(
         t.as_slice::<i16>().unwrap_err(),
         Error::DtypeMismatch {
-            expected: dtype_i16(),
+            expected: DLDataType::INT16,
             found: dtype_u16()
         }
     );

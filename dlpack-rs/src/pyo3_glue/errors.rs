@@ -51,10 +51,10 @@ impl From<Error> for PyErr {
 /// ```
 /// use dlpack_rs::ffi::DLDataTypeCode;
 /// use dlpack_rs::pyo3_glue::dtype_name;
-/// use dlpack_rs::safe::{dtype_float4_e2m1fn, dtype_float8};
+/// use dlpack_rs::ffi::DLDataType;
 ///
-/// assert_eq!(dtype_name(dtype_float8(DLDataTypeCode::FLOAT8_E5M2FNUZ)), "float8_e5m2fnuz");
-/// assert_eq!(dtype_name(dtype_float4_e2m1fn()), "float4_e2m1fn");
+/// assert_eq!(dtype_name(DLDataType::new(DLDataTypeCode::FLOAT8_E5M2FNUZ, 8, 1)), "float8_e5m2fnuz");
+/// assert_eq!(dtype_name(DLDataType::FLOAT4_E2M1FN), "float4_e2m1fn");
 /// ```
 pub fn dtype_name(dtype: DLDataType) -> String {
     safe::DtypeName(dtype).to_string()

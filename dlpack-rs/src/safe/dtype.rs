@@ -2,7 +2,7 @@
 //! dtype constructors and per-code rules ([`validate_dtype`], [`DtypeName`]), and the device
 //! constructors that go with them.
 
-use crate::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
+use crate::ffi::{DLDataType, DLDevice, DLDeviceType};
 
 /// A Rust type whose values are the elements of a DLPack tensor of dtype [`Element::DTYPE`].
 ///
@@ -49,116 +49,61 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
 )]
 pub unsafe trait AnyBitPattern: Element {}
 
-const fn dt(code: DLDataTypeCode, bits: u8) -> DLDataType {
-    DLDataType {
-        code,
-        bits,
-        lanes: 1,
-    }
-}
-
 macro_rules! elements {
-    ($( $ty:ty => $code:ident, $bits:expr, $helper:ident; )*) => {
+    ($( $ty:ty => $dtype:ident $(, $helper:ident)?; )*) => {
         $(
             // SAFETY: a primitive of exactly `bits / 8` bytes whose every bit pattern is a
             // valid value, laid out as DLPack describes this code (two's complement or IEEE 754).
             unsafe impl Element for $ty {
-                const DTYPE: DLDataType = dt(DLDataTypeCode::$code, $bits);
+                const DTYPE: DLDataType = DLDataType::$dtype;
             }
 
             // SAFETY: as above, every bit pattern is a valid value.
             unsafe impl AnyBitPattern for $ty {}
 
-            #[doc = concat!("The dtype of `", stringify!($ty), "`: code `", stringify!($code), "`, ", stringify!($bits), " bits, 1 lane.")]
-            pub const fn $helper() -> DLDataType {
-                dt(DLDataTypeCode::$code, $bits)
-            }
+            $(
+                #[doc = concat!("The dtype of `", stringify!($ty), "` (the seed's constructor; `DLDataType::", stringify!($dtype), "`).")]
+                pub const fn $helper() -> DLDataType {
+                    DLDataType::$dtype
+                }
+            )?
         )*
     };
 }
 
 elements! {
-    i8 => INT, 8, dtype_i8;
-    i16 => INT, 16, dtype_i16;
-    i32 => INT, 32, dtype_i32;
-    i64 => INT, 64, dtype_i64;
-    u8 => UINT, 8, dtype_u8;
-    u16 => UINT, 16, dtype_u16;
-    u32 => UINT, 32, dtype_u32;
-    u64 => UINT, 64, dtype_u64;
-    f32 => FLOAT, 32, dtype_f32;
-    f64 => FLOAT, 64, dtype_f64;
+    i8 => INT8;
+    i16 => INT16;
+    i32 => INT32, dtype_i32;
+    i64 => INT64, dtype_i64;
+    u8 => UINT8, dtype_u8;
+    u16 => UINT16, dtype_u16;
+    u32 => UINT32;
+    u64 => UINT64;
+    f32 => FLOAT32, dtype_f32;
+    f64 => FLOAT64, dtype_f64;
 }
 
 // SAFETY: `bool` is one byte; the bytes 0 and 1 are its only valid values, which
 // `is_valid_bytes` checks before a view is handed out.
 unsafe impl Element for bool {
-    const DTYPE: DLDataType = dt(DLDataTypeCode::BOOL, 8);
+    const DTYPE: DLDataType = DLDataType::BOOL;
     const ANY_BIT_PATTERN: bool = false;
     fn is_valid_bytes(bytes: &[u8]) -> bool {
         bytes.iter().all(|&b| b <= 1)
     }
 }
 
-/// The dtype of `bool`: code `BOOL`, 8 bits, 1 lane.
+/// The dtype of `bool` (the seed's constructor; `DLDataType::BOOL`).
 pub const fn dtype_bool() -> DLDataType {
-    dt(DLDataTypeCode::BOOL, 8)
-}
-
-/// The dtype of an IEEE half-precision float: code `FLOAT`, 16 bits.
-pub const fn dtype_f16() -> DLDataType {
-    dt(DLDataTypeCode::FLOAT, 16)
-}
-
-/// The dtype of bfloat16: code `BFLOAT`, 16 bits.
-pub const fn dtype_bf16() -> DLDataType {
-    dt(DLDataTypeCode::BFLOAT, 16)
-}
-
-/// The dtype of a complex number of two `f32`: code `COMPLEX`, 64 bits.
-pub const fn dtype_complex64() -> DLDataType {
-    dt(DLDataTypeCode::COMPLEX, 64)
-}
-
-/// The dtype of a complex number of two `f64`: code `COMPLEX`, 128 bits.
-pub const fn dtype_complex128() -> DLDataType {
-    dt(DLDataTypeCode::COMPLEX, 128)
-}
-
-/// The dtype of an 8-bit float of one of the FP8 codes (`FLOAT8_E4M3FN`, `FLOAT8_E5M2`, ...,
-/// codes 7 to 14): 8 bits, 1 lane.
-///
-/// ```
-/// use dlpack_rs::ffi::DLDataTypeCode;
-/// use dlpack_rs::safe::{dtype_float8, DtypeName};
-/// let d = dtype_float8(DLDataTypeCode::FLOAT8_E8M0FNU);
-/// assert_eq!(DtypeName(d).to_string(), "float8_e8m0fnu");
-/// ```
-pub const fn dtype_float8(code: DLDataTypeCode) -> DLDataType {
-    dt(code, 8)
-}
-
-/// The dtype jax exports for `float4_e2m1fn`: code `FLOAT4_E2M1FN`, 4 bits, 1 lane, two
-/// elements packed into each byte (element `2k` in the low nibble of byte `k`).
-pub const fn dtype_float4_e2m1fn() -> DLDataType {
-    dt(DLDataTypeCode::FLOAT4_E2M1FN, 4)
-}
-
-/// The dtype torch exports for `float4_e2m1fn_x2`: code `FLOAT4_E2M1FN`, 4 bits, 2 lanes: one
-/// byte per element, holding two FP4 values (lane 0 in the low nibble).
-pub const fn dtype_float4_e2m1fn_x2() -> DLDataType {
-    DLDataType {
-        code: DLDataTypeCode::FLOAT4_E2M1FN,
-        bits: 4,
-        lanes: 2,
-    }
+    DLDataType::BOOL
 }
 
 #[cfg(feature = "half")]
 #[cfg_attr(docsrs, doc(cfg(feature = "half")))]
 // SAFETY: `half::f16` is a `#[repr(transparent)]` u16 holding IEEE binary16 bits.
 unsafe impl Element for half::f16 {
-    const DTYPE: DLDataType = dtype_f16();
+    const DTYPE: DLDataType = DLDataType::FLOAT16;
 }
 
 #[cfg(feature = "half")]
@@ -170,7 +115,7 @@ unsafe impl AnyBitPattern for half::f16 {}
 #[cfg_attr(docsrs, doc(cfg(feature = "half")))]
 // SAFETY: `half::bf16` is a `#[repr(transparent)]` u16 holding bfloat16 bits.
 unsafe impl Element for half::bf16 {
-    const DTYPE: DLDataType = dtype_bf16();
+    const DTYPE: DLDataType = DLDataType::BFLOAT16;
 }
 
 #[cfg(feature = "half")]
@@ -183,7 +128,7 @@ unsafe impl AnyBitPattern for half::bf16 {}
 // SAFETY: `float8::F8E4M3` is a `#[repr(transparent)]` u8 holding OCP E4M3 bits (no infinity,
 // NaN at 0x7F / 0xFF, largest finite 448): DLPack's `kDLFloat8_e4m3fn`, 8 bits, 1 lane.
 unsafe impl Element for float8::F8E4M3 {
-    const DTYPE: DLDataType = dtype_float8(DLDataTypeCode::FLOAT8_E4M3FN);
+    const DTYPE: DLDataType = DLDataType::new(crate::ffi::DLDataTypeCode::FLOAT8_E4M3FN, 8, 1);
 }
 
 #[cfg(feature = "float8")]
@@ -196,7 +141,7 @@ unsafe impl AnyBitPattern for float8::F8E4M3 {}
 // SAFETY: `float8::F8E5M2` is a `#[repr(transparent)]` u8 holding E5M2 bits (IEEE-like, with
 // infinities): DLPack's `kDLFloat8_e5m2`, 8 bits, 1 lane.
 unsafe impl Element for float8::F8E5M2 {
-    const DTYPE: DLDataType = dtype_float8(DLDataTypeCode::FLOAT8_E5M2);
+    const DTYPE: DLDataType = DLDataType::new(crate::ffi::DLDataTypeCode::FLOAT8_E5M2, 8, 1);
 }
 
 #[cfg(feature = "float8")]
@@ -209,7 +154,7 @@ unsafe impl AnyBitPattern for float8::F8E5M2 {}
 // SAFETY: `Complex<f32>` is `#[repr(C)]` { re: f32, im: f32 }: 8 bytes, no padding, the
 // interleaved layout DLPack uses for complex64.
 unsafe impl Element for num_complex::Complex32 {
-    const DTYPE: DLDataType = dtype_complex64();
+    const DTYPE: DLDataType = DLDataType::COMPLEX64;
 }
 
 #[cfg(feature = "num-complex")]
@@ -222,7 +167,7 @@ unsafe impl AnyBitPattern for num_complex::Complex32 {}
 // SAFETY: `Complex<f64>` is `#[repr(C)]` { re: f64, im: f64 }: 16 bytes, no padding, the
 // interleaved layout DLPack uses for complex128.
 unsafe impl Element for num_complex::Complex64 {
-    const DTYPE: DLDataType = dtype_complex128();
+    const DTYPE: DLDataType = DLDataType::COMPLEX128;
 }
 
 #[cfg(feature = "num-complex")]
@@ -230,44 +175,14 @@ unsafe impl Element for num_complex::Complex64 {
 // SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
 unsafe impl AnyBitPattern for num_complex::Complex64 {}
 
-/// The CPU device, `(kDLCPU, 0)`.
+/// The CPU device, `(kDLCPU, 0)` (the seed's constructor; `DLDevice::CPU`).
 pub const fn cpu_device() -> DLDevice {
-    DLDevice {
-        device_type: DLDeviceType::CPU,
-        device_id: 0,
-    }
+    DLDevice::CPU
 }
 
-/// CUDA device number `id`.
+/// CUDA device number `id` (the seed's constructor; `DLDevice::new(DLDeviceType::CUDA, id)`).
 pub const fn cuda_device(id: i32) -> DLDevice {
-    DLDevice {
-        device_type: DLDeviceType::CUDA,
-        device_id: id,
-    }
-}
-
-/// Pinned CUDA host memory (`kDLCUDAHost`), device 0.
-pub const fn cuda_host_device() -> DLDevice {
-    DLDevice {
-        device_type: DLDeviceType::CUDA_HOST,
-        device_id: 0,
-    }
-}
-
-/// ROCm device number `id`.
-pub const fn rocm_device(id: i32) -> DLDevice {
-    DLDevice {
-        device_type: DLDeviceType::ROCM,
-        device_id: id,
-    }
-}
-
-/// Any device, by type and index.
-pub const fn device(device_type: DLDeviceType, device_id: i32) -> DLDevice {
-    DLDevice {
-        device_type,
-        device_id,
-    }
+    DLDevice::new(DLDeviceType::CUDA, id)
 }
 
 /// Size of one element of `dtype` in bits (`bits * lanes`).

@@ -82,11 +82,8 @@ pub(crate) use described::Described;
 // Named one by one, so that what is public is a decision: the element traits, the dtype and
 // device constructors, and the dtype rules (each with a doctest).
 pub use dtype::{
-    cpu_device, cuda_device, cuda_host_device, device, dtype_bf16, dtype_bool, dtype_complex128,
-    dtype_complex64, dtype_f16, dtype_f32, dtype_f64, dtype_float4_e2m1fn, dtype_float4_e2m1fn_x2,
-    dtype_float8, dtype_i16, dtype_i32, dtype_i64, dtype_i8, dtype_rule, dtype_u16, dtype_u32,
-    dtype_u64, dtype_u8, element_bits, rocm_device, validate_dtype, AnyBitPattern, DtypeName,
-    Element,
+    cpu_device, cuda_device, dtype_bool, dtype_f32, dtype_f64, dtype_i32, dtype_i64, dtype_rule,
+    dtype_u16, dtype_u8, element_bits, validate_dtype, AnyBitPattern, DtypeName, Element,
 };
 pub use error::Error;
 pub use export::Export;

@@ -9,8 +9,8 @@
 //!
 //! | producer | dtype | bits x lanes | bytes for 5 elements |
 //! |---|---|---|---|
-//! | jax `float4_e2m1fn` | [`dtype_float4_e2m1fn`](super::dtype_float4_e2m1fn) | 4 x 1: two elements per byte | 3 |
-//! | torch `float4_e2m1fn_x2` | [`dtype_float4_e2m1fn_x2`](super::dtype_float4_e2m1fn_x2) | 4 x 2: one element (two values) per byte | 5 |
+//! | jax `float4_e2m1fn` | [`DLDataType::FLOAT4_E2M1FN`] | 4 x 1: two elements per byte | 3 |
+//! | torch `float4_e2m1fn_x2` | [`DLDataType::FLOAT4_E2M1FN_X2`] | 4 x 2: one element (two values) per byte | 5 |
 
 use alloc::vec::Vec;
 use core::ffi::c_void;
@@ -28,11 +28,12 @@ use crate::ffi::{DLDataType, DLPACK_FLAG_BITMASK_READ_ONLY};
 /// integers, bool, 8-bit integers. Made by [`Packing::of`], which checks the dtype.
 ///
 /// ```
-/// use dlpack_rs::safe::{dtype_float4_e2m1fn, dtype_float4_e2m1fn_x2, Packing};
+/// use dlpack_rs::ffi::DLDataType;
+/// use dlpack_rs::safe::Packing;
 ///
-/// let jax = Packing::of(dtype_float4_e2m1fn())?; // 4 bits x 1 lane
+/// let jax = Packing::of(DLDataType::FLOAT4_E2M1FN)?; // 4 bits x 1 lane
 /// assert_eq!(jax.nbytes(5), Some(3)); // two elements per byte, the last half empty
-/// let torch = Packing::of(dtype_float4_e2m1fn_x2())?; // 4 bits x 2 lanes
+/// let torch = Packing::of(DLDataType::FLOAT4_E2M1FN_X2)?; // 4 bits x 2 lanes
 /// assert_eq!(torch.nbytes(5), Some(5)); // one byte (two values) per element
 ///
 /// let bytes = jax.pack(&[1, 2, 3, 4, 5]);
@@ -208,10 +209,11 @@ impl<K: Kind> Managed<K> {
     /// [`Error::AlreadyBorrowed`] while a mutable view of these bytes exists.
     ///
     /// ```
-    /// use dlpack_rs::safe::{dtype_float4_e2m1fn, PackedExport};
+    /// use dlpack_rs::ffi::DLDataType;
+    /// use dlpack_rs::safe::PackedExport;
     ///
     /// // Five FP4 values (0.5, 1, 1.5, 2, 3) packed as jax exports them: three bytes.
-    /// let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], dtype_float4_e2m1fn())
+    /// let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], DLDataType::FLOAT4_E2M1FN)
     ///     .shape(&[5])
     ///     .versioned()?;
     /// assert_eq!(t.nbytes(), 3);
@@ -263,10 +265,11 @@ impl<K: Kind> Managed<K> {
 /// [`AlignedBuffer<u8>`](super::AlignedBuffer) for jax's zero-copy import, ...).
 ///
 /// ```
-/// use dlpack_rs::safe::{dtype_float4_e2m1fn_x2, DtypeName, PackedExport};
+/// use dlpack_rs::ffi::DLDataType;
+/// use dlpack_rs::safe::{DtypeName, PackedExport};
 ///
 /// // torch's float4_e2m1fn_x2: one byte per element, two values in it.
-/// let t = PackedExport::new(vec![0x21u8, 0x43, 0x65], dtype_float4_e2m1fn_x2()).versioned()?;
+/// let t = PackedExport::new(vec![0x21u8, 0x43, 0x65], DLDataType::FLOAT4_E2M1FN_X2).versioned()?;
 /// assert_eq!(t.shape(), &[3]);
 /// assert_eq!(DtypeName(t.dtype()).to_string(), "float4_e2m1fn_x2");
 /// # Ok::<(), dlpack_rs::safe::Error>(())

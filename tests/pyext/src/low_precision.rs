@@ -6,10 +6,7 @@
 use crate::Imported;
 use dlpack_rs::ffi::{DLDataType, DLDataTypeCode as C};
 use dlpack_rs::pyo3_glue::{dtype_name, CContig, DLPackTensor, Ndim, TensorView, ANY};
-use dlpack_rs::safe::{
-    dtype_float4_e2m1fn, dtype_float4_e2m1fn_x2, dtype_float8, AlignedBuffer, Export, PackedExport,
-    Packing,
-};
+use dlpack_rs::safe::{AlignedBuffer, Export, PackedExport, Packing};
 use float8::{F8E4M3, F8E5M2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -18,16 +15,16 @@ use pyo3::types::{PyBytes, PyType};
 /// The dtype of a low-precision name, as torch and jax spell it.
 fn low_dtype(name: &str) -> PyResult<DLDataType> {
     Ok(match name {
-        "float8_e3m4" => dtype_float8(C::FLOAT8_E3M4),
-        "float8_e4m3" => dtype_float8(C::FLOAT8_E4M3),
-        "float8_e4m3b11fnuz" => dtype_float8(C::FLOAT8_E4M3B11FNUZ),
-        "float8_e4m3fn" => dtype_float8(C::FLOAT8_E4M3FN),
-        "float8_e4m3fnuz" => dtype_float8(C::FLOAT8_E4M3FNUZ),
-        "float8_e5m2" => dtype_float8(C::FLOAT8_E5M2),
-        "float8_e5m2fnuz" => dtype_float8(C::FLOAT8_E5M2FNUZ),
-        "float8_e8m0fnu" => dtype_float8(C::FLOAT8_E8M0FNU),
-        "float4_e2m1fn" => dtype_float4_e2m1fn(),
-        "float4_e2m1fn_x2" => dtype_float4_e2m1fn_x2(),
+        "float8_e3m4" => DLDataType::new(C::FLOAT8_E3M4, 8, 1),
+        "float8_e4m3" => DLDataType::new(C::FLOAT8_E4M3, 8, 1),
+        "float8_e4m3b11fnuz" => DLDataType::new(C::FLOAT8_E4M3B11FNUZ, 8, 1),
+        "float8_e4m3fn" => DLDataType::new(C::FLOAT8_E4M3FN, 8, 1),
+        "float8_e4m3fnuz" => DLDataType::new(C::FLOAT8_E4M3FNUZ, 8, 1),
+        "float8_e5m2" => DLDataType::new(C::FLOAT8_E5M2, 8, 1),
+        "float8_e5m2fnuz" => DLDataType::new(C::FLOAT8_E5M2FNUZ, 8, 1),
+        "float8_e8m0fnu" => DLDataType::new(C::FLOAT8_E8M0FNU, 8, 1),
+        "float4_e2m1fn" => DLDataType::FLOAT4_E2M1FN,
+        "float4_e2m1fn_x2" => DLDataType::FLOAT4_E2M1FN_X2,
         "uint8" => dlpack_rs::safe::dtype_u8(),
         other => return Err(PyValueError::new_err(format!("unknown dtype {other}"))),
     })

@@ -55,7 +55,7 @@ struct WithDevice {
     device: DLDevice,
 }
 
-const HOST: DLDevice = dlpack_rs::safe::cuda_host_device();
+const HOST: DLDevice = DLDevice::new(dlpack_rs::ffi::DLDeviceType::CUDA_HOST, 0);
 
 /// Pinned host memory: a buffer that says so.
 struct PinnedBytes(Vec<u8>);
