@@ -151,7 +151,7 @@ impl Described {
     ///
     /// The memory `self` describes stays alive and in place while a view made from the
     /// returned layout is used.
-    #[cfg(feature = "pyo3")]
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
     pub(crate) unsafe fn strided_parts<T: Element>(
         &self,
     ) -> Result<(super::strided::Normalized<T>, BorrowToken), Error> {

@@ -68,7 +68,7 @@ mod pack;
 mod packed;
 mod shared_mut;
 /// The strided-layout engine of the views of any layout (the pyo3 arguments, ndarray views).
-#[cfg(any(feature = "pyo3", feature = "ndarray"))]
+#[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // crate API for the layers above safe/
 pub(crate) mod strided;
 mod tensor_info;
 

@@ -27,6 +27,7 @@ pub(crate) struct Normalized<T> {
 impl<T> Normalized<T> {
     /// The address of the element at index 0 of every axis (the lowest addressed element moved
     /// back along each inverted axis).
+    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
     pub(crate) fn first(&self) -> *mut T {
         self.inverted.iter().fold(self.ptr, |p, &axis| {
             p.wrapping_add((self.shape[axis].saturating_sub(1)) * self.strides[axis])
