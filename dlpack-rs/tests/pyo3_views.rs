@@ -218,3 +218,35 @@ fn a_device_tensor_is_checked_like_a_view() {
         Ok(())
     })
 }
+
+/// An empty tensor whose non-zero extents multiply past `isize::MAX` (`(0, 2^62, 2^62)`): valid
+/// DLPack (nothing is addressed), but no ndarray view may describe it, on either route. Found by
+/// review: the C-contiguous (slice) route once handed such a shape to ndarray's constructor.
+#[test]
+fn an_empty_tensor_too_large_for_a_view_is_refused_on_every_route() {
+    with_py(|py| {
+        let t = Export::new(Vec::<u8>::new())
+            .shape(&[0, 1i64 << 62, 1i64 << 62])
+            .versioned()?;
+        let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
+        let contiguous = obj
+            .extract::<TensorView<u8, Ndim<3>, CContig>>()
+            .unwrap_err();
+        let strided = obj.extract::<TensorView<u8, Ndim<3>>>().unwrap_err();
+        for err in [contiguous, strided] {
+            assert!(err.is_instance_of::<PyBufferError>(py), "{err}");
+        }
+        // A small empty tensor is an empty view on both routes.
+        let t = Export::new(Vec::<u8>::new()).shape(&[0, 3]).versioned()?;
+        let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
+        let c: TensorView<u8, Ndim<2>, CContig> = obj.extract()?;
+        assert_eq!(
+            (c.view().shape(), c.as_slice()),
+            (&[0usize, 3][..], Some(&[][..]))
+        );
+        let s: TensorView<u8, Ndim<2>> = obj.extract()?;
+        assert_eq!(s.view().shape(), &[0, 3]);
+        assert_eq!(s.get(&[0, 0]), None);
+        Ok(())
+    })
+}

@@ -156,7 +156,7 @@ impl Source {
     }
 
     /// The checks and borrow of a raw pointer to the elements on any device (see
-    /// `safe::ndarray::raw_parts`): no host view is made.
+    /// `safe::strided::raw_parts`): no host view is made.
     pub(super) fn raw_parts<T: crate::safe::Element>(
         &self,
         exclusive: bool,

@@ -6,7 +6,7 @@
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
-use std::sync::OnceLock;
+use pyo3::sync::PyOnceLock;
 
 use pyo3::prelude::*;
 use pyo3::Borrowed;
@@ -42,7 +42,7 @@ struct Held<T> {
     // Dropped before the source (fields drop in order).
     _borrow: BorrowToken,
     source: Source,
-    framework: OnceLock<Framework>,
+    framework: PyOnceLock<Framework>,
 }
 
 impl<T: Element> Held<T> {
@@ -65,7 +65,15 @@ impl<T: Element> Held<T> {
         let parts = if L::SLICE {
             source
                 .slice_parts::<T>(exclusive)
-                .map(|(first, len, token)| (first, Parts::Slice(len), token))
+                .and_then(|(first, len, token)| {
+                    if len == 0 {
+                        // The strided route's check: an ndarray view of the shape must exist.
+                        let shape: alloc::vec::Vec<usize> =
+                            source.shape().iter().map(|&d| d as usize).collect();
+                        crate::safe::strided::viewable_empty(&shape)?;
+                    }
+                    Ok((first, Parts::Slice(len), token))
+                })
         } else {
             source
                 .strided_parts::<T>(exclusive)
@@ -95,7 +103,7 @@ impl<T: Element> Held<T> {
                 parts,
                 _borrow: borrow,
                 source,
-                framework: OnceLock::new(),
+                framework: PyOnceLock::new(),
             }),
             Err(e) => Err(layout_error::<L>(&source, e)),
         }
@@ -103,13 +111,16 @@ impl<T: Element> Held<T> {
 }
 
 impl<T> Held<T> {
-    /// The framework of the object the tensor came from (its type), made on first use.
+    /// The framework of the object the tensor came from (its type), made on first use, attached
+    /// (first attach, then the cell: a thread never waits on the cell while it keeps another
+    /// from attaching).
     fn framework(&self) -> &Framework {
-        self.framework.get_or_init(|| {
-            Python::attach(|py| match self.source.object().object() {
-                Some(obj) => Framework::of(obj.bind(py)),
-                None => Framework::of(&py.None().into_bound(py)),
-            })
+        Python::attach(|py| {
+            self.framework
+                .get_or_init(py, || match self.source.object().object() {
+                    Some(obj) => Framework::of(obj.bind(py)),
+                    None => Framework::of(&py.None().into_bound(py)),
+                })
         })
     }
 
@@ -199,8 +210,12 @@ impl<T> Held<T> {
             // SAFETY: forwarded from this function's contract.
             Parts::Strided(n) => unsafe { n.view::<D>() },
             // SAFETY: `len` elements in C order from the first, checked and borrowed; the
-            // shape is the tensor's (validated: its product is `len`).
-            _ => unsafe { ndarray::ArrayView::from_shape_ptr(self.dims::<D>(), self.first) },
+            // shape is the tensor's (validated: its product is `len`; for an empty tensor the
+            // product of its non-zero extents fits in `isize`, checked by `host_from`).
+            Parts::Slice(_) => unsafe {
+                ndarray::ArrayView::from_shape_ptr(self.dims::<D>(), self.first)
+            },
+            Parts::Raw => unreachable!("a host view of an any-device argument"),
         }
     }
 
@@ -214,7 +229,10 @@ impl<T> Held<T> {
             // SAFETY: forwarded from this function's contract.
             Parts::Strided(n) => unsafe { n.view_mut::<D>() },
             // SAFETY: as in `view`; exclusive and writable by this function's contract.
-            _ => unsafe { ndarray::ArrayViewMut::from_shape_ptr(self.dims::<D>(), self.first) },
+            Parts::Slice(_) => unsafe {
+                ndarray::ArrayViewMut::from_shape_ptr(self.dims::<D>(), self.first)
+            },
+            Parts::Raw => unreachable!("a host view of an any-device argument"),
         }
     }
 
@@ -378,7 +396,9 @@ macro_rules! accessors {
                 self.held.source.device()
             }
 
-            /// The framework the argument came from, to hand results back in kind.
+            /// The framework the argument came from, to hand results back in kind. The first
+            /// call attaches to the interpreter (as `Python::attach`: do not call it from a thread
+            /// another one joins while attached).
             pub fn framework(&self) -> &Framework {
                 self.held.framework()
             }
@@ -387,7 +407,8 @@ macro_rules! accessors {
             /// on [`device`](Self::device). Getting it is safe; using it is `unsafe` code's
             /// business, under these rules:
             ///
-            /// - It is non-NULL and aligned for `T` unless the tensor is empty; element `i` is
+            /// - It is non-NULL and aligned for `T` unless the tensor is empty (then it means
+            ///   nothing: a dangling pointer on the CPU, the producer's on any device); element `i` is
             ///   at `ptr + sum(i[k] * strides[k])` (strides in elements, possibly negative). On
             ///   devices whose `data` is an opaque handle rather than an address (OpenCL,
             ///   Vulkan) it means nothing as an address.

@@ -35,6 +35,19 @@ impl<T> Normalized<T> {
     }
 }
 
+/// Checks that an empty tensor's shape can be a view's: ndarray (and any view type that
+/// counts its elements) needs the product of the non-zero extents to fit in `isize`, even
+/// when another extent is zero, and DLPack does not bound it then (`(0, 2^62, 2^62)` is valid).
+pub(crate) fn viewable_empty(shape: &[usize]) -> Result<(), Error> {
+    shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize)
+        .map(drop)
+        .ok_or(Error::Overflow)
+}
+
 /// Checks that `T` may view a tensor's elements and rewrites its layout (see [`Normalized`]).
 fn normalize<T: Element>(
     first: *mut c_void,
@@ -48,14 +61,7 @@ fn normalize<T: Element>(
     // Validated: no negative extent.
     let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
     if shape.contains(&0) {
-        // ndarray needs the product of the non-zero extents to fit in `isize`, even when
-        // another extent is zero (DLPack does not bound it then).
-        shape
-            .iter()
-            .filter(|&&d| d != 0)
-            .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .filter(|&n| n <= isize::MAX as usize)
-            .ok_or(Error::Overflow)?;
+        viewable_empty(&shape)?;
         // Nothing is ever read: a dangling, aligned pointer and zero strides are enough.
         let strides = shape.iter().map(|_| 0).collect();
         return Ok(Normalized {
