@@ -250,3 +250,83 @@ fn an_empty_tensor_too_large_for_a_view_is_refused_on_every_route() {
         Ok(())
     })
 }
+
+/// The backing of a hand-made producer whose shape the test rewrites after handing it over.
+struct Changing {
+    managed: dlpack_rs::ffi::DLManagedTensorVersioned,
+    shape: [i64; 1],
+    data: [f32; 4],
+}
+
+unsafe extern "C" fn free_changing(ptr: *mut dlpack_rs::ffi::DLManagedTensorVersioned) {
+    // SAFETY: `ptr` is the first field of a leaked `Box<Changing>` (repr(C) not needed: the
+    // test keeps the box's address in `manager_ctx`).
+    drop(unsafe { Box::from_raw((*ptr).manager_ctx.cast::<Changing>()) });
+}
+
+/// A producer that changes the shape of a tensor it handed over breaks DLPack's contract
+/// (README: outside the model), but a typed argument still reaches only what it checked and
+/// borrowed at extraction: indexing is bounded by the borrowed elements, slices keep their
+/// length, and a view of a shape that no longer fits panics instead of reading past them.
+#[test]
+fn a_typed_argument_reaches_only_what_it_borrowed_when_the_producer_changes_the_shape() {
+    use dlpack_rs::ffi::{
+        DLDataType, DLManagedTensorVersioned, DLPackVersion, DLTensor, DLPACK_MAJOR_VERSION,
+        DLPACK_MINOR_VERSION,
+    };
+    use dlpack_rs::safe::ManagedTensorVersioned;
+    with_py(|py| {
+        let mut backing = Box::new(Changing {
+            // SAFETY: all-zero is a valid (empty) value of this plain C struct; filled below.
+            managed: unsafe { core::mem::zeroed() },
+            shape: [4],
+            data: [1.0, 2.0, 3.0, 4.0],
+        });
+        let shape = backing.shape.as_mut_ptr();
+        backing.managed = DLManagedTensorVersioned {
+            version: DLPackVersion {
+                major: DLPACK_MAJOR_VERSION,
+                minor: DLPACK_MINOR_VERSION,
+            },
+            manager_ctx: core::ptr::null_mut(),
+            deleter: Some(free_changing),
+            flags: 0,
+            dl_tensor: DLTensor {
+                data: backing.data.as_mut_ptr().cast(),
+                device: DLDevice::CPU,
+                ndim: 1,
+                dtype: DLDataType::FLOAT32,
+                shape,
+                strides: core::ptr::null_mut(),
+                byte_offset: 0,
+            },
+        };
+        let raw = Box::into_raw(backing);
+        // SAFETY: `raw` is alive until the deleter frees it.
+        unsafe { (*raw).managed.manager_ctx = raw.cast() };
+        // SAFETY: a valid versioned tensor whose deleter frees its backing once.
+        let t = unsafe { ManagedTensorVersioned::from_raw(&raw mut (*raw).managed) }.unwrap();
+        let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
+        let contiguous: TensorView<f32, Ndim<1>, CContig> = obj.extract()?;
+        let strided: TensorView<f32, Ndim<1>> = obj.extract()?;
+        // The producer now claims 2^40 elements.
+        // SAFETY: the test's own array, alive while `obj` (which owns the backing) lives.
+        unsafe { *shape = 1 << 40 };
+        assert_eq!(contiguous.shape(), &[1 << 40]);
+        assert_eq!(contiguous.get(&[3]), Some(&4.0));
+        assert_eq!(contiguous.get(&[4]), None);
+        assert_eq!(contiguous.as_slice().map(<[f32]>::len), Some(4));
+        assert_eq!(contiguous.len(), 4);
+        assert_eq!(strided.get(&[3]), Some(&4.0));
+        assert_eq!(strided.get(&[100]), None);
+        assert_eq!(strided.as_slice().map(<[f32]>::len), Some(4));
+        assert_eq!(strided.view().len(), 4);
+        let view =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| contiguous.view().len()));
+        assert!(view.is_err());
+        drop((contiguous, strided));
+        // SAFETY: as above.
+        unsafe { *shape = 4 };
+        Ok(())
+    })
+}

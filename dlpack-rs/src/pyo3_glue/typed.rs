@@ -124,37 +124,37 @@ impl<T> Held<T> {
         })
     }
 
-    /// The number of elements, when they form one C-contiguous run from the first.
+    /// The number of elements, when they form one C-contiguous run from the first: from what
+    /// extraction checked and borrowed (the slice's length, the layout's copy), never from the
+    /// producer's metadata read again.
     fn contiguous_len(&self) -> Option<usize> {
         match &self.parts {
             Parts::Slice(len) => Some(*len),
-            Parts::Strided(_) => {
-                let shape = self.source.shape();
-                crate::safe::is_c_contiguous(shape, &self.source.strides())
-                    .then(|| shape.iter().map(|&d| d as usize).product())
-            }
+            Parts::Strided(n) => n.contiguous_len(),
             Parts::Raw => None,
         }
     }
 
-    /// The offset in elements of the element at `index` from the first, if `index` is within
-    /// the shape.
-    fn offset(&self, index: &[usize]) -> Option<isize> {
-        let shape = self.source.shape();
-        if index.len() != shape.len()
-            || index.iter().zip(shape).any(|(&i, &d)| i as u64 >= d as u64)
-        {
-            return None;
+    /// The address of the element at `index`, if `index` is within the shape: within what
+    /// extraction borrowed, whatever the producer's metadata says now (a C-contiguous slice's
+    /// index is checked against its length, a strided layout's against its own copy).
+    fn element(&self, index: &[usize]) -> Option<*mut T> {
+        match &self.parts {
+            Parts::Slice(len) => {
+                let shape = self.source.shape();
+                if index.len() != shape.len()
+                    || index.iter().zip(shape).any(|(&i, &d)| i as u64 >= d as u64)
+                {
+                    return None;
+                }
+                let linear = index.iter().zip(shape).try_fold(0usize, |acc, (&i, &d)| {
+                    acc.checked_mul(d as usize)?.checked_add(i)
+                })?;
+                (linear < *len).then(|| self.first.wrapping_add(linear))
+            }
+            Parts::Strided(n) => n.element(index),
+            Parts::Raw => None,
         }
-        // Validated: every in-bounds index addresses memory of the tensor, whose byte span fits
-        // in `isize`.
-        Some(
-            index
-                .iter()
-                .zip(self.source.strides().iter())
-                .map(|(&i, &s)| i as isize * s as isize)
-                .sum(),
-        )
     }
 
     /// # Safety
@@ -186,18 +186,18 @@ impl<T> Held<T> {
     /// # Safety
     /// As [`Held::slice`].
     unsafe fn get(&self, index: &[usize]) -> Option<&T> {
-        let offset = self.offset(index)?;
-        // SAFETY: an in-bounds index of a checked and borrowed host tensor addresses one of its
-        // elements, aligned and valid for `T`, alive while `self` is.
-        Some(unsafe { &*self.first.wrapping_offset(offset) })
+        let element = self.element(index)?;
+        // SAFETY: `element` is one of the checked and borrowed elements of a host tensor
+        // (aligned and valid for `T`), alive while `self` is.
+        Some(unsafe { &*element })
     }
 
     /// # Safety
     /// As [`Held::slice_mut`].
     unsafe fn get_mut(&mut self, index: &[usize]) -> Option<&mut T> {
-        let offset = self.offset(index)?;
+        let element = self.element(index)?;
         // SAFETY: as in `get`; exclusive and writable by this function's contract.
-        Some(unsafe { &mut *self.first.wrapping_offset(offset) })
+        Some(unsafe { &mut *element })
     }
 
     /// The ndarray view of host parts with `D`'s dimensions.
@@ -236,10 +236,20 @@ impl<T> Held<T> {
         }
     }
 
-    /// The tensor's shape as `D` (C order).
+    /// The tensor's shape as `D` (C order), which must still describe the slice's `len`
+    /// elements (a producer that changed the shape of a tensor it handed over panics here).
     #[cfg(feature = "ndarray")]
     fn dims<D: ndarray::Dimension>(&self) -> D {
         let shape = self.source.shape();
+        if let Parts::Slice(len) = self.parts {
+            let now = shape
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d as usize));
+            assert!(
+                now == Some(len) || (len == 0 && shape.contains(&0)),
+                "the producer changed the shape of a tensor it handed over"
+            );
+        }
         let mut dims = D::zeros(shape.len());
         for (d, &e) in dims.slice_mut().iter_mut().zip(shape) {
             *d = e as usize;

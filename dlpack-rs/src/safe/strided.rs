@@ -25,6 +25,48 @@ pub(crate) struct Normalized<T> {
 }
 
 impl<T> Normalized<T> {
+    /// The number of elements when they are one C-contiguous run from the lowest (no axis
+    /// inverted, each moving axis stepping over everything after it), else `None`.
+    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
+    pub(crate) fn contiguous_len(&self) -> Option<usize> {
+        if self.shape.contains(&0) {
+            return Some(0);
+        }
+        if !self.inverted.is_empty() {
+            return None;
+        }
+        let mut expected = 1usize;
+        for (&extent, &stride) in self.shape.iter().zip(&self.strides).rev() {
+            if extent > 1 && stride != expected {
+                return None;
+            }
+            expected *= extent;
+        }
+        Some(expected)
+    }
+
+    /// The address of the element at `index` (one index per axis), or `None` outside the
+    /// shape; from this layout's own copy of the shape and strides.
+    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
+    pub(crate) fn element(&self, index: &[usize]) -> Option<*mut T> {
+        if index.len() != self.shape.len() || index.iter().zip(&self.shape).any(|(&i, &d)| i >= d) {
+            return None;
+        }
+        let offset: usize = index
+            .iter()
+            .enumerate()
+            .map(|(axis, &i)| {
+                let i = if self.inverted.contains(&axis) {
+                    self.shape[axis] - 1 - i
+                } else {
+                    i
+                };
+                i * self.strides[axis]
+            })
+            .sum();
+        Some(self.ptr.wrapping_add(offset))
+    }
+
     /// The address of the element at index 0 of every axis (the lowest addressed element moved
     /// back along each inverted axis).
     #[allow(dead_code)] // crate API for the pyo3 layer above safe/
