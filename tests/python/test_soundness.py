@@ -413,7 +413,7 @@ def test_keepalive_released_attached_after_a_subinterpreter():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-# -- Typed, borrow-checked arguments (TensorRef / TensorMut) -------------------------------------
+# -- Typed, borrow-checked arguments (TensorView / TensorViewMut, C-contiguous) --------------------
 
 
 @needs_torch
