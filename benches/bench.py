@@ -93,7 +93,7 @@ def main():
         "torch x3 -> PyTensor (exchange API)": lambda: b.numel3_ours(t, t2, t3),
         "#[pyfunction] nop(x)": lambda: b.nop(arr),
         "ndarray.__dlpack__()": lambda: arr.__dlpack__(),
-        "Rust -> torch: to_framework(torch.Tensor)": lambda: b.to_torch_ours(torch.Tensor, 1),
+        "Rust -> torch: Returned<Torch>": lambda: b.to_torch_ours(1),
         "derived pyclass -> PyTensor (exchange API)": lambda: b.numel_ours(ours),
         "derived pyclass -> PyTensor (__dlpack__)": lambda: b.numel_ours_dunder(ours),
         # (3) size scaling
@@ -138,7 +138,7 @@ def main():
             "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)",
         ], "torch -> apache-tvm-ffi testing.nop(x)")
     table("Rust -> torch", r, [
-        "torch.from_dlpack(derived pyclass)", "Rust -> torch: to_framework(torch.Tensor)",
+        "torch.from_dlpack(derived pyclass)", "Rust -> torch: Returned<Torch>",
     ], "torch.from_dlpack(derived pyclass)")
     table("Size scaling (zero copy: 1 element against 10^8)", r, [
         "numpy -> PyTensor (ndim), 1", "numpy -> PyTensor (ndim), 10^8",
@@ -165,8 +165,8 @@ def main():
          r["numpy -> PyTensor"] / floor, "<= 1.30"),
         ("import numpy: PyTensor / dlpark",
          ratio("numpy -> PyTensor", "numpy -> dlpark"), "<= 0.25"),
-        ("Rust -> torch: to_framework / torch.from_dlpack(derived)",
-         ratio("Rust -> torch: to_framework(torch.Tensor)", "torch.from_dlpack(derived pyclass)"),
+        ("Rust -> torch: Returned<Torch> / torch.from_dlpack(derived)",
+         ratio("Rust -> torch: Returned<Torch>", "torch.from_dlpack(derived pyclass)"),
          "<= 0.20"),
         ("each extra torch tensor in a call (PyTensor), ns", extra, "<= 40"),
         ("each extra torch tensor in a call (TensorView), ns", extra_typed, "<= 40"),

@@ -10,7 +10,7 @@ pub use alloc::sync::Arc;
 /// how a class's exports keep it alive.
 #[cfg(feature = "pyo3")]
 pub use crate::pyo3_glue::{
-    class_table::class_exchange_api_capsule, dlpack_method::dlpack_method, export::ClassRoute,
+    class_export::ClassRoute, class_table::class_exchange_api_capsule, dlpack_method::dlpack_method,
 };
 use alloc::vec::Vec;
 use core::ffi::c_void;

@@ -535,11 +535,11 @@ def test_torch_conjugate_view_is_not_imported_unconjugated():
 
 
 # ---------------------------------------------------------------------------------------------
-# to_framework: handing a Rust tensor to torch through torch's own table
+# Returned<Framework>: handing a Rust tensor to torch through torch's own table
 
 
 @needs_torch
-def test_to_framework_gives_torch_the_rust_memory(no_leaks):
+def test_returned_gives_torch_the_rust_memory(no_leaks):
     payload = np.arange(5, dtype=np.float32).tobytes()
     before = live()
     x, ptr = ext.hand_to(torch.Tensor, payload)
@@ -554,21 +554,27 @@ def test_to_framework_gives_torch_the_rust_memory(no_leaks):
     assert live() == before  # torch called the deleter: the Rust storage is gone
 
 
-def test_to_framework_falls_back_to_from_dlpack(no_leaks):
-    # numpy's type has no exchange table: the fallback is called with a dlpack_rs.Tensor.
+def test_returned_falls_back_to_from_dlpack_then_to_a_dlpack_rs_tensor(no_leaks):
+    # numpy's type has no exchange table: numpy.from_dlpack is called with a dlpack_rs.Tensor.
     payload = np.arange(3, dtype=np.float32).tobytes()
-    a, ptr = ext.hand_to(np.ndarray, payload, np.from_dlpack)
-    assert isinstance(a, np.ndarray) and a.ctypes.data == ptr
+    a, ptr = ext.hand_to(np.ndarray, payload)
+    assert type(a) is np.ndarray and a.ctypes.data == ptr
     assert a.tolist() == [0.0, 1.0, 2.0]
-    with pytest.raises(TypeError, match="no DLPack exchange table"):
-        ext.hand_to(np.ndarray, payload)
+    # A type that is no framework we know and has no table: the producer object itself.
+
+    class Unknown:
+        pass
+
+    t, ptr = ext.hand_to(Unknown, payload)
+    assert type(t).__name__ == "Tensor" and type(t).__module__ == "dlpack_rs"
+    assert np.from_dlpack(t).ctypes.data == ptr
 
 
 @needs_torch
-def test_to_framework_refuses_read_only_tensors(no_leaks):
+def test_returned_refuses_read_only_tensors(no_leaks):
     # torch's table ignores READ_ONLY: handing read-only memory over would let torch write it.
     before = live()
     with pytest.raises(BufferError, match="read-only"):
-        ext.hand_to(torch.Tensor, bytes(8), None, True)
+        ext.hand_to(torch.Tensor, bytes(8), True)
     collect()
     assert live() == before  # the refused tensor was released

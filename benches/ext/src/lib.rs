@@ -204,15 +204,12 @@ fn numel3_typed(a: TensorView<f32, Ndim<ANY>, CContig>, b: TensorView<f32, Ndim<
 #[pyfunction]
 fn nop(_obj: &Bound<'_, PyAny>) {}
 
-/// A new 1-element Rust tensor handed to torch through torch's exchange table
-/// (`to_framework`), against `torch.from_dlpack(derived)`.
+/// A new 1-element Rust tensor returned to torch (`Returned<Torch>`: torch's exchange table),
+/// against `torch.from_dlpack(derived)`.
 #[pyfunction]
-fn to_torch_ours<'py>(
-    ty: &Bound<'py, pyo3::types::PyType>,
-    n: usize,
-) -> PyResult<Bound<'py, PyAny>> {
+fn to_torch_ours(n: usize) -> PyResult<dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>> {
     let t = dlpack_rs::safe::Export::new(vec![1.0f32; n]).versioned()?;
-    dlpack_rs::pyo3_glue::to_framework(ty, t, None)
+    Ok(dlpack_rs::pyo3_glue::Returned::new(t))
 }
 
 #[pymodule]

@@ -9,8 +9,8 @@ use pyo3::pyclass::boolean_struct::True;
 use pyo3::types::PyCapsule;
 use pyo3::PyClass;
 
+use super::class_export::ClassRoute;
 use super::exchange_export::{table, StaticApi};
-use super::export::ClassRoute;
 use super::tensor::{to_py_object, DLPackTensor, TENSOR_API};
 use crate::ffi::{DLPackExchangeAPI, DLPACK_EXCHANGE_API_CAPSULE_NAME};
 use crate::IntoDLPack;

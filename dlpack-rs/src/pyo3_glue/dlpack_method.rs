@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3::{Borrowed, PyClass};
 
-use super::export::{export_object_capsule, ClassRoute};
+use super::class_export::{export_object_capsule, ClassRoute};
 use super::protocol::DLPackArgs;
 use crate::IntoDLPack;
 

@@ -16,7 +16,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::{Borrowed, PyClass};
 
-use super::export::ClassRoute;
+use super::class_export::ClassRoute;
 use super::protocol::DLPackArgs;
 use crate::ffi::{
     DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
@@ -60,13 +60,13 @@ where
     // The table's consumers order their work after `current_work_stream`, the default
     // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
     // Versioned only: a legacy sharing opt-in does not apply.
-    let super::export::ClassExport {
+    let super::class_export::ClassExport {
         validated,
         read_only,
         readers,
         keepalive,
         ..
-    } = super::export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
+    } = super::class_export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
@@ -107,7 +107,7 @@ pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
 }
 
 /// `managed_tensor_from_py_object_no_sync` for class `T` (see
-/// [`export_object_capsule`](super::export::export_object_capsule) for `RUST_READS`).
+/// [`export_object_capsule`](super::class_export::export_object_capsule) for `RUST_READS`).
 pub(crate) unsafe extern "C" fn from_py_object<T, const RUST_READS: bool>(
     py_object: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,

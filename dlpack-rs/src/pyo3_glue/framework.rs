@@ -1,7 +1,7 @@
-//! Which framework gets a tensor Rust made, as its own type: [`to_framework`] hands an owned
-//! tensor over without the Python-level round trip (through the framework type's C exchange
-//! table, `managed_tensor_to_py_object_no_sync`, or, where it has none, its `from_dlpack`), and
-//! [`Framework`] remembers the caller's framework so a result goes back in kind.
+//! Which framework gets a tensor Rust made, as its own type: [`Returned`] hands an owned tensor
+//! over (through the framework type's C exchange table, `managed_tensor_to_py_object_no_sync`,
+//! without a capsule or a Python call; where it has none, its `from_dlpack`), and [`Framework`]
+//! remembers a caller's framework so a result goes back in kind.
 
 use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
 use pyo3::prelude::*;
@@ -12,40 +12,17 @@ use super::DLPackTensor;
 use crate::ffi::DLDeviceType;
 use crate::safe::ManagedTensorVersioned;
 
-/// Turns `tensor` into a tensor of the framework whose tensor type is `ty` (`torch.Tensor`, or
-/// any type that publishes a DLPack 1.3 `__dlpack_c_exchange_api__` with
-/// `managed_tensor_to_py_object_no_sync`), zero-copy, without a capsule or a Python call: the
-/// framework takes ownership of the managed tensor and calls its deleter when it lets go.
+/// Turns `tensor` into a tensor of the framework whose tensor type is `ty`, zero-copy: through
+/// `ty`'s own exchange table where it has one that makes tensors (the framework takes ownership
+/// and calls the deleter when it lets go), else `fallback(dlpack_rs.Tensor)` (a `from_dlpack`),
+/// else a `dlpack_rs.Tensor`, which every DLPack consumer takes.
 ///
-/// Where `ty` has no such table (or the tensor is not one a framework can be expected to
-/// represent: lanes other than 1, sub-byte elements, a device other than the CPU, CUDA or
-/// ROCm), `fallback` (a `from_dlpack` function, such as `torch.from_dlpack` or
-/// `jax.numpy.from_dlpack`) is called with the tensor wrapped in a [`DLPackTensor`]; without a
-/// fallback that is a `TypeError`. A read-only tensor is refused with `BufferError` (torch's
-/// table ignores `READ_ONLY`, so the framework would write it): hand over a copy. If the table
-/// itself fails it raises its error, and it owns the tensor all the same (dlpack.h: ownership is
-/// stolen), so the tensor may leak.
-///
-/// No stream synchronisation is done (the `_no_sync` of the table): for device memory, the
-/// work that produced the data must be complete (or ordered before the framework's) when this
-/// is called.
-///
-/// ```no_run
-/// use dlpack_rs::pyo3_glue::to_framework;
-/// use dlpack_rs::safe::Export;
-/// use pyo3::prelude::*;
-/// use pyo3::types::PyType;
-///
-/// /// A float32 torch tensor of `n` zeros made in Rust: no `torch.from_dlpack` round trip.
-/// #[pyfunction]
-/// fn zeros_for_torch(py: Python<'_>, n: usize) -> PyResult<Bound<'_, PyAny>> {
-///     let torch = py.import("torch")?;
-///     let tensor_type = torch.getattr("Tensor")?.cast_into::<PyType>()?;
-///     let tensor = Export::new(vec![0.0f32; n]).versioned()?;
-///     to_framework(&tensor_type, tensor, Some(&torch.getattr("from_dlpack")?))
-/// }
-/// ```
-pub fn to_framework<'py>(
+/// A tensor a framework cannot be expected to represent (lanes other than 1, sub-byte elements,
+/// a device other than the CPU, CUDA or ROCm) skips the table, since a table that refuses a
+/// tensor owns it all the same (dlpack.h: ownership is stolen) and may leak it. A read-only
+/// tensor is refused with `BufferError`: torch's table ignores `READ_ONLY`. No stream
+/// synchronisation is done (the `_no_sync` of the table).
+fn hand_to_type<'py>(
     ty: &Bound<'py, PyType>,
     tensor: ManagedTensorVersioned,
     fallback: Option<&Bound<'py, PyAny>>,
@@ -56,12 +33,10 @@ pub fn to_framework<'py>(
         // torch's table ignores READ_ONLY: the framework would write memory that must not be
         // written (a Rust owner's shared data, bool bytes Rust reads back).
         return Err(PyBufferError::new_err(
-            "to_framework: the tensor is read-only, and a framework's exchange table need not \
+            "Returned: the tensor is read-only, and a framework's exchange table need not \
              honour the flag; hand over a copy (`tensor.copy()`)",
         ));
     }
-    // What a framework can be expected to take; anything else goes to the fallback, since a
-    // table that refuses a tensor owns it all the same (it may leak it).
     let representable = tensor.dtype().lanes == 1
         && crate::safe::element_bits(tensor.dtype()) % 8 == 0
         && [DLDeviceType::CPU, DLDeviceType::CUDA, DLDeviceType::ROCM]
@@ -97,10 +72,7 @@ pub fn to_framework<'py>(
                 .call1((DLPackTensor::new(tensor),))
                 .map_err(|err| numpy_dtype_hint(from_dlpack, dtype, err))
         }
-        None => Err(PyTypeError::new_err(format!(
-            "{} has no DLPack exchange table that makes tensors, and no fallback was given",
-            ty.name()?
-        ))),
+        None => Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any()),
     }
 }
 
@@ -134,25 +106,26 @@ fn numpy_dtype_hint(
 }
 
 /// The framework a tensor argument came from, to hand a result back as the caller's kind of
-/// array: numpy for a numpy caller, torch for torch, jax for jax ([`Framework::wrap`], zero-copy
-/// wherever the framework imports without copying).
+/// array with [`Returned::like`]: numpy for a numpy caller, torch for torch, jax for jax.
 ///
 /// [`TensorView::framework`](super::TensorView::framework) captures it at extraction;
-/// [`Framework::of`] captures it from any object. It holds a strong reference to the object's
-/// type (released as a [`PyKeepalive`](super::PyKeepalive) is, from any thread).
+/// [`Framework::of`] captures it from any object, [`Framework::of_type`] from a tensor type (any
+/// type whose DLPack 1.3 `__dlpack_c_exchange_api__` has `managed_tensor_to_py_object_no_sync`
+/// gets its tensors through that table). It holds a strong reference to the type (released as
+/// a [`PyKeepalive`](super::PyKeepalive) is, from any thread).
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::{CContig, Framework, Ndim, TensorView, ANY};
+/// use dlpack_rs::pyo3_glue::{CContig, Framework, Ndim, Returned, TensorView, ANY};
 /// use dlpack_rs::safe::Export;
 /// use pyo3::prelude::*;
 ///
 /// /// `x * 2` as a new tensor of the caller's framework.
 /// #[pyfunction]
-/// fn doubled<'py>(py: Python<'py>, obj: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+/// fn doubled(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Returned<Framework>> {
 ///     let x: TensorView<f64, Ndim<ANY>, CContig> = obj.extract()?;
 ///     let out: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
-///     let shape = x.shape().to_vec();
-///     Framework::of(&obj).wrap_tensor(py, Export::new(out).shape(&shape).versioned()?)
+///     let tensor = Export::new(out).shape(x.shape()).versioned()?;
+///     Ok(Returned::like(py, &Framework::of(&obj), tensor))
 /// }
 /// # fn main() {}
 /// ```
@@ -173,7 +146,7 @@ impl Framework {
         }
     }
 
-    /// Another handle on the same framework (for a [`Returned`] value, say).
+    /// Another handle on the same framework.
     pub fn clone_ref(&self, py: Python<'_>) -> Framework {
         Framework {
             ty: super::PyKeepalive::new(
@@ -184,56 +157,6 @@ impl Framework {
                     .unwrap_or_else(|| py.None()),
             ),
         }
-    }
-
-    /// The type of the object this framework was captured from.
-    pub fn tensor_type<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyType>> {
-        self.ty
-            .object()
-            .and_then(|ty| ty.bind(py).cast::<PyType>().ok().cloned())
-    }
-
-    /// Exports `value` ([`IntoDLPack`](super::IntoDLPack): an ndarray `Array`, a derived
-    /// struct, ...) and hands it to the framework, as [`Framework::wrap_tensor`].
-    pub fn wrap<'py, V>(&self, py: Python<'py>, value: V) -> PyResult<Bound<'py, PyAny>>
-    where
-        V: super::IntoDLPack + Send + 'static,
-    {
-        self.wrap_tensor(py, value.into_managed_tensor_versioned()?)
-    }
-
-    /// Hands `tensor` to the framework: a torch tensor for a torch caller (through torch's
-    /// exchange table, as [`to_framework`]), a numpy array for a numpy caller
-    /// (`numpy.from_dlpack`), a jax array for a jax caller (`jax.numpy.from_dlpack`), a tensor
-    /// of any other type whose exchange table makes tensors; for anything else a
-    /// `dlpack_rs.Tensor` ([`DLPackTensor`]), which every DLPack consumer takes. Errors as
-    /// [`to_framework`]'s (a read-only tensor is refused: hand over a copy).
-    pub fn wrap_tensor<'py>(
-        &self,
-        py: Python<'py>,
-        tensor: ManagedTensorVersioned,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let Some(ty) = self.tensor_type(py) else {
-            return Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any());
-        };
-        let module: String = ty
-            .getattr(pyo3::intern!(py, "__module__"))
-            .and_then(|m| m.extract())
-            .unwrap_or_default();
-        let importer = match module.split('.').next().unwrap_or_default() {
-            "numpy" => Some(("numpy", "from_dlpack")),
-            "torch" => Some(("torch", "from_dlpack")),
-            "jax" | "jaxlib" => Some(("jax.numpy", "from_dlpack")),
-            _ => None,
-        };
-        if let Some((module, function)) = importer {
-            let from_dlpack = py.import(module)?.getattr(function)?;
-            return to_framework(&ty, tensor, Some(&from_dlpack));
-        }
-        if type_table(&ty).is_some_and(|api| api.managed_tensor_to_py_object_no_sync.is_some()) {
-            return to_framework(&ty, tensor, None);
-        }
-        Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any())
     }
 }
 
@@ -246,7 +169,11 @@ impl core::fmt::Debug for Framework {
 /// Where a [`Returned`] tensor goes: a framework fixed in the signature ([`Numpy`], [`Torch`],
 /// [`Jax`]) or the one an argument came from (a [`Framework`]).
 pub trait ReturnTo {
-    /// Hands `tensor` over, as [`Framework::wrap_tensor`] does.
+    /// Hands `tensor` over: a torch tensor for torch (through torch's exchange table), a numpy
+    /// array for numpy (`numpy.from_dlpack`), a jax array for jax (`jax.numpy.from_dlpack`), a
+    /// tensor of any other type whose exchange table makes tensors; for anything else a
+    /// `dlpack_rs.Tensor` ([`DLPackTensor`]), which every DLPack consumer takes. A read-only
+    /// tensor is refused with `BufferError` (a framework's table need not honour `READ_ONLY`).
     fn hand_over<'py>(
         &self,
         py: Python<'py>,
@@ -260,12 +187,37 @@ impl ReturnTo for Framework {
         py: Python<'py>,
         tensor: ManagedTensorVersioned,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.wrap_tensor(py, tensor)
+        let Some(ty) = self
+            .ty
+            .object()
+            .and_then(|ty| ty.bind(py).cast::<PyType>().ok().cloned())
+        else {
+            return Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any());
+        };
+        let module: String = ty
+            .getattr(pyo3::intern!(py, "__module__"))
+            .and_then(|m| m.extract())
+            .unwrap_or_default();
+        let importer = match module.split('.').next().unwrap_or_default() {
+            "numpy" => Some("numpy"),
+            "torch" => Some("torch"),
+            "jax" | "jaxlib" => Some("jax.numpy"),
+            _ => None,
+        };
+        match importer {
+            Some(module) => {
+                let from_dlpack = py
+                    .import(module)?
+                    .getattr(pyo3::intern!(py, "from_dlpack"))?;
+                hand_to_type(&ty, tensor, Some(&from_dlpack))
+            }
+            None => hand_to_type(&ty, tensor, None),
+        }
     }
 }
 
 macro_rules! fixed_frameworks {
-    ($($(#[$doc:meta])* $name:ident => $module:literal . $attr:literal;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident => $module:literal . $attr:literal, $importer:literal;)*) => {$(
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default)]
         pub struct $name;
@@ -277,8 +229,11 @@ macro_rules! fixed_frameworks {
                 tensor: ManagedTensorVersioned,
             ) -> PyResult<Bound<'py, PyAny>> {
                 static TYPE: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
+                static FROM_DLPACK: pyo3::sync::PyOnceLock<Py<PyAny>> =
+                    pyo3::sync::PyOnceLock::new();
                 let ty = TYPE.import(py, $module, $attr)?;
-                Framework::of_type(ty).wrap_tensor(py, tensor)
+                let from_dlpack = FROM_DLPACK.import(py, $importer, "from_dlpack")?;
+                hand_to_type(ty, tensor, Some(from_dlpack))
             }
         }
     )*};
@@ -286,12 +241,12 @@ macro_rules! fixed_frameworks {
 
 fixed_frameworks! {
     /// numpy: a returned tensor becomes a `numpy.ndarray` (`numpy.from_dlpack`).
-    Numpy => "numpy"."ndarray";
+    Numpy => "numpy"."ndarray", "numpy";
     /// torch: a returned tensor becomes a `torch.Tensor` (torch's exchange table, no capsule).
-    Torch => "torch"."Tensor";
+    Torch => "torch"."Tensor", "torch";
     /// jax: a returned tensor becomes a `jax.Array` (`jax.numpy.from_dlpack`; zero-copy for
     /// 64-byte aligned data, as `Export` and `AlignedBuffer` make).
-    Jax => "jax"."Array";
+    Jax => "jax"."Array", "jax.numpy";
 }
 
 /// A tensor a `#[pyfunction]` returns, handed to the framework its type names, zero-copy: the
@@ -304,7 +259,10 @@ fixed_frameworks! {
 ///   same framework as the argument" are.
 ///
 /// The tensor must be writable (a framework's table need not honour `READ_ONLY`): `Export`
-/// makes writable tensors. Errors are [`to_framework`]'s.
+/// makes writable tensors. Errors are [`ReturnTo::hand_over`]'s: the table's own, or, where
+/// the framework has no table, its `from_dlpack`'s (for numpy, a note on the dtypes it lacks).
+/// For device memory, the work that produced the data must be complete (or ordered before the
+/// framework's) when the function returns: no stream synchronisation is done.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{Framework, Returned, TensorView, Torch};

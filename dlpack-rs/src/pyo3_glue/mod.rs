@@ -14,10 +14,9 @@
 //!   [`AnyDevice`]), holding their borrow from extraction on; [`AnyOf3`] takes one of several
 //!   element types.
 //! - Return values: [`Returned`]`<`[`Torch`]`>` (or [`Numpy`], [`Jax`]) states a result's
-//!   framework in the signature; [`Framework`] hands a new tensor back as the caller's (numpy,
-//!   torch, jax).
-//! - Hand-off: [`to_framework`] gives an owned tensor to a framework (torch) through its
-//!   exchange table, without a capsule or a `from_dlpack` call.
+//!   framework in the signature, and `Returned<`[`Framework`]`>` hands it back as the caller's;
+//!   torch gets it through its exchange table, without a capsule or a `from_dlpack` call.
+//!   [`DLPackTensor`] (`dlpack_rs.Tensor`) is the result for a caller that wants a producer.
 //! - Fast path: the DLPack 1.3 C exchange API (`__dlpack_c_exchange_api__`). Imports use a
 //!   producer's table when its type has one (torch does), and [`DLPackTensor`] and derived
 //!   classes publish one ([`exchange_api`], [`exchange_api_capsule`]).
@@ -67,6 +66,7 @@
 
 mod any_of;
 pub(crate) mod capsule;
+pub(crate) mod class_export;
 pub(crate) mod class_table;
 mod compat_0_3;
 mod constraints;
@@ -76,10 +76,10 @@ mod errors;
 mod exchange_export;
 mod exchange_import;
 mod exchange_lookup;
-pub(crate) mod export;
 mod framework;
 mod import;
 mod keepalive;
+mod numpy_array;
 mod numpy_borrow;
 mod protocol;
 mod requires_grad;
@@ -93,6 +93,7 @@ mod typed;
 pub use crate::into_dlpack::IntoDLPack;
 pub use any_of::{AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut};
 pub use capsule::into_capsule;
+pub use class_export::{export_dlpack, export_dlpack_device, export_dlpack_value};
 pub use class_table::{exchange_api, exchange_api_capsule};
 #[allow(deprecated)]
 pub use compat_0_3::DLPackVariant;
@@ -101,8 +102,7 @@ pub use constraints::{
     Strided, ANY,
 };
 pub use errors::dtype_name;
-pub use export::{export_dlpack, export_dlpack_device, export_dlpack_value};
-pub use framework::{to_framework, Framework, Jax, Numpy, ReturnTo, Returned, Torch};
+pub use framework::{Framework, Jax, Numpy, ReturnTo, Returned, Torch};
 pub use import::{ImportOptions, PyTensor};
 pub use keepalive::PyKeepalive;
 #[cfg(feature = "test-counters")]

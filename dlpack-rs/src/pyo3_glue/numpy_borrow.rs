@@ -17,18 +17,22 @@
 //! implementation of the same rules (below), so that a rust-numpy module loaded later sees the
 //! borrows taken before it. The table lives for the rest of the process.
 
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyDict, PyTuple, PyType};
+use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
 use super::cpython;
 use super::keepalive::{
     current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
+};
+use super::numpy_array::{
+    base_of, exports_itself, ndarray_type, ArrayFields, NDARRAY, NDARRAY_PTR,
+    NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_F_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
 };
 use crate::safe::Error;
 
@@ -90,30 +94,6 @@ fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
         _ => false,
     }
 }
-static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-/// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
-static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
-static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-
-/// numpy's `ndarray` type, once numpy has been imported by someone (never imports it itself).
-fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
-    if let Some(t) = NDARRAY.get(py) {
-        return Ok(Some(t.bind(py)));
-    }
-    let modules = SYS_MODULES.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
-        Ok(py
-            .import("sys")?
-            .getattr("modules")?
-            .cast_into::<PyDict>()?
-            .unbind())
-    })?;
-    let Some(numpy) = modules.bind(py).get_item("numpy")? else {
-        return Ok(None);
-    };
-    let ty = numpy.getattr("ndarray")?.cast_into::<PyType>()?.unbind();
-    Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)))
-}
-
 /// numpy's `multiarray` module, where rust-numpy keeps its table.
 fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     let version: String = py.import("numpy")?.getattr("__version__")?.extract()?;
@@ -568,95 +548,6 @@ unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
             // SAFETY: a strong reference `coordinate` (or `inherit`) took, to an object of the
             // main interpreter.
             unsafe { release_owned(array, MAIN_INTERPRETER) };
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// numpy's array struct, as both tables read it.
-
-/// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same
-/// in numpy 1 and 2).
-#[repr(C)]
-struct ArrayFields {
-    ob_base: ffi::PyObject,
-    data: *mut c_char,
-    nd: c_int,
-    dimensions: *mut isize,
-    strides: *mut isize,
-    base: *mut ffi::PyObject,
-    descr: *mut ffi::PyObject,
-    flags: c_int,
-}
-
-/// numpy's `NPY_ARRAY_C_CONTIGUOUS` flag.
-const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
-/// numpy's `NPY_ARRAY_F_CONTIGUOUS` flag.
-const NPY_ARRAY_F_CONTIGUOUS: c_int = 0x0002;
-/// numpy's `NPY_ARRAY_WRITEABLE` flag.
-const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
-/// numpy's `NPY_ARRAY_WRITEBACKIFCOPY` flag (a private copy written back to its base).
-const NPY_ARRAY_WRITEBACKIFCOPY: c_int = 0x2000;
-
-/// Whether `tensor` (an import of the numpy array whose fields are `own`) views exactly the
-/// array's own elements: the same first element, shape, and strides along every dimension
-/// longer than 1 (numpy's export may normalise the others).
-fn exports_itself(own: &ArrayFields, tensor: &crate::safe::AnyManaged) -> bool {
-    let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
-    let Ok(nd) = usize::try_from(own.nd) else {
-        return false;
-    };
-    if own.data.cast::<c_void>() != tensor.data_ptr() || nd != tensor.ndim() {
-        return false;
-    }
-    if nd == 0 {
-        return true;
-    }
-    // SAFETY: numpy's dimensions and strides hold `nd` values each (a live array's fields).
-    let (dims, strides) = unsafe {
-        (
-            core::slice::from_raw_parts(own.dimensions, nd),
-            core::slice::from_raw_parts(own.strides, nd),
-        )
-    };
-    let ours = tensor.strides();
-    tensor
-        .shape()
-        .iter()
-        .zip(ours.iter())
-        .zip(dims.iter().zip(strides))
-        .all(|((&extent, &stride), (&d, &s))| {
-            extent as isize == d && (d <= 1 || (stride as isize).wrapping_mul(itemsize) == s)
-        })
-}
-
-/// The base object of `array` (following `base` through numpy arrays, as rust-numpy does), or
-/// `None` before numpy's `ndarray` type is known.
-///
-/// # Safety
-///
-/// Attached, and `array` is a live numpy array.
-unsafe fn base_of(array: *mut ffi::PyObject) -> Option<usize> {
-    let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
-    if ndarray.is_null() {
-        return None;
-    }
-    let mut a = array;
-    loop {
-        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
-        let fields = unsafe { &*a.cast::<ArrayFields>() };
-        // A WRITEBACKIFCOPY array holds a private copy of its base's data, and numpy drops that
-        // base when it resolves the copy (`nditer.close()`): it is its own base, before and
-        // after, so that a key taken at import still meets the keys taken later.
-        if fields.base.is_null() || fields.flags & NPY_ARRAY_WRITEBACKIFCOPY != 0 {
-            return Some(a as usize);
-        }
-        let b = fields.base;
-        // SAFETY: `b` is a live object (an array's base is a strong reference); attached.
-        if unsafe { cpython::type_check(b, ndarray) } {
-            a = b;
-        } else {
-            return Some(b as usize);
         }
     }
 }

@@ -15,8 +15,9 @@ use std::sync::Mutex;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::{
-    cpython, ArrayFields, Shared, NDARRAY, NPY_ARRAY_WRITEABLE, NPY_ARRAY_WRITEBACKIFCOPY,
+use super::{cpython, Shared};
+use crate::pyo3_glue::numpy_array::{
+    ArrayFields, NDARRAY, NPY_ARRAY_WRITEABLE, NPY_ARRAY_WRITEBACKIFCOPY,
 };
 use crate::safe::overlap::Span;
 

@@ -11,9 +11,9 @@ use core::ptr::NonNull;
 
 use pyo3::exceptions::{PyBufferError, PyValueError};
 
+use super::class_export::{export_dlpack_device, export_object_capsule};
 use super::errors::{dtype_name, tuple_of};
 use super::exchange_export::{guarded, instance, table, StaticApi};
-use super::export::{export_dlpack_device, export_object_capsule};
 use super::import::PyTensor;
 use super::protocol::DLPackArgs;
 use crate::ffi::{

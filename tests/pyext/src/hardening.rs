@@ -388,25 +388,24 @@ fn drop_capsule_with_exception_set(
     }))
 }
 
-/// A counted Rust tensor of `data` (float32, one dimension) handed to the framework of type
-/// `ty` through `to_framework` (its exchange table, else `fallback`). Returns the framework's
-/// tensor and the address of the Rust data.
+/// A counted Rust tensor of `data` (float32, one dimension) returned as a tensor of the
+/// framework of type `ty` (`Returned<Framework>`: its exchange table, its `from_dlpack`, or a
+/// `dlpack_rs.Tensor`). Returns the framework's tensor and the address of the Rust data.
 #[pyfunction]
-#[pyo3(signature = (ty, data, fallback=None, read_only=false))]
+#[pyo3(signature = (ty, data, read_only=false))]
 fn hand_to<'py>(
     ty: &Bound<'py, pyo3::types::PyType>,
     data: &[u8],
-    fallback: Option<Bound<'py, PyAny>>,
     read_only: bool,
 ) -> PyResult<(Bound<'py, PyAny>, usize)> {
+    use dlpack_rs::pyo3_glue::{Framework, Returned};
+    let py = ty.py();
     let len = (data.len() / 4) as i64;
     let t = crate::new_rust_tensor(data, "float32", vec![len], None, 0, read_only, (1, 0))?;
     let tensor = dlpack_rs::IntoDLPack::into_managed_tensor_versioned(t)?;
     let ptr = tensor.data_ptr() as usize;
-    Ok((
-        dlpack_rs::pyo3_glue::to_framework(ty, tensor, fallback.as_ref())?,
-        ptr,
-    ))
+    let returned = Returned::like(py, &Framework::of_type(ty), tensor);
+    Ok((returned.into_pyobject(py)?, ptr))
 }
 
 /// Imports `t` and returns its element count: the lightest import, for instruction counts.

@@ -5,7 +5,9 @@
 
 use crate::Imported;
 use dlpack_rs::ffi::{DLDataType, DLDataTypeCode as C};
-use dlpack_rs::pyo3_glue::{dtype_name, CContig, DLPackTensor, Ndim, TensorView, ANY};
+use dlpack_rs::pyo3_glue::{
+    dtype_name, CContig, DLPackTensor, Framework, Ndim, Returned, TensorView, ANY,
+};
 use dlpack_rs::safe::{AlignedBuffer, Export, PackedExport, Packing};
 use float8::{F8E4M3, F8E5M2};
 use pyo3::exceptions::PyValueError;
@@ -165,14 +167,10 @@ fn lp_copy_bytes<'py>(py: Python<'py>, obj: Imported) -> PyResult<Bound<'py, PyB
     Ok(PyBytes::new(py, obj.as_packed()?.bytes()))
 }
 
-/// A float8_e4m3fn tensor of `values` handed to `ty` through `to_framework` with `fallback`
+/// A float8_e4m3fn tensor of `values` returned as a tensor of the framework of type `ty`
 /// (for the numpy hint).
 #[pyfunction]
-fn lp_hand_to<'py>(
-    ty: &Bound<'py, PyType>,
-    values: Vec<f32>,
-    fallback: Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
+fn lp_hand_to(ty: &Bound<'_, PyType>, values: Vec<f32>) -> PyResult<Returned<Framework>> {
     let t = Export::new(
         values
             .iter()
@@ -180,7 +178,7 @@ fn lp_hand_to<'py>(
             .collect::<Vec<_>>(),
     )
     .versioned()?;
-    dlpack_rs::pyo3_glue::to_framework(ty, t, Some(&fallback))
+    Ok(Returned::like(ty.py(), &Framework::of_type(ty), t))
 }
 
 /// Adds this file's functions to the module.

@@ -30,14 +30,15 @@ fn tv_sum2(x: TensorView<f32, Ndim<2>>) -> f64 {
 /// The per-pixel mean of an RGB float32 image (`(*, *, 3)`, any layout), as a new array of
 /// the caller's framework.
 #[pyfunction]
-fn tv_gray<'py>(
-    py: Python<'py>,
+fn tv_gray(
+    py: Python<'_>,
     image: TensorView<f32, Shape3<ANY, ANY, 3>>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> PyResult<Returned<Framework>> {
     let out: Array2<f32> = image
         .view()
         .map_axis(Axis(2), |px| px.iter().sum::<f32>() / 3.0);
-    image.framework().wrap(py, out)
+    let tensor = dlpack_rs::IntoDLPack::into_managed_tensor_versioned(out)?;
+    Ok(Returned::like(py, image.framework(), tensor))
 }
 
 /// The sum of a `(2, *)` int64 tensor.
@@ -113,9 +114,10 @@ fn tv_which(x: AnyOf2<i32, f64>) -> &'static str {
 
 /// `x * 2` as a new tensor of the caller's framework (contiguous float64 argument).
 #[pyfunction]
-fn tr_doubled<'py>(py: Python<'py>, x: TensorView<f64>) -> PyResult<Bound<'py, PyAny>> {
+fn tr_doubled(py: Python<'_>, x: TensorView<f64>) -> PyResult<Returned<Framework>> {
     let out = x.view().mapv(|v| v * 2.0);
-    x.framework().wrap(py, out)
+    let tensor = dlpack_rs::IntoDLPack::into_managed_tensor_versioned(out)?;
+    Ok(Returned::like(py, x.framework(), tensor))
 }
 
 /// `x + 1` (float64, any layout) as the framework the signature names: `to` picks one of the
