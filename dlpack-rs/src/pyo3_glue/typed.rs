@@ -279,7 +279,7 @@ impl<T> Held<T> {
 ///
 /// - Every argument: [`shape`](Self::shape), [`strides`](Self::strides), [`dtype`](Self::dtype),
 ///   [`device`](Self::device), [`data_ptr`](Self::data_ptr) and [`framework`](Self::framework),
-///   to hand a result back as the caller's kind of array ([`Framework::wrap`]).
+///   to hand a result back as the caller's kind of array ([`Returned::like`](super::Returned::like)).
 /// - On the CPU ([`Cpu`]): elements by index ([`get`](Self::get)), the elements as a slice when
 ///   they are C-contiguous ([`as_slice`](Self::as_slice)), and with feature `ndarray` an
 ///   [`ndarray::ArrayView`] of the exact layout ([`view`](Self::view)). A [`CContig`] argument
