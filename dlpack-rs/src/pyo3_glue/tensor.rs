@@ -92,12 +92,6 @@ impl DLPackTensor {
     }
 }
 
-impl From<ManagedTensorVersioned> for DLPackTensor {
-    fn from(tensor: ManagedTensorVersioned) -> Self {
-        Self::new(tensor)
-    }
-}
-
 impl From<ManagedTensor> for DLPackTensor {
     fn from(tensor: ManagedTensor) -> Self {
         DLPackTensor {
