@@ -108,11 +108,20 @@ pub mod ffi;
 pub mod safe;
 
 mod into_dlpack;
-/// `#[dlpack_rs::pymethods]` (features `derive` and `pyo3`): see the macro's documentation.
+// The examples need features `pyo3` and `ndarray` (docs.rs and `--all-features` have them).
+#[cfg_attr(feature = "pyo3", doc = include_str!("docs/pymethods.md"))]
+#[cfg_attr(
+    not(feature = "pyo3"),
+    doc = "`#[dlpack_rs::pymethods]`: pyo3's `#[pymethods]` plus the DLPack protocol (features `derive` and `pyo3`)."
+)]
 #[cfg(feature = "derive")]
 #[cfg_attr(docsrs, doc(cfg(all(feature = "derive", feature = "pyo3"))))]
 pub use dlpack_rs_derive::pymethods;
-/// `#[derive(IntoDLPack)]` (feature `derive`): see the macro's documentation.
+#[cfg_attr(all(feature = "pyo3", feature = "ndarray"), doc = include_str!("docs/derive.md"))]
+#[cfg_attr(
+    not(all(feature = "pyo3", feature = "ndarray")),
+    doc = "`#[derive(IntoDLPack)]` (feature `derive`): documented with its examples in a build with features `pyo3` and `ndarray`, as on docs.rs."
+)]
 #[cfg(feature = "derive")]
 #[cfg_attr(docsrs, doc(cfg(feature = "derive")))]
 pub use dlpack_rs_derive::IntoDLPack;

@@ -35,7 +35,7 @@ use crate::safe::AnyManaged;
 ///     // Any object with `__dlpack__` works: numpy arrays, torch tensors, jax arrays, ...
 ///     // Here, one of ours.
 ///     let t = dlpack_rs::safe::Export::new(vec![1i32, 2, 3, 4, 5, 6]).shape(&[2, 3]).versioned()?;
-///     let obj = Bound::new(py, dlpack_rs::pyo3_glue::DLPackTensor::from(t))?.into_any();
+///     let obj = Bound::new(py, dlpack_rs::pyo3_glue::DLPackTensor::new(t))?.into_any();
 ///
 ///     let tensor = PyTensor::from_pyany(py, &obj)?;
 ///     assert_eq!(tensor.shape(), &[2, 3]);
@@ -78,7 +78,7 @@ impl DerefMut for PyTensor {
 /// Python::initialize();
 /// Python::attach(|py| -> PyResult<()> {
 ///     let t = dlpack_rs::safe::Export::new(vec![1.0f64, 2.0]).versioned()?;
-///     let obj = Bound::new(py, dlpack_rs::pyo3_glue::DLPackTensor::from(t))?.into_any();
+///     let obj = Bound::new(py, dlpack_rs::pyo3_glue::DLPackTensor::new(t))?.into_any();
 ///     let copy = ImportOptions::new().device(cpu_device()).copy(true).import(&obj)?;
 ///     assert!(copy.is_copied());
 ///     Ok(())
