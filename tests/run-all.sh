@@ -208,9 +208,9 @@ step_warnings() {
   # Users build this crate under the feature sets README documents; clippy sees only all of them
   # at once, where a warning of one set (an import only another feature uses) hides. Every
   # feature alone, and each with pyo3 (the Python users' base), must build without a warning.
-  local features=(std pyo3 half float8 num-complex derive ndarray abi3 cudarc)
+  local features=(std pyo3 half float8 num-complex derive ndarray image inspect abi3 cudarc)
   local sets=("" "${features[@]}") f out bad=0
-  for f in half float8 num-complex derive ndarray cudarc; do sets+=("pyo3,$f"); done
+  for f in half float8 num-complex derive ndarray image cudarc; do sets+=("pyo3,$f"); done
   sets+=("pyo3,derive,ndarray")
   for f in "${sets[@]}"; do
     out=$(cargo check -q -p dlpack-rs --lib --no-default-features --features "$f" \
@@ -375,8 +375,8 @@ m = json.load(sys.stdin)
 ours = {"dlpack-rs", "dlpack-rs-derive"}
 nodes = {n["id"]: n for n in m["resolve"]["nodes"]}
 pkgs = {p["id"]: p for p in m["packages"]}
-# Feature cudarc has a Rust version of its own (README: Rust version), checked apart.
-own_msrv = {"cudarc": (1, 88)}
+# Features cudarc and image have a Rust version of their own (README: Rust version), checked apart.
+own_msrv = {"cudarc": (1, 88), "image": (1, 88)}
 def closure(roots, stop):
     """The normal (non-dev) dependency closure of `roots`, not entering packages in `stop`."""
     todo, seen = list(roots), set()
@@ -421,7 +421,7 @@ step_free-threaded() {
   # (Py_GIL_DISABLED), so that the pyo3 layer keeps compiling for it.
   PYO3_CONFIG_FILE="$PWD/tests/free-threaded/pyo3-config-3.14t.txt" \
     cargo check -p dlpack-rs -p dlpack-testext -p image-demo --all-targets \
-    --features dlpack-rs/pyo3,dlpack-rs/derive,dlpack-rs/ndarray,dlpack-rs/half,dlpack-rs/float8,dlpack-rs/num-complex \
+    --features dlpack-rs/pyo3,dlpack-rs/derive,dlpack-rs/ndarray,dlpack-rs/image,dlpack-rs/half,dlpack-rs/float8,dlpack-rs/num-complex \
     --target-dir target/free-threaded
 }
 
@@ -475,7 +475,7 @@ step_asan() {
   local host
   host=$(rustc -vV | sed -n 's/^host: //p')
   LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" RUSTFLAGS="-Zsanitizer=address" \
-    cargo +nightly test -p dlpack-rs --features std,half,float8,num-complex,ndarray \
+    cargo +nightly test -p dlpack-rs --features std,half,float8,num-complex,ndarray,image \
     --target "$host" --target-dir target/asan --lib --tests
 }
 

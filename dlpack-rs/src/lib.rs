@@ -69,6 +69,8 @@
 //! | `float8` | no | `float8::F8E4M3` (`float8_e4m3fn`) and `float8::F8E5M2` (`float8_e5m2`) as [`safe::Element`]s (`no_std`) |
 //! | `num-complex` | no | `Complex32` and `Complex64` as [`safe::Element`]s |
 //! | `ndarray` | no | `as_array` / `as_array_mut` views, `Array` / `ArcArray` export and `Buffer` |
+//! | `image` | no | `image` 0.25: `ImageBuffer` export as `(H, W, C)` and `TensorView::as_image` views (implies `std`) |
+//! | `inspect` | no | pyo3's `experimental-inspect`, for generated type stubs (implies `pyo3`) |
 //! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import as cudarc views, stream ordering (implies `std`) |
 //! | `abi3` | no | builds the pyo3 glue against CPython's stable ABI (Python >= 3.9, one wheel) |
 //!
@@ -166,6 +168,9 @@ pub mod pyo3_glue;
 #[cfg_attr(docsrs, doc(cfg(feature = "cudarc")))]
 pub mod cuda;
 
+#[cfg(feature = "image")]
+mod image_interop;
+
 /// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
@@ -177,6 +182,14 @@ pub use pyo3;
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use ndarray;
+
+/// The image version this crate's exports and views use (feature `image`: image 0.25). An
+/// `ImageBuffer` whose subpixel is a [`safe::Element`] exports zero-copy as an `(height,
+/// width, channels)` tensor ([`IntoDLPack`], and [`safe::Buffer`] for a `#[dlpack(data)]`
+/// field); `TensorView::as_image` views a typed argument as an `ImageBuffer` (feature `pyo3`).
+#[cfg(feature = "image")]
+#[cfg_attr(docsrs, doc(cfg(feature = "image")))]
+pub use image;
 
 /// The README's Rust examples, compiled and run as doctests (they use the pyo3 glue and the
 /// derive, so they are checked with `--all-features`).

@@ -568,6 +568,13 @@ def test_returned_falls_back_to_from_dlpack_then_to_a_dlpack_rs_tensor(no_leaks)
     t, ptr = ext.hand_to(Unknown, payload)
     assert type(t).__name__ == "Tensor" and type(t).__module__ == "dlpack_rs"
     assert np.from_dlpack(t).ctypes.data == ptr
+    # Read-only data goes out the same way, and stays read-only: no table or from_dlpack that
+    # might ignore the flag is involved.
+    t, ptr = ext.hand_to(Unknown, payload, True)
+    assert type(t).__name__ == "Tensor" and t.read_only
+    if NUMPY_VERSIONED:
+        a = np.from_dlpack(t)
+        assert a.ctypes.data == ptr and not a.flags.writeable
 
 
 @needs_torch

@@ -430,6 +430,16 @@ def test_returned_like_the_caller():
     assert type(ext.ret_plus_one(torch.arange(2.0, dtype=torch.float64), "caller")) is torch.Tensor
 
 
+def test_both_result_doors_look_from_dlpack_up_at_each_call(monkeypatch):
+    # `Returned<Numpy>` and `Returned<Framework>` for a numpy caller take the same route: the
+    # package's `from_dlpack` as it is now, not as it was at the first call.
+    x = np.arange(3.0)
+    assert type(ext.ret_plus_one(x, "numpy")) is np.ndarray
+    monkeypatch.setattr(np, "from_dlpack", lambda t: ("patched", type(t).__name__))
+    assert ext.ret_plus_one(x, "numpy") == ("patched", "Tensor")
+    assert ext.ret_plus_one(x, "caller") == ("patched", "Tensor")
+
+
 @needs_numpy_versioned
 def test_writable_dtype_set_dispatches_and_writes_in_place():
     img = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)

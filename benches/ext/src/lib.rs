@@ -195,7 +195,11 @@ fn numel_typed(t: TensorView<f32, Ndim<ANY>, CContig>) -> usize {
 
 /// Three typed arguments in one call.
 #[pyfunction]
-fn numel3_typed(a: TensorView<f32, Ndim<ANY>, CContig>, b: TensorView<f32, Ndim<ANY>, CContig>, c: TensorView<f32, Ndim<ANY>, CContig>) -> usize {
+fn numel3_typed(
+    a: TensorView<f32, Ndim<ANY>, CContig>,
+    b: TensorView<f32, Ndim<ANY>, CContig>,
+    c: TensorView<f32, Ndim<ANY>, CContig>,
+) -> usize {
     a.len() + b.len() + c.len()
 }
 
@@ -207,7 +211,9 @@ fn nop(_obj: &Bound<'_, PyAny>) {}
 /// A new 1-element Rust tensor returned to torch (`Returned<Torch>`: torch's exchange table),
 /// against `torch.from_dlpack(derived)`.
 #[pyfunction]
-fn to_torch_ours(n: usize) -> PyResult<dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>> {
+fn to_torch_ours(
+    n: usize,
+) -> PyResult<dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>> {
     let t = dlpack_rs::safe::Export::new(vec![1.0f32; n]).versioned()?;
     Ok(dlpack_rs::pyo3_glue::Returned::new(t))
 }

@@ -12,24 +12,36 @@ use super::DLPackTensor;
 use crate::ffi::DLDeviceType;
 use crate::safe::ManagedTensorVersioned;
 
-/// Turns `tensor` into a tensor of the framework whose tensor type is `ty`, zero-copy: through
-/// `ty`'s own exchange table where it has one that makes tensors (the framework takes ownership
-/// and calls the deleter when it lets go), else `fallback(dlpack_rs.Tensor)` (a `from_dlpack`),
-/// else a `dlpack_rs.Tensor`, which every DLPack consumer takes.
+/// Hands `tensor` to the framework whose tensor type is `ty`, zero-copy: through `ty`'s
+/// exchange table where it has one that makes tensors (the result is an object of the type that
+/// defined the table; the framework takes ownership and calls the deleter when it lets go), else
+/// through the `from_dlpack` of `ty`'s top-level package (`jax.numpy`'s for jax) when it has one,
+/// called with a `dlpack_rs.Tensor`, else as that `dlpack_rs.Tensor`, which every DLPack consumer
+/// takes (and which carries `READ_ONLY`).
 ///
 /// A tensor a framework cannot be expected to represent (lanes other than 1, sub-byte elements,
 /// a device other than the CPU, CUDA or ROCm) skips the table, since a table that refuses a
 /// tensor owns it all the same (dlpack.h: ownership is stolen) and may leak it. A read-only
-/// tensor is refused with `BufferError`: torch's table ignores `READ_ONLY`. No stream
-/// synchronisation is done (the `_no_sync` of the table).
+/// tensor is refused with `BufferError` when it would go to a table or a `from_dlpack`: torch's
+/// table ignores `READ_ONLY`, and a framework that imports through its own `from_dlpack` may
+/// too. No stream synchronisation is done (the `_no_sync` of the table).
 fn hand_to_type<'py>(
     ty: &Bound<'py, PyType>,
     tensor: ManagedTensorVersioned,
-    fallback: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = ty.py();
     super::shared_registry::join(py)?;
-    if tensor.is_read_only() {
+    let representable = tensor.dtype().lanes == 1
+        && crate::safe::element_bits(tensor.dtype()) % 8 == 0
+        && [DLDeviceType::CPU, DLDeviceType::CUDA, DLDeviceType::ROCM]
+            .contains(&tensor.device().device_type);
+    let table = type_table(ty).and_then(|api| api.managed_tensor_to_py_object_no_sync);
+    let to_py = table.filter(|_| representable);
+    let from_dlpack = match to_py {
+        Some(_) => None,
+        None => importer(ty)?,
+    };
+    if tensor.is_read_only() && (to_py.is_some() || from_dlpack.is_some()) {
         // torch's table ignores READ_ONLY: the framework would write memory that must not be
         // written (a Rust owner's shared data, bool bytes Rust reads back).
         return Err(PyBufferError::new_err(
@@ -37,12 +49,7 @@ fn hand_to_type<'py>(
              honour the flag; hand over a copy (`tensor.copy()`)",
         ));
     }
-    let representable = tensor.dtype().lanes == 1
-        && crate::safe::element_bits(tensor.dtype()) % 8 == 0
-        && [DLDeviceType::CPU, DLDeviceType::CUDA, DLDeviceType::ROCM]
-            .contains(&tensor.device().device_type);
-    let table = type_table(ty).and_then(|api| api.managed_tensor_to_py_object_no_sync);
-    if let Some(to_py) = table.filter(|_| representable) {
+    if let Some(to_py) = to_py {
         let raw = tensor.into_raw();
         let mut out: *mut core::ffi::c_void = core::ptr::null_mut();
         // SAFETY: `to_py` comes from the static table of `ty` itself, found in its own MRO as the
@@ -65,15 +72,43 @@ fn hand_to_type<'py>(
         // SAFETY: on success the table hands back a new (owned) reference to a Python object.
         return Ok(unsafe { Bound::from_owned_ptr(py, out.cast()) });
     }
-    match fallback {
+    match from_dlpack {
         Some(from_dlpack) => {
             let dtype = tensor.dtype();
             from_dlpack
                 .call1((DLPackTensor::new(tensor),))
-                .map_err(|err| numpy_dtype_hint(from_dlpack, dtype, err))
+                .map_err(|err| numpy_dtype_hint(&from_dlpack, dtype, err))
         }
         None => Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any()),
     }
+}
+
+/// The `from_dlpack` of the package `ty` comes from (`numpy.from_dlpack`, `torch.from_dlpack`,
+/// `jax.numpy.from_dlpack` for jax, `cupy.from_dlpack`, ...), looked up at each call, or `None`
+/// when that package has none. Only numpy, torch and jax are imported here (their packages are
+/// loaded already wherever one of their types lives); any other package is taken from
+/// `sys.modules` or not at all, so that no module is imported on a type's word.
+fn importer<'py>(ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = ty.py();
+    let module: String = ty
+        .getattr(pyo3::intern!(py, "__module__"))
+        .and_then(|m| m.extract())
+        .unwrap_or_default();
+    let package = match module.split('.').next().unwrap_or_default() {
+        "numpy" => py.import("numpy")?.into_any(),
+        "torch" => py.import("torch")?.into_any(),
+        "jax" | "jaxlib" => py.import("jax.numpy")?.into_any(),
+        "" | "builtins" => return Ok(None),
+        other => match py
+            .import("sys")?
+            .getattr(pyo3::intern!(py, "modules"))?
+            .get_item(other)
+        {
+            Ok(package) => package,
+            Err(_) => return Ok(None),
+        },
+    };
+    Ok(package.getattr(pyo3::intern!(py, "from_dlpack")).ok())
 }
 
 /// numpy 2.4 refuses every dtype but int, uint, float, complex and bool over DLPack (bfloat16,
@@ -109,10 +144,12 @@ fn numpy_dtype_hint(
 /// array with [`Returned::like`]: numpy for a numpy caller, torch for torch, jax for jax.
 ///
 /// [`TensorView::framework`](super::TensorView::framework) captures it at extraction;
-/// [`Framework::of`] captures it from any object, [`Framework::of_type`] from a tensor type (any
+/// [`Framework::of`] captures it from any object, [`Framework::of_type`] from a tensor type. A
 /// type whose DLPack 1.3 `__dlpack_c_exchange_api__` has `managed_tensor_to_py_object_no_sync`
-/// gets its tensors through that table). It holds a strong reference to the type (released as
-/// a [`PyKeepalive`](super::PyKeepalive) is, from any thread).
+/// gets results through that table (as objects of the type that defined the table: a torch
+/// subclass gets a `torch.Tensor`); another type through its package's `from_dlpack` (cupy's,
+/// say), else as a `dlpack_rs.Tensor`. It holds a strong reference to the type (released as a
+/// [`PyKeepalive`](super::PyKeepalive) is, from any thread).
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{CContig, Framework, Ndim, Returned, TensorView, ANY};
@@ -170,10 +207,14 @@ impl core::fmt::Debug for Framework {
 /// [`Jax`]) or the one an argument came from (a [`Framework`]).
 pub trait ReturnTo {
     /// Hands `tensor` over: a torch tensor for torch (through torch's exchange table), a numpy
-    /// array for numpy (`numpy.from_dlpack`), a jax array for jax (`jax.numpy.from_dlpack`), a
-    /// tensor of any other type whose exchange table makes tensors; for anything else a
+    /// array for numpy (`numpy.from_dlpack`), a jax array for jax (`jax.numpy.from_dlpack`), an
+    /// object of the type that defined the exchange table of any other type with one that makes
+    /// tensors, else whatever the type's package's `from_dlpack` makes; where there is neither
+    /// (or a table cannot take the tensor and the package has no `from_dlpack`) a
     /// `dlpack_rs.Tensor` ([`DLPackTensor`]), which every DLPack consumer takes. A read-only
-    /// tensor is refused with `BufferError` (a framework's table need not honour `READ_ONLY`).
+    /// tensor is refused with `BufferError` on its way to a table or a `from_dlpack` (neither
+    /// need honour `READ_ONLY`); a `dlpack_rs.Tensor` keeps it read-only. `from_dlpack` is looked
+    /// up at each call.
     fn hand_over<'py>(
         &self,
         py: Python<'py>,
@@ -194,30 +235,12 @@ impl ReturnTo for Framework {
         else {
             return Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any());
         };
-        let module: String = ty
-            .getattr(pyo3::intern!(py, "__module__"))
-            .and_then(|m| m.extract())
-            .unwrap_or_default();
-        let importer = match module.split('.').next().unwrap_or_default() {
-            "numpy" => Some("numpy"),
-            "torch" => Some("torch"),
-            "jax" | "jaxlib" => Some("jax.numpy"),
-            _ => None,
-        };
-        match importer {
-            Some(module) => {
-                let from_dlpack = py
-                    .import(module)?
-                    .getattr(pyo3::intern!(py, "from_dlpack"))?;
-                hand_to_type(&ty, tensor, Some(&from_dlpack))
-            }
-            None => hand_to_type(&ty, tensor, None),
-        }
+        hand_to_type(&ty, tensor)
     }
 }
 
 macro_rules! fixed_frameworks {
-    ($($(#[$doc:meta])* $name:ident => $module:literal . $attr:literal, $importer:literal;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident => $module:literal . $attr:literal;)*) => {$(
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default)]
         pub struct $name;
@@ -229,11 +252,7 @@ macro_rules! fixed_frameworks {
                 tensor: ManagedTensorVersioned,
             ) -> PyResult<Bound<'py, PyAny>> {
                 static TYPE: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
-                static FROM_DLPACK: pyo3::sync::PyOnceLock<Py<PyAny>> =
-                    pyo3::sync::PyOnceLock::new();
-                let ty = TYPE.import(py, $module, $attr)?;
-                let from_dlpack = FROM_DLPACK.import(py, $importer, "from_dlpack")?;
-                hand_to_type(ty, tensor, Some(from_dlpack))
+                hand_to_type(TYPE.import(py, $module, $attr)?, tensor)
             }
         }
     )*};
@@ -241,12 +260,12 @@ macro_rules! fixed_frameworks {
 
 fixed_frameworks! {
     /// numpy: a returned tensor becomes a `numpy.ndarray` (`numpy.from_dlpack`).
-    Numpy => "numpy"."ndarray", "numpy";
+    Numpy => "numpy"."ndarray";
     /// torch: a returned tensor becomes a `torch.Tensor` (torch's exchange table, no capsule).
-    Torch => "torch"."Tensor", "torch";
+    Torch => "torch"."Tensor";
     /// jax: a returned tensor becomes a `jax.Array` (`jax.numpy.from_dlpack`; zero-copy for
     /// 64-byte aligned data, as `Export` and `AlignedBuffer` make).
-    Jax => "jax"."Array", "jax.numpy";
+    Jax => "jax"."Array";
 }
 
 /// A tensor a `#[pyfunction]` returns, handed to the framework its type names, zero-copy: the

@@ -77,6 +77,8 @@ mod exchange_export;
 mod exchange_import;
 mod exchange_lookup;
 mod framework;
+#[cfg(feature = "image")]
+mod image_view;
 mod import;
 mod keepalive;
 mod numpy_array;

@@ -18,7 +18,7 @@ pub(super) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 /// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
 pub(super) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
 /// `sys.modules`, where numpy is looked for.
-pub(super) static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 
 /// numpy's `ndarray` type, once numpy has been imported by someone (never imports it itself).
 pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
@@ -43,7 +43,7 @@ pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>
 /// in numpy 1 and 2).
 #[repr(C)]
 pub(super) struct ArrayFields {
-    pub(super) ob_base: ffi::PyObject,
+    ob_base: ffi::PyObject,
     pub(super) data: *mut c_char,
     pub(super) nd: c_int,
     pub(super) dimensions: *mut isize,
@@ -65,7 +65,12 @@ pub(super) const NPY_ARRAY_WRITEBACKIFCOPY: c_int = 0x2000;
 /// Whether `tensor` (an import of the numpy array whose fields are `own`) views exactly the
 /// array's own elements: the same first element, shape, and strides along every dimension
 /// longer than 1 (numpy's export may normalise the others).
-pub(super) fn exports_itself(own: &ArrayFields, tensor: &crate::safe::AnyManaged) -> bool {
+///
+/// # Safety
+///
+/// `own` is the struct of a live numpy array (its `dimensions` and `strides` point at `nd`
+/// values each), read attached.
+pub(super) unsafe fn exports_itself(own: &ArrayFields, tensor: &crate::safe::AnyManaged) -> bool {
     let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
     let Ok(nd) = usize::try_from(own.nd) else {
         return false;
@@ -76,7 +81,8 @@ pub(super) fn exports_itself(own: &ArrayFields, tensor: &crate::safe::AnyManaged
     if nd == 0 {
         return true;
     }
-    // SAFETY: numpy's dimensions and strides hold `nd` values each (a live array's fields).
+    // SAFETY: the caller's contract: a live array's dimensions and strides hold `nd` values
+    // each.
     let (dims, strides) = unsafe {
         (
             core::slice::from_raw_parts(own.dimensions, nd),

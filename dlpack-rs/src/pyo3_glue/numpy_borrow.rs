@@ -193,7 +193,8 @@ pub(crate) fn coordinate(
     }
     // SAFETY: attached, and `obj` is a live numpy array (checked above).
     let own = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
-    if !exports_itself(own, tensor) {
+    // SAFETY: `own` is the struct of the live numpy array `obj`; attached.
+    if !unsafe { exports_itself(own, tensor) } {
         // A subclass whose `__dlpack__` hands over other memory (or another layout) than the
         // array's own: rust-numpy's borrows of `obj` say nothing about it. Like any other
         // foreign owner of numpy memory, it is not coordinated (README: outside the model).

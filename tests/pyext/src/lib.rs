@@ -9,6 +9,7 @@ mod derived;
 mod exchange;
 mod hardening;
 mod heap;
+mod images;
 mod low_precision;
 mod ndarray_funcs;
 mod readers;
@@ -610,6 +611,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     derived::register_derived(m)?;
     shapes::register(m)?;
     heap::register(m)?;
+    images::register(m)?;
     hardening::register(m)?;
     hardening::register_probes(m)?;
     hardening::register_views(m)?;
