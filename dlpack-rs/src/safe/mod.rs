@@ -66,6 +66,8 @@ pub mod ndarray;
 pub(crate) mod overlap;
 mod pack;
 mod packed;
+#[cfg(feature = "safetensors")]
+mod safetensors_file;
 mod shared_mut;
 /// The strided-layout engine of the views of any layout (the pyo3 arguments, ndarray views).
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // crate API for the layers above safe/
@@ -102,6 +104,9 @@ pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 #[allow(unused_imports)] // the export routes above this layer
 pub(crate) use pack::{pack_owned, pack_validated, PackAs};
 pub use packed::{PackedExport, PackedSlice, Packing};
+#[cfg(feature = "safetensors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
+pub use safetensors_file::{serialize_safetensors, SafeTensorsFile};
 pub use shared_mut::SharedMut;
 pub use tensor_info::TensorInfo;
 #[allow(unused_imports)]
