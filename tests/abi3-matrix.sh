@@ -4,7 +4,7 @@
 # example the same way (the suite checks that two extension modules share one borrow
 # registry), then for each interpreter pyenv has, makes a small venv (numpy and pytest only),
 # installs those single wheels and runs the interop suite's numpy part (tests/python: the
-# tests that need torch, jax, pyarrow or array-api-strict skip with "needs <peer>").
+# tests that need torch, jax, pyarrow, array-api-strict or safetensors skip with "needs <peer>").
 #
 # Every skip is checked: its reason must be "needs <peer>" for a peer that really does not
 # import in that venv, or "needs numpy >= 2.1" where numpy is older (2.0 under CPython 3.9);
@@ -106,12 +106,12 @@ for minor in "${versions[@]}"; do
     "$py" -m venv "$venv"
     "$venv/bin/python" -m pip install --progress-bar on numpy pytest
   fi
-  if [[ $minor == "$peers_on" ]] && ! "$venv/bin/python" -c 'import torch, jax, pyarrow, array_api_strict' 2>/dev/null; then
+  if [[ $minor == "$peers_on" ]] && ! "$venv/bin/python" -c 'import torch, jax, pyarrow, array_api_strict, safetensors' 2>/dev/null; then
     # The newest interpreter also gets every peer (pinned as for 3.11: the versions the
     # Compatibility table names), so the whole suite, not only its numpy part, runs there too.
-    echo "abi3-matrix: [$minor] installing torch, jax, pyarrow, array-api-strict (torch is several GB)"
+    echo "abi3-matrix: [$minor] installing torch, jax, pyarrow, array-api-strict, safetensors (torch is several GB)"
     "$venv/bin/python" -m pip install --progress-bar on -c tests/python/constraints.txt \
-      torch "jax[cpu]" pyarrow array-api-strict
+      torch "jax[cpu]" pyarrow array-api-strict safetensors
   fi
   "$venv/bin/python" -m pip install --quiet --no-deps --force-reinstall "$wheel" "$demo_wheel" "$twin_wheel"
   echo "abi3-matrix: [$minor] $("$venv/bin/python" -c 'import sys, numpy; print("CPython", sys.version.split()[0], "numpy", numpy.__version__)')"
@@ -148,7 +148,7 @@ import numpy
 
 minor, report = sys.argv[1:]
 missing = []
-for peer in ("torch", "jax", "pyarrow", "array_api_strict"):
+for peer in ("torch", "jax", "pyarrow", "array_api_strict", "safetensors"):
     try:
         importlib.import_module(peer)
     except ImportError:

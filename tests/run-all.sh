@@ -208,9 +208,9 @@ step_warnings() {
   # Users build this crate under the feature sets README documents; clippy sees only all of them
   # at once, where a warning of one set (an import only another feature uses) hides. Every
   # feature alone, and each with pyo3 (the Python users' base), must build without a warning.
-  local features=(std pyo3 half float8 num-complex derive ndarray image inspect abi3 cudarc)
+  local features=(std pyo3 half float8 num-complex derive ndarray image safetensors inspect abi3 cudarc)
   local sets=("" "${features[@]}") f out bad=0
-  for f in half float8 num-complex derive ndarray image cudarc; do sets+=("pyo3,$f"); done
+  for f in half float8 num-complex derive ndarray image safetensors cudarc; do sets+=("pyo3,$f"); done
   sets+=("pyo3,derive,ndarray")
   for f in "${sets[@]}"; do
     out=$(cargo check -q -p dlpack-rs --lib --no-default-features --features "$f" \
@@ -421,7 +421,7 @@ step_free-threaded() {
   # (Py_GIL_DISABLED), so that the pyo3 layer keeps compiling for it.
   PYO3_CONFIG_FILE="$PWD/tests/free-threaded/pyo3-config-3.14t.txt" \
     cargo check -p dlpack-rs -p dlpack-testext -p image-demo --all-targets \
-    --features dlpack-rs/pyo3,dlpack-rs/derive,dlpack-rs/ndarray,dlpack-rs/image,dlpack-rs/half,dlpack-rs/float8,dlpack-rs/num-complex \
+    --features dlpack-rs/pyo3,dlpack-rs/derive,dlpack-rs/ndarray,dlpack-rs/image,dlpack-rs/safetensors,dlpack-rs/half,dlpack-rs/float8,dlpack-rs/num-complex \
     --target-dir target/free-threaded
 }
 
@@ -475,7 +475,7 @@ step_asan() {
   local host
   host=$(rustc -vV | sed -n 's/^host: //p')
   LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" RUSTFLAGS="-Zsanitizer=address" \
-    cargo +nightly test -p dlpack-rs --features std,half,float8,num-complex,ndarray,image \
+    cargo +nightly test -p dlpack-rs --features std,half,float8,num-complex,ndarray,image,safetensors \
     --target "$host" --target-dir target/asan --lib --tests
 }
 
@@ -556,16 +556,16 @@ step_python() {
     rm -rf "$venv"
     "$PY" -m venv "$venv"
   fi
-  if "$venv/bin/python" -c 'import pytest, numpy, torch, jax, pyarrow, array_api_strict' 2>/dev/null \
+  if "$venv/bin/python" -c 'import pytest, numpy, torch, jax, pyarrow, array_api_strict, safetensors' 2>/dev/null \
     && [[ -x $venv/bin/maturin ]]; then
     echo "Python packages already installed in $venv"
   else
     echo "installing Python packages into $venv: maturin, pytest, numpy, torch, jax, pyarrow,"
-    echo "array-api-strict (pinned in tests/python/constraints.txt for CPython 3.11). torch is"
+    echo "array-api-strict, safetensors (pinned in tests/python/constraints.txt for CPython 3.11). torch is"
     echo "several GB with its CUDA libraries (about two minutes on a fast link)."
     "$venv/bin/python" -m pip install --quiet --upgrade pip
     "$venv/bin/python" -m pip install --progress-bar on -c tests/python/constraints.txt \
-      maturin pytest numpy torch "jax[cpu]" pyarrow array-api-strict
+      maturin pytest numpy torch "jax[cpu]" pyarrow array-api-strict safetensors
   fi
   "$venv/bin/python" -c 'import numpy, torch, jax, pyarrow, array_api_strict as s, sys
 print("CPython", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__,

@@ -70,6 +70,7 @@
 //! | `num-complex` | no | `Complex32` and `Complex64` as [`safe::Element`]s |
 //! | `ndarray` | no | `as_array` / `as_array_mut` views, `Array` / `ArcArray` export and `Buffer` |
 //! | `image` | no | `image` 0.25: `ImageBuffer` export as `(H, W, C)` and `TensorView::as_image` views (implies `std`) |
+//! | `safetensors` | no | `safe::SafeTensorsFile` (a file's tensors, read-only and zero-copy) and `safe::serialize_safetensors` (implies `std`) |
 //! | `inspect` | no | pyo3's `experimental-inspect`, for generated type stubs (implies `pyo3`) |
 //! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import as cudarc views, stream ordering (implies `std`) |
 //! | `abi3` | no | builds the pyo3 glue against CPython's stable ABI (Python >= 3.9, one wheel) |

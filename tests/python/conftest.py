@@ -43,8 +43,9 @@ if jax is not None:  # JAX truncates 64-bit types unless x64 is enabled; enable 
 jnp = optional_import("jax.numpy") if jax is not None else None
 pa = optional_import("pyarrow")
 xp = optional_import("array_api_strict")
+st = optional_import("safetensors")
 
-PEERS = {"torch": torch, "jax": jax, "pyarrow": pa, "array_api_strict": xp}
+PEERS = {"torch": torch, "jax": jax, "pyarrow": pa, "array_api_strict": xp, "safetensors": st}
 MISSING = [name for name, module in PEERS.items() if module is None]
 
 
@@ -62,6 +63,7 @@ needs_torch = needs("torch")
 needs_jax = needs("jax")
 needs_pyarrow = needs("pyarrow")
 needs_array_api_strict = needs("array_api_strict")
+needs_safetensors = needs("safetensors")
 # For a test whose subject numpy 2.0 cannot take part in at all (a writable import of numpy
 # memory, numpy reading a read-only export); where numpy 2.0 merely answers differently, the
 # test asserts its answer instead.

@@ -17,6 +17,7 @@ mod rust_numpy;
 mod shapes;
 mod shared_mut;
 mod streams;
+mod tensor_files;
 mod typed_args;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -620,6 +621,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     low_precision::register(m)?;
     exchange::register(m)?;
     streams::register(m)?;
+    tensor_files::register(m)?;
     readers::register(m)?;
     shared_mut::register(m)?;
     rust_numpy::register(m)?;
