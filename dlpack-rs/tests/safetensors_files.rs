@@ -142,3 +142,42 @@ fn malformed_files_are_invalid_data() {
         std::io::ErrorKind::NotFound
     );
 }
+
+#[test]
+fn repeated_and_reserved_names_are_refused_before_serializing() {
+    let t = Export::new(vec![1u8, 2]).versioned().unwrap();
+    // safetensors' own serializer panics on a repeated name.
+    let e = serialize_safetensors([("a", &t), ("a", &t)]).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("given twice"), "{e}");
+    // `__metadata__` is the header's metadata key: a file with such a tensor loads nowhere.
+    let e = serialize_safetensors([("__metadata__", &t)]).unwrap_err();
+    assert!(e.to_string().contains("reserved"), "{e}");
+}
+
+#[test]
+fn a_read_file_places_its_data_aligned_whatever_the_header_length() {
+    // A header of a length that is no multiple of 8 (the format allows it): in the file, the
+    // f32 starts at an odd offset.
+    let json = br#"{"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#;
+    assert_ne!((8 + json.len()) % 4, 0);
+    let mut bytes = (json.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(json);
+    bytes.extend_from_slice(&1.5f32.to_le_bytes());
+    bytes.extend_from_slice(&(-2.0f32).to_le_bytes());
+    let path = temp("odd-header", &bytes);
+    let read = SafeTensorsFile::read(&path).unwrap();
+    let t = read.tensor("t").unwrap().unwrap();
+    assert_eq!(t.data_ptr() as usize % 64, 0);
+    assert_eq!(&*t.as_slice::<f32>().unwrap(), &[1.5, -2.0]);
+    // Mapped, the tensor is where the file has it: typed views refuse the misaligned data.
+    // SAFETY: this test's own file, unchanged while mapped.
+    let mapped = unsafe { SafeTensorsFile::map(&path) }.unwrap();
+    let t = mapped.tensor("t").unwrap().unwrap();
+    assert!(matches!(
+        t.as_slice::<f32>(),
+        Err(dlpack_rs::safe::Error::Misaligned { .. })
+    ));
+    assert_eq!(t.nbytes(), 8);
+    std::fs::remove_file(path).unwrap();
+}

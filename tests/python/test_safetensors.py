@@ -93,10 +93,24 @@ def test_torch_tensors_serialize_and_come_back_zero_copy(tmp_path):
     assert torch.equal(back["x"], t["x"]) and torch.equal(back["y"], t["y"])
 
 
-def test_strided_tensors_and_bad_files_are_refused(tmp_path):
+@pytest.mark.parametrize("mapped", [False, True])
+def test_strided_tensors_reserved_names_and_bad_files_are_refused(tmp_path, mapped):
     with pytest.raises(ValueError, match="contiguous"):
         ext.st_serialize({"t": np.arange(6.0).reshape(2, 3).T})
+    with pytest.raises(ValueError, match="reserved for the header's metadata"):
+        ext.st_serialize({"__metadata__": np.zeros(2, np.uint8)})
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"\x40\x00\x00\x00\x00\x00\x00\x00" + b"{" * 64)
-    with pytest.raises(ValueError):
-        ext.st_open(str(bad))
+    with pytest.raises(ValueError, match="(?i)json"):
+        ext.st_open(str(bad), mapped)
+
+
+@needs_torch
+def test_a_consumer_that_ignores_read_only_never_reaches_the_mapped_file(numpy_file):
+    # torch does not honour READ_ONLY: its write lands on a private copy of the page (no fault,
+    # as a read-only mapping would give), and the file keeps its bytes.
+    before = numpy_file.read_bytes()
+    x = torch.from_dlpack(ext.st_open(str(numpy_file), True)["weight"])
+    x.add_(1)
+    assert x[0, 0].item() == 1.0
+    assert numpy_file.read_bytes() == before

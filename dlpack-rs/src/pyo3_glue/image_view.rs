@@ -11,7 +11,8 @@ use crate::image_interop::image_dims;
 impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
     /// The elements as an [`ImageBuffer`] of `P` pixels borrowing them, when the tensor is
     /// C-contiguous of shape `(height, width, channels)` with `P`'s channel count (or
-    /// `(height, width)` for a one-channel `P`), else `None`. `P`'s subpixel is the element
+    /// `(height, width)` for a one-channel `P`), with sides that fit in `u32`, else `None`.
+    /// `P`'s subpixel is the element
     /// type, so an `Rgb<u8>` image needs a `TensorView<u8, ..>`; `Shape3<ANY, ANY, 3>` checks
     /// the channels at extraction.
     ///

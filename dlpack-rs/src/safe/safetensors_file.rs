@@ -80,16 +80,17 @@ fn safetensors_dtype(dtype: DLDataType) -> Option<Dtype> {
     .find(|&d| dlpack_dtype(d) == Some(dtype))
 }
 
-/// The file's bytes: read into memory, or mapped.
+/// The file's bytes: read into memory (from `start` on: placed so that the data section starts
+/// 64-byte aligned), or mapped.
 enum Bytes {
-    Read(AlignedBuffer<u8>),
-    Mapped(memmap2::Mmap),
+    Read(AlignedBuffer<u8>, usize),
+    Mapped(memmap2::MmapMut),
 }
 
 impl Bytes {
     fn as_slice(&self) -> &[u8] {
         match self {
-            Bytes::Read(b) => b,
+            Bytes::Read(b, start) => &b[*start..],
             Bytes::Mapped(m) => m,
         }
     }
@@ -126,19 +127,37 @@ pub struct SafeTensorsFile {
 
 impl SafeTensorsFile {
     /// Reads the file at `path` into memory and parses its header: `InvalidData` for a file
-    /// that is not safetensors or describes a tensor out of its bytes.
+    /// that is not safetensors or describes a tensor out of its bytes. The data section is
+    /// placed 64-byte aligned whatever the header's length, so each tensor is as aligned as its
+    /// offset in the section.
     pub fn read(path: impl AsRef<Path>) -> io::Result<Self> {
         use std::io::Read;
         let mut file = std::fs::File::open(path)?;
-        let len = usize::try_from(file.metadata()?.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::OutOfMemory, "file too large"))?;
-        let mut buffer = AlignedBuffer::<u8>::zeroed(len).map_err(invalid)?;
-        file.read_exact(&mut buffer)?;
-        Self::parse(Bytes::Read(buffer))
+        let too_large = || io::Error::new(io::ErrorKind::OutOfMemory, "file too large");
+        let len = usize::try_from(file.metadata()?.len()).map_err(|_| too_large())?;
+        // The header's length (8 bytes, little-endian) says where the data section starts.
+        let mut head = [0u8; 8];
+        let got = len.min(8);
+        file.read_exact(&mut head[..got])?;
+        let data_start = (got == 8)
+            .then(|| {
+                usize::try_from(u64::from_le_bytes(head))
+                    .ok()?
+                    .checked_add(8)
+            })
+            .flatten();
+        let pad = data_start.map_or(0, |start| (64 - start % 64) % 64);
+        let total = len.checked_add(pad).ok_or_else(too_large)?;
+        let mut buffer = AlignedBuffer::<u8>::zeroed(total).map_err(|_| too_large())?;
+        buffer[pad..pad + got].copy_from_slice(&head[..got]);
+        file.read_exact(&mut buffer[pad + got..])?;
+        Self::parse(Bytes::Read(buffer, pad))
     }
 
-    /// Maps the file at `path` into memory (read-only) and parses its header, as
-    /// [`read`](Self::read) does.
+    /// Maps the file at `path` into memory and parses its header, as [`read`](Self::read) does
+    /// (tensors are then as aligned as their offsets in the file). The pages are private
+    /// copy-on-write: a consumer that writes a tensor despite `READ_ONLY` (torch does not honour
+    /// the flag) changes its own copy of the page, never the file, and does not fault.
     ///
     /// # Safety
     ///
@@ -148,7 +167,7 @@ impl SafeTensorsFile {
     pub unsafe fn map(path: impl AsRef<Path>) -> io::Result<Self> {
         let file = std::fs::File::open(path)?;
         // SAFETY: the caller's contract: nobody changes the file while the mapping is used.
-        let map = unsafe { memmap2::Mmap::map(&file) }?;
+        let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }?;
         Self::parse(Bytes::Mapped(map))
     }
 
@@ -167,14 +186,14 @@ impl SafeTensorsFile {
             let shape = view
                 .shape()
                 .iter()
-                .map(|&d| i64::try_from(d).map_err(|_| invalid(Error::Overflow)))
+                .map(|&d| i64::try_from(d).map_err(|_| named(name, Error::Overflow)))
                 .collect::<io::Result<Vec<i64>>>()?;
             let data = view.data();
             let info =
                 TensorInfo::contiguous(data.as_ptr().cast_mut().cast(), cpu_device(), dtype, shape);
             // The tensor's bytes are exactly its data range (safetensors checked that the range
             // lies in the file and matches the shape and dtype; checked here again).
-            let validated = Validated::new(info.clone()).map_err(invalid)?;
+            let validated = Validated::new(info.clone()).map_err(|e| named(name, e))?;
             let packed_len = super::element_bits(dtype)
                 .checked_mul(validated.extent().numel as u64)
                 .map(|bits| bits.div_ceil(8));
@@ -228,8 +247,12 @@ impl core::fmt::Debug for SafeTensorsFile {
     }
 }
 
-fn invalid(e: Error) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e)
+/// `InvalidData` naming the tensor.
+fn named(name: &str, e: Error) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        alloc::format!("tensor {name}: {e}"),
+    )
 }
 
 /// One tensor to serialize: its dtype and shape, and its bytes under a shared borrow.
@@ -266,7 +289,24 @@ where
 {
     let refuse = |e: Error| io::Error::new(io::ErrorKind::InvalidInput, e);
     let mut views = Vec::new();
+    let mut names = alloc::collections::BTreeSet::new();
     for (name, t) in tensors {
+        // safetensors' own serializer would panic on a repeated name, and writes a file no
+        // loader reads for `__metadata__` (the header's metadata key).
+        if name.as_ref() == "__metadata__" || !names.insert(name.as_ref().to_string()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                alloc::format!(
+                    "tensor name {:?}: {}",
+                    name.as_ref(),
+                    if name.as_ref() == "__metadata__" {
+                        "reserved for the header's metadata"
+                    } else {
+                        "given twice"
+                    }
+                ),
+            ));
+        }
         let dtype = safetensors_dtype(t.dtype()).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
