@@ -94,6 +94,8 @@ def main():
         "#[pyfunction] nop(x)": lambda: b.nop(arr),
         "ndarray.__dlpack__()": lambda: arr.__dlpack__(),
         "Rust -> torch: Returned<Torch>": lambda: b.to_torch_ours(1),
+        "np.from_dlpack(ImageBuffer export)": lambda: np.from_dlpack(b.image_export()),
+        "np.from_dlpack(Vec export)": lambda: np.from_dlpack(b.vec_export()),
         "derived pyclass -> PyTensor (exchange API)": lambda: b.numel_ours(ours),
         "derived pyclass -> PyTensor (__dlpack__)": lambda: b.numel_ours_dunder(ours),
         # (3) size scaling
@@ -140,6 +142,9 @@ def main():
     table("Rust -> torch", r, [
         "torch.from_dlpack(derived pyclass)", "Rust -> torch: Returned<Torch>",
     ], "torch.from_dlpack(derived pyclass)")
+    table("Rust libraries: a new export handed to numpy", r, [
+        "np.from_dlpack(Vec export)", "np.from_dlpack(ImageBuffer export)",
+    ], "np.from_dlpack(Vec export)")
     table("Size scaling (zero copy: 1 element against 10^8)", r, [
         "numpy -> PyTensor (ndim), 1", "numpy -> PyTensor (ndim), 10^8",
         "torch -> PyTensor (ndim), 1", "torch -> PyTensor (ndim), 10^8",
@@ -174,6 +179,8 @@ def main():
          ratio("numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
         ("import numpy: TensorView / rust-numpy PyReadonlyArrayDyn",
          ratio("numpy -> TensorView<f32, CContig>", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
+        ("image: ImageBuffer export / Vec export",
+         ratio("np.from_dlpack(ImageBuffer export)", "np.from_dlpack(Vec export)"), "<= 1.10"),
         ("size 10^8 / 1: export",
          ratio("np.from_dlpack(derived pyclass), 10^8", "np.from_dlpack(derived pyclass)"), "<= 1.05"),
         ("size 10^8 / 1: import numpy",

@@ -218,6 +218,26 @@ fn to_torch_ours(
     Ok(dlpack_rs::pyo3_glue::Returned::new(t))
 }
 
+/// A new 1x1 RGB `ImageBuffer` exported (`IntoDLPack`) as a `dlpack_rs.Tensor`: against the
+/// same three bytes as a `Vec` through `Export`.
+#[pyfunction]
+fn image_export() -> PyResult<dlpack_rs::pyo3_glue::DLPackTensor> {
+    use dlpack_rs::IntoDLPack;
+    let img = dlpack_rs::image::ImageBuffer::from_pixel(1, 1, dlpack_rs::image::Rgb([1u8, 2, 3]));
+    Ok(dlpack_rs::pyo3_glue::DLPackTensor::new(
+        img.into_managed_tensor_versioned()?,
+    ))
+}
+
+/// Three bytes as an `(1, 1, 3)` `Vec` export, the baseline of `image_export`.
+#[pyfunction]
+fn vec_export() -> PyResult<dlpack_rs::pyo3_glue::DLPackTensor> {
+    let t = dlpack_rs::safe::Export::new(vec![1u8, 2, 3])
+        .shape(&[1, 1, 3])
+        .versioned()?;
+    Ok(dlpack_rs::pyo3_glue::DLPackTensor::new(t))
+}
+
 #[pymodule]
 fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Ours>()?;
@@ -225,6 +245,8 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dlpark>()?;
     m.add_function(wrap_pyfunction!(ours, m)?)?;
     m.add_function(wrap_pyfunction!(numel_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(image_export, m)?)?;
+    m.add_function(wrap_pyfunction!(vec_export, m)?)?;
     m.add_function(wrap_pyfunction!(numel_typed, m)?)?;
     m.add_function(wrap_pyfunction!(numel3_typed, m)?)?;
     m.add_function(wrap_pyfunction!(ndim_ours, m)?)?;
