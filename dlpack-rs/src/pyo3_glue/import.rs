@@ -120,7 +120,8 @@ impl ImportOptions {
     }
 
     /// Whether to use the producer's C exchange API (`type(obj).__dlpack_c_exchange_api__`,
-    /// DLPack 1.3) when it has one (default `true`). `false` always calls `__dlpack__`.
+    /// DLPack 1.3) when it has one, and to read a numpy array's own struct (default `true`).
+    /// `false` always calls `__dlpack__`.
     pub fn exchange_api(mut self, enabled: bool) -> Self {
         self.no_exchange_api = !enabled;
         self
@@ -172,6 +173,14 @@ impl ImportOptions {
     /// `__dlpack__`: torch's table does not refuse a tensor with its conjugate bit set, as its
     /// `__dlpack__` does.
     ///
+    /// A numpy array (exactly `numpy.ndarray`, numpy >= 2.1) imported with no option is read
+    /// from its own struct: the tensor is the one its `__dlpack__(max_version=(1, 3))` would
+    /// hand over (the same data, shape, strides, dtype, `READ_ONLY` flag and device, the array
+    /// held until the tensor drops), made without the call and its capsule. An array numpy would
+    /// refuse or export otherwise (byte-swapped, an unlisted dtype, strides that are not whole
+    /// elements, memory numpy says is on another device) takes `__dlpack__`, which raises what
+    /// numpy raises.
+    ///
     /// Otherwise calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
     /// (a producer older than DLPack 1.0), retries `obj.__dlpack__(stream=...)` without the
     /// newer keywords, then checks the device itself and makes the copy itself when
@@ -212,6 +221,16 @@ impl ImportOptions {
                  name is no proof of its contents: pass the producer, or take the capsule \
                  with the unsafe PyTensor::from_capsule)",
             ));
+        }
+        if !self.no_exchange_api
+            && self.copy.is_none()
+            && self.device.is_none()
+            && self.stream.is_none()
+        {
+            // A numpy array: its struct read directly (the tensor its `__dlpack__` would give).
+            if let Some(tensor) = super::numpy_direct::import(obj)? {
+                return Ok((PyTensor::new(obj.py(), tensor.into_any(), false)?, None));
+            }
         }
         if !self.no_exchange_api
             && self.copy.is_none()

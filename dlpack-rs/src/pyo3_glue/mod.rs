@@ -83,6 +83,7 @@ mod import;
 mod keepalive;
 mod numpy_array;
 mod numpy_borrow;
+mod numpy_direct;
 mod protocol;
 mod requires_grad;
 mod shared_registry;

@@ -4,7 +4,7 @@
 //! rust-numpy keys borrows by.
 
 use core::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -35,8 +35,38 @@ pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>
     let Some(numpy) = modules.bind(py).get_item("numpy")? else {
         return Ok(None);
     };
+    // Read before the type is published, so that whoever sees the type sees the answer.
+    let version: String = numpy.getattr("__version__")?.extract()?;
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    VERSIONED_EXPORT.store((major, minor) >= (2, 1), Ordering::Release);
     let ty = numpy.getattr("ndarray")?.cast_into::<PyType>()?.unbind();
     Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)))
+}
+
+/// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
+/// 2.1), which can say read-only; older numpy exports legacy capsules only.
+static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
+
+/// numpy's `ndarray` type object, once numpy has been imported by someone (looked for in
+/// `sys.modules` until then).
+pub(super) fn known_ndarray(py: Python<'_>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
+    let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
+    if !ndarray.is_null() {
+        return Ok(Some(ndarray));
+    }
+    let Some(found) = ndarray_type(py)? else {
+        return Ok(None);
+    };
+    let ndarray = found.as_ptr().cast();
+    NDARRAY_PTR.store(ndarray, Ordering::Release);
+    Ok(Some(ndarray))
+}
+
+/// Whether numpy exports versioned tensors (see [`VERSIONED_EXPORT`]); meaningful once
+/// [`known_ndarray`] found the type.
+pub(super) fn versioned_export() -> bool {
+    VERSIONED_EXPORT.load(Ordering::Acquire)
 }
 
 /// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same

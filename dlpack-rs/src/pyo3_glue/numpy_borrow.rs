@@ -31,7 +31,7 @@ use super::keepalive::{
     current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
 };
 use super::numpy_array::{
-    base_of, exports_itself, ndarray_type, ArrayFields, NDARRAY, NDARRAY_PTR,
+    base_of, exports_itself, known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR,
     NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_F_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
 };
 use crate::safe::Error;
@@ -176,15 +176,10 @@ pub(crate) fn coordinate(
     tensor: &mut crate::safe::AnyManaged,
 ) -> PyResult<bool> {
     let py = obj.py();
-    let mut ndarray = NDARRAY_PTR.load(Ordering::Acquire);
-    if ndarray.is_null() {
-        // numpy not seen yet (or not imported at all): looked up until it is.
-        let Some(found) = ndarray_type(py)? else {
-            return Ok(false);
-        };
-        ndarray = found.as_ptr().cast();
-        NDARRAY_PTR.store(ndarray, Ordering::Release);
-    }
+    // numpy not seen yet (or not imported at all): looked up until it is.
+    let Some(ndarray) = known_ndarray(py)? else {
+        return Ok(false);
+    };
     // SAFETY: both are live objects (numpy's type is kept by `NDARRAY` for good) and we are
     // attached.
     let is_array = unsafe { cpython::type_check(obj.as_ptr(), ndarray) };

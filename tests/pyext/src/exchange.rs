@@ -210,6 +210,11 @@ fn import_info<'py>(
         let version = v.version();
         d.set_item("version", (version.major, version.minor))?;
     }
+    d.set_item("strides", t.raw_strides().map(<[i64]>::to_vec))?;
+    let dtype = t.dtype();
+    d.set_item("dtype", (dtype.code.0, dtype.bits, dtype.lanes))?;
+    d.set_item("flags", t.flags())?;
+    d.set_item("byte_offset", t.byte_offset())?;
     Ok(d)
 }
 

@@ -1,0 +1,239 @@
+//! A numpy array imported by reading its struct: the managed tensor numpy's own
+//! `__dlpack__(max_version=(1, 3))` would hand over (the same data pointer, shape, strides in
+//! elements, dtype, `READ_ONLY` flag and device, the array kept alive until the deleter), made
+//! here without the method call, the capsule and numpy's allocation. Whatever numpy would answer
+//! otherwise (a refusal, another device, a dtype this table does not know) takes the DLPack
+//! route, which raises what numpy raises.
+
+use core::ffi::{c_char, c_int, c_long};
+use core::ptr::NonNull;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use super::cpython;
+use super::keepalive::{current_interpreter, release_owned};
+use super::numpy_array::{
+    known_ndarray, versioned_export, ArrayFields, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
+};
+use crate::ffi::{
+    DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::safe::ManagedTensorVersioned;
+
+/// The head of numpy's `PyArray_Descr`, as far as this crate reads it: these offsets are the
+/// same in numpy 1 and 2 (numpy 2 changed the fields after `type_num`).
+#[repr(C)]
+struct DescrHead {
+    ob_base: ffi::PyObject,
+    typeobj: *mut ffi::PyTypeObject,
+    kind: c_char,
+    type_char: c_char,
+    byteorder: c_char,
+    flags: c_char,
+    type_num: c_int,
+}
+
+/// numpy's byte-order character of the opposite byte order (`NPY_OPPBYTE`): a descriptor with it
+/// is byte-swapped, which numpy's `__dlpack__` refuses.
+#[cfg(target_endian = "little")]
+const OPPOSITE_BYTE_ORDER: c_char = b'>' as c_char;
+#[cfg(target_endian = "big")]
+const OPPOSITE_BYTE_ORDER: c_char = b'<' as c_char;
+
+/// The DLPack type numpy's `__dlpack__` gives a built-in type number (`NPY_BOOL` ... `NPY_HALF`),
+/// for the types whose size the number fixes; `None` for every other number (`long double`,
+/// whose export depends on the platform, strings, objects, datetimes, user and registered
+/// dtypes): the DLPack route decides those.
+fn dtype_of(type_num: c_int) -> Option<DLDataType> {
+    let c_long_bits = (8 * core::mem::size_of::<c_long>()) as u8;
+    let int = |bits| DLDataType::new(crate::ffi::DLDataTypeCode::INT, bits, 1);
+    let uint = |bits| DLDataType::new(crate::ffi::DLDataTypeCode::UINT, bits, 1);
+    Some(match type_num {
+        0 => DLDataType::BOOL,
+        1 => DLDataType::INT8,
+        2 => DLDataType::UINT8,
+        3 => DLDataType::INT16,
+        4 => DLDataType::UINT16,
+        5 => int(8 * core::mem::size_of::<c_int>() as u8),
+        6 => uint(8 * core::mem::size_of::<c_int>() as u8),
+        7 => int(c_long_bits),
+        8 => uint(c_long_bits),
+        9 => DLDataType::INT64,
+        10 => DLDataType::UINT64,
+        11 => DLDataType::FLOAT32,
+        12 => DLDataType::FLOAT64,
+        14 => DLDataType::COMPLEX64,
+        15 => DLDataType::COMPLEX128,
+        23 => DLDataType::FLOAT16,
+        _ => return None,
+    })
+}
+
+/// Dimensions held in the block itself (shape and strides side by side); more take a second
+/// allocation.
+const INLINE: usize = 4;
+
+/// The one allocation of a direct import: the managed struct first (a pointer to it is a
+/// pointer to the block), the array's strong reference and interpreter, then the dimensions the
+/// struct points into (the block never moves: it is boxed).
+#[repr(C)]
+struct Block {
+    managed: DLManagedTensorVersioned,
+    array: *mut ffi::PyObject,
+    interp: i64,
+    inline: [i64; 2 * INLINE],
+    heap: Option<Box<[i64]>>,
+}
+
+/// The deleter: frees the block, then releases the array from whatever thread runs it (as every
+/// keepalive of this crate does).
+unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: `ptr` is the first field of a `Block` made by `Box::into_raw` in `import`; the
+    // DLPack contract lets the deleter run once.
+    let block = unsafe { Box::from_raw(ptr.cast::<Block>()) };
+    let (array, interp) = (block.array, block.interp);
+    drop(block);
+    // SAFETY: the strong reference `import` took, of an object of interpreter `interp`.
+    unsafe { release_owned(array, interp) };
+}
+
+/// The managed tensor of `obj` when it is exactly numpy's `ndarray` (a subclass may override
+/// `__dlpack__`) and numpy's `__dlpack__(max_version=(1, 3))` would export it as a versioned CPU
+/// tensor of a built-in dtype in native byte order, with strides in whole elements. `None`
+/// otherwise (the DLPack route then asks numpy).
+///
+/// The fields read are the ones numpy's `__dlpack__` reads, attached, as it reads them (on a
+/// free-threaded build a concurrent `arr.shape = ...` races this read exactly as it races
+/// numpy's own export).
+pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
+    let py = obj.py();
+    let Some(ndarray) = known_ndarray(py)? else {
+        return Ok(None);
+    };
+    // SAFETY: `obj` is a live object; reading its type needs nothing more.
+    if unsafe { ffi::Py_TYPE(obj.as_ptr()) } != ndarray || !versioned_export() {
+        return Ok(None);
+    }
+    // SAFETY: attached, and `obj` is a live numpy array (its type is exactly `ndarray`).
+    let fields = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
+    // SAFETY: a live array's descriptor is a live dtype object, whose head has this layout.
+    let descr = unsafe { &*fields.descr.cast::<DescrHead>() };
+    let Some(dtype) = dtype_of(descr.type_num) else {
+        return Ok(None);
+    };
+    if descr.byteorder == OPPOSITE_BYTE_ORDER {
+        return Ok(None);
+    }
+    // SAFETY: attached; `obj` is a live numpy array.
+    if !unsafe { on_the_cpu(obj.as_ptr(), ndarray) } {
+        return Ok(None);
+    }
+    let Ok(ndim) = usize::try_from(fields.nd) else {
+        return Ok(None);
+    };
+    let (dims, byte_strides): (&[isize], &[isize]) = if ndim == 0 {
+        (&[], &[])
+    } else {
+        // SAFETY: a live array's dimensions and strides hold `nd` values each.
+        unsafe {
+            (
+                core::slice::from_raw_parts(fields.dimensions, ndim),
+                core::slice::from_raw_parts(fields.strides, ndim),
+            )
+        }
+    };
+    let itemsize = (dtype.bits / 8) as isize;
+    let one_element = dims.iter().try_fold(1isize, |n, &d| n.checked_mul(d)) == Some(1);
+    if fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0
+        && !one_element
+        && dims
+            .iter()
+            .zip(byte_strides)
+            .any(|(&d, &s)| d != 1 && s % itemsize != 0)
+    {
+        // numpy refuses strides that are not whole elements.
+        return Ok(None);
+    }
+    let mut block = Box::new(Block {
+        managed: DLManagedTensorVersioned {
+            // numpy's own answer to `max_version=(1, 3)`.
+            version: DLPackVersion { major: 1, minor: 0 },
+            manager_ctx: core::ptr::null_mut(),
+            deleter: Some(delete_block),
+            flags: if fields.flags & NPY_ARRAY_WRITEABLE == 0 {
+                DLPACK_FLAG_BITMASK_READ_ONLY
+            } else {
+                0
+            },
+            dl_tensor: DLTensor {
+                data: fields.data.cast(),
+                device: DLDevice::CPU,
+                ndim: ndim as i32,
+                dtype,
+                shape: core::ptr::null_mut(),
+                strides: core::ptr::null_mut(),
+                byte_offset: 0,
+            },
+        },
+        array: obj.as_ptr(),
+        interp: current_interpreter(),
+        inline: [0; 2 * INLINE],
+        heap: (ndim > INLINE).then(|| alloc::vec![0i64; 2 * ndim].into_boxed_slice()),
+    });
+    let b = &mut *block;
+    let out: &mut [i64] = match &mut b.heap {
+        Some(heap) => heap,
+        None => &mut b.inline[..2 * ndim],
+    };
+    for (i, (&d, &s)) in dims.iter().zip(byte_strides).enumerate() {
+        out[i] = d as i64;
+        // Strides in elements, truncated as numpy's own export truncates them (exact wherever
+        // the extent is not 1, checked above).
+        out[ndim + i] = (s / itemsize) as i64;
+    }
+    if ndim > 0 {
+        let shape = out.as_mut_ptr();
+        b.managed.dl_tensor.shape = shape;
+        // SAFETY: `out` holds `2 * ndim` values: the strides start at `ndim`.
+        b.managed.dl_tensor.strides = unsafe { shape.add(ndim) };
+    }
+    // SAFETY: attached; the block's reference to the array, released by its deleter.
+    unsafe { cpython::incref(obj.as_ptr()) };
+    let ptr = NonNull::from(Box::leak(block)).cast::<DLManagedTensorVersioned>();
+    // SAFETY: a managed tensor this function owns, valid until its deleter runs: its shape and
+    // strides point at `ndim` values each inside the block (or its heap part), its data is the
+    // array's, laid out as the array's own metadata says, alive while the array, which the
+    // block holds, lives (numpy never frees or moves an array's data before the array).
+    let tensor = unsafe { ManagedTensorVersioned::from_raw(ptr.as_ptr()) }?;
+    Ok(Some(tensor))
+}
+
+/// Whether numpy says `array` lives on the CPU (`__dlpack_device__` is `(1, 0)`): numpy reports
+/// the device of an array made by `np.from_dlpack` from the capsule at the end of its base
+/// chain; any capsule there takes the DLPack route.
+///
+/// # Safety
+///
+/// Attached; `array` is a live numpy array and `ndarray` numpy's type.
+unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject) -> bool {
+    let mut base = array;
+    loop {
+        // SAFETY: `base` is a live numpy array (the first by contract, later ones checked).
+        let next = unsafe { (*base.cast::<ArrayFields>()).base };
+        if next.is_null() {
+            return true;
+        }
+        // SAFETY: an array's base is a strong reference to a live object; attached.
+        if unsafe { cpython::type_check(next, ndarray) } {
+            base = next;
+            continue;
+        }
+        // SAFETY: as above.
+        return unsafe { ffi::PyCapsule_CheckExact(next) } == 0;
+    }
+}

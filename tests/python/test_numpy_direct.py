@@ -1,0 +1,133 @@
+"""numpy arrays read directly from their struct: every import must be the tensor numpy's own
+`__dlpack__(max_version=(1, 3))` hands over (`exchange_api=False` takes that route), or the same
+exception numpy raises, for every kind of array numpy makes; the direct route must really be taken
+(no Python allocation: numpy's export allocates its capsule and managed struct); and the array
+stays alive exactly as long as the import."""
+
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import dlpack_testext as ext
+from conftest import NUMPY_VERSIONED, refcount, torch
+
+pytestmark = pytest.mark.skipif(not NUMPY_VERSIONED, reason="needs numpy >= 2.1")
+
+
+def _arrays():
+    base = np.arange(2 * 3 * 4 * 5 * 2 * 3, dtype=np.float64).reshape(2, 3, 4, 5, 2, 3)
+    ro = np.arange(6, dtype=np.int32)
+    ro.flags.writeable = False
+    yield "f32", np.arange(6, dtype=np.float32)
+    for dt in ["?", "i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f2", "f4", "f8", "c8", "c16",
+               np.intc, np.uintc, np.int_, np.uint, np.longlong, np.ulonglong, np.short]:
+        yield f"dtype {np.dtype(dt)}", np.zeros(3, dtype=dt)
+    yield "0-d", np.array(3.5)
+    yield "empty", np.zeros((0, 3), dtype=np.float32)
+    yield "empty, strided", np.zeros((4, 0, 3), dtype=np.float32)[::2]
+    yield "transposed", np.arange(12.0).reshape(3, 4).T
+    yield "negative strides", np.arange(12.0).reshape(3, 4)[::-1, ::-2]
+    yield "broadcast", np.broadcast_to(np.arange(3.0), (4, 3))
+    yield "6-d (past the inline dimensions)", base
+    yield "6-d sliced", base[:, ::2, 1:, ::-1]
+    yield "read-only", ro
+    yield "a view of a view", np.arange(20.0)[2:][::3]
+    yield "Fortran order", np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    yield "size 1, odd strides", np.lib.stride_tricks.as_strided(np.zeros(8, "u1"), (1, 1), (3, 5))
+    yield "strides not whole elements", np.zeros(12, "u1")[1:].view("u1")[::3].view("u1")
+    yield "unaligned float32", np.zeros(17, "u1")[1:].view("f4")
+    yield "unaligned strides", np.lib.stride_tricks.as_strided(
+        np.zeros(16, "u1")[1:].view("u1"), (3,), (5,)).view("u1")
+    yield "misfit strides", np.lib.stride_tricks.as_strided(np.zeros(16, "u1"), (3,), (3,))
+    yield "f4 with byte strides", np.lib.stride_tricks.as_strided(
+        np.zeros(16, "f4"), (3,), (6,))
+    yield "byte-swapped", np.zeros(3, ">f4" if sys.byteorder == "little" else "<f4")
+    yield "byte order '|'", np.zeros(3, "|u1")
+    yield "explicit native order", np.zeros(3, "=f8")
+    yield "longdouble", np.zeros(3, np.longdouble)
+    yield "clongdouble", np.zeros(3, np.clongdouble)
+    yield "datetime", np.zeros(3, "datetime64[s]")
+    yield "timedelta", np.zeros(3, "timedelta64[s]")
+    yield "object", np.array([1, "a"], dtype=object)
+    yield "bytes", np.zeros(3, "S4")
+    yield "str", np.zeros(3, "U2")
+    yield "structured", np.zeros(3, [("a", "i4"), ("b", "f4")])
+    yield "void", np.zeros(3, "V4")
+    yield "from bytes (read-only base)", np.frombuffer(b"abcdefgh", dtype=np.uint8)
+    yield "from a memoryview", np.asarray(memoryview(bytearray(8)))
+    yield "from_dlpack of numpy", np.from_dlpack(np.arange(4.0))
+    yield "WRITEBACKIFCOPY", _writeback()
+    # numpy reports the device of the capsule at the end of the base chain: CUDA host memory.
+    yield "from_dlpack of CUDA host memory", np.from_dlpack(ext.make_device_tensor(8, (3, 0)))[2:]
+
+
+def _writeback():
+    a = np.arange(6.0).reshape(2, 3).T
+    it = np.nditer(a, flags=["buffered", "copy_if_overlap"], op_flags=[["readwrite", "updateifcopy"]],
+                   order="C", op_dtypes=[np.float64], casting="same_kind")
+    return it.operands[0]
+
+
+def _answer(arr, exchange_api):
+    try:
+        return ext.import_info(arr, exchange_api=exchange_api)
+    except Exception as e:  # the same exception, type and message, on both routes
+        return (type(e), str(e))
+
+
+@pytest.mark.parametrize("name,arr", list(_arrays()), ids=[n for n, _ in _arrays()])
+def test_direct_read_is_numpy_dunder_dlpack(name, arr):
+    assert _answer(arr, True) == _answer(arr, False)
+
+
+def test_matrix_subclass_and_torch_memory_match_too():
+    with pytest.warns(PendingDeprecationWarning):
+        m = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+    assert _answer(m, True) == _answer(m, False)
+    if torch is not None:
+        shared = torch.arange(4.0).numpy()  # numpy memory owned by torch
+        assert _answer(shared, True) == _answer(shared, False)
+
+
+def test_subclass_overriding_dunder_dlpack_is_asked():
+    class Refusing(np.ndarray):
+        def __dlpack__(self, **kw):
+            raise BufferError("refused by the subclass")
+
+    r = np.arange(3.0).view(Refusing)
+    with pytest.raises(BufferError, match="refused by the subclass"):
+        ext.import_info(r)
+
+
+def _python_allocations(f, arr):
+    f(arr)
+    f(arr)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        f(arr)
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_direct_route_is_taken():
+    # numpy's export allocates its managed struct with PyMem_Malloc and a capsule: both traced.
+    # The direct route allocates nothing Python traces.
+    arr = np.arange(6, dtype=np.float32)
+    assert _python_allocations(lambda a: ext.numel(a), arr) == 0
+    assert _python_allocations(lambda a: ext.typed_numel(a), arr) == 0
+    assert _python_allocations(lambda a: ext.import_info(a, exchange_api=False), arr) > \
+        _python_allocations(lambda a: ext.import_info(a, exchange_api=True), arr)
+
+
+def test_the_array_lives_exactly_as_long_as_the_import():
+    arr = np.arange(6, dtype=np.float32)
+    n = refcount(arr)
+    held = ext.hold_import(arr)
+    assert refcount(arr) == n + 1
+    held.release()
+    assert refcount(arr) == n
