@@ -104,12 +104,12 @@ fn grayscale(
     ))
 }
 
-/// The native module; `image_demo/__init__.py` re-exports it.
+/// The native module; `image_demo/__init__.py` re-exports it. Declared inline, so that
+/// `maturin generate-stubs` (feature `stubs`) can read what it holds.
 #[pymodule(gil_used = false)]
-fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<Image>()?;
-    m.add_function(wrap_pyfunction!(invert, m)?)?;
-    m.add_function(wrap_pyfunction!(grayscale, m)?)?;
-    dlpack_rs::pyo3_glue::register(m)?;
-    Ok(())
+mod _native {
+    #[pymodule_export]
+    use super::{grayscale, invert, Image};
+    #[pymodule_export]
+    use dlpack_rs::pyo3_glue::DLPackTensor;
 }
