@@ -116,7 +116,7 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
         return Ok(None);
     };
     // SAFETY: `obj` is a live object; reading its type needs nothing more.
-    if unsafe { ffi::Py_TYPE(obj.as_ptr()) } != ndarray || !versioned_export() {
+    if !unsafe { cpython::is_exactly(obj.as_ptr(), ndarray) } || !versioned_export() {
         return Ok(None);
     }
     // SAFETY: attached, and `obj` is a live numpy array (its type is exactly `ndarray`).
@@ -234,6 +234,6 @@ unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject)
             continue;
         }
         // SAFETY: as above.
-        return unsafe { ffi::PyCapsule_CheckExact(next) } == 0;
+        return !unsafe { cpython::is_capsule(next) };
     }
 }
