@@ -4,7 +4,9 @@ exception numpy raises, for every kind of array numpy makes; the direct route mu
 (no Python allocation: numpy's export allocates its capsule and managed struct); and the array
 stays alive exactly as long as the import."""
 
+import subprocess
 import sys
+import textwrap
 import tracemalloc
 
 import numpy as np
@@ -58,16 +60,22 @@ def _arrays():
     yield "from bytes (read-only base)", np.frombuffer(b"abcdefgh", dtype=np.uint8)
     yield "from a memoryview", np.asarray(memoryview(bytearray(8)))
     yield "from_dlpack of numpy", np.from_dlpack(np.arange(4.0))
+    yield "from_dlpack of a Rust CPU tensor", np.from_dlpack(ext.make_device_tensor(8, (1, 0)))
     yield "WRITEBACKIFCOPY", _writeback()
     # numpy reports the device of the capsule at the end of the base chain: CUDA host memory.
     yield "from_dlpack of CUDA host memory", np.from_dlpack(ext.make_device_tensor(8, (3, 0)))[2:]
 
 
 def _writeback():
-    a = np.arange(6.0).reshape(2, 3).T
-    it = np.nditer(a, flags=["buffered", "copy_if_overlap"], op_flags=[["readwrite", "updateifcopy"]],
-                   order="C", op_dtypes=[np.float64], casting="same_kind")
-    return it.operands[0]
+    it = np.nditer(np.arange(6.0), op_flags=[["readwrite", "updateifcopy"]], op_dtypes=["f4"],
+                   casting="same_kind")
+    arr = it.operands[0]
+    assert arr.flags.writebackifcopy
+    _keep.append(it)
+    return arr
+
+
+_keep = []
 
 
 def _answer(arr, exchange_api):
@@ -131,3 +139,83 @@ def test_the_array_lives_exactly_as_long_as_the_import():
     assert refcount(arr) == n + 1
     held.release()
     assert refcount(arr) == n
+
+
+def test_an_array_of_rust_memory_is_read_directly():
+    # numpy reports another device only for its own from_dlpack capsules' devices: any other
+    # capsule at the end of the base chain is a CPU array, read directly.
+    arr = np.from_dlpack(ext.make_device_tensor(8, (1, 0)))
+    assert _python_allocations(lambda a: ext.numel(a), arr) == 0
+
+
+def _run(*parts):
+    code = "\n".join(textwrap.dedent(p) for p in parts)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_a_replaced_numpy_ndarray_is_not_believed():
+    # numpy.ndarray replaced by a subclass that refuses __dlpack__, before the extension looked
+    # numpy up: its instances must be asked (the type is not numpy's own), and numpy's own
+    # arrays must still be read directly (the type comes from numpy's C API table).
+    out = _run("""
+        import tracemalloc
+        import numpy as np
+        real = np.ndarray
+        class ndarray(real):
+            def __dlpack__(self, **kw):
+                raise BufferError("refused by the subclass")
+        np.ndarray = ndarray
+        import dlpack_testext as ext
+        x = real.__new__(ndarray, (3,), dtype=np.float32)
+        try:
+            ext.import_info(x)
+        except BufferError as e:
+            print(str(e).replace(" ", "_"))
+        a = np.zeros(3, np.float32)
+        print(ext.import_info(a) == ext.import_info(a, exchange_api=False))
+        ext.numel(a)
+        tracemalloc.start()
+        ext.numel(a)
+        print(tracemalloc.get_traced_memory()[1])
+    """)
+    assert out.split() == ["refused_by_the_subclass", "True", "0"]
+
+
+def test_a_fake_numpy_module_is_not_believed():
+    # A module posing as numpy, with an int subclass as its ndarray: an int read as an array
+    # struct is a wild read. It must be asked instead.
+    out = _run("""
+        import sys, types
+        fake = types.ModuleType("numpy")
+        fake.__version__ = "2.1.0"
+        class ndarray(int):
+            def __dlpack__(self, **kw):
+                raise BufferError("asked")
+        fake.ndarray = ndarray
+        sys.modules["numpy"] = fake
+        import dlpack_testext as ext
+        for n in (5, 12 << 30, 1 << 300):
+            try:
+                ext.import_info(ndarray(n))
+            except BufferError as e:
+                print(e)
+    """)
+    assert out.split() == ["asked"] * 3
+
+
+def test_imports_work_with_numpy_blocked():
+    out = _run("""
+        import sys
+        sys.modules["numpy"] = None
+        import dlpack_testext as ext
+        t = ext.make_device_tensor(8, (1, 0))
+        print(ext.import_info(t)["shape"], ext.import_info(t, exchange_api=False)["shape"])
+    """)
+    assert out.split() == ["[8]", "[8]"]
+
+
+def teardown_module():
+    for it in _keep:
+        it.close()

@@ -412,6 +412,25 @@ pub(crate) unsafe fn capsule_pointer(
     unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) }
 }
 
+/// The capsule's pointer when it is named `name`, else `None` (no exception left set).
+///
+/// # Safety
+///
+/// The thread is attached; `capsule` is a live capsule.
+pub(crate) unsafe fn pointer_if_named(
+    capsule: *mut ffi::PyObject,
+    name: &CStr,
+) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
+    // SAFETY: by this function's contract.
+    unsafe {
+        let ptr = ffi::PyCapsule_GetPointer(capsule, name.as_ptr());
+        if ptr.is_null() {
+            ffi::PyErr_Clear();
+        }
+        core::ptr::NonNull::new(ptr)
+    }
+}
+
 /// Renames the capsule (`false`, with an exception set, on failure).
 ///
 /// # Safety

@@ -3,13 +3,13 @@
 //! and its flags, whether an import views exactly the array's elements, and the base object
 //! rust-numpy keys borrows by.
 
-use core::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use core::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyType};
+use pyo3::types::{PyCapsule, PyDict, PyType};
 
 use super::cpython;
 
@@ -19,8 +19,26 @@ pub(super) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 pub(super) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
 /// `sys.modules`, where numpy is looked for.
 static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+/// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
+/// 2.1), which can say read-only; older numpy exports legacy capsules only.
+static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
+/// The major version of numpy's ABI (1 or 2) once the type is known.
+static ABI_MAJOR: AtomicU32 = AtomicU32::new(0);
 
-/// numpy's `ndarray` type, once numpy has been imported by someone (never imports it itself).
+/// Where numpy publishes its C API table (`_ARRAY_API`, a capsule without a name), numpy 2's
+/// module first.
+const API_TABLES: [&str; 2] = [
+    "numpy._core._multiarray_umath",
+    "numpy.core._multiarray_umath",
+];
+
+/// numpy's `ndarray` type, once numpy has been imported by someone (never imports anything
+/// itself): taken from numpy's own C API table (`_ARRAY_API` of its extension module, the
+/// table every numpy C extension and rust-numpy use; pure Python can replace `numpy.ndarray`
+/// or `numpy.__version__`, but cannot make a capsule), with the ABI and feature versions the
+/// table reports. The table is trusted as numpy's C extensions trust it. Anything missing, half imported or of an ABI
+/// other than numpy 1's or 2's is "not yet": nothing is cached and `None` is answered, so the
+/// structs this crate reads are only ever read for the layouts it knows.
 pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
     if let Some(t) = NDARRAY.get(py) {
         return Ok(Some(t.bind(py)));
@@ -32,24 +50,63 @@ pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>
             .cast_into::<PyDict>()?
             .unbind())
     })?;
-    let Some(numpy) = modules.bind(py).get_item("numpy")? else {
-        return Ok(None);
-    };
-    // Read before the type is published, so that whoever sees the type sees the answer.
-    let version: String = numpy.getattr("__version__")?.extract()?;
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    VERSIONED_EXPORT.store((major, minor) >= (2, 1), Ordering::Release);
-    let ty = numpy.getattr("ndarray")?.cast_into::<PyType>()?.unbind();
-    Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)))
+    let modules = modules.bind(py);
+    for module in API_TABLES {
+        let Ok(Some(found)) = modules.get_item(module) else {
+            continue;
+        };
+        let Ok(capsule) = found
+            .cast_into::<PyModule>()
+            .map_err(PyErr::from)
+            .and_then(|m| m.getattr(pyo3::intern!(py, "_ARRAY_API")))
+            .and_then(|c| c.cast_into::<PyCapsule>().map_err(PyErr::from))
+        else {
+            continue;
+        };
+        // numpy's table has no name (numpy makes it so); a named capsule is someone else's.
+        if !matches!(capsule.name(), Ok(None)) {
+            continue;
+        }
+        let Ok(table) = capsule.pointer_checked(None) else {
+            continue;
+        };
+        let table = table.as_ptr().cast::<*const c_void>();
+        // SAFETY: a capsule of this name is numpy's C API table (only numpy's C code makes one):
+        // slot 0 is `PyArray_GetNDArrayCVersion`, slot 211 `PyArray_GetNDArrayCFeatureVersion`
+        // (both `unsigned int (void)`), slot 2 `&PyArray_Type`, in numpy 1 and 2 alike.
+        let (abi, feature, ty) = unsafe {
+            let version = |slot: usize| {
+                let f: unsafe extern "C" fn() -> c_uint = core::mem::transmute(*table.add(slot));
+                f()
+            };
+            (version(0), version(211), *table.add(2))
+        };
+        let abi_major = abi >> 24;
+        if !(1..=2).contains(&abi_major) {
+            return Ok(None);
+        }
+        // SAFETY: `&PyArray_Type`, a static type object of numpy's extension module, alive for
+        // good (the module is never unloaded).
+        let Ok(ty) = unsafe { Bound::from_borrowed_ptr(py, ty.cast_mut().cast::<ffi::PyObject>()) }
+            .cast_into::<PyType>()
+        else {
+            return Ok(None);
+        };
+        if !ty.name().is_ok_and(|n| n == "ndarray") {
+            return Ok(None);
+        }
+        // Stored before the type is published, so that whoever sees the type sees them.
+        ABI_MAJOR.store(abi_major, Ordering::Release);
+        // numpy 2.1 (feature version 0x13) made `__dlpack__` export versioned tensors.
+        VERSIONED_EXPORT.store(abi_major == 2 && feature >= 0x13, Ordering::Release);
+        let ty = ty.unbind();
+        return Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)));
+    }
+    Ok(None)
 }
 
-/// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
-/// 2.1), which can say read-only; older numpy exports legacy capsules only.
-static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
-
-/// numpy's `ndarray` type object, once numpy has been imported by someone (looked for in
-/// `sys.modules` until then).
+/// numpy's `ndarray` type object, once numpy has been imported by someone (looked for until
+/// then; see [`ndarray_type`]).
 pub(super) fn known_ndarray(py: Python<'_>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
     if !ndarray.is_null() {
@@ -67,6 +124,11 @@ pub(super) fn known_ndarray(py: Python<'_>) -> PyResult<Option<*mut ffi::PyTypeO
 /// [`known_ndarray`] found the type.
 pub(super) fn versioned_export() -> bool {
     VERSIONED_EXPORT.load(Ordering::Acquire)
+}
+
+/// numpy's ABI major version (1 or 2) once [`known_ndarray`] found the type, else 0.
+pub(super) fn abi_major() -> u32 {
+    ABI_MAJOR.load(Ordering::Acquire)
 }
 
 /// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same

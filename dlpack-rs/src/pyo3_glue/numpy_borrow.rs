@@ -31,7 +31,7 @@ use super::keepalive::{
     current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
 };
 use super::numpy_array::{
-    base_of, exports_itself, known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR,
+    abi_major, base_of, exports_itself, known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR,
     NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_F_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
 };
 use crate::safe::Error;
@@ -96,16 +96,12 @@ fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
 }
 /// numpy's `multiarray` module, where rust-numpy keeps its table.
 fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    let version: String = py.import("numpy")?.getattr("__version__")?.extract()?;
-    let major: u32 = version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(2);
-    py.import(if major >= 2 {
-        "numpy._core.multiarray"
-    } else {
+    // By the ABI numpy's own C API table reports (known: a numpy array was seen), not by
+    // `numpy.__version__`, which Python code can rewrite.
+    py.import(if abi_major() == 1 {
         "numpy.core.multiarray"
+    } else {
+        "numpy._core.multiarray"
     })
 }
 

@@ -6,7 +6,6 @@
 //! route, which raises what numpy raises.
 
 use core::ffi::{c_char, c_int, c_long};
-use core::ptr::NonNull;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -136,7 +135,7 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
     let Ok(ndim) = usize::try_from(fields.nd) else {
         return Ok(None);
     };
-    let (dims, byte_strides): (&[isize], &[isize]) = if ndim == 0 {
+    let (dims_of, byte_strides): (&[isize], &[isize]) = if ndim == 0 {
         (&[], &[])
     } else {
         // SAFETY: a live array's dimensions and strides hold `nd` values each.
@@ -148,10 +147,10 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
         }
     };
     let itemsize = (dtype.bits / 8) as isize;
-    let one_element = dims.iter().try_fold(1isize, |n, &d| n.checked_mul(d)) == Some(1);
+    let one_element = dims_of.iter().try_fold(1isize, |n, &d| n.checked_mul(d)) == Some(1);
     if fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0
         && !one_element
-        && dims
+        && dims_of
             .iter()
             .zip(byte_strides)
             .any(|(&d, &s)| d != 1 && s % itemsize != 0)
@@ -159,7 +158,7 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
         // numpy refuses strides that are not whole elements.
         return Ok(None);
     }
-    let mut block = Box::new(Block {
+    let block = Box::new(Block {
         managed: DLManagedTensorVersioned {
             // numpy's own answer to `max_version=(1, 3)`.
             version: DLPackVersion { major: 1, minor: 0 },
@@ -185,37 +184,42 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
         inline: [0; 2 * INLINE],
         heap: (ndim > INLINE).then(|| alloc::vec![0i64; 2 * ndim].into_boxed_slice()),
     });
-    let b = &mut *block;
-    let out: &mut [i64] = match &mut b.heap {
-        Some(heap) => heap,
-        None => &mut b.inline[..2 * ndim],
-    };
-    for (i, (&d, &s)) in dims.iter().zip(byte_strides).enumerate() {
-        out[i] = d as i64;
-        // Strides in elements, truncated as numpy's own export truncates them (exact wherever
-        // the extent is not 1, checked above).
-        out[ndim + i] = (s / itemsize) as i64;
-    }
-    if ndim > 0 {
-        let shape = out.as_mut_ptr();
-        b.managed.dl_tensor.shape = shape;
-        // SAFETY: `out` holds `2 * ndim` values: the strides start at `ndim`.
-        b.managed.dl_tensor.strides = unsafe { shape.add(ndim) };
+    // Every pointer into the block is made from the raw pointer the box gives up, after it gave
+    // it up (the block is not reached through the box again until the deleter rebuilds it).
+    let raw = Box::into_raw(block);
+    // SAFETY: `raw` is the live, uniquely owned block just made; `heap`, when present, holds
+    // `2 * ndim` values, else `inline` holds `2 * INLINE >= 2 * ndim`.
+    unsafe {
+        let dims: *mut i64 = match &mut (*raw).heap {
+            Some(heap) => heap.as_mut_ptr(),
+            None => (&raw mut (*raw).inline).cast(),
+        };
+        for (i, (&d, &s)) in dims_of.iter().zip(byte_strides).enumerate() {
+            dims.add(i).write(d as i64);
+            // Strides in elements, truncated as numpy's own export truncates them (exact
+            // wherever the extent is not 1, checked above).
+            dims.add(ndim + i).write((s / itemsize) as i64);
+        }
+        if ndim > 0 {
+            (*raw).managed.dl_tensor.shape = dims;
+            (*raw).managed.dl_tensor.strides = dims.add(ndim);
+        }
+        (*raw).managed.manager_ctx = raw.cast();
     }
     // SAFETY: attached; the block's reference to the array, released by its deleter.
     unsafe { cpython::incref(obj.as_ptr()) };
-    let ptr = NonNull::from(Box::leak(block)).cast::<DLManagedTensorVersioned>();
     // SAFETY: a managed tensor this function owns, valid until its deleter runs: its shape and
     // strides point at `ndim` values each inside the block (or its heap part), its data is the
     // array's, laid out as the array's own metadata says, alive while the array, which the
     // block holds, lives (numpy never frees or moves an array's data before the array).
-    let tensor = unsafe { ManagedTensorVersioned::from_raw(ptr.as_ptr()) }?;
+    let tensor = unsafe { ManagedTensorVersioned::from_raw(raw.cast()) }?;
     Ok(Some(tensor))
 }
 
-/// Whether numpy says `array` lives on the CPU (`__dlpack_device__` is `(1, 0)`): numpy reports
-/// the device of an array made by `np.from_dlpack` from the capsule at the end of its base
-/// chain; any capsule there takes the DLPack route.
+/// Whether numpy says `array` lives on the CPU (`__dlpack_device__` is `(1, 0)`), as numpy
+/// decides it: by the device of the managed tensor in the capsule at the end of the array's base
+/// chain when it is one of numpy's own (`numpy_dltensor` or `numpy_dltensor_versioned`: an array
+/// made by `np.from_dlpack`), else the CPU.
 ///
 /// # Safety
 ///
@@ -234,6 +238,22 @@ unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject)
             continue;
         }
         // SAFETY: as above.
-        return !unsafe { cpython::is_capsule(next) };
+        if !unsafe { cpython::is_capsule(next) } {
+            return true;
+        }
+        // SAFETY: a live capsule; a capsule of one of these names is numpy's own, made by
+        // `np.from_dlpack` around the producer's managed tensor, which it keeps until the
+        // capsule goes (numpy reads the device from it the same way).
+        unsafe {
+            if let Some(m) = cpython::pointer_if_named(next, c"numpy_dltensor_versioned") {
+                let m = m.cast::<DLManagedTensorVersioned>().as_ptr();
+                return (*m).dl_tensor.device == DLDevice::CPU;
+            }
+            if let Some(m) = cpython::pointer_if_named(next, c"numpy_dltensor") {
+                let m = m.cast::<crate::ffi::DLManagedTensor>().as_ptr();
+                return (*m).dl_tensor.device == DLDevice::CPU;
+            }
+        }
+        return true;
     }
 }
