@@ -45,6 +45,7 @@ STEPS=(
   "fuzz|quick|fuzz: the import validator under cargo-fuzz (nightly)"
   "mutants|full|cargo-mutants on the borrow registry, layout, view guards and export ranges: each mutant caught or listed equivalent"
   "python|quick|Python interop suite (venv, maturin, pytest)"
+  "stubs|full|the image demo's stubs: generated (maturin generate-stubs, feature stubs) as committed, and mypy on a typed caller"
   "newcomer|full|the README's extension module, built from README.md as written, used from numpy"
   "instructions|full|instruction counts per call (callgrind) against tests/perf/budgets.json"
   "abi3|full|abi3: one wheel, the numpy part of the interop suite under CPython 3.9-3.13 (pyenv)"
@@ -600,6 +601,20 @@ if unexpected:
     print("unexpected skips (a peer that does not import?):", *unexpected[:20], sep="\n  ", file=sys.stderr)
     sys.exit(1)
 EOF
+}
+
+step_stubs() {
+  if [[ ! -x $venv/bin/maturin ]]; then
+    skip "no maturin in $venv: run the python step first"
+    return 0
+  fi
+  "$venv/bin/python" -m pip install --quiet -c tests/python/constraints.txt mypy
+  rm -rf target/stubs
+  # The hints name the protocols of the demo's own stub module (type_hints.rs).
+  DLPACK_RS_TYPING_MODULE=image_demo._dlpack PYO3_PYTHON="$PWD/$venv/bin/python" \
+    "$venv/bin/maturin" generate-stubs --quiet -m examples/image-demo/Cargo.toml -F stubs \
+    -i "$venv/bin/python" --out target/stubs
+  "$venv/bin/python" tests/typing/check.py
 }
 
 step_newcomer() {

@@ -10,7 +10,8 @@ pub use alloc::sync::Arc;
 /// how a class's exports keep it alive.
 #[cfg(feature = "pyo3")]
 pub use crate::pyo3_glue::{
-    class_export::ClassRoute, class_table::class_exchange_api_capsule, dlpack_method::dlpack_method,
+    class_export::ClassRoute, class_table::class_exchange_api_capsule,
+    dlpack_method::dlpack_method, dlpack_method::MethodDescriptor,
 };
 use alloc::vec::Vec;
 use core::ffi::c_void;
@@ -352,7 +353,7 @@ macro_rules! __dlpack_pymethods {
             #[pyo3(name = "__dlpack__")]
             fn $dlpack(
                 py: $crate::pyo3::Python<'_>,
-            ) -> $crate::pyo3::PyResult<$crate::pyo3::Bound<'_, $crate::pyo3::PyAny>> {
+            ) -> $crate::pyo3::PyResult<$crate::__private_derive_v0_4::MethodDescriptor<'_>> {
                 $crate::__private_derive_v0_4::dlpack_method::<Self>(py)
             }
 

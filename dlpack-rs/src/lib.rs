@@ -71,7 +71,7 @@
 //! | `ndarray` | no | `as_array` / `as_array_mut` views, `Array` / `ArcArray` export and `Buffer` |
 //! | `image` | no | `image` 0.25: `ImageBuffer` export as `(H, W, C)` and `TensorView::as_image` views (implies `std`) |
 //! | `safetensors` | no | `safe::SafeTensorsFile` (a file's tensors, read-only and zero-copy) and `safe::serialize_safetensors` (implies `std`) |
-//! | `inspect` | no | pyo3's `experimental-inspect`, for generated type stubs (implies `pyo3`) |
+//! | `inspect` | no | pyo3's `experimental-inspect`, for generated type stubs with the typed arguments' and results' hints (implies `pyo3`; see `pyo3_glue::TYPING_STUB`) |
 //! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import as cudarc views, stream ordering (implies `std`) |
 //! | `abi3` | no | builds the pyo3 glue against CPython's stable ABI (Python >= 3.9, one wheel) |
 //!

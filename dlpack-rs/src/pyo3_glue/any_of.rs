@@ -32,6 +32,9 @@ macro_rules! any_of {
         {
             type Error = PyErr;
 
+            #[cfg(feature = "inspect")]
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::SUPPORTS_DLPACK;
+
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 let source = Source::import(&obj, $exclusive)?;
                 let dtype = source.dtype();

@@ -67,7 +67,7 @@ where
 ///
 /// [`export_dlpack`]: super::export_dlpack
 #[doc(hidden)]
-pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<Bound<'_, PyAny>>
+pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<MethodDescriptor<'_>>
 where
     T: IntoDLPack + PyClass,
     T::Frozen: ClassRoute<T>,
@@ -81,6 +81,25 @@ where
             py,
             ffi::PyDescr_NewMethod(ty.as_type_ptr(), (&raw const def.0).cast_mut()),
         )
+    }
+    .map(MethodDescriptor)
+}
+
+/// The `__dlpack__` method descriptor of a derived class, as the class attribute's value: in
+/// generated stubs (feature `inspect`) it reads as the array API standard's `__dlpack__`.
+#[doc(hidden)]
+pub struct MethodDescriptor<'py>(Bound<'py, PyAny>);
+
+impl<'py> IntoPyObject<'py> for MethodDescriptor<'py> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = core::convert::Infallible;
+
+    #[cfg(feature = "inspect")]
+    const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::DLPACK_METHOD;
+
+    fn into_pyobject(self, _py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(self.0)
     }
 }
 

@@ -206,6 +206,11 @@ impl core::fmt::Debug for Framework {
 /// Where a [`Returned`] tensor goes: a framework fixed in the signature ([`Numpy`], [`Torch`],
 /// [`Jax`]) or the one an argument came from (a [`Framework`]).
 pub trait ReturnTo {
+    /// What the result is, in generated stubs (feature `inspect`): the framework's own type, or
+    /// an array with the standard's DLPack methods (see [`TYPING_STUB`](super::TYPING_STUB)).
+    #[cfg(feature = "inspect")]
+    const TYPE_HINT: pyo3::inspect::PyStaticExpr = super::type_hints::DLPACK_ARRAY;
+
     /// Hands `tensor` over: a torch tensor for torch (through torch's exchange table), a numpy
     /// array for numpy (`numpy.from_dlpack`), a jax array for jax (`jax.numpy.from_dlpack`), an
     /// object of the type that defined the exchange table of any other type with one that makes
@@ -246,6 +251,10 @@ macro_rules! fixed_frameworks {
         pub struct $name;
 
         impl ReturnTo for $name {
+            #[cfg(feature = "inspect")]
+            const TYPE_HINT: pyo3::inspect::PyStaticExpr =
+                pyo3::type_hint_identifier!($module, $attr);
+
             fn hand_over<'py>(
                 &self,
                 py: Python<'py>,
@@ -342,6 +351,9 @@ impl<'py, F: ReturnTo> IntoPyObject<'py> for Returned<F> {
     type Target = PyAny;
     type Output = Bound<'py, PyAny>;
     type Error = PyErr;
+
+    #[cfg(feature = "inspect")]
+    const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr = F::TYPE_HINT;
 
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.to.hand_over(py, self.tensor)

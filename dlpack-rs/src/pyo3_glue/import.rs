@@ -452,6 +452,9 @@ impl PyTensor {
 impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
     type Error = PyErr;
 
+    #[cfg(feature = "inspect")]
+    const INPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::SUPPORTS_DLPACK;
+
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
         ImportOptions::new().import(&obj)
     }

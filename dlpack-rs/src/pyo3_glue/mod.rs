@@ -89,6 +89,8 @@ mod requires_grad;
 mod shared_registry;
 mod source;
 mod tensor;
+#[cfg(feature = "inspect")]
+mod type_hints;
 mod typed;
 
 /// The export trait at the seed's path (`dlpack_rs::pyo3_glue::IntoDLPack`): the very trait of
@@ -113,4 +115,7 @@ pub use keepalive::PyKeepalive;
 pub use keepalive::{keepalive_counts, KeepaliveCounts};
 pub use protocol::DLPackArgs;
 pub use tensor::{register, DLPackTensor};
+#[cfg(feature = "inspect")]
+#[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
+pub use type_hints::TYPING_STUB;
 pub use typed::{TensorView, TensorViewMut};

@@ -352,6 +352,9 @@ macro_rules! extract {
         {
             type Error = PyErr;
 
+            #[cfg(feature = "inspect")]
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::SUPPORTS_DLPACK;
+
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 Held::host::<S, L>(&obj, $exclusive).map(|held| $ty {
                     held,
@@ -364,6 +367,9 @@ macro_rules! extract {
             for $ty<T, S, L, AnyDevice>
         {
             type Error = PyErr;
+
+            #[cfg(feature = "inspect")]
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 Held::raw::<S, L>(&obj, $exclusive).map(|held| $ty {

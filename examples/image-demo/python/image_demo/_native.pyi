@@ -1,44 +1,135 @@
-from typing import Any, List, Optional, Protocol, Tuple, TypeVar
+"""
+The native module; `image_demo/__init__.py` re-exports it. Declared inline, so that
+`maturin generate-stubs` (feature `stubs`) can read what it holds.
+"""
 
-class SupportsDLPack(Protocol):
-    def __dlpack__(self, *, stream: Any = ..., max_version: Optional[Tuple[int, int]] = ...,
-                   dl_device: Optional[Tuple[int, int]] = ..., copy: Optional[bool] = ...) -> Any: ...
-    def __dlpack_device__(self) -> Tuple[int, int]: ...
+from image_demo._dlpack import DLPackArray, DLPackMethod, SupportsDLPack
+from types import CapsuleType
+from typing import Any, Final, SupportsIndex, final
 
+__all__ = ["Image", "Tensor", "grayscale", "invert"]
+
+@final
 class Image:
-    """An height x width x 3 uint8 RGB image owned by Rust."""
+    """
+    An `height x width x 3` RGB image of `uint8` pixels, owned by Rust.
 
-    def __init__(self, height: int, width: int) -> None: ...
+    `frozen`: Python gets no `&mut self` method that could reallocate the pixels while a
+    consumer holds a pointer into them. (Consumers may still write through their view, which
+    is the point of sharing memory.)
+    """
+    __dlpack__: Final[DLPackMethod]
+    """
+    The DLPack export: `__dlpack__(*, stream=None, max_version=None, dl_device=None,
+    copy=None)` (added by dlpack-rs): a method descriptor with a hand-written entry
+    point (`dlpack_method` of this private interface).
+    """
+    __dlpack_c_exchange_api__: Final[CapsuleType]
+    def __dlpack_device__(self, /) -> tuple[int, int]:
+        """
+        `(device_type, device_id)` of the data (added by dlpack-rs).
+        """
+    def __new__(cls, /, height: SupportsIndex, width: SupportsIndex) -> Image:
+        """
+        A test pattern: red grows along x, green along y, blue is constant.
+        """
+    def __repr__(self, /) -> str: ...
     @property
-    def shape(self) -> Tuple[int, int, int]: ...
+    def data_ptr(self, /) -> int:
+        """
+        The address of the first pixel (compare with `ndarray.ctypes.data` or
+        `tensor.data_ptr()` to see that the memory is shared).
+        """
     @property
-    def data_ptr(self) -> int: ...
-    def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
-                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any: ...
-    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    def shape(self, /) -> tuple[int, int, int]:
+        """
+        `(height, width, 3)`.
+        """
 
+@final
 class Tensor:
-    """A Rust-owned DLPack tensor (dlpack_rs.Tensor)."""
+    """
+    An owned tensor exposed to Python as `dlpack_rs.Tensor`, with `__dlpack__`,
+    `__dlpack_device__`, the C exchange API (`__dlpack_c_exchange_api__`), and `shape`,
+    `strides`, `dtype`, `device` and `read_only` properties.
 
-    @property
-    def shape(self) -> List[int]: ...
-    @property
-    def strides(self) -> List[int]: ...
-    @property
-    def dtype(self) -> str: ...
-    @property
-    def device(self) -> Tuple[int, int]: ...
-    @property
-    def read_only(self) -> bool: ...
-    def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
-                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any: ...
-    def __dlpack_device__(self) -> Tuple[int, int]: ...
+    It can be made from a [`ManagedTensorVersioned`] or [`ManagedTensor`] (for example an
+    [`Export`] of a `Vec`), or from an imported [`PyTensor`] (to hand a foreign tensor on).
+    Every `__dlpack__` call exports a new managed tensor that keeps this object alive; the
+    owned tensor is released when the object and every export are gone.
 
-_Array = TypeVar("_Array", bound=SupportsDLPack)
+    ```
+    use dlpack_rs::pyo3_glue::DLPackTensor;
+    use dlpack_rs::safe::Export;
+    use pyo3::prelude::*;
+
+    #[pyfunction]
+    fn make_image() -> PyResult<DLPackTensor> {
+        Ok(DLPackTensor::from_export(Export::new(vec![0u8; 12]).shape(&[2, 2, 3]))?)
+    }
+
+    Python::initialize();
+    Python::attach(|py| -> PyResult<()> {
+        let t = Bound::new(py, make_image()?)?;
+        assert_eq!(t.repr()?.to_string(), "Tensor(shape=(2, 2, 3), dtype=uint8, device=cpu:0, strides=(6, 3, 1))");
+        Ok(())
+    })
+    .unwrap();
+    ```
+    """
+    __dlpack_c_exchange_api__: Final[CapsuleType]
+    """
+    The DLPack 1.3 C exchange API table (see `dlpack_rs::pyo3_glue::exchange_api`).
+    """
+    def __dlpack__(self, /, *, stream: Any | None = None, max_version: Any | None = None, dl_device: Any | None = None, copy: Any | None = None) -> CapsuleType:
+        """
+        Exports this tensor (see `dlpack_rs::pyo3_glue::export_dlpack`).
+        """
+    def __dlpack_device__(self, /) -> tuple[int, int]:
+        """
+        `(device_type, device_id)` of the data.
+        """
+    def __repr__(self, /) -> str: ...
+    @property
+    def device(self, /) -> tuple[int, int]:
+        """
+        `(device_type, device_id)`.
+        """
+    @property
+    def dtype(self, /) -> str:
+        """
+        The element type, numpy-style (`"float32"`).
+        """
+    @property
+    def read_only(self, /) -> bool:
+        """
+        Whether consumers must not write to the data.
+        """
+    @property
+    def shape(self, /) -> list[int]:
+        """
+        The extent of each dimension.
+        """
+    @property
+    def strides(self, /) -> list[int]:
+        """
+        The strides, in elements.
+        """
+
+def grayscale(rgb: SupportsDLPack) -> DLPackArray:
+    """
+    Round trip: an `H x W x 3` `uint8` tensor in, its luma (`0.299 R + 0.587 G + 0.114 B`) out
+    as a new Rust-owned `H x W` array, handed back as the caller's framework's own type.
+
+    `Shape3<ANY, ANY, 3>` checks the three channels at extraction: a 4-channel image gets
+    `TypeError: expected shape (*, *, 3), got (480, 640, 4)`.
+    """
 
 def invert(tensor: SupportsDLPack) -> int:
-    """Inverts the uint8 values of any writable CPU tensor in place; returns how many."""
+    """
+    Inverts the `uint8` values of any writable CPU tensor in place (`x -> 255 - x`), whatever
+    its strides. Returns the number of values changed.
 
-def grayscale(rgb: _Array) -> _Array:
-    """An H x W x 3 uint8 tensor in, a new Rust-owned H x W uint8 luma array out, as the
-    caller's own kind of array (numpy in, numpy out; torch in, torch out)."""
+    The signature says it all: `uint8`, any shape, any layout, written in place. A caller's
+    float tensor gets `TypeError`, a read-only one `BufferError` saying why.
+    """

@@ -1,0 +1,96 @@
+//! Type hints for generated stubs (feature `inspect`, pyo3's `experimental-inspect`): what a
+//! typed argument accepts and what a result is, as `maturin generate-stubs` writes them.
+//!
+//! An argument takes any object with `__dlpack__`, which no standard module names: the hints
+//! refer to a protocol `SupportsDLPack` in the module the environment variable
+//! `DLPACK_RS_TYPING_MODULE` names when this crate is compiled (the extension's package ships
+//! it: [`TYPING_STUB`] is its text). Without the variable they stay `_typeshed.Incomplete`, as
+//! pyo3 leaves any type it cannot name.
+
+use pyo3::inspect::PyStaticExpr;
+
+/// The module that defines [`TYPING_STUB`]'s protocols, if the build names one.
+const MODULE: Option<&str> = option_env!("DLPACK_RS_TYPING_MODULE");
+
+/// [`MODULE`] as an expression.
+const MODULE_NAME: PyStaticExpr = PyStaticExpr::Name {
+    id: match MODULE {
+        Some(module) => module,
+        None => "_typeshed",
+    },
+};
+
+/// What pyo3 writes for a type it cannot name.
+const INCOMPLETE: PyStaticExpr = pyo3::type_hint_identifier!("_typeshed", "Incomplete");
+
+/// Any object with `__dlpack__`: what every typed argument and `PyTensor` accepts.
+pub(crate) const SUPPORTS_DLPACK: PyStaticExpr = match MODULE {
+    Some(_) => PyStaticExpr::Attribute {
+        value: &MODULE_NAME,
+        attr: "SupportsDLPack",
+    },
+    None => INCOMPLETE,
+};
+
+/// An array with the array API standard's `__dlpack__` and `__dlpack_device__`: what a
+/// `Returned<Framework>` is (the caller's own kind of array), which every consumer takes.
+pub(crate) const DLPACK_ARRAY: PyStaticExpr = match MODULE {
+    Some(_) => PyStaticExpr::Attribute {
+        value: &MODULE_NAME,
+        attr: "DLPackArray",
+    },
+    None => INCOMPLETE,
+};
+
+/// The `__dlpack__` method of a derived class, with the array API standard's signature.
+pub(crate) const DLPACK_METHOD: PyStaticExpr = match MODULE {
+    Some(_) => PyStaticExpr::Attribute {
+        value: &MODULE_NAME,
+        attr: "DLPackMethod",
+    },
+    None => INCOMPLETE,
+};
+
+/// The text of the stub module `DLPACK_RS_TYPING_MODULE` names (a `.pyi` file the extension's
+/// package ships beside the generated stubs, the image demo's `_dlpack.pyi`): the protocols the
+/// hints refer to. `SupportsDLPack`, what arguments accept, asks only for a `__dlpack__`
+/// callable without arguments, as every producer's (numpy's, torch's, jax's, this crate's) is;
+/// `DLPackArray`, what a result in the caller's framework is, has the standard's signatures, so
+/// that `numpy.from_dlpack` and the others accept it.
+pub const TYPING_STUB: &str = r#""""DLPack protocols referred to by stubs generated with dlpack-rs (feature `inspect`)."""
+
+from typing import Any, Optional, Protocol, Tuple
+
+class SupportsDLPack(Protocol):
+    """Any object with `__dlpack__`: a numpy array, torch tensor, jax array, ..."""
+
+    def __dlpack__(self, /) -> Any: ...
+
+class DLPackArray(Protocol):
+    """An array with the array API standard's DLPack methods: what a result in the caller's
+    framework is (a numpy array, torch tensor, jax array or dlpack_rs.Tensor)."""
+
+    def __dlpack__(
+        self,
+        /,
+        *,
+        stream: Optional[Any] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self, /) -> Tuple[int, int]: ...
+
+class DLPackMethod(Protocol):
+    """`__dlpack__` as the array API standard writes it."""
+
+    def __call__(
+        self,
+        /,
+        *,
+        stream: Optional[Any] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+"#;
