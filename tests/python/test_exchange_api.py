@@ -210,7 +210,7 @@ def test_torch_error_propagates_as_python_exception():
     assert ext.import_info(torch.zeros(1))["shape"] == [1]
 
 
-def test_numpy_falls_back_to_dunder_dlpack():
+def test_numpy_has_no_table_and_imports_as_its_dunder_dlpack_answers():
     a = np.arange(6, dtype=np.float32)
     assert not hasattr(type(a), "__dlpack_c_exchange_api__")
     info = ext.import_info(a)

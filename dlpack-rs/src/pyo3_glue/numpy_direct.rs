@@ -6,6 +6,7 @@
 //! route, which raises what numpy raises.
 
 use core::ffi::{c_char, c_int, c_long};
+use std::sync::atomic::Ordering;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -13,7 +14,8 @@ use pyo3::prelude::*;
 use super::cpython;
 use super::keepalive::{current_interpreter, release_owned};
 use super::numpy_array::{
-    known_ndarray, versioned_export, ArrayFields, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
+    known_ndarray, versioned_export, ArrayFields, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
+    NPY_ARRAY_WRITEABLE,
 };
 use crate::ffi::{
     DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor,
@@ -109,7 +111,21 @@ unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
 /// The fields read are the ones numpy's `__dlpack__` reads, attached, as it reads them (on a
 /// free-threaded build a concurrent `arr.shape = ...` races this read exactly as it races
 /// numpy's own export).
+#[inline]
 pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
+    // The common answer for every other producer, without a call: numpy's type is known and
+    // `obj` is not of it.
+    let known = NDARRAY_PTR.load(Ordering::Acquire);
+    // SAFETY: `obj` is a live object; reading its type needs nothing more.
+    if !known.is_null() && !unsafe { cpython::is_exactly(obj.as_ptr(), known) } {
+        return Ok(None);
+    }
+    import_array(obj)
+}
+
+/// [`import`] past its first check.
+#[inline(never)]
+fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
     let py = obj.py();
     let Some(ndarray) = known_ndarray(py)? else {
         return Ok(None);
