@@ -205,6 +205,43 @@ def test_a_fake_numpy_module_is_not_believed():
     assert out.split() == ["asked"] * 3
 
 
+def test_swapped_numpy_c_api_capsules_are_never_called():
+    # numpy's modules publish capsules without a name; Python code can swap them. Nothing of
+    # them is followed: numpy's type is recognised as a static type named numpy.ndarray, and
+    # what numpy exports is asked of numpy.
+    out = _run("""
+        import tracemalloc
+        import numpy as np
+        import numpy._core._multiarray_umath as mu
+        mu._ARRAY_API = mu._UFUNC_API
+        import dlpack_testext as ext
+        a = np.zeros(3, np.float32)
+        print(ext.import_info(a) == ext.import_info(a, exchange_api=False))
+        ext.numel(a)
+        tracemalloc.start()
+        ext.numel(a)
+        print(tracemalloc.get_traced_memory()[1])
+    """)
+    assert out.split() == ["True", "0"]
+
+
+def test_a_heap_type_named_numpy_ndarray_is_not_believed():
+    out = _run("""
+        import numpy as np
+        class ndarray(int):
+            def __dlpack__(self, **kw):
+                raise BufferError("asked")
+        ndarray.__module__ = "numpy"
+        np.ndarray = ndarray
+        import dlpack_testext as ext
+        try:
+            ext.import_info(ndarray(12 << 30))
+        except BufferError as e:
+            print(e)
+    """)
+    assert out.split() == ["asked"]
+
+
 def test_imports_work_with_numpy_blocked():
     out = _run("""
         import sys

@@ -195,6 +195,16 @@ pub(crate) unsafe fn is_capsule(obj: *mut ffi::PyObject) -> bool {
     unsafe { ffi::PyCapsule_CheckExact(obj) != 0 }
 }
 
+/// Whether `ty` is a static type (made by C code: Python code can only make heap types).
+///
+/// # Safety
+///
+/// The thread is attached; `ty` is a live type.
+pub(crate) unsafe fn is_static_type(ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::PyType_GetFlags(ty) & ffi::Py_TPFLAGS_HEAPTYPE == 0 }
+}
+
 /// Whether `sub` is `ty` or a subtype of it.
 ///
 /// # Safety

@@ -3,8 +3,8 @@
 //! and its flags, whether an import views exactly the array's elements, and the base object
 //! rust-numpy keys borrows by.
 
-use core::ffi::{c_char, c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use core::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -12,6 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyType};
 
 use super::cpython;
+use crate::ffi::DLPACK_VERSIONED_CAPSULE_NAME;
 
 /// numpy's `ndarray` type, once found.
 pub(super) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -22,23 +23,17 @@ static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 /// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
 /// 2.1), which can say read-only; older numpy exports legacy capsules only.
 static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
-/// The major version of numpy's ABI (1 or 2) once the type is known.
-static ABI_MAJOR: AtomicU32 = AtomicU32::new(0);
-
-/// Where numpy publishes its C API table (`_ARRAY_API`, a capsule without a name), numpy 2's
-/// module first.
-const API_TABLES: [&str; 2] = [
-    "numpy._core._multiarray_umath",
-    "numpy.core._multiarray_umath",
-];
 
 /// numpy's `ndarray` type, once numpy has been imported by someone (never imports anything
-/// itself): taken from numpy's own C API table (`_ARRAY_API` of its extension module, the
-/// table every numpy C extension and rust-numpy use; pure Python can replace `numpy.ndarray`
-/// or `numpy.__version__`, but cannot make a capsule), with the ABI and feature versions the
-/// table reports. The table is trusted as numpy's C extensions trust it. Anything missing, half imported or of an ABI
-/// other than numpy 1's or 2's is "not yet": nothing is cached and `None` is answered, so the
-/// structs this crate reads are only ever read for the layouts it knows.
+/// itself), and only when it is numpy's own: `numpy.ndarray` is an attribute Python code can
+/// replace, so the type found there is taken only if it is a static type (made by C code;
+/// Python code can neither make one nor rename one) named `numpy.ndarray`, whose instances are
+/// at least as large as the fields this crate reads, of numpy 1 or 2 (the layouts it knows; the
+/// major version read from `numpy.__version__`). Whether numpy exports versioned tensors is
+/// asked of numpy itself, once: an empty array's `__dlpack__(max_version=(1, 3))` (a static
+/// type's methods cannot be replaced). Anything missing, half imported or not numpy's own is
+/// "not yet": nothing is cached and `None` is answered. No pointer that numpy's modules publish
+/// is followed.
 pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
     if let Some(t) = NDARRAY.get(py) {
         return Ok(Some(t.bind(py)));
@@ -50,69 +45,134 @@ pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>
             .cast_into::<PyDict>()?
             .unbind())
     })?;
-    let modules = modules.bind(py);
-    for module in API_TABLES {
-        let Ok(Some(found)) = modules.get_item(module) else {
-            continue;
-        };
-        let Ok(capsule) = found
-            .cast_into::<PyModule>()
-            .map_err(PyErr::from)
-            .and_then(|m| m.getattr(pyo3::intern!(py, "_ARRAY_API")))
-            .and_then(|c| c.cast_into::<PyCapsule>().map_err(PyErr::from))
-        else {
-            continue;
-        };
-        // numpy's table has no name (numpy makes it so); a named capsule is someone else's.
-        if !matches!(capsule.name(), Ok(None)) {
-            continue;
-        }
-        let Ok(table) = capsule.pointer_checked(None) else {
-            continue;
-        };
-        let table = table.as_ptr().cast::<*const c_void>();
-        // SAFETY: a capsule of this name is numpy's C API table (only numpy's C code makes one):
-        // slot 0 is `PyArray_GetNDArrayCVersion`, slot 211 `PyArray_GetNDArrayCFeatureVersion`
-        // (both `unsigned int (void)`), slot 2 `&PyArray_Type`, in numpy 1 and 2 alike.
-        let (abi, feature, ty) = unsafe {
-            let version = |slot: usize| {
-                let f: unsafe extern "C" fn() -> c_uint = core::mem::transmute(*table.add(slot));
-                f()
-            };
-            (version(0), version(211), *table.add(2))
-        };
-        let abi_major = abi >> 24;
-        if !(1..=2).contains(&abi_major) {
-            return Ok(None);
-        }
-        // SAFETY: `&PyArray_Type`, a static type object of numpy's extension module, alive for
-        // good (the module is never unloaded).
-        let Ok(ty) = unsafe { Bound::from_borrowed_ptr(py, ty.cast_mut().cast::<ffi::PyObject>()) }
-            .cast_into::<PyType>()
-        else {
-            return Ok(None);
-        };
-        if !ty.name().is_ok_and(|n| n == "ndarray") {
-            return Ok(None);
-        }
-        // Stored before the type is published, so that whoever sees the type sees them.
-        ABI_MAJOR.store(abi_major, Ordering::Release);
-        // numpy 2.1 (feature version 0x13) made `__dlpack__` export versioned tensors.
-        VERSIONED_EXPORT.store(abi_major == 2 && feature >= 0x13, Ordering::Release);
-        let ty = ty.unbind();
-        return Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)));
-    }
-    Ok(None)
+    let Ok(Some(numpy)) = modules.bind(py).get_item("numpy") else {
+        return Ok(None);
+    };
+    let Some(ty) = numpy
+        .getattr(pyo3::intern!(py, "ndarray"))
+        .ok()
+        .and_then(|t| t.cast_into_exact::<PyType>().ok())
+        .filter(is_numpy_own)
+    else {
+        return Ok(None);
+    };
+    adopt(&numpy, ty)
 }
 
-/// numpy's `ndarray` type object, once numpy has been imported by someone (looked for until
-/// then; see [`ndarray_type`]).
-pub(super) fn known_ndarray(py: Python<'_>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
+/// Takes `ty` (numpy's own `ndarray`, of the `numpy` module given) as the type, once numpy's
+/// major version is one whose layout this crate knows and numpy said whether it exports
+/// versioned tensors.
+fn adopt<'py>(
+    numpy: &Bound<'py, PyAny>,
+    ty: Bound<'py, PyType>,
+) -> PyResult<Option<&'py Bound<'py, PyType>>> {
+    let py = ty.py();
+    let major = numpy
+        .getattr(pyo3::intern!(py, "__version__"))
+        .and_then(|v| v.extract::<String>())
+        .ok()
+        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
+    if !matches!(major, Some(1 | 2)) {
+        return Ok(None);
+    }
+    let Some(versioned) = exports_versioned(&ty) else {
+        return Ok(None);
+    };
+    // Stored before the type is published, so that whoever sees the type sees it.
+    VERSIONED_EXPORT.store(versioned, Ordering::Release);
+    let ty = ty.unbind();
+    Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)))
+}
+
+/// Whether `ty` is numpy's own `ndarray` (see [`ndarray_type`]): a static type (only C code
+/// makes one, and its name is fixed there) named `numpy.ndarray`, as large as the fields read.
+fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
+    let py = ty.py();
+    // SAFETY: attached; `ty` is a live type.
+    if !unsafe { cpython::is_static_type(ty.as_type_ptr()) } {
+        return false;
+    }
+    let named = |attr: &Bound<'_, pyo3::types::PyString>, want: &str| {
+        ty.getattr(attr)
+            .and_then(|v| v.extract::<String>())
+            .is_ok_and(|v| v == want)
+    };
+    named(pyo3::intern!(py, "__module__"), "numpy")
+        && named(pyo3::intern!(py, "__name__"), "ndarray")
+        && ty
+            .getattr(pyo3::intern!(py, "__basicsize__"))
+            .and_then(|v| v.extract::<usize>())
+            .is_ok_and(|size| size >= core::mem::size_of::<ArrayFields>())
+}
+
+/// Whether numpy's `__dlpack__(max_version=(1, 3))` exports a versioned tensor (numpy >= 2.1),
+/// asked of an empty array; `None` when the question cannot be asked now.
+fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<bool> {
+    let py = ty.py();
+    let empty = ty.call1(((0usize,),)).ok()?;
+    let kwargs = PyDict::new(py);
+    kwargs
+        .set_item(pyo3::intern!(py, "max_version"), (1u32, 3u32))
+        .ok()?;
+    match empty.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(capsule) => {
+            let capsule = capsule.cast_into::<PyCapsule>().ok()?;
+            let name = capsule.name().ok().flatten();
+            // SAFETY: the name of a live capsule, read while we hold it.
+            Some(name.is_some_and(|n| unsafe { n.as_cstr() } == DLPACK_VERSIONED_CAPSULE_NAME))
+        }
+        // numpy < 2.1 knows no `max_version`.
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// The last type seen that is not numpy's `ndarray` nor derives from it, so that imports of
+/// other producers look at their type's bases once, not at every import. A type's address
+/// cannot later be numpy's: numpy's type is static (in numpy's extension module, which is never
+/// unloaded), at its address from the moment numpy loads.
+static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
+
+/// numpy's `ndarray` type object, once known: learnt from `obj`'s own type or one of its bases
+/// (numpy's own type is recognised wherever it is met, whatever `numpy.ndarray` says now), or
+/// from `numpy.ndarray` once numpy is imported (see [`ndarray_type`]).
+pub(super) fn known_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
     if !ndarray.is_null() {
         return Ok(Some(ndarray));
     }
-    let Some(found) = ndarray_type(py)? else {
+    let py = obj.py();
+    let ty = obj.get_type();
+    let found = if NOT_NDARRAY.load(Ordering::Acquire) == ty.as_type_ptr() {
+        None
+    } else {
+        let base = ty
+            .mro()
+            .iter()
+            .filter_map(|b| b.cast_into_exact::<PyType>().ok())
+            .find(is_numpy_own);
+        if base.is_none() {
+            NOT_NDARRAY.store(ty.as_type_ptr(), Ordering::Release);
+        }
+        base
+    };
+    let found = match found {
+        Some(own) => {
+            let modules = SYS_MODULES.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+                Ok(py
+                    .import("sys")?
+                    .getattr("modules")?
+                    .cast_into::<PyDict>()?
+                    .unbind())
+            })?;
+            match modules.bind(py).get_item("numpy") {
+                Ok(Some(numpy)) => adopt(&numpy, own)?,
+                _ => None,
+            }
+        }
+        None => ndarray_type(py)?,
+    };
+    let Some(found) = found else {
         return Ok(None);
     };
     let ndarray = found.as_ptr().cast();
@@ -124,11 +184,6 @@ pub(super) fn known_ndarray(py: Python<'_>) -> PyResult<Option<*mut ffi::PyTypeO
 /// [`known_ndarray`] found the type.
 pub(super) fn versioned_export() -> bool {
     VERSIONED_EXPORT.load(Ordering::Acquire)
-}
-
-/// numpy's ABI major version (1 or 2) once [`known_ndarray`] found the type, else 0.
-pub(super) fn abi_major() -> u32 {
-    ABI_MAJOR.load(Ordering::Acquire)
 }
 
 /// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same

@@ -31,7 +31,7 @@ use super::keepalive::{
     current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
 };
 use super::numpy_array::{
-    abi_major, base_of, exports_itself, known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR,
+    base_of, exports_itself, known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR,
     NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_F_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
 };
 use crate::safe::Error;
@@ -96,12 +96,17 @@ fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
 }
 /// numpy's `multiarray` module, where rust-numpy keeps its table.
 fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    // By the ABI numpy's own C API table reports (known: a numpy array was seen), not by
-    // `numpy.__version__`, which Python code can rewrite.
-    py.import(if abi_major() == 1 {
-        "numpy.core.multiarray"
-    } else {
+    // By `numpy.__version__`, as rust-numpy itself finds it (both must find the same table).
+    let version: String = py.import("numpy")?.getattr("__version__")?.extract()?;
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(2);
+    py.import(if major >= 2 {
         "numpy._core.multiarray"
+    } else {
+        "numpy.core.multiarray"
     })
 }
 
@@ -173,7 +178,7 @@ pub(crate) fn coordinate(
 ) -> PyResult<bool> {
     let py = obj.py();
     // numpy not seen yet (or not imported at all): looked up until it is.
-    let Some(ndarray) = known_ndarray(py)? else {
+    let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(false);
     };
     // SAFETY: both are live objects (numpy's type is kept by `NDARRAY` for good) and we are

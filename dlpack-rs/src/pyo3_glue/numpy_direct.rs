@@ -126,8 +126,7 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
 /// [`import`] past its first check.
 #[inline(never)]
 fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
-    let py = obj.py();
-    let Some(ndarray) = known_ndarray(py)? else {
+    let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(None);
     };
     // SAFETY: `obj` is a live object; reading its type needs nothing more.
