@@ -11,7 +11,7 @@ pub use alloc::sync::Arc;
 #[cfg(feature = "pyo3")]
 pub use crate::pyo3_glue::{
     class_export::ClassRoute, class_table::class_exchange_api_capsule,
-    dlpack_method::dlpack_method, dlpack_method::MethodDescriptor,
+    dlpack_method::dlpack_method, dlpack_method::CapsuleObject, dlpack_method::MethodDescriptor,
 };
 use alloc::vec::Vec;
 use core::ffi::c_void;
@@ -367,8 +367,9 @@ macro_rules! __dlpack_pymethods {
             #[pyo3(name = "__dlpack_c_exchange_api__")]
             fn $api(
                 py: $crate::pyo3::Python<'_>,
-            ) -> $crate::pyo3::PyResult<$crate::pyo3::Bound<'_, $crate::pyo3::types::PyCapsule>> {
+            ) -> $crate::pyo3::PyResult<$crate::__private_derive_v0_4::CapsuleObject<'_>> {
                 $crate::__private_derive_v0_4::class_exchange_api_capsule::<Self>(py)
+                    .map($crate::__private_derive_v0_4::CapsuleObject)
             }
         }
     };

@@ -1,7 +1,10 @@
 """A typed caller of the image demo, checked by mypy against the stubs generated from the Rust
 module (tests/typing/check.sh). Every call here type-checks except the one marked, which mypy
 must reject: its `type: ignore[arg-type]` is required to be used (`--warn-unused-ignores`), so a
-stub that accepted the wrong call fails the check."""
+stub that accepted the wrong call fails the check. tests/typing/check.py also runs every function: the wrong call
+raises TypeError at run time too."""
+
+from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np

@@ -245,3 +245,24 @@ where
         })
     }
 }
+
+/// A capsule as a Python method's or class attribute's value (`__dlpack__`'s result, the
+/// exchange table's capsule): in generated stubs (feature `inspect`) it reads as
+/// `typing_extensions.CapsuleType`, which every supported Python has (`types.CapsuleType`, pyo3's
+/// own hint, is new in 3.13).
+#[doc(hidden)]
+pub struct CapsuleObject<'py>(pub Bound<'py, pyo3::types::PyCapsule>);
+
+impl<'py> IntoPyObject<'py> for CapsuleObject<'py> {
+    type Target = pyo3::types::PyCapsule;
+    type Output = Bound<'py, pyo3::types::PyCapsule>;
+    type Error = core::convert::Infallible;
+
+    #[cfg(feature = "inspect")]
+    const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr =
+        pyo3::type_hint_identifier!("typing_extensions", "CapsuleType");
+
+    fn into_pyobject(self, _py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(self.0)
+    }
+}

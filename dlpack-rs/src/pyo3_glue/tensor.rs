@@ -149,14 +149,14 @@ impl DLPackTensor {
         max_version: Option<Bound<'py, PyAny>>,
         dl_device: Option<Bound<'py, PyAny>>,
         copy: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyCapsule>> {
+    ) -> PyResult<super::dlpack_method::CapsuleObject<'py>> {
         let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
         // No `&self` method of this class reads the owned tensor's elements: Rust reaches them
         // only through `tensor()`'s views, which are registry borrows. So an export of a
         // writable owner needs no borrow of its own; the memory of a read-only owner (an `Arc`
         // or `&'static` export, a legacy import) is borrowed by every export of it, by the
         // one block builder (`safe::Readers`), and by the owner's own block when it is ours.
-        export_object_capsule(slf, &args, false)
+        export_object_capsule(slf, &args, false).map(super::dlpack_method::CapsuleObject)
     }
 
     /// `(device_type, device_id)` of the data.
@@ -166,11 +166,14 @@ impl DLPackTensor {
 
     /// The DLPack 1.3 C exchange API table (see `dlpack_rs::pyo3_glue::exchange_api`).
     #[classattr]
-    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+    fn __dlpack_c_exchange_api__(
+        py: Python<'_>,
+    ) -> PyResult<super::dlpack_method::CapsuleObject<'_>> {
         let api = NonNull::from(&TENSOR_API.0).cast::<c_void>();
         // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
         // capsule owns nothing.
         unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
+            .map(super::dlpack_method::CapsuleObject)
     }
 
     /// The extent of each dimension.

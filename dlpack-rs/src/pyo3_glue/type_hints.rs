@@ -68,7 +68,8 @@ class SupportsDLPack(Protocol):
 
 class DLPackArray(Protocol):
     """An array with the array API standard's DLPack methods: what a result in the caller's
-    framework is (a numpy array, torch tensor, jax array or dlpack_rs.Tensor)."""
+    framework is (at run time a numpy array, torch tensor, jax array or dlpack_rs.Tensor; jax's
+    own stub declares less, so a jax.Array does not type-check as one)."""
 
     def __dlpack__(
         self,
@@ -76,7 +77,7 @@ class DLPackArray(Protocol):
         *,
         stream: Optional[Any] = None,
         max_version: Optional[Tuple[int, int]] = None,
-        dl_device: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Any] = None,
         copy: Optional[bool] = None,
     ) -> Any: ...
     def __dlpack_device__(self, /) -> Tuple[int, int]: ...

@@ -4,8 +4,8 @@ The native module; `image_demo/__init__.py` re-exports it. Declared inline, so t
 """
 
 from image_demo._dlpack import DLPackArray, DLPackMethod, SupportsDLPack
-from types import CapsuleType
 from typing import Any, Final, SupportsIndex, final
+from typing_extensions import CapsuleType
 
 __all__ = ["Image", "Tensor", "grayscale", "invert"]
 
