@@ -23,6 +23,8 @@ static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 /// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
 /// 2.1), which can say read-only; older numpy exports legacy capsules only.
 static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
+/// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (numpy 2.1 to 2.3).
+static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
 
 /// numpy's `ndarray` type, once numpy has been imported by someone (never imports anything
 /// itself), and only when it is numpy's own: `numpy.ndarray` is an attribute Python code can
@@ -75,11 +77,12 @@ fn adopt<'py>(
     if !matches!(major, Some(1 | 2)) {
         return Ok(None);
     }
-    let Some(versioned) = exports_versioned(&ty) else {
+    let Some((versioned, null_strides)) = exports_versioned(&ty) else {
         return Ok(None);
     };
-    // Stored before the type is published, so that whoever sees the type sees it.
+    // Stored before the type is published, so that whoever sees the type sees them.
     VERSIONED_EXPORT.store(versioned, Ordering::Release);
+    NULL_CONTIGUOUS_STRIDES.store(null_strides, Ordering::Release);
     let ty = ty.unbind();
     Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)))
 }
@@ -106,10 +109,12 @@ fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
 }
 
 /// Whether numpy's `__dlpack__(max_version=(1, 3))` exports a versioned tensor (numpy >= 2.1),
-/// asked of an empty array; `None` when the question cannot be asked now.
-fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<bool> {
+/// and whether it gives a C-contiguous array NULL strides (numpy 2.1 to 2.3 do; later ones
+/// write them out), asked of a small C-contiguous array; `None` when the question cannot be
+/// asked now.
+fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
     let py = ty.py();
-    let empty = ty.call1(((0usize,),)).ok()?;
+    let empty = ty.call1(((2usize,),)).ok()?;
     let kwargs = PyDict::new(py);
     kwargs
         .set_item(pyo3::intern!(py, "max_version"), (1u32, 3u32))
@@ -117,12 +122,18 @@ fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<bool> {
     match empty.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
         Ok(capsule) => {
             let capsule = capsule.cast_into::<PyCapsule>().ok()?;
-            let name = capsule.name().ok().flatten();
-            // SAFETY: the name of a live capsule, read while we hold it.
-            Some(name.is_some_and(|n| unsafe { n.as_cstr() } == DLPACK_VERSIONED_CAPSULE_NAME))
+            let Ok(managed) = capsule.pointer_checked(Some(DLPACK_VERSIONED_CAPSULE_NAME)) else {
+                return Some((false, false));
+            };
+            let managed = managed.cast::<crate::ffi::DLManagedTensorVersioned>();
+            // SAFETY: the versioned managed tensor numpy's own `__dlpack__` (of its static type,
+            // whose methods cannot be replaced) just returned, alive (unconsumed) while the
+            // capsule, which we hold, is; only its strides pointer is read.
+            let null_strides = unsafe { managed.as_ref() }.dl_tensor.strides.is_null();
+            Some((true, null_strides))
         }
         // numpy < 2.1 knows no `max_version`.
-        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => Some(false),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => Some((false, false)),
         Err(_) => None,
     }
 }
@@ -184,6 +195,12 @@ pub(super) fn known_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi:
 /// [`known_ndarray`] found the type.
 pub(super) fn versioned_export() -> bool {
     VERSIONED_EXPORT.load(Ordering::Acquire)
+}
+
+/// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (see
+/// [`NULL_CONTIGUOUS_STRIDES`]); meaningful once [`known_ndarray`] found the type.
+pub(super) fn null_contiguous_strides() -> bool {
+    NULL_CONTIGUOUS_STRIDES.load(Ordering::Acquire)
 }
 
 /// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same

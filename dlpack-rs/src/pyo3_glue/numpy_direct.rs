@@ -14,8 +14,8 @@ use pyo3::prelude::*;
 use super::cpython;
 use super::keepalive::{current_interpreter, release_owned};
 use super::numpy_array::{
-    known_ndarray, versioned_export, ArrayFields, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
-    NPY_ARRAY_WRITEABLE,
+    known_ndarray, null_contiguous_strides, versioned_export, ArrayFields, NDARRAY_PTR,
+    NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
 };
 use crate::ffi::{
     DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor,
@@ -217,7 +217,11 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
         }
         if ndim > 0 {
             (*raw).managed.dl_tensor.shape = dims;
-            (*raw).managed.dl_tensor.strides = dims.add(ndim);
+            // As numpy's own export: NULL (compact row-major) for a C-contiguous array where
+            // numpy gives NULL.
+            if fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides() {
+                (*raw).managed.dl_tensor.strides = dims.add(ndim);
+            }
         }
         (*raw).managed.manager_ctx = raw.cast();
     }
