@@ -26,6 +26,19 @@ static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
 /// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (numpy 2.1 to 2.3).
 static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
 
+/// `sys.modules`, where numpy is looked for (never imported by this crate).
+fn sys_modules(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
+    SYS_MODULES
+        .get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+            Ok(py
+                .import("sys")?
+                .getattr("modules")?
+                .cast_into::<PyDict>()?
+                .unbind())
+        })
+        .map(|m| m.bind(py))
+}
+
 /// numpy's `ndarray` type, once numpy has been imported by someone (never imports anything
 /// itself), and only when it is numpy's own: `numpy.ndarray` is an attribute Python code can
 /// replace, so the type found there is taken only if it is a static type (made by C code;
@@ -40,14 +53,8 @@ pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>
     if let Some(t) = NDARRAY.get(py) {
         return Ok(Some(t.bind(py)));
     }
-    let modules = SYS_MODULES.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
-        Ok(py
-            .import("sys")?
-            .getattr("modules")?
-            .cast_into::<PyDict>()?
-            .unbind())
-    })?;
-    let Ok(Some(numpy)) = modules.bind(py).get_item("numpy") else {
+    let modules = sys_modules(py)?;
+    let Ok(Some(numpy)) = modules.get_item("numpy") else {
         return Ok(None);
     };
     let Some(ty) = numpy
@@ -169,14 +176,8 @@ pub(super) fn known_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi:
     };
     let found = match found {
         Some(own) => {
-            let modules = SYS_MODULES.get_or_try_init(py, || -> PyResult<Py<PyDict>> {
-                Ok(py
-                    .import("sys")?
-                    .getattr("modules")?
-                    .cast_into::<PyDict>()?
-                    .unbind())
-            })?;
-            match modules.bind(py).get_item("numpy") {
+            let modules = sys_modules(py)?;
+            match modules.get_item("numpy") {
                 Ok(Some(numpy)) => adopt(&numpy, own)?,
                 _ => None,
             }
