@@ -162,12 +162,24 @@ def _run(*parts):
     return r.stdout
 
 
+# Prints whether a numpy array imports as its __dlpack__ answers, then the Python memory the
+# import allocated (0: the direct route).
+_READ_DIRECTLY = """
+    import tracemalloc
+    a = np.zeros(3, np.float32)
+    print(ext.import_info(a) == ext.import_info(a, exchange_api=False))
+    ext.numel(a)
+    tracemalloc.start()
+    ext.numel(a)
+    print(tracemalloc.get_traced_memory()[1])
+"""
+
+
 def test_a_replaced_numpy_ndarray_is_not_believed():
     # numpy.ndarray replaced by a subclass that refuses __dlpack__, before the extension looked
     # numpy up: its instances must be asked (the type is not numpy's own), and numpy's own
     # arrays must still be read directly (the type comes from numpy's C API table).
     out = _run("""
-        import tracemalloc
         import numpy as np
         real = np.ndarray
         class ndarray(real):
@@ -180,13 +192,7 @@ def test_a_replaced_numpy_ndarray_is_not_believed():
             ext.import_info(x)
         except BufferError as e:
             print(str(e).replace(" ", "_"))
-        a = np.zeros(3, np.float32)
-        print(ext.import_info(a) == ext.import_info(a, exchange_api=False))
-        ext.numel(a)
-        tracemalloc.start()
-        ext.numel(a)
-        print(tracemalloc.get_traced_memory()[1])
-    """)
+    """, _READ_DIRECTLY)
     assert out.split() == ["refused_by_the_subclass", "True", "0"]
 
 
@@ -217,18 +223,11 @@ def test_swapped_numpy_c_api_capsules_are_never_called():
     # them is followed: numpy's type is recognised as a static type named numpy.ndarray, and
     # what numpy exports is asked of numpy.
     out = _run("""
-        import tracemalloc
         import numpy as np
         import numpy._core._multiarray_umath as mu
         mu._ARRAY_API = mu._UFUNC_API
         import dlpack_testext as ext
-        a = np.zeros(3, np.float32)
-        print(ext.import_info(a) == ext.import_info(a, exchange_api=False))
-        ext.numel(a)
-        tracemalloc.start()
-        ext.numel(a)
-        print(tracemalloc.get_traced_memory()[1])
-    """)
+    """, _READ_DIRECTLY)
     assert out.split() == ["True", "0"]
 
 

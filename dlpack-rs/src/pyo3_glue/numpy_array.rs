@@ -39,38 +39,10 @@ fn sys_modules(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
         .map(|m| m.bind(py))
 }
 
-/// numpy's `ndarray` type, once numpy has been imported by someone (never imports anything
-/// itself), and only when it is numpy's own: `numpy.ndarray` is an attribute Python code can
-/// replace, so the type found there is taken only if it is a static type (made by C code;
-/// Python code can neither make one nor rename one) named `numpy.ndarray`, whose instances are
-/// at least as large as the fields this crate reads, of numpy 1 or 2 (the layouts it knows; the
-/// major version read from `numpy.__version__`). Whether numpy exports versioned tensors is
-/// asked of numpy itself, once: an empty array's `__dlpack__(max_version=(1, 3))` (a static
-/// type's methods cannot be replaced). Anything missing, half imported or not numpy's own is
-/// "not yet": nothing is cached and `None` is answered. No pointer that numpy's modules publish
-/// is followed.
-pub(super) fn ndarray_type(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
-    if let Some(t) = NDARRAY.get(py) {
-        return Ok(Some(t.bind(py)));
-    }
-    let modules = sys_modules(py)?;
-    let Ok(Some(numpy)) = modules.get_item("numpy") else {
-        return Ok(None);
-    };
-    let Some(ty) = numpy
-        .getattr(pyo3::intern!(py, "ndarray"))
-        .ok()
-        .and_then(|t| t.cast_into_exact::<PyType>().ok())
-        .filter(is_numpy_own)
-    else {
-        return Ok(None);
-    };
-    adopt(&numpy, ty)
-}
-
 /// Takes `ty` (numpy's own `ndarray`, of the `numpy` module given) as the type, once numpy's
-/// major version is one whose layout this crate knows and numpy said whether it exports
-/// versioned tensors.
+/// major version (read from `numpy.__version__`) is one whose layout this crate knows and numpy
+/// said, once, whether it exports versioned tensors ([`exports_versioned`]: a static type's
+/// methods cannot be replaced).
 fn adopt<'py>(
     numpy: &Bound<'py, PyAny>,
     ty: Bound<'py, PyType>,
@@ -94,7 +66,7 @@ fn adopt<'py>(
     Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)))
 }
 
-/// Whether `ty` is numpy's own `ndarray` (see [`ndarray_type`]): a static type (only C code
+/// Whether `ty` is numpy's own `ndarray` (see [`known_ndarray`]): a static type (only C code
 /// makes one, and its name is fixed there) named `numpy.ndarray`, as large as the fields read.
 fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
@@ -121,12 +93,12 @@ fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
 /// asked now.
 fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
     let py = ty.py();
-    let empty = ty.call1(((2usize,),)).ok()?;
+    let probe = ty.call1(((2usize,),)).ok()?;
     let kwargs = PyDict::new(py);
     kwargs
         .set_item(pyo3::intern!(py, "max_version"), (1u32, 3u32))
         .ok()?;
-    match empty.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+    match probe.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
         Ok(capsule) => {
             let capsule = capsule.cast_into::<PyCapsule>().ok()?;
             let Ok(managed) = capsule.pointer_checked(Some(DLPACK_VERSIONED_CAPSULE_NAME)) else {
@@ -151,17 +123,26 @@ fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
 /// unloaded), at its address from the moment numpy loads.
 static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
 
-/// numpy's `ndarray` type object, once known: learnt from `obj`'s own type or one of its bases
-/// (numpy's own type is recognised wherever it is met, whatever `numpy.ndarray` says now), or
-/// from `numpy.ndarray` once numpy is imported (see [`ndarray_type`]).
+/// numpy's `ndarray` type object, once numpy has been imported by someone (this crate never
+/// imports it), and only numpy's own: `numpy.ndarray` is an attribute Python code can replace,
+/// so a type is taken only if it is a static type (made by C code; Python code can neither make
+/// one nor rename one) named `numpy.ndarray`, whose instances are at least as large as the
+/// fields this crate reads ([`is_numpy_own`]). It is recognised on `obj`'s own type or one of
+/// its bases (whatever `numpy.ndarray` says now), else at `numpy.ndarray`, and adopted for
+/// numpy 1 or 2 only ([`adopt`]). Anything missing, half imported or not numpy's own is "not
+/// yet": nothing is cached and `None` is answered. No pointer that numpy's modules publish is
+/// followed.
 pub(super) fn known_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
     if !ndarray.is_null() {
         return Ok(Some(ndarray));
     }
     let py = obj.py();
+    let Ok(Some(numpy)) = sys_modules(py)?.get_item("numpy") else {
+        return Ok(None);
+    };
     let ty = obj.get_type();
-    let found = if NOT_NDARRAY.load(Ordering::Acquire) == ty.as_type_ptr() {
+    let own = if NOT_NDARRAY.load(Ordering::Acquire) == ty.as_type_ptr() {
         None
     } else {
         let base = ty
@@ -174,17 +155,14 @@ pub(super) fn known_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi:
         }
         base
     };
-    let found = match found {
-        Some(own) => {
-            let modules = sys_modules(py)?;
-            match modules.get_item("numpy") {
-                Ok(Some(numpy)) => adopt(&numpy, own)?,
-                _ => None,
-            }
-        }
-        None => ndarray_type(py)?,
-    };
-    let Some(found) = found else {
+    let own = own.or_else(|| {
+        numpy
+            .getattr(pyo3::intern!(py, "ndarray"))
+            .ok()
+            .and_then(|t| t.cast_into_exact::<PyType>().ok())
+            .filter(is_numpy_own)
+    });
+    let Some(found) = own.map(|own| adopt(&numpy, own)).transpose()?.flatten() else {
         return Ok(None);
     };
     let ndarray = found.as_ptr().cast();
@@ -218,6 +196,29 @@ pub(super) struct ArrayFields {
     pub(super) flags: c_int,
 }
 
+impl ArrayFields {
+    /// The array's extents and byte strides (`nd` of each), or `None` for a negative `nd`.
+    ///
+    /// # Safety
+    ///
+    /// `self` is the struct of a live numpy array, read attached: its `dimensions` and
+    /// `strides` point at `nd` values each (or `nd` is 0).
+    pub(super) unsafe fn dims(&self) -> Option<(&[isize], &[isize])> {
+        let nd = usize::try_from(self.nd).ok()?;
+        if nd == 0 {
+            return Some((&[], &[]));
+        }
+        // SAFETY: the caller's contract: a live array's dimensions and strides hold `nd` values
+        // each, alive as long as the array (which `self` borrows).
+        Some(unsafe {
+            (
+                core::slice::from_raw_parts(self.dimensions, nd),
+                core::slice::from_raw_parts(self.strides, nd),
+            )
+        })
+    }
+}
+
 /// numpy's `NPY_ARRAY_C_CONTIGUOUS` flag.
 pub(super) const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
 /// numpy's `NPY_ARRAY_F_CONTIGUOUS` flag.
@@ -237,23 +238,13 @@ pub(super) const NPY_ARRAY_WRITEBACKIFCOPY: c_int = 0x2000;
 /// values each), read attached.
 pub(super) unsafe fn exports_itself(own: &ArrayFields, tensor: &crate::safe::AnyManaged) -> bool {
     let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
-    let Ok(nd) = usize::try_from(own.nd) else {
+    // SAFETY: the caller's contract: the struct of a live array, read attached.
+    let Some((dims, strides)) = (unsafe { own.dims() }) else {
         return false;
     };
-    if own.data.cast::<c_void>() != tensor.data_ptr() || nd != tensor.ndim() {
+    if own.data.cast::<c_void>() != tensor.data_ptr() || dims.len() != tensor.ndim() {
         return false;
     }
-    if nd == 0 {
-        return true;
-    }
-    // SAFETY: the caller's contract: a live array's dimensions and strides hold `nd` values
-    // each.
-    let (dims, strides) = unsafe {
-        (
-            core::slice::from_raw_parts(own.dimensions, nd),
-            core::slice::from_raw_parts(own.strides, nd),
-        )
-    };
     let ours = tensor.strides();
     tensor
         .shape()

@@ -147,20 +147,11 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
     if !unsafe { on_the_cpu(obj.as_ptr(), ndarray) } {
         return Ok(None);
     }
-    let Ok(ndim) = usize::try_from(fields.nd) else {
+    // SAFETY: attached, and `fields` is the struct of the live array `obj`.
+    let Some((dims_of, byte_strides)) = (unsafe { fields.dims() }) else {
         return Ok(None);
     };
-    let (dims_of, byte_strides): (&[isize], &[isize]) = if ndim == 0 {
-        (&[], &[])
-    } else {
-        // SAFETY: a live array's dimensions and strides hold `nd` values each.
-        unsafe {
-            (
-                core::slice::from_raw_parts(fields.dimensions, ndim),
-                core::slice::from_raw_parts(fields.strides, ndim),
-            )
-        }
-    };
+    let ndim = dims_of.len();
     let itemsize = (dtype.bits / 8) as isize;
     let one_element = dims_of.iter().try_fold(1isize, |n, &d| n.checked_mul(d)) == Some(1);
     if fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0

@@ -138,18 +138,8 @@ unsafe fn base_and_key(array: *mut ffi::PyObject, itemsize: Option<isize>) -> Op
     };
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out.
     let f = unsafe { &*array.cast::<ArrayFields>() };
-    let nd = usize::try_from(f.nd).ok()?;
-    let (shape, strides): (&[isize], &[isize]) = if nd == 0 {
-        (&[], &[])
-    } else {
-        // SAFETY: numpy's dimensions and strides hold `nd` values each.
-        unsafe {
-            (
-                core::slice::from_raw_parts(f.dimensions, nd),
-                core::slice::from_raw_parts(f.strides, nd),
-            )
-        }
-    };
+    // SAFETY: attached, and `f` is the struct of the live array `array`.
+    let (shape, strides) = unsafe { f.dims() }?;
     // SAFETY: `descr` is the array's live dtype object; attached.
     let descr = unsafe { Bound::from_borrowed_ptr(py, f.descr) };
     let itemsize: isize = match itemsize {
