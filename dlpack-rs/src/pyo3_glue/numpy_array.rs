@@ -203,6 +203,7 @@ impl ArrayFields {
     ///
     /// `self` is the struct of a live numpy array, read attached: its `dimensions` and
     /// `strides` point at `nd` values each (or `nd` is 0).
+    #[inline]
     pub(super) unsafe fn dims(&self) -> Option<(&[isize], &[isize])> {
         let nd = usize::try_from(self.nd).ok()?;
         if nd == 0 {
