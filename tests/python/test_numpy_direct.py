@@ -139,6 +139,22 @@ def test_the_direct_route_is_taken():
         _python_allocations(lambda a: ext.import_info(a, exchange_api=True), arr)
 
 
+def test_a_typed_argument_views_the_array_without_a_managed_tensor():
+    # The argument holds the array once (its own reference); an owned import would hold it
+    # twice (the argument's reference and the managed tensor's).
+    arr = np.arange(6, dtype=np.float32)
+    assert ext.tv_refs_held(arr) == (1, 1, 1)
+    assert ext.tv_refs_held(arr.reshape(1, 2, 1, 3, 1)) == (1, 1, 1)  # dimensions on the heap
+    n = refcount(arr)
+    assert ext.tr_sum(arr) == 15.0
+    ext.tm_touch(arr)
+    assert arr[0] == 1.0 and refcount(arr) == n
+    arr.flags.writeable = False
+    with pytest.raises(BufferError, match="exported it READ_ONLY"):
+        ext.tm_touch(arr)
+    assert arr[0] == 1.0 and refcount(arr) == n
+
+
 def test_the_array_lives_exactly_as_long_as_the_import():
     arr = np.arange(6, dtype=np.float32)
     n = refcount(arr)

@@ -176,7 +176,6 @@ pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
 ) -> PyResult<bool> {
-    let py = obj.py();
     // numpy not seen yet (or not imported at all): looked up until it is.
     let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(false);
@@ -196,9 +195,42 @@ pub(crate) fn coordinate(
         // foreign owner of numpy memory, it is not coordinated (README: outside the model).
         return Ok(false);
     }
+    if let Some(external) = external_for(obj, key_of_import(tensor))? {
+        // SAFETY: `external_for`'s context, owned by this owner alone.
+        unsafe { tensor.set_external(external) };
+    }
+    Ok(true)
+}
+
+/// As [`coordinate`], for a non-owning view of the numpy array `obj` that
+/// `numpy_direct::view` made from the array's own struct (so it addresses the array's own
+/// memory, with its layout).
+pub(crate) fn coordinate_view(
+    obj: &Bound<'_, PyAny>,
+    view: &mut crate::safe::Described,
+) -> PyResult<()> {
+    let strides = match view.raw_strides() {
+        Some(s) => alloc::borrow::Cow::Borrowed(s),
+        None => alloc::borrow::Cow::Owned(crate::safe::compact_strides(view.shape())),
+    };
+    let key = key_of_layout(view.data_ptr(), view.shape(), &strides, view.dtype());
+    if let Some(external) = external_for(obj, key)? {
+        // SAFETY: `external_for`'s context, owned by this view alone.
+        unsafe { view.set_external(external) };
+    }
+    Ok(())
+}
+
+/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj`, in whichever
+/// table the process has (made now when none is); `None` outside the main interpreter (no
+/// table there). The caller owns the context (`drop_ctx` once).
+///
+/// `obj` is a live numpy array whose own memory, with its own layout, `key` was computed from.
+fn external_for(obj: &Bound<'_, PyAny>, key: Key) -> PyResult<Option<crate::safe::External>> {
+    let py = obj.py();
     if TABLE_PTR.load(Ordering::Acquire).is_null() {
         if current_interpreter() != MAIN_INTERPRETER {
-            return Ok(true);
+            return Ok(None);
         }
         table(py)?;
     }
@@ -217,7 +249,7 @@ pub(crate) fn coordinate(
         Ctx {
             array: core::ptr::null_mut(),
             array0: core::ptr::null_mut(),
-            key: Some((base, key_of_import(tensor))),
+            key: Some((base, key)),
             writeable,
         }
     } else {
@@ -230,7 +262,7 @@ pub(crate) fn coordinate(
         // width (an int32 view of a buffer and every fourth byte from the second never
         // "conflict"): the borrow is taken on the bytes the import addresses as a 1-D uint8
         // array (stride 1, so the gcd is 1 and any overlap of ranges conflicts).
-        let bytes = byte_view(obj, tensor)?;
+        let bytes = byte_view(obj, &key)?;
         // rust-numpy's table gives a 0-d array an empty range at its element, which meets no
         // range that starts there, only another 0-d key at the same address (its key holds no
         // dtype): every view is also borrowed as a 0-d array of its first byte, which meets
@@ -259,10 +291,9 @@ pub(crate) fn coordinate(
         api: &NUMPY_API,
         ctx: Box::into_raw(ctx).cast(),
     };
-    // SAFETY: the context owns a strong reference to a live numpy array of the main interpreter,
-    // valid until `drop_ctx` releases it, owned by this owner alone.
-    unsafe { tensor.set_external(external) };
-    Ok(true)
+    // SAFETY: the context owns a strong reference to a live numpy array of the main interpreter
+    // (or, with our own table, a key of one), valid until `drop_ctx` releases it.
+    Ok(Some(external))
 }
 
 /// The bytes `tensor` (an import of the numpy array `obj`) addresses, as a private 1-D `uint8`
@@ -271,10 +302,7 @@ pub(crate) fn coordinate(
 /// wherever the ranges overlap (its gcd is 1). `BufferError` when that array is not contiguous
 /// (its bytes cannot be viewed flat without a copy), or does not hold the range: no borrow
 /// that rust-numpy's rule could miss is ever taken.
-fn byte_view<'py>(
-    obj: &Bound<'py, PyAny>,
-    tensor: &crate::safe::AnyManaged,
-) -> PyResult<Bound<'py, PyAny>> {
+fn byte_view<'py>(obj: &Bound<'py, PyAny>, key: &Key) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     // SAFETY: attached, and `obj` is a live numpy array (the caller checked).
     let root = unsafe { root_array(obj.as_ptr()) };
@@ -294,7 +322,6 @@ fn byte_view<'py>(
         ));
     };
     let root_start = fields.data as usize;
-    let key = key_of_import(tensor);
     // A plain ndarray first (a subclass such as np.matrix keeps its own shape rules), then
     // flat in its memory order: a view, never a copy, of a contiguous array.
     let ndarray_ty = NDARRAY
@@ -551,4 +578,4 @@ unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
 
 #[path = "numpy_table.rs"]
 mod ours;
-use ours::{key_of_import, ours_acquire_key, ours_release_key, Key, OURS};
+use ours::{key_of_import, key_of_layout, ours_acquire_key, ours_release_key, Key, OURS};

@@ -21,7 +21,7 @@ use crate::ffi::{
     DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor,
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::safe::ManagedTensorVersioned;
+use crate::safe::{Described, ManagedTensorVersioned};
 
 /// The head of numpy's `PyArray_Descr`, as far as this crate reads it: these offsets are the
 /// same in numpy 1 and 2 (numpy 2 changed the fields after `type_num`).
@@ -123,9 +123,47 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
     import_array(obj)
 }
 
-/// [`import`] past its first check.
+/// What the direct read established of an array: its struct, the DLPack type of its elements,
+/// its extents and byte strides (read from the struct).
+struct Checked<'a> {
+    fields: &'a ArrayFields,
+    dtype: DLDataType,
+    dims: &'a [isize],
+    byte_strides: &'a [isize],
+}
+
+impl Checked<'_> {
+    /// Writes the extents, then the strides in elements, into `dims` (`2 * ndim` values).
+    ///
+    /// # Safety
+    ///
+    /// `dims` is valid for `2 * ndim` writes.
+    unsafe fn write_dims(&self, dims: *mut i64) {
+        let ndim = self.dims.len();
+        let itemsize = (self.dtype.bits / 8) as isize;
+        for (i, (&d, &s)) in self.dims.iter().zip(self.byte_strides).enumerate() {
+            // SAFETY: `i < ndim` (this function's contract).
+            unsafe {
+                dims.add(i).write(d as i64);
+                // Strides in elements, truncated as numpy's own export truncates them (exact
+                // wherever the extent is not 1, checked in `checked`).
+                dims.add(ndim + i).write((s / itemsize) as i64);
+            }
+        }
+    }
+
+    /// Whether numpy's export gives strides (NULL, compact row-major, where numpy gives NULL
+    /// for a C-contiguous array).
+    fn has_strides(&self) -> bool {
+        self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides()
+    }
+}
+
+/// The checks of the direct read: `obj` is exactly numpy's `ndarray` and numpy's
+/// `__dlpack__(max_version=(1, 3))` would export it as a versioned CPU tensor of a built-in dtype
+/// in native byte order, with strides in whole elements. `None` otherwise.
 #[inline(never)]
-fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
+fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(None);
     };
@@ -148,15 +186,14 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
         return Ok(None);
     }
     // SAFETY: attached, and `fields` is the struct of the live array `obj`.
-    let Some((dims_of, byte_strides)) = (unsafe { fields.dims() }) else {
+    let Some((dims, byte_strides)) = (unsafe { fields.dims() }) else {
         return Ok(None);
     };
-    let ndim = dims_of.len();
     let itemsize = (dtype.bits / 8) as isize;
-    let one_element = dims_of.iter().try_fold(1isize, |n, &d| n.checked_mul(d)) == Some(1);
+    let one_element = dims.iter().try_fold(1isize, |n, &d| n.checked_mul(d)) == Some(1);
     if fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0
         && !one_element
-        && dims_of
+        && dims
             .iter()
             .zip(byte_strides)
             .any(|(&d, &s)| d != 1 && s % itemsize != 0)
@@ -164,22 +201,37 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
         // numpy refuses strides that are not whole elements.
         return Ok(None);
     }
+    Ok(Some(Checked {
+        fields,
+        dtype,
+        dims,
+        byte_strides,
+    }))
+}
+
+/// [`import`] past its first check.
+#[inline(never)]
+fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
+    let Some(c) = checked(obj)? else {
+        return Ok(None);
+    };
+    let ndim = c.dims.len();
     let block = Box::new(Block {
         managed: DLManagedTensorVersioned {
             // numpy's own answer to `max_version=(1, 3)`.
             version: DLPackVersion { major: 1, minor: 0 },
             manager_ctx: core::ptr::null_mut(),
             deleter: Some(delete_block),
-            flags: if fields.flags & NPY_ARRAY_WRITEABLE == 0 {
+            flags: if c.fields.flags & NPY_ARRAY_WRITEABLE == 0 {
                 DLPACK_FLAG_BITMASK_READ_ONLY
             } else {
                 0
             },
             dl_tensor: DLTensor {
-                data: fields.data.cast(),
+                data: c.fields.data.cast(),
                 device: DLDevice::CPU,
                 ndim: ndim as i32,
-                dtype,
+                dtype: c.dtype,
                 shape: core::ptr::null_mut(),
                 strides: core::ptr::null_mut(),
                 byte_offset: 0,
@@ -200,17 +252,10 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
             Some(heap) => heap.as_mut_ptr(),
             None => (&raw mut (*raw).inline).cast(),
         };
-        for (i, (&d, &s)) in dims_of.iter().zip(byte_strides).enumerate() {
-            dims.add(i).write(d as i64);
-            // Strides in elements, truncated as numpy's own export truncates them (exact
-            // wherever the extent is not 1, checked above).
-            dims.add(ndim + i).write((s / itemsize) as i64);
-        }
+        c.write_dims(dims);
         if ndim > 0 {
             (*raw).managed.dl_tensor.shape = dims;
-            // As numpy's own export: NULL (compact row-major) for a C-contiguous array where
-            // numpy gives NULL.
-            if fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides() {
+            if c.has_strides() {
                 (*raw).managed.dl_tensor.strides = dims.add(ndim);
             }
         }
@@ -224,6 +269,61 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
     // block holds, lives (numpy never frees or moves an array's data before the array).
     let tensor = unsafe { ManagedTensorVersioned::from_raw(raw.cast()) }?;
     Ok(Some(tensor))
+}
+
+/// A non-owning view of `obj` when [`import`] would read it directly: the tensor numpy's
+/// `__dlpack__` would describe, without a managed tensor (no block, no deleter, no reference of
+/// its own: the caller keeps `obj` alive while the view is used, and the array's memory lives as
+/// long as the array), and whether numpy lets it be written (the export's `READ_ONLY` flag
+/// unset). `None` where [`import`] would answer `None`.
+#[inline]
+pub(super) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
+    let known = NDARRAY_PTR.load(Ordering::Acquire);
+    // SAFETY: `obj` is a live object; reading its type needs nothing more.
+    if !known.is_null() && !unsafe { cpython::is_exactly(obj.as_ptr(), known) } {
+        return Ok(None);
+    }
+    view_array(obj)
+}
+
+/// [`view`] past its first check.
+#[inline(never)]
+fn view_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
+    let Some(c) = checked(obj)? else {
+        return Ok(None);
+    };
+    let ndim = c.dims.len();
+    let mut inline = [0i64; 2 * INLINE];
+    let mut heap = alloc::vec::Vec::new();
+    let dims: *mut i64 = if ndim <= INLINE {
+        inline.as_mut_ptr()
+    } else {
+        heap.resize(2 * ndim, 0);
+        heap.as_mut_ptr()
+    };
+    // SAFETY: `dims` holds `2 * ndim` values (either buffer).
+    unsafe { c.write_dims(dims) };
+    let t = DLTensor {
+        data: c.fields.data.cast(),
+        device: DLDevice::CPU,
+        ndim: ndim as i32,
+        dtype: c.dtype,
+        shape: if ndim > 0 {
+            dims
+        } else {
+            core::ptr::null_mut()
+        },
+        strides: if ndim > 0 && c.has_strides() {
+            // SAFETY: the second half of the `2 * ndim` values.
+            unsafe { dims.add(ndim) }
+        } else {
+            core::ptr::null_mut()
+        },
+        byte_offset: 0,
+    };
+    // SAFETY: `t.shape` and `t.strides` point at `ndim` values each, alive for the call.
+    let view = unsafe { Described::new(&t) }?;
+    Ok(Some((view, c.fields.flags & NPY_ARRAY_WRITEABLE != 0)))
 }
 
 /// Whether numpy says `array` lives on the CPU (`__dlpack_device__` is `(1, 0)`), as numpy

@@ -96,14 +96,27 @@ pub(super) static OURS: Shared = Shared {
 /// The key of an import of a numpy array, from the import's metadata (the array's layout as
 /// numpy exported it, strides in elements; numpy's itemsize is the exported dtype's size).
 pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Key {
-    let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
-    let strides = tensor.strides();
-    let axes = tensor
-        .shape()
+    key_of_layout(
+        tensor.data_ptr(),
+        tensor.shape(),
+        &tensor.strides(),
+        tensor.dtype(),
+    )
+}
+
+/// The key of a tensor's layout: its first element, extents, strides in elements and dtype.
+pub(super) fn key_of_layout(
+    first: *mut core::ffi::c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: crate::ffi::DLDataType,
+) -> Key {
+    let itemsize = crate::safe::element_bits(dtype).div_ceil(8) as isize;
+    let axes = shape
         .iter()
         .zip(strides.iter())
         .map(|(&d, &s)| (d as isize, (s as isize).wrapping_mul(itemsize)));
-    Key::of_layout(tensor.data_ptr() as usize, axes, itemsize)
+    Key::of_layout(first as usize, axes, itemsize)
 }
 
 /// The base object and key of `array` (`itemsize`: its dtype's, when the caller knows it; else

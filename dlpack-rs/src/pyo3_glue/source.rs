@@ -33,22 +33,42 @@ pub(super) enum Source {
         tensor: *const AnyManaged,
         _object: PyKeepalive,
     },
-    /// A non-owning view through the producer's exchange table
-    /// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), valid while the
-    /// object, held here, lives (as long as an owned import of it would be: torch's managed
-    /// tensor holds the very tensor its object holds).
+    /// A non-owning view (no managed tensor, no deleter) through the producer's exchange table
+    /// (`dltensor_from_py_object_no_sync`), or of a numpy array's own struct (with rust-numpy's
+    /// borrows), valid while the object, held here, lives (as long as an owned import of it
+    /// would be: torch's managed tensor holds the very tensor its object holds, numpy's the
+    /// array).
     Borrowed {
         view: Described,
+        /// Whether the producer lets the memory be written (numpy's `WRITEABLE` flag; a table's
+        /// view never is): exclusive views are refused otherwise.
+        writable: bool,
         _object: PyKeepalive,
     },
 }
 
 impl Source {
-    /// Imports `obj` for a typed argument: a shared argument that is one of this crate's
-    /// `dlpack_rs.Tensor` objects is viewed in place, one of a type whose exchange table fills a
+    /// Imports `obj` for a typed argument: a numpy array is viewed through its own struct (as
+    /// [`PyTensor`] would read it directly), a shared argument that is one of this crate's
+    /// `dlpack_rs.Tensor` objects in place, one of a type whose exchange table fills a
     /// non-owning `DLTensor` (torch) through that; everything else as [`PyTensor`]. An exclusive
     /// argument must be writable (`BufferError` saying why it is not).
     pub(super) fn import(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Source> {
+        // A numpy array: a view of its own struct (the tensor its `__dlpack__` would give), with
+        // rust-numpy's borrows; no managed tensor, no table look-up.
+        if let Some((mut view, writable)) = super::numpy_direct::view(obj)? {
+            if exclusive && !writable {
+                // numpy >= 2.1 (the direct read's condition) exports versioned tensors.
+                return Err(read_only_message(true));
+            }
+            super::shared_registry::join(obj.py())?;
+            super::numpy_borrow::coordinate_view(obj, &mut view)?;
+            return Ok(Source::Borrowed {
+                view,
+                writable,
+                _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+            });
+        }
         if !exclusive {
             match super::exchange_import::borrowed_view(obj)? {
                 Lent::Ours => {
@@ -67,6 +87,8 @@ impl Source {
                     let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
                     return Ok(Source::Borrowed {
                         view,
+                        // A table's non-owning tensor carries no flags: shared views only.
+                        writable: false,
                         _object: keep,
                     });
                 }
@@ -130,10 +152,11 @@ impl Source {
         match (self.owner(), self) {
             (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
             (Some(t), _) => t.slice_parts::<T>(exclusive),
-            (None, Source::Borrowed { view, .. }) if !exclusive => {
+            (None, Source::Borrowed { view, writable, .. }) if !exclusive || *writable => {
                 // SAFETY: the view's memory is its object's, which `self` keeps alive while the
-                // pointer is used (the held argument owns both).
-                unsafe { view.slice_parts::<T>(false) }
+                // pointer is used (the held argument owns both); an exclusive view only of memory
+                // its producer lets be written.
+                unsafe { view.slice_parts::<T>(exclusive) }
             }
             (None, _) => Err(Error::ReadOnly),
         }
@@ -147,9 +170,9 @@ impl Source {
         match (self.owner(), self) {
             (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
             (Some(t), _) => t.borrowed_layout::<T>(exclusive),
-            (None, Source::Borrowed { view, .. }) if !exclusive => {
+            (None, Source::Borrowed { view, writable, .. }) if !exclusive || *writable => {
                 // SAFETY: as in `slice_parts`.
-                unsafe { view.strided_parts::<T>() }
+                unsafe { view.strided_parts::<T>(exclusive) }
             }
             (None, _) => Err(Error::ReadOnly),
         }
@@ -164,15 +187,8 @@ impl Source {
         match (self.owner(), self) {
             (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
             (Some(t), _) => t.raw_parts::<T>(exclusive),
-            (None, Source::Borrowed { view, .. }) if !exclusive => {
-                crate::safe::strided::raw_parts::<T>(
-                    view.data_ptr(),
-                    view.shape(),
-                    &self.strides(),
-                    view.dtype(),
-                    false,
-                    Ok,
-                )
+            (None, Source::Borrowed { view, writable, .. }) if !exclusive || *writable => {
+                view.raw_parts::<T>(exclusive)
             }
             (None, _) => Err(Error::ReadOnly),
         }
@@ -203,7 +219,12 @@ impl Source {
 /// read-only: a legacy capsule cannot say whether it may be written, a versioned producer
 /// flagged it `READ_ONLY`.
 pub(super) fn read_only_error(tensor: &PyTensor) -> PyErr {
-    if tensor.is_versioned() {
+    read_only_message(tensor.is_versioned())
+}
+
+/// [`read_only_error`] for a versioned (`true`) or legacy export.
+fn read_only_message(versioned: bool) -> PyErr {
+    if versioned {
         PyBufferError::new_err(
             "expected a writable tensor, got a read-only one: its producer exported it \
              READ_ONLY (a numpy array whose flags.writeable is False, from np.frombuffer, a \

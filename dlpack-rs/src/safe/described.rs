@@ -7,7 +7,7 @@ use core::ffi::c_void;
 
 use super::borrow::BorrowToken;
 use super::managed::{raw_shape, raw_strides, validate};
-use super::managed_views::contiguous_slice_parts;
+use super::managed_views::{contiguous_slice_parts, take_external, External};
 use super::{Element, Error};
 use crate::ffi::{DLDataType, DLDevice, DLTensor};
 
@@ -20,9 +20,10 @@ enum Dims {
     Heap(Box<[i64]>),
 }
 
-/// A validated copy of a non-owning `DLTensor`'s metadata. It owns nothing: whoever made it
+/// A validated copy of a non-owning `DLTensor`'s metadata. It owns no memory: whoever made it
 /// keeps the memory alive (the Python object, for an exchange-table view) for as long as a
-/// pointer from [`Described::slice_parts`] is used.
+/// pointer from [`Described::slice_parts`] is used. It may own an external checker's context
+/// (rust-numpy's table, for a numpy array viewed directly), whose borrow its views take too.
 #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
 pub(crate) struct Described {
     /// The first element (`data + byte_offset`).
@@ -33,6 +34,8 @@ pub(crate) struct Described {
     /// Whether the producer gave strides (NULL: compact row-major).
     strided: bool,
     dims: Dims,
+    /// A second borrow checker every view also satisfies (its context is this value's own).
+    external: Option<External>,
 }
 
 #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
@@ -85,7 +88,22 @@ impl Described {
             ndim,
             strided: strides.is_some(),
             dims,
+            external: None,
         })
+    }
+
+    /// Makes every view also take a borrow in `external` (after the registry's, released with
+    /// it), and hands its context to this value, which releases it once when dropped.
+    ///
+    /// # Safety
+    ///
+    /// `external.ctx` stays valid for `external.api`'s functions until `drop_ctx` is called on
+    /// it, and this value is the only one to call `drop_ctx` on it.
+    pub(crate) unsafe fn set_external(&mut self, external: External) {
+        if let Some(old) = self.external.replace(external) {
+            // SAFETY: the previous context was this value's alone (this function's contract).
+            unsafe { (old.api.drop_ctx)(old.ctx) };
+        }
     }
 
     fn dims(&self) -> &[i64] {
@@ -125,7 +143,8 @@ impl Described {
     ///
     /// # Safety
     ///
-    /// The memory `self` describes stays alive and in place while the returned pointer is used.
+    /// The memory `self` describes stays alive and in place while the returned pointer is used;
+    /// for an `exclusive` borrow, its owner allows writes to it.
     pub(crate) unsafe fn slice_parts<T: Element>(
         &self,
         exclusive: bool,
@@ -139,21 +158,25 @@ impl Described {
                 self.dtype,
                 self.device,
                 exclusive,
-                Ok,
+                // SAFETY: the context is this value's until it drops, after every token (the
+                // caller keeps `self` alive while the pointer, and so its borrow, is used).
+                |token| take_external(self.external, token, exclusive),
             )
         }
     }
 
     /// As `Managed::borrowed_layout`'s checks: the layout of a strided view of `T` over the
-    /// tensor (any strides) and the shared borrow of every byte it addresses.
+    /// tensor (any strides) and the borrow of every byte it addresses (an exclusive one refuses
+    /// a layout whose elements overlap).
     ///
     /// # Safety
     ///
     /// The memory `self` describes stays alive and in place while a view made from the
-    /// returned layout is used.
+    /// returned layout is used; for an `exclusive` borrow, its owner allows writes to it.
     #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
     pub(crate) unsafe fn strided_parts<T: Element>(
         &self,
+        exclusive: bool,
     ) -> Result<(super::strided::Normalized<T>, BorrowToken), Error> {
         let strides = match self.raw_strides() {
             Some(s) => alloc::borrow::Cow::Borrowed(s),
@@ -167,17 +190,52 @@ impl Described {
                 &strides,
                 self.dtype,
                 self.device,
-                false,
-                Ok,
+                exclusive,
+                // SAFETY: as in `slice_parts`.
+                |token| take_external(self.external, token, exclusive),
             )
+        }
+    }
+
+    /// As `Managed::raw_parts`: the checks and borrow of a raw pointer to the elements on any
+    /// device (no host view is made).
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    pub(crate) fn raw_parts<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, BorrowToken), Error> {
+        let strides = match self.raw_strides() {
+            Some(s) => alloc::borrow::Cow::Borrowed(s),
+            None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
+        };
+        super::strided::raw_parts::<T>(
+            self.first,
+            self.shape(),
+            &strides,
+            self.dtype,
+            exclusive,
+            // SAFETY: as in `slice_parts`.
+            |token| unsafe { take_external(self.external, token, exclusive) },
+        )
+    }
+}
+
+impl Drop for Described {
+    fn drop(&mut self) {
+        if let Some(external) = self.external.take() {
+            // SAFETY: this value's own context, released once (`set_external`); every token
+            // that used it was given back before (its holder drops the token first).
+            unsafe { (external.api.drop_ctx)(external.ctx) };
         }
     }
 }
 
 // SAFETY: plain metadata and an address; the memory it describes is reached only through
-// `slice_parts`, whose callers uphold its contract.
+// `slice_parts`, whose callers uphold its contract. An external checker's functions and
+// `drop_ctx` may run on any thread (`ExternalApi`'s contract).
 unsafe impl Send for Described {}
-// SAFETY: as above; `&Described` reads only the copied metadata.
+// SAFETY: as above; `&Described` reads only the copied metadata (and takes borrows through the
+// external checker, whose functions synchronise their own state).
 unsafe impl Sync for Described {}
 
 #[cfg(test)]

@@ -60,17 +60,9 @@ impl<K: Kind> Managed<K> {
         token: BorrowToken,
         exclusive: bool,
     ) -> Result<BorrowToken, Error> {
-        let Some(external) = self.external() else {
-            return Ok(token);
-        };
         // SAFETY: the context stays valid until this owner drops it (`set_external`), and every
         // view (and so every token) borrows this owner.
-        unsafe { (external.api.acquire)(external.ctx, exclusive) }?;
-        Ok(token.with_external(super::borrow::ExternalHold {
-            release: external.api.release,
-            ctx: external.ctx,
-            exclusive,
-        }))
+        unsafe { take_external(self.external(), token, exclusive) }
     }
 
     /// Checks that elements of `T` may be read here: `T`'s dtype, on host-accessible memory.
@@ -179,6 +171,30 @@ impl<K: Kind> Managed<K> {
             )
         }
     }
+}
+
+/// Adds `external`'s borrow (when there is one) to a registry token just taken for a view: the
+/// token then gives both back.
+///
+/// # Safety
+///
+/// `external.ctx` stays valid for `external.api`'s functions while the returned token lives (its
+/// holder keeps the context's owner alive longer than the token).
+pub(crate) unsafe fn take_external(
+    external: Option<External>,
+    token: BorrowToken,
+    exclusive: bool,
+) -> Result<BorrowToken, Error> {
+    let Some(external) = external else {
+        return Ok(token);
+    };
+    // SAFETY: a live context (this function's contract).
+    unsafe { (external.api.acquire)(external.ctx, exclusive) }?;
+    Ok(token.with_external(super::borrow::ExternalHold {
+        release: external.api.release,
+        ctx: external.ctx,
+        exclusive,
+    }))
 }
 
 /// The checks and the borrow of a C-contiguous slice of `T` over a tensor, for an owner and for

@@ -224,6 +224,24 @@ fn dt_pair(
     (a.shape().to_vec(), b.shape().to_vec())
 }
 
+/// The references typed arguments hold of their object: `x`'s reference count with a shared
+/// C-contiguous, a shared strided and a writable view of it alive, each minus its count with
+/// none.
+#[pyfunction]
+fn tv_refs_held(x: &Bound<'_, PyAny>) -> PyResult<(isize, isize, isize)> {
+    let before = x.get_refcnt();
+    let c: TensorView<f32, Ndim<ANY>, CContig> = x.extract()?;
+    let with_c = x.get_refcnt();
+    drop(c);
+    let s: TensorView<f32, Ndim<ANY>, Strided> = x.extract()?;
+    let with_s = x.get_refcnt();
+    drop(s);
+    let m: TensorViewMut<f32, Ndim<ANY>, Strided> = x.extract()?;
+    let with_m = x.get_refcnt();
+    drop(m);
+    Ok((with_c - before, with_s - before, with_m - before))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tv_values, m)?)?;
     m.add_function(wrap_pyfunction!(tv_sum2, m)?)?;
@@ -247,5 +265,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dt_info, m)?)?;
     m.add_function(wrap_pyfunction!(dtm_target, m)?)?;
     m.add_function(wrap_pyfunction!(dt_pair, m)?)?;
+    m.add_function(wrap_pyfunction!(tv_refs_held, m)?)?;
     Ok(())
 }
