@@ -1,0 +1,110 @@
+# shellcheck shell=bash
+# The steps of tests/run-all.sh that need CPython: the interop suite, the image demo's stubs, the
+# README's extension module, instruction counts and the abi3 matrix.
+#
+# Sourced by run-all.sh, not run on its own. Each step is a function `step_ID` for the entry ID
+# of run-all.sh's STEPS table; it runs in the repository root under run-all.sh's
+# `set -Eeuo pipefail`, with its helpers (skip, need, nightly_or_skip) and variables ($PY,
+# $venv, $py_minor, step_result).
+
+step_python() {
+  if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' "$py_minor" 2>/dev/null; then
+    echo "creating $venv with $PY"
+    rm -rf "$venv"
+    "$PY" -m venv "$venv"
+  fi
+  if "$venv/bin/python" -c 'import pytest, numpy, torch, jax, pyarrow, array_api_strict, safetensors' 2>/dev/null \
+    && [[ -x $venv/bin/maturin ]]; then
+    echo "Python packages already installed in $venv"
+  else
+    echo "installing Python packages into $venv: maturin, pytest, numpy, torch, jax, pyarrow,"
+    echo "array-api-strict, safetensors (pinned in tests/python/constraints.txt for CPython 3.11). torch is"
+    echo "several GB with its CUDA libraries (about two minutes on a fast link)."
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --progress-bar on -c tests/python/constraints.txt \
+      maturin pytest numpy torch "jax[cpu]" pyarrow array-api-strict safetensors
+  fi
+  "$venv/bin/python" -c 'import numpy, torch, jax, pyarrow, array_api_strict as s, sys
+print("CPython", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__,
+      "jax", jax.__version__, "pyarrow", pyarrow.__version__, "array-api-strict", s.__version__)'
+  VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
+    "$venv/bin/maturin" develop --release -m tests/pyext/Cargo.toml
+  # A second extension module with its own copy of dlpack-rs: the suite checks that the two
+  # share one borrow registry.
+  VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
+    "$venv/bin/maturin" develop --release -m examples/image-demo/Cargo.toml
+  # A third, small one (tests/pytwin) carries the test extension's cross-module functions, so
+  # that every scenario between two copies of the crate runs in both orders.
+  VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
+    "$venv/bin/maturin" develop --release -m tests/pytwin/Cargo.toml
+  local report=target/pytest-report.xml
+  mkdir -p target
+  "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider -rs --junitxml="$report"
+  # Every peer is installed here, so a skipped test means one did not import: that must fail,
+  # not pass (tests/python/allowed_skips.txt names the only exceptions).
+  "$PY" - "$report" tests/python/allowed_skips.txt <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+
+allowed = {l.split("#")[0].strip() for l in open(sys.argv[2])} - {""}
+skipped = []
+for case in ET.parse(sys.argv[1]).iter("testcase"):
+    if case.find("skipped") is not None:
+        skipped.append(case.get("classname", "") + "::" + case.get("name", ""))
+unexpected = [s for s in skipped if s not in allowed]
+print("python: %d skipped (%d allowed by name)" % (len(skipped), len(skipped) - len(unexpected)))
+if unexpected:
+    print("unexpected skips (a peer that does not import?):", *unexpected[:20], sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+EOF
+}
+
+step_stubs() {
+  if [[ ! -x $venv/bin/maturin ]]; then
+    skip "no maturin in $venv: run the python step first"
+    return 0
+  fi
+  "$venv/bin/python" -m pip install --quiet -c tests/python/constraints.txt mypy
+  rm -rf target/stubs
+  # The hints name the protocols of the demo's own stub module (type_hints.rs).
+  DLPACK_RS_TYPING_MODULE=image_demo._dlpack PYO3_PYTHON="$PWD/$venv/bin/python" \
+    "$venv/bin/maturin" generate-stubs --quiet -m examples/image-demo/Cargo.toml -F stubs \
+    -i "$venv/bin/python" --out target/stubs
+  "$venv/bin/python" tests/typing/check.py
+}
+
+step_newcomer() {
+  if [[ ! -x $venv/bin/maturin ]]; then
+    skip "no maturin in $venv: run the python step first"
+    return 0
+  fi
+  "$venv/bin/python" tests/newcomer.py "$venv"
+}
+
+step_instructions() {
+  need valgrind "install valgrind" || return 0
+  need callgrind_annotate "it comes with valgrind" || return 0
+  if ! "$venv/bin/python" -c 'import dlpack_testext, numpy, torch' 2>/dev/null; then
+    skip "the test extension is not built in $venv: run the python step first"
+    return 0
+  fi
+  # Collection only inside the three measured loops: the interpreter's and torch's start-up
+  # run uninstrumented (about a minute under valgrind all the same).
+  local out=target/callgrind.instructions.out
+  PYTHONHASHSEED=0 valgrind --tool=callgrind --collect-atstart=no \
+    --toggle-collect='*hardening::count_*' \
+    --callgrind-out-file="$out" "$venv/bin/python" tests/perf/instructions.py run \
+    >target/callgrind.instructions.log 2>&1 || { tail -n 20 target/callgrind.instructions.log >&2; return 1; }
+  "$venv/bin/python" tests/perf/instructions.py check "$out"
+}
+
+step_abi3() {
+  local status=0
+  MATURIN="$PWD/$venv/bin/maturin" bash tests/abi3-matrix.sh || status=$?
+  case $status in
+    0) ;;
+    3) step_result="skipped (no CPython 3.9-3.13 from pyenv to run)" ;;
+    4) step_result="partial ($(cat target/abi3-matrix/missing))" ;;
+    *) return "$status" ;;
+  esac
+}

@@ -1,0 +1,133 @@
+# shellcheck shell=bash
+# The steps of tests/run-all.sh that run an outside tool over the Rust code: gcc against the
+# official dlpack.h, valgrind, AddressSanitizer, libFuzzer and cargo-mutants.
+#
+# Sourced by run-all.sh, not run on its own. Each step is a function `step_ID` for the entry ID
+# of run-all.sh's STEPS table; it runs in the repository root under run-all.sh's
+# `set -Eeuo pipefail`, with its helpers (skip, need, nightly_or_skip) and variables ($PY,
+# $venv, $py_minor, step_result).
+
+step_abi() {
+  need gcc "install gcc (it compiles the official dlpack.h)" || return 0
+  bash tests/abi/check.sh
+}
+
+step_valgrind() {
+  need valgrind "install valgrind" || return 0
+  local features bins bin
+  for features in "" "--all-features"; do
+    # shellcheck disable=SC2086 # $features is one flag or none
+    cargo test -p dlpack-rs $features --no-run
+    # shellcheck disable=SC2086
+    mapfile -t bins < <(cargo test -p dlpack-rs $features --no-run --message-format=json 2>/dev/null \
+      | "$PY" -c '
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("reason") == "compiler-artifact" and msg.get("profile", {}).get("test") and msg.get("executable"):
+        src = msg["target"]["src_path"]
+        # trybuild tests only drive cargo/rustc on compile-fail cases: nothing to check there.
+        text = open(src, encoding="utf-8").read()
+        if "trybuild" in text:
+            print("skipping the trybuild test", msg["target"]["name"], file=sys.stderr)
+            continue
+        if "Python::initialize" in text:
+            # The CPython allocator is not valgrind-clean; the same code runs in the
+            # Python suite and under AddressSanitizer without Python.
+            print("skipping the embedded-CPython test", msg["target"]["name"], file=sys.stderr)
+            continue
+        print(msg["executable"])
+')
+    if [[ ${#bins[@]} -eq 0 ]]; then
+      echo "no test binaries found for dlpack-rs ${features:-(no features)}" >&2
+      return 1
+    fi
+    for bin in "${bins[@]}"; do
+      echo "valgrind ${features:-(no features)}: $(basename "$bin")"
+      valgrind --quiet --leak-check=full --error-exitcode=1 --suppressions=tests/valgrind.supp "$bin" -q
+    done
+  done
+}
+
+step_asan() {
+  # Miri cannot be installed here; ASan (with LeakSanitizer) checks every test of the core,
+  # the borrow registry's threads included. The pyo3 feature is left out (libpython is not
+  # instrumented); the Python suite runs under the same code paths.
+  nightly_or_skip || return 0
+  local host
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" RUSTFLAGS="-Zsanitizer=address" \
+    cargo +nightly test -p dlpack-rs --features std,half,float8,num-complex,ndarray,image,safetensors \
+    --target "$host" --target-dir target/asan --lib --tests
+}
+
+step_fuzz() {
+  # The same harness runs on stable in dlpack-rs/tests/fuzz_regressions.rs (kept inputs and a
+  # bounded pseudo-random run); this step explores further with libFuzzer and ASan.
+  nightly_or_skip || return 0
+  local tools="$PWD/target/tools"
+  if ! cargo fuzz --version >/dev/null 2>&1 && [[ ! -x "$tools/bin/cargo-fuzz" ]]; then
+    echo "installing cargo-fuzz into target/tools (inside this checkout, ignored by git; nothing"
+    echo "is installed anywhere else; delete target/tools to remove it)"
+    cargo install --locked --quiet --root "$tools" cargo-fuzz
+  fi
+  local seconds=${FUZZ_SECONDS:-60} log="$PWD/target/fuzz-import_validator.log"
+  echo "libFuzzer for ${seconds}s; its log: target/fuzz-import_validator.log"
+  if ! (cd fuzz && PATH="$tools/bin:$PATH" cargo +nightly fuzz run import_validator -- \
+    -max_total_time="$seconds" >"$log" 2>&1); then
+    tail -n 30 "$log" >&2
+    echo "the fuzzer found a crash: copy the input from fuzz/artifacts/import_validator/ into" >&2
+    echo "fuzz/regressions/ (replayed by dlpack-rs/tests/fuzz_regressions.rs) and fix it" >&2
+    return 1
+  fi
+  grep -E '^(#[0-9]+[[:space:]]+DONE|Done [0-9]+ runs)' "$log" | tail -n 2 || tail -n 2 "$log"
+}
+
+step_mutants() {
+  # Mutation testing: cargo-mutants changes one operator or function body at a time in the files
+  # that decide who may touch which bytes (the borrow registry, layout validation, the view
+  # guards, the ranges exports register) and runs the Rust tests of every feature that needs no Python against each change.
+  # A change no test notices ("missed") fails the step unless tests/mutants/equivalent.txt lists
+  # it with the reason it cannot change behaviour. Bounded (about 5 minutes on 2 busy cores): those
+  # files only, the unit tests and the integration tests of those files only (no doctests), no
+  # debug info, 10 s per mutant's tests, one build at a time.
+  local tools="$PWD/target/tools" version=27.1.0
+  if ! "$tools/bin/cargo-mutants" mutants --version 2>/dev/null | grep -qx "cargo-mutants $version"; then
+    echo "installing cargo-mutants $version into target/tools (inside this checkout, ignored by"
+    echo "git; nothing is installed anywhere else; delete target/tools to remove it)"
+    if ! cargo install --locked --quiet --root "$tools" "cargo-mutants@$version"; then
+      skip "cargo-mutants $version could not be installed (offline?)"
+      return 0
+    fi
+  fi
+  local files args=() tests=() f out=target/mutants status=0
+  read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs}"
+  for f in "${files[@]}"; do args+=(--file "dlpack-rs/src/$f"); done
+  if [[ -z ${MUTANTS_FILES:-} ]]; then
+    # The test targets that exercise these files (each mutant relinks every target it runs:
+    # the fewer, the faster). A test of them in a new file belongs in this list.
+    tests=(--lib)
+    for f in safe_borrow safe_view_ranges safe_layout_bounds safe_accessors safe_import_validation \
+      safe_roundtrip ndarray_views fuzz_regressions; do
+      tests+=(--test "$f")
+    done
+  else
+    tests=(--lib --tests)
+  fi
+  rm -rf "$out"
+  # Each run mutates a fresh copy of the tree; its builds go to one target directory kept
+  # between runs (so that only dlpack-rs itself is rebuilt), without debug info (faster links).
+  PATH="$tools/bin:$PATH" CARGO_TARGET_DIR="$PWD/target/mutants-build" \
+    CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 \
+    cargo mutants -p dlpack-rs --features std,half,float8,num-complex,ndarray "${args[@]}" \
+    --jobs 1 --timeout 10 --output "$out" -- "${tests[@]}" || status=$?
+  # 0: every mutant caught; 2: some missed; 3: some hung (a timeout counts as caught).
+  case $status in
+    0 | 2 | 3) ;;
+    *)
+      echo "cargo-mutants failed (exit $status); its log: $out/mutants.out/debug.log" >&2
+      return 1
+      ;;
+  esac
+  "$PY" tests/mutants/check.py "$out/mutants.out" tests/mutants/equivalent.txt
+}
