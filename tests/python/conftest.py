@@ -160,6 +160,26 @@ def no_leaks():
     assert live() == before
 
 
+# Values of the derived classes (tests/pyext/src/derived.rs) count their creations and drops
+# on their own (`ext.derived_counts()`), apart from the Rust storages `live` counts.
+def derived_live():
+    created, dropped = ext.derived_counts()
+    assert dropped <= created  # nothing is dropped twice
+    return created - dropped
+
+
+@pytest.fixture
+def derived_no_leaks():
+    """Every derived value created in the test is dropped exactly once by its end."""
+    if derived_live() != 0:
+        collect()
+    before = derived_live()
+    yield
+    if derived_live() != before:
+        collect()
+    assert derived_live() == before
+
+
 def refcount(obj):
     return sys.getrefcount(obj)
 
