@@ -166,6 +166,7 @@ pub(crate) fn current_interpreter() -> i64 {
 
 impl PyKeepalive {
     /// Holds `obj` until this value is dropped.
+    #[inline]
     pub fn new(py: Python<'_>, obj: Py<PyAny>) -> Self {
         install_shutdown_hook(py);
         PyKeepalive {

@@ -113,14 +113,19 @@ unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
 /// numpy's own export).
 #[inline]
 pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
-    // The common answer for every other producer, without a call: numpy's type is known and
-    // `obj` is not of it.
-    let known = NDARRAY_PTR.load(Ordering::Acquire);
-    // SAFETY: `obj` is a live object; reading its type needs nothing more.
-    if !known.is_null() && !unsafe { cpython::is_exactly(obj.as_ptr(), known) } {
+    if !may_be_array(obj) {
         return Ok(None);
     }
     import_array(obj)
+}
+
+/// Whether `obj` may be an array the direct read takes: `false` is the common answer for every
+/// other producer, without a call (numpy's type is known and `obj` is not of it).
+#[inline]
+pub(super) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
+    let known = NDARRAY_PTR.load(Ordering::Acquire);
+    // SAFETY: `obj` is a live object; reading its type needs nothing more.
+    known.is_null() || unsafe { cpython::is_exactly(obj.as_ptr(), known) }
 }
 
 /// What the direct read established of an array: its struct, the DLPack type of its elements,
@@ -162,7 +167,7 @@ impl Checked<'_> {
 /// The checks of the direct read: `obj` is exactly numpy's `ndarray` and numpy's
 /// `__dlpack__(max_version=(1, 3))` would export it as a versioned CPU tensor of a built-in dtype
 /// in native byte order, with strides in whole elements. `None` otherwise.
-#[inline(never)]
+#[inline(always)]
 fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(None);
@@ -271,24 +276,12 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
     Ok(Some(tensor))
 }
 
-/// A non-owning view of `obj` when [`import`] would read it directly: the tensor numpy's
+/// A non-owning view of `obj` when [`import`] would read it directly (after [`may_be_array`]): the tensor numpy's
 /// `__dlpack__` would describe, without a managed tensor (no block, no deleter, no reference of
 /// its own: the caller keeps `obj` alive while the view is used, and the array's memory lives as
 /// long as the array), and whether numpy lets it be written (the export's `READ_ONLY` flag
 /// unset). `None` where [`import`] would answer `None`.
-#[inline]
 pub(super) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
-    let known = NDARRAY_PTR.load(Ordering::Acquire);
-    // SAFETY: `obj` is a live object; reading its type needs nothing more.
-    if !known.is_null() && !unsafe { cpython::is_exactly(obj.as_ptr(), known) } {
-        return Ok(None);
-    }
-    view_array(obj)
-}
-
-/// [`view`] past its first check.
-#[inline(never)]
-fn view_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
     let Some(c) = checked(obj)? else {
         return Ok(None);
     };

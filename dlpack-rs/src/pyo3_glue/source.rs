@@ -40,9 +40,6 @@ pub(super) enum Source {
     /// array).
     Borrowed {
         view: Described,
-        /// Whether the producer lets the memory be written (numpy's `WRITEABLE` flag; a table's
-        /// view never is): exclusive views are refused otherwise.
-        writable: bool,
         _object: PyKeepalive,
     },
 }
@@ -56,18 +53,10 @@ impl Source {
     pub(super) fn import(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Source> {
         // A numpy array: a view of its own struct (the tensor its `__dlpack__` would give), with
         // rust-numpy's borrows; no managed tensor, no table look-up.
-        if let Some((mut view, writable)) = super::numpy_direct::view(obj)? {
-            if exclusive && !writable {
-                // numpy >= 2.1 (the direct read's condition) exports versioned tensors.
-                return Err(read_only_message(true));
+        if super::numpy_direct::may_be_array(obj) {
+            if let Some(source) = Self::numpy_view(obj, exclusive)? {
+                return Ok(source);
             }
-            super::shared_registry::join(obj.py())?;
-            super::numpy_borrow::coordinate_view(obj, &mut view)?;
-            return Ok(Source::Borrowed {
-                view,
-                writable,
-                _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
-            });
         }
         if !exclusive {
             match super::exchange_import::borrowed_view(obj)? {
@@ -85,10 +74,10 @@ impl Source {
                 Lent::View(view) => {
                     super::shared_registry::join(obj.py())?;
                     let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
+                    // A table's non-owning tensor carries no flags: shared views only (the
+                    // view refuses exclusive borrows unless told writes are allowed).
                     return Ok(Source::Borrowed {
                         view,
-                        // A table's non-owning tensor carries no flags: shared views only.
-                        writable: false,
                         _object: keep,
                     });
                 }
@@ -103,6 +92,27 @@ impl Source {
             tensor,
             _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
         })
+    }
+
+    /// [`Source::import`] of a numpy array the direct read takes (`None` otherwise).
+    #[inline(never)]
+    fn numpy_view(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Option<Source>> {
+        let Some((mut view, writable)) = super::numpy_direct::view(obj)? else {
+            return Ok(None);
+        };
+        if writable {
+            // SAFETY: numpy flags the array `WRITEABLE`: its export would not be READ_ONLY.
+            unsafe { view.allow_writes() };
+        } else if exclusive {
+            // numpy >= 2.1 (the direct read's condition) exports versioned tensors.
+            return Err(read_only_message(true));
+        }
+        super::shared_registry::join(obj.py())?;
+        super::numpy_borrow::coordinate_view(obj, &mut view)?;
+        Ok(Some(Source::Borrowed {
+            view,
+            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+        }))
     }
 
     /// The object the tensor came from, held while the source lives.
@@ -152,10 +162,9 @@ impl Source {
         match (self.owner(), self) {
             (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
             (Some(t), _) => t.slice_parts::<T>(exclusive),
-            (None, Source::Borrowed { view, writable, .. }) if !exclusive || *writable => {
+            (None, Source::Borrowed { view, .. }) => {
                 // SAFETY: the view's memory is its object's, which `self` keeps alive while the
-                // pointer is used (the held argument owns both); an exclusive view only of memory
-                // its producer lets be written.
+                // pointer is used (the held argument owns both).
                 unsafe { view.slice_parts::<T>(exclusive) }
             }
             (None, _) => Err(Error::ReadOnly),
@@ -170,7 +179,7 @@ impl Source {
         match (self.owner(), self) {
             (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
             (Some(t), _) => t.borrowed_layout::<T>(exclusive),
-            (None, Source::Borrowed { view, writable, .. }) if !exclusive || *writable => {
+            (None, Source::Borrowed { view, .. }) => {
                 // SAFETY: as in `slice_parts`.
                 unsafe { view.strided_parts::<T>(exclusive) }
             }
@@ -187,9 +196,7 @@ impl Source {
         match (self.owner(), self) {
             (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
             (Some(t), _) => t.raw_parts::<T>(exclusive),
-            (None, Source::Borrowed { view, writable, .. }) if !exclusive || *writable => {
-                view.raw_parts::<T>(exclusive)
-            }
+            (None, Source::Borrowed { view, .. }) => view.raw_parts::<T>(exclusive),
             (None, _) => Err(Error::ReadOnly),
         }
     }

@@ -30,9 +30,12 @@ pub(crate) struct Described {
     first: *mut c_void,
     dtype: DLDataType,
     device: DLDevice,
-    ndim: usize,
+    /// At most `MAX_NDIM` (validated).
+    ndim: u16,
     /// Whether the producer gave strides (NULL: compact row-major).
     strided: bool,
+    /// Whether exclusive borrows may be taken ([`Described::allow_writes`]).
+    writable: bool,
     dims: Dims,
     /// A second borrow checker every view also satisfies (its context is this value's own).
     external: Option<External>,
@@ -52,6 +55,7 @@ impl Described {
         // SAFETY: validated: ndim is in range and the pointers are readable (the contract).
         let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
         let ndim = shape.len();
+        const _: () = assert!(super::MAX_NDIM <= u16::MAX as usize);
         let dims = if ndim <= INLINE {
             // Element by element over a fixed bound: a handful of moves, no `memcpy` call.
             let mut dims = [0i64; 2 * INLINE];
@@ -85,8 +89,9 @@ impl Described {
             first,
             dtype: t.dtype,
             device: t.device,
-            ndim,
+            ndim: ndim as u16,
             strided: strides.is_some(),
+            writable: false,
             dims,
             external: None,
         })
@@ -106,21 +111,43 @@ impl Described {
         }
     }
 
+    fn ndim(&self) -> usize {
+        usize::from(self.ndim)
+    }
+
+    /// Lets views take exclusive borrows (refused with [`Error::ReadOnly`] otherwise).
+    ///
+    /// # Safety
+    ///
+    /// The memory's owner lets it be written (its producer would export it without
+    /// `READ_ONLY`) for as long as this value is used.
+    pub(crate) unsafe fn allow_writes(&mut self) {
+        self.writable = true;
+    }
+
+    /// [`Error::ReadOnly`] for an exclusive borrow of memory nobody said may be written.
+    fn check_writes(&self, exclusive: bool) -> Result<(), Error> {
+        if exclusive && !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
     fn dims(&self) -> &[i64] {
         match &self.dims {
-            Dims::Inline(d) => &d[..2 * self.ndim],
+            Dims::Inline(d) => &d[..2 * self.ndim()],
             Dims::Heap(d) => d,
         }
     }
 
     /// Extent of each dimension.
     pub(crate) fn shape(&self) -> &[i64] {
-        &self.dims()[..self.ndim]
+        &self.dims()[..self.ndim()]
     }
 
     /// Strides in elements as the producer gave them (`None`: compact row-major).
     pub(crate) fn raw_strides(&self) -> Option<&[i64]> {
-        self.strided.then(|| &self.dims()[self.ndim..])
+        self.strided.then(|| &self.dims()[self.ndim()..])
     }
 
     /// The element type.
@@ -139,29 +166,45 @@ impl Described {
     }
 
     /// As `Managed::slice_parts`: checks that a slice of `T` over the tensor is sound and
-    /// borrows it in the registry, returning its first element, its length and the borrow.
+    /// borrows it in the registry, returning its first element, its length and the borrow (an
+    /// exclusive one only after [`Described::allow_writes`]).
     ///
     /// # Safety
     ///
-    /// The memory `self` describes stays alive and in place while the returned pointer is used;
-    /// for an `exclusive` borrow, its owner allows writes to it.
+    /// The memory `self` describes stays alive and in place while the returned pointer is used.
+    #[inline(always)]
     pub(crate) unsafe fn slice_parts<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, usize, BorrowToken), Error> {
+        self.check_writes(exclusive)?;
+        let (shape, strides) = (self.shape(), self.raw_strides());
         // SAFETY: validated in `new`; alive by this function's contract.
         unsafe {
-            contiguous_slice_parts::<T>(
-                self.first,
-                self.shape(),
-                self.raw_strides(),
-                self.dtype,
-                self.device,
-                exclusive,
-                // SAFETY: the context is this value's until it drops, after every token (the
-                // caller keeps `self` alive while the pointer, and so its borrow, is used).
-                |token| take_external(self.external, token, exclusive),
-            )
+            match self.external {
+                // Without a second checker, the registry's borrow alone (no hook to call).
+                None => contiguous_slice_parts::<T>(
+                    self.first,
+                    shape,
+                    strides,
+                    self.dtype,
+                    self.device,
+                    exclusive,
+                    Ok,
+                ),
+                Some(external) => contiguous_slice_parts::<T>(
+                    self.first,
+                    shape,
+                    strides,
+                    self.dtype,
+                    self.device,
+                    exclusive,
+                    // SAFETY: the context is this value's until it drops, after every token
+                    // (the caller keeps `self` alive while the pointer, and so its borrow, is
+                    // used).
+                    |token| take_external(Some(external), token, exclusive),
+                ),
+            }
         }
     }
 
@@ -172,28 +215,40 @@ impl Described {
     /// # Safety
     ///
     /// The memory `self` describes stays alive and in place while a view made from the
-    /// returned layout is used; for an `exclusive` borrow, its owner allows writes to it.
+    /// returned layout is used.
     #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
     pub(crate) unsafe fn strided_parts<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(super::strided::Normalized<T>, BorrowToken), Error> {
+        self.check_writes(exclusive)?;
         let strides = match self.raw_strides() {
             Some(s) => alloc::borrow::Cow::Borrowed(s),
             None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
         };
         // SAFETY: validated in `new`; alive by this function's contract.
         unsafe {
-            super::strided::strided_parts::<T>(
-                self.first,
-                self.shape(),
-                &strides,
-                self.dtype,
-                self.device,
-                exclusive,
-                // SAFETY: as in `slice_parts`.
-                |token| take_external(self.external, token, exclusive),
-            )
+            match self.external {
+                None => super::strided::strided_parts::<T>(
+                    self.first,
+                    self.shape(),
+                    &strides,
+                    self.dtype,
+                    self.device,
+                    exclusive,
+                    Ok,
+                ),
+                Some(external) => super::strided::strided_parts::<T>(
+                    self.first,
+                    self.shape(),
+                    &strides,
+                    self.dtype,
+                    self.device,
+                    exclusive,
+                    // SAFETY: as in `slice_parts`.
+                    |token| take_external(Some(external), token, exclusive),
+                ),
+            }
         }
     }
 
@@ -204,6 +259,7 @@ impl Described {
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, BorrowToken), Error> {
+        self.check_writes(exclusive)?;
         let strides = match self.raw_strides() {
             Some(s) => alloc::borrow::Cow::Borrowed(s),
             None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
@@ -221,6 +277,7 @@ impl Described {
 }
 
 impl Drop for Described {
+    #[inline]
     fn drop(&mut self) {
         if let Some(external) = self.external.take() {
             // SAFETY: this value's own context, released once (`set_external`); every token
@@ -375,10 +432,43 @@ mod tests {
         let mut empty = [0i64, 3];
         let t = tensor(core::ptr::null_mut(), &mut empty, None);
         // SAFETY: two integers; an empty tensor is never read.
-        let d = unsafe { described(&t) };
+        let mut d = unsafe { described(&t) };
+        // SAFETY: a test's own (empty) tensor.
+        unsafe { d.allow_writes() };
         // SAFETY: as above.
         let (_, len, _) = unsafe { d.slice_parts::<f32>(true) }.unwrap();
         assert_eq!(len, 0);
+    }
+
+    #[test]
+    fn exclusive_borrows_need_writes_allowed() {
+        let mut data = [0f32; 4];
+        let mut shape = [2i64, 2];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        // SAFETY: two integers; `data` outlives every use.
+        let mut d = unsafe { described(&t) };
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(true) }.err(),
+            Some(Error::ReadOnly)
+        );
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.strided_parts::<f32>(true) }.err(),
+            Some(Error::ReadOnly)
+        );
+        assert_eq!(d.raw_parts::<f32>(true).err(), Some(Error::ReadOnly));
+        // SAFETY: the test's own writable array.
+        unsafe { d.allow_writes() };
+        for exclusive in [true, false] {
+            // SAFETY: as above.
+            let (_, len, token) = unsafe { d.slice_parts::<f32>(exclusive) }.unwrap();
+            assert_eq!(len, 4);
+            drop(token);
+            // SAFETY: as above.
+            drop(unsafe { d.strided_parts::<f32>(exclusive) }.unwrap());
+            drop(d.raw_parts::<f32>(exclusive).unwrap());
+        }
     }
 
     #[test]
@@ -387,7 +477,9 @@ mod tests {
         let mut shape = [4i64];
         let t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
         // SAFETY: one integer; `data` outlives every use.
-        let d = unsafe { described(&t) };
+        let mut d = unsafe { described(&t) };
+        // SAFETY: the test's own writable array.
+        unsafe { d.allow_writes() };
         // SAFETY: as above.
         let shared = unsafe { d.slice_parts::<f32>(false) }.unwrap();
         assert_eq!(

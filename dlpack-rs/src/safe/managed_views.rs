@@ -180,14 +180,30 @@ impl<K: Kind> Managed<K> {
 ///
 /// `external.ctx` stays valid for `external.api`'s functions while the returned token lives (its
 /// holder keeps the context's owner alive longer than the token).
+#[inline]
 pub(crate) unsafe fn take_external(
     external: Option<External>,
     token: BorrowToken,
     exclusive: bool,
 ) -> Result<BorrowToken, Error> {
-    let Some(external) = external else {
-        return Ok(token);
-    };
+    match external {
+        None => Ok(token),
+        // SAFETY: forwarded from this function's contract.
+        Some(external) => unsafe { take_some_external(external, token, exclusive) },
+    }
+}
+
+/// [`take_external`] with a checker.
+///
+/// # Safety
+///
+/// As [`take_external`].
+#[inline(never)]
+unsafe fn take_some_external(
+    external: External,
+    token: BorrowToken,
+    exclusive: bool,
+) -> Result<BorrowToken, Error> {
     // SAFETY: a live context (this function's contract).
     unsafe { (external.api.acquire)(external.ctx, exclusive) }?;
     Ok(token.with_external(super::borrow::ExternalHold {
@@ -208,6 +224,7 @@ pub(crate) unsafe fn take_external(
 /// `first` (the address of the first element), `shape`, `strides`, `dtype` and `device` describe
 /// a tensor validated by `layout::check` whose memory stays alive and in place while the returned
 /// pointer is used.
+#[inline(always)]
 pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
     first: *mut c_void,
     shape: &[i64],

@@ -142,6 +142,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_numpy_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_typed_numpy_import, m)?)?;
+    m.add_function(wrap_pyfunction!(count_typed_numpy_import_mut, m)?)?;
+    m.add_function(wrap_pyfunction!(typed_numel_mut, m)?)?;
     m.add_function(wrap_pyfunction!(count_typed_torch_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import3, m)?)?;
     m.add_function(wrap_pyfunction!(count_typed_torch_import3, m)?)?;
@@ -439,6 +441,7 @@ counted_loops!(
     count_numpy_import,
     count_torch_import,
     count_typed_numpy_import,
+    count_typed_numpy_import_mut,
     count_typed_torch_import,
     count_torch_import3,
     count_typed_torch_import3,
@@ -449,6 +452,12 @@ counted_loops!(
 /// The number of elements of a float32 tensor argument of any shape (typed).
 #[pyfunction]
 fn typed_numel(t: dlpack_rs::pyo3_glue::TensorView<f32, Ndim<ANY>, CContig>) -> usize {
+    t.len()
+}
+
+/// The number of elements of a writable float32 tensor argument of any shape (typed).
+#[pyfunction]
+fn typed_numel_mut(t: dlpack_rs::pyo3_glue::TensorViewMut<f32, Ndim<ANY>, CContig>) -> usize {
     t.len()
 }
 

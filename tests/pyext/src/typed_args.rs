@@ -229,15 +229,17 @@ fn dt_pair(
 /// none.
 #[pyfunction]
 fn tv_refs_held(x: &Bound<'_, PyAny>) -> PyResult<(isize, isize, isize)> {
-    let before = x.get_refcnt();
+    // SAFETY: `x` is a live object; reading its count needs nothing more.
+    let refs = || unsafe { pyo3::ffi::Py_REFCNT(x.as_ptr()) } as isize;
+    let before = refs();
     let c: TensorView<f32, Ndim<ANY>, CContig> = x.extract()?;
-    let with_c = x.get_refcnt();
+    let with_c = refs();
     drop(c);
     let s: TensorView<f32, Ndim<ANY>, Strided> = x.extract()?;
-    let with_s = x.get_refcnt();
+    let with_s = refs();
     drop(s);
     let m: TensorViewMut<f32, Ndim<ANY>, Strided> = x.extract()?;
-    let with_m = x.get_refcnt();
+    let with_m = refs();
     drop(m);
     Ok((with_c - before, with_s - before, with_m - before))
 }
