@@ -82,6 +82,8 @@ def main():
         "numpy -> PyTensor": lambda: b.numel_ours(arr),
         "numpy -> rust-numpy PyReadonlyArrayDyn": lambda: b.numel_rust_numpy(arr),
         "numpy -> TensorView<f32, CContig>": lambda: b.numel_typed(arr),
+        "numpy -> TensorViewMut<f32, CContig>": lambda: b.numel_typed_mut(arr),
+        "numpy -> rust-numpy PyReadwriteArrayDyn": lambda: b.numel_rust_numpy_rw(arr),
         "torch -> TensorView<f32, CContig>": lambda: b.numel_typed(t),
         "torch x3 -> TensorView<f32, CContig>": lambda: b.numel3_typed(t, t2, t3),
         "numpy -> PyTensor, 1 borrowed view": lambda: b.first_ours(arr),
@@ -120,7 +122,8 @@ def main():
     ], "np.from_dlpack(ndarray)")
     table("Import of a numpy array (a #[pyfunction] returning numel)", r, [
         "numpy -> PyTensor", "numpy -> TensorView<f32, CContig>", "numpy -> rust-numpy PyReadonlyArrayDyn",
-        "numpy -> dlpark",
+        "numpy -> TensorViewMut<f32, CContig>", "numpy -> rust-numpy PyReadwriteArrayDyn",
+        "numpy -> dlpark", "#[pyfunction] nop(x)",
     ], "numpy -> rust-numpy PyReadonlyArrayDyn")
     table("Borrowed views (as_slice: checks + registry borrow + release)", r, [
         "numpy -> PyTensor", "numpy -> PyTensor, 1 borrowed view",
@@ -161,24 +164,38 @@ def main():
     print("\n## Targets\n")
     print("| target | measured | goal | met |")
     print("|---|---:|---|---|")
+    # Issue 34's targets. A target not met is still met when ours is within 1.15x of the floor
+    # measured in this run (a bare #[pyfunction] plus the producer's own cheapest export).
     rows = [
+        ("import numpy: TensorView / rust-numpy PyReadonlyArrayDyn",
+         ratio("numpy -> TensorView<f32, CContig>", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
+        ("import numpy: TensorView / floor (nop + ndarray.__dlpack__)",
+         r["numpy -> TensorView<f32, CContig>"] / floor, "<= 1.15"),
+        ("import numpy: TensorViewMut / rust-numpy PyReadwriteArrayDyn",
+         ratio("numpy -> TensorViewMut<f32, CContig>", "numpy -> rust-numpy PyReadwriteArrayDyn"),
+         "<= 1.00"),
+        ("import numpy: TensorViewMut / floor (nop + ndarray.__dlpack__)",
+         r["numpy -> TensorViewMut<f32, CContig>"] / floor, "<= 1.15"),
+        ("import numpy: PyTensor / rust-numpy PyReadonlyArrayDyn",
+         ratio("numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.20"),
+        ("import numpy: PyTensor / floor (nop + ndarray.__dlpack__)",
+         r["numpy -> PyTensor"] / floor, "<= 1.15"),
+        ("import numpy: PyTensor / dlpark",
+         ratio("numpy -> PyTensor", "numpy -> dlpark"), "<= 0.25"),
         ("export: derived / np.from_dlpack(ndarray)",
          ratio("np.from_dlpack(derived pyclass)", "np.from_dlpack(ndarray)"), "<= 1.10"),
         ("export: derived / dlpark class",
-         ratio("np.from_dlpack(derived pyclass)", "np.from_dlpack(dlpark class)"), "<= 1.00"),
-        ("import numpy: PyTensor / floor (nop + ndarray.__dlpack__)",
-         r["numpy -> PyTensor"] / floor, "<= 1.30"),
-        ("import numpy: PyTensor / dlpark",
-         ratio("numpy -> PyTensor", "numpy -> dlpark"), "<= 0.25"),
+         ratio("np.from_dlpack(derived pyclass)", "np.from_dlpack(dlpark class)"), "< 1.00"),
         ("Rust -> torch: Returned<Torch> / torch.from_dlpack(derived)",
          ratio("Rust -> torch: Returned<Torch>", "torch.from_dlpack(derived pyclass)"),
-         "<= 0.20"),
-        ("each extra torch tensor in a call (PyTensor), ns", extra, "<= 40"),
-        ("each extra torch tensor in a call (TensorView), ns", extra_typed, "<= 40"),
-        ("import numpy: PyTensor / rust-numpy PyReadonlyArrayDyn",
-         ratio("numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
-        ("import numpy: TensorView / rust-numpy PyReadonlyArrayDyn",
-         ratio("numpy -> TensorView<f32, CContig>", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
+         "<= 0.25"),
+        ("each extra torch tensor in a call (PyTensor), ns", extra, "<= 70"),
+        ("each extra torch tensor in a call (TensorView), ns", extra_typed, "<= 70"),
+        ("torch: TensorView / PyTensor, 1 tensor",
+         ratio("torch -> TensorView<f32, CContig>", "torch -> PyTensor (exchange API)"), "<= 1.00"),
+        ("torch: TensorView / PyTensor, 3 tensors",
+         ratio("torch x3 -> TensorView<f32, CContig>", "torch x3 -> PyTensor (exchange API)"),
+         "<= 1.00"),
         ("image: ImageBuffer export / Vec export",
          ratio("np.from_dlpack(ImageBuffer export)", "np.from_dlpack(Vec export)"), "<= 1.10"),
         ("size 10^8 / 1: export",
@@ -189,22 +206,18 @@ def main():
          ratio("torch -> PyTensor (ndim), 10^8", "torch -> PyTensor (ndim), 1"), "<= 1.05"),
     ]
     if tvm_nop is not None:
-        rows.append(("import torch: PyTensor / apache-tvm-ffi nop, 1 tensor",
-                     ratio("torch -> PyTensor (exchange API)", "torch -> apache-tvm-ffi testing.nop(x)"),
-                     "<= 0.50"))
-        rows.append(("import torch: TensorView / apache-tvm-ffi nop, 1 tensor",
-                     ratio("torch -> TensorView<f32, CContig>", "torch -> apache-tvm-ffi testing.nop(x)"),
-                     "<= 0.50"))
-        rows.append(("import torch: TensorView / apache-tvm-ffi nop, 3 tensors",
-                     ratio("torch x3 -> TensorView<f32, CContig>",
-                           "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 0.50"))
-        rows.append(("import torch: PyTensor / apache-tvm-ffi nop, 3 tensors",
-                     ratio("torch x3 -> PyTensor (exchange API)",
-                           "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 0.50"))
+        for kind, one, three in [
+            ("PyTensor", "torch -> PyTensor (exchange API)", "torch x3 -> PyTensor (exchange API)"),
+            ("TensorView", "torch -> TensorView<f32, CContig>", "torch x3 -> TensorView<f32, CContig>"),
+        ]:
+            rows.append((f"import torch: {kind} / apache-tvm-ffi nop, 1 tensor",
+                         ratio(one, "torch -> apache-tvm-ffi testing.nop(x)"), "<= 0.75"))
+            rows.append((f"import torch: {kind} / apache-tvm-ffi nop, 3 tensors",
+                         ratio(three, "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 0.80"))
     rows.append(("one borrowed view, ns", per_view, "<= 30"))
     for name, value, goal in rows:
         op, limit = goal.split()
-        met = value <= float(limit) if op == "<=" else value >= float(limit)
+        met = {"<=": value <= float(limit), "<": value < float(limit)}[op]
         print(f"| {name} | {value:.2f} | {goal} | {'yes' if met else 'no'} |")
 
 

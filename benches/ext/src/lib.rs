@@ -3,9 +3,13 @@
 
 use std::sync::Arc;
 
-use dlpack_rs::pyo3_glue::{CContig, ImportOptions, Ndim, PyTensor, TensorView, ANY};
+use dlpack_rs::pyo3_glue::{
+    CContig, ImportOptions, Ndim, PyTensor, TensorView, TensorViewMut, ANY,
+};
 use dlpack_rs::IntoDLPack;
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 
 /// dlpack-rs: a derived frozen pyclass over a `Vec<f32>`.
@@ -170,6 +174,12 @@ fn numel_rust_numpy(a: PyReadonlyArrayDyn<'_, f32>) -> usize {
     a.len()
 }
 
+/// Writable import via rust-numpy.
+#[pyfunction]
+fn numel_rust_numpy_rw(a: PyReadwriteArrayDyn<'_, f32>) -> usize {
+    a.len()
+}
+
 /// Import via dlpark (`from_dlpack`, exchange API when the producer has one).
 #[pyfunction]
 fn numel_dlpark(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -190,6 +200,12 @@ fn numel3_ours(a: PyTensor, b: PyTensor, c: PyTensor) -> usize {
 /// registry borrow held for the call; torch's exchange table fills a non-owning `DLTensor`).
 #[pyfunction]
 fn numel_typed(t: TensorView<f32, Ndim<ANY>, CContig>) -> usize {
+    t.len()
+}
+
+/// A writable typed argument (`TensorViewMut<f32, Ndim<ANY>, CContig>`: an exclusive borrow).
+#[pyfunction]
+fn numel_typed_mut(t: TensorViewMut<f32, Ndim<ANY>, CContig>) -> usize {
     t.len()
 }
 
@@ -254,6 +270,8 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(first_ours_x10, m)?)?;
     m.add_function(wrap_pyfunction!(numel_ours_dunder, m)?)?;
     m.add_function(wrap_pyfunction!(numel_rust_numpy, m)?)?;
+    m.add_function(wrap_pyfunction!(numel_rust_numpy_rw, m)?)?;
+    m.add_function(wrap_pyfunction!(numel_typed_mut, m)?)?;
     m.add_function(wrap_pyfunction!(numel_dlpark, m)?)?;
     m.add_function(wrap_pyfunction!(numel3_ours, m)?)?;
     m.add_function(wrap_pyfunction!(nop, m)?)?;
