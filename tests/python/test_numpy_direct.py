@@ -275,6 +275,66 @@ def test_imports_work_with_numpy_blocked():
     assert out.split() == ["[8]", "[8]"]
 
 
+# A fresh interpreter: numpy's type found (a typed call of a list), rust-numpy's table not looked up
+# yet. `t[0]` is held only by the tuple `f(*t)` passes its items from, so numpy's resize (with
+# its reference check) is refused only while the argument holds the array. The first garbage
+# collection during the call (`gc.callbacks`, as a finalizer would) tries to resize it.
+_RESIZE_DURING_EXTRACTION = """
+    import gc
+    import numpy as np
+    import dlpack_testext as ext
+    try:
+        ext.tr_sum([1.0])
+    except Exception:
+        pass
+    t = (np.zeros(4, np.float32),)
+    seen = []
+    def resize(phase, info):
+        if phase == "start" and not seen:
+            try:
+                t[0].resize(1 << 20)
+                seen.append("resized")
+            except ValueError:
+                seen.append("refused")
+    gc.collect()
+    gc.callbacks.append(resize)
+    gc.set_threshold(1)
+    result = {call}
+    gc.set_threshold(700)
+    gc.callbacks.remove(resize)
+    print(result == t[0].__array_interface__["data"][0], t[0][0], seen)
+"""
+
+
+@pytest.mark.parametrize("call,written", [("ext.dt_info(*t)[4]", 0.0),
+                                           ("ext.dtm_target(*t)[1]", 0.0),
+                                           ("(ext.tm_touch(*t), t[0].ctypes.data)[1]", 1.0)],
+                         ids=["shared", "writable, any device", "writable"])
+def test_a_typed_argument_holds_the_array_before_python_code_can_run(call, written):
+    # The view is made from the array's struct, then Python code may run before the argument is
+    # handed out (here: the first look-up of rust-numpy's table allocates, and a garbage
+    # collection runs). numpy must refuse to resize the array under the view (found in review:
+    # the view addressed the freed memory, and a writable one wrote there).
+    out = _run(_RESIZE_DURING_EXTRACTION.replace("{call}", call))
+    same, first, seen = out.split(maxsplit=2)
+    assert same == "True", out
+    assert float(first) == written, out
+
+
+def test_numpy_refuses_to_resize_an_array_a_typed_argument_views():
+    # While the argument lives it holds the array: numpy's reference check refuses to reallocate
+    # it, even when the caller passes the array from a tuple that alone holds it (`f(*t)`).
+    t = (np.zeros(4, np.float32),)
+    start = t[0].ctypes.data
+
+    def resize():
+        with pytest.raises(ValueError, match="cannot resize"):
+            t[0].resize(1 << 20)
+
+    assert ext.tvm_call_then_write(*t, resize) == start == t[0].ctypes.data
+    assert t[0].tolist() == [7.0, 0.0, 0.0, 0.0]
+
+
 def teardown_module():
     while _keep:
         _keep.pop().close()

@@ -130,6 +130,31 @@ def test_a_borrow_is_released_under_the_key_it_was_taken_with():
 
 @needs_numpy_versioned
 @pytest.mark.parametrize("first", ["ours", "rust-numpy"])
+def test_a_typed_argument_releases_under_the_key_it_was_taken_with(first):
+    # As test_a_borrow_is_released_under_the_key_it_was_taken_with, for typed arguments, which
+    # view a numpy array through its own struct (no import): with either table published.
+    start = "ext.add_one(np.zeros(1, np.float32))" if first == "ours" else (
+        "z = np.arange(3, dtype=np.float32); ext.np_ro_and_tensor_ref(z, z)")
+    code = f"""
+import warnings
+import numpy as np, dlpack_testext as ext
+{start}
+b = np.zeros(12, dtype=np.float32)
+x, w, z = b[:6], b[:11], b[6:11]
+def change():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        x.shape = (2, 3)
+        x.strides = (32, 4)
+print(ext.typed_release_after_change_then_np_rw(x, w, z, change))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "False", "rust-numpy granted a mutable view of memory we read"
+
+
+@needs_numpy_versioned
+@pytest.mark.parametrize("first", ["ours", "rust-numpy"])
 def test_a_0d_array_borrows_its_element(first):
     # A 0-d array holds one element: its borrow covers that element's bytes, so a mutable view
     # of a 1-element window of the same base conflicts with it, whichever table is in use (the

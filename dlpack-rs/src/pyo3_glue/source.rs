@@ -97,6 +97,17 @@ impl Source {
     /// [`Source::import`] of a numpy array the direct read takes (`None` otherwise).
     #[inline(never)]
     fn numpy_view(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Option<Source>> {
+        // The argument's reference to the array, taken before its struct is read: the view
+        // addresses the array's memory as it is now, and Python code may run before the view is
+        // handed out (joining the registry, the first look-up of rust-numpy's table, rust-numpy's
+        // private views: any allocation may run a garbage collection's finalizers and
+        // `gc.callbacks`, and on a free-threaded build another thread runs meanwhile). numpy's
+        // `resize` (with its reference check, the default) reallocates an array only while
+        // nothing but its caller holds it, so with this reference held it refuses (found in
+        // review: `f(*t)` with a finalizer calling `t[0].resize(...)` during the first typed
+        // call freed the memory the view then addressed; an owned import holds the array from
+        // the moment it reads the struct).
+        let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
         let Some((mut view, writable)) = super::numpy_direct::view(obj)? else {
             return Ok(None);
         };
@@ -111,7 +122,7 @@ impl Source {
         super::numpy_borrow::coordinate_view(obj, &mut view)?;
         Ok(Some(Source::Borrowed {
             view,
-            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+            _object: object,
         }))
     }
 

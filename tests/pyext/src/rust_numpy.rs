@@ -101,6 +101,26 @@ fn view_on_joined_thread(py: Python<'_>, t: PyTensor) -> PyResult<f32> {
     Ok(first)
 }
 
+/// As [`release_after_change_then_np_rw`], with typed arguments (numpy arrays are viewed through
+/// their own struct, not imported): a shared typed argument of `x`, then `cb()`, then one of
+/// `w`; the first dropped, whether rust-numpy grants a mutable view of `z` while the second lives.
+#[pyfunction]
+fn typed_release_after_change_then_np_rw(
+    x: &Bound<'_, PyAny>,
+    w: &Bound<'_, PyAny>,
+    z: &Bound<'_, PyAny>,
+    cb: &Bound<'_, PyAny>,
+) -> PyResult<bool> {
+    use numpy::{PyArray1, PyArrayMethods};
+    let vx: TensorView<f32> = x.extract()?;
+    cb.call0()?;
+    let vw: TensorView<f32> = w.extract()?;
+    drop(vx);
+    let granted = z.cast::<PyArray1<f32>>()?.try_readwrite().is_ok();
+    drop(vw);
+    Ok(granted)
+}
+
 /// Adds these functions to the module.
 /// A shared typed argument, then a rust-numpy writable borrow of (maybe) the same memory: how
 /// much the typed argument's first element changed under it (0 when refused first).
@@ -207,6 +227,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(np_ro_then_as_mut_slice, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_mut_then_np_ro, m)?)?;
     m.add_function(wrap_pyfunction!(release_after_change_then_np_rw, m)?)?;
+    m.add_function(wrap_pyfunction!(typed_release_after_change_then_np_rw, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_then_as_mut_slice, m)?)?;
     m.add_function(wrap_pyfunction!(view_on_joined_thread, m)?)?;
     Ok(())

@@ -244,6 +244,18 @@ fn tv_refs_held(x: &Bound<'_, PyAny>) -> PyResult<(isize, isize, isize)> {
     Ok((with_c - before, with_s - before, with_m - before))
 }
 
+/// A writable float32 argument held while `cb()` runs (Python code that may try to resize the
+/// array in place), then written: `x[0] = 7`; the address written.
+#[pyfunction]
+fn tvm_call_then_write(
+    mut x: TensorViewMut<f32, Ndim<1>, CContig>,
+    cb: Bound<'_, PyAny>,
+) -> PyResult<usize> {
+    cb.call0()?;
+    x[0] = 7.0;
+    Ok(x.data_ptr() as usize)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tv_values, m)?)?;
     m.add_function(wrap_pyfunction!(tv_sum2, m)?)?;
@@ -268,5 +280,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dtm_target, m)?)?;
     m.add_function(wrap_pyfunction!(dt_pair, m)?)?;
     m.add_function(wrap_pyfunction!(tv_refs_held, m)?)?;
+    m.add_function(wrap_pyfunction!(tvm_call_then_write, m)?)?;
     Ok(())
 }
