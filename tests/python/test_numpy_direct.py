@@ -316,9 +316,17 @@ def test_a_typed_argument_holds_the_array_before_python_code_can_run(call, writt
     # collection runs). numpy must refuse to resize the array under the view (found in review:
     # the view addressed the freed memory, and a writable one wrote there).
     out = _run(_RESIZE_DURING_EXTRACTION.replace("{call}", call))
-    same, first, seen = out.split(maxsplit=2)
-    assert same == "True", out
+    same, first, seen = out.strip().split(maxsplit=2)
     assert float(first) == written, out
+    if sys.version_info < (3, 12):
+        # The collection runs inside the call, on the allocation that crosses the threshold: the
+        # resize is refused and the view addressed the array's memory as it still is.
+        assert same == "True" and seen == "['refused']", out
+    else:
+        # CPython 3.12 runs collections only at the evaluation loop's next check (gh-97922),
+        # after the call returned and the argument let go of the array: the resize succeeds
+        # then, and the pointer the call returned is the memory before it.
+        assert same == "False" and seen == "['resized']", out
 
 
 def test_numpy_refuses_to_resize_an_array_a_typed_argument_views():
