@@ -209,11 +209,7 @@ pub(crate) fn coordinate_view(
     obj: &Bound<'_, PyAny>,
     view: &mut crate::safe::Described,
 ) -> PyResult<()> {
-    let strides = match view.raw_strides() {
-        Some(s) => alloc::borrow::Cow::Borrowed(s),
-        None => alloc::borrow::Cow::Owned(crate::safe::compact_strides(view.shape())),
-    };
-    let key = key_of_layout(view.data_ptr(), view.shape(), &strides, view.dtype());
+    let key = key_of_layout(view.data_ptr(), view.shape(), &view.strides(), view.dtype());
     if let Some(external) = external_for(obj, key)? {
         // SAFETY: `external_for`'s context, owned by this view alone.
         unsafe { view.set_external(external) };
@@ -291,8 +287,9 @@ fn external_for(obj: &Bound<'_, PyAny>, key: Key) -> PyResult<Option<crate::safe
         api: &NUMPY_API,
         ctx: Box::into_raw(ctx).cast(),
     };
-    // SAFETY: the context owns a strong reference to a live numpy array of the main interpreter
-    // (or, with our own table, a key of one), valid until `drop_ctx` releases it.
+    // What `set_external` asks of its caller: the context owns a strong reference to a live
+    // numpy array of the main interpreter (or, with our own table, a key of one), valid until
+    // `drop_ctx` releases it.
     Ok(Some(external))
 }
 

@@ -150,6 +150,14 @@ impl Described {
         self.strided.then(|| &self.dims()[self.ndim()..])
     }
 
+    /// Strides in elements, compact row-major ones computed where the producer gave none.
+    pub(crate) fn strides(&self) -> alloc::borrow::Cow<'_, [i64]> {
+        match self.raw_strides() {
+            Some(s) => alloc::borrow::Cow::Borrowed(s),
+            None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
+        }
+    }
+
     /// The element type.
     pub(crate) fn dtype(&self) -> DLDataType {
         self.dtype
@@ -222,10 +230,7 @@ impl Described {
         exclusive: bool,
     ) -> Result<(super::strided::Normalized<T>, BorrowToken), Error> {
         self.check_writes(exclusive)?;
-        let strides = match self.raw_strides() {
-            Some(s) => alloc::borrow::Cow::Borrowed(s),
-            None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
-        };
+        let strides = self.strides();
         // SAFETY: validated in `new`; alive by this function's contract.
         unsafe {
             match self.external {
@@ -260,10 +265,7 @@ impl Described {
         exclusive: bool,
     ) -> Result<(*mut T, BorrowToken), Error> {
         self.check_writes(exclusive)?;
-        let strides = match self.raw_strides() {
-            Some(s) => alloc::borrow::Cow::Borrowed(s),
-            None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
-        };
+        let strides = self.strides();
         super::strided::raw_parts::<T>(
             self.first,
             self.shape(),
