@@ -144,6 +144,21 @@ def live():
     return created - dropped
 
 
+def pytest_collection_finish(session):
+    """No Rust storage may outlive collection (a parametrize value made at import time).
+
+    One that did would keep `live()` above zero for the whole session, and every `no_leaks`
+    test would then pay three full collections (about half a second with torch and jax loaded):
+    that made the suite several minutes slower. Make such values when their test runs.
+    """
+    if live() != 0:
+        collect()
+    if live() != 0:
+        raise pytest.UsageError(
+            "%d Rust storages are live after collection: a test module made one at import time "
+            "(make it when its test runs)" % live())
+
+
 @pytest.fixture
 def no_leaks():
     """Asserts that every Rust storage created in the test was dropped exactly once by the end.

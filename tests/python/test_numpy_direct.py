@@ -60,12 +60,16 @@ def _arrays():
     yield "from bytes (read-only base)", np.frombuffer(b"abcdefgh", dtype=np.uint8)
     yield "from a memoryview", np.asarray(memoryview(bytearray(8)))
     yield "from_dlpack of numpy", np.from_dlpack(np.arange(4.0))
-    yield "from_dlpack of a Rust CPU tensor", np.from_dlpack(ext.make_device_tensor(8, (1, 0)))
+    # Rust storages are made when their test runs: made at collection, they would stay live
+    # through the whole session (conftest.py refuses that).
+    yield "from_dlpack of a Rust CPU tensor", \
+        lambda: np.from_dlpack(ext.make_device_tensor(8, (1, 0)))
     # Made when its test runs (an iterator left open warns at exit, and a module whose tests
     # are skipped never tears down).
     yield "WRITEBACKIFCOPY", _writeback
     # numpy reports the device of the capsule at the end of the base chain: CUDA host memory.
-    yield "from_dlpack of CUDA host memory", np.from_dlpack(ext.make_device_tensor(8, (3, 0)))[2:]
+    yield "from_dlpack of CUDA host memory", \
+        lambda: np.from_dlpack(ext.make_device_tensor(8, (3, 0)))[2:]
 
 
 def _writeback():
