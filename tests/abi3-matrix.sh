@@ -95,16 +95,19 @@ demo_wheel=$(one_wheel image_demo)
 twin_wheel=$(one_wheel dlpack_twin)
 echo "abi3-matrix: $(basename "$wheel"), $(basename "$demo_wheel"), $(basename "$twin_wheel")"
 
+# pytest workers: one per core, at most 4; a test file's tests stay in one worker.
+workers=$(nproc 2>/dev/null || echo 1)
+if ((workers > 4)); then workers=4; fi
 results=()
 for minor in "${versions[@]}"; do
   py=${found[$minor]:-}
   [[ -z "$py" ]] && continue
   venv="$work/venv-$minor"
-  if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import numpy, pytest' 2>/dev/null; then
-    echo "abi3-matrix: [$minor] creating $venv (numpy, pytest)"
+  if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import numpy, pytest, xdist' 2>/dev/null; then
+    echo "abi3-matrix: [$minor] creating $venv (numpy, pytest, pytest-xdist)"
     rm -rf "$venv"
     "$py" -m venv "$venv"
-    "$venv/bin/python" -m pip install --progress-bar on numpy pytest
+    "$venv/bin/python" -m pip install --progress-bar on numpy pytest pytest-xdist
   fi
   if [[ $minor == "$peers_on" ]] && ! "$venv/bin/python" -c 'import torch, jax, pyarrow, array_api_strict, safetensors' 2>/dev/null; then
     # The newest interpreter also gets every peer (pinned as for 3.11: the versions the
@@ -126,6 +129,7 @@ for module, name in [(dlpack_testext, "dlpack_testext"), (dlpack_twin, "dlpack_t
   rm -f "$report"
   status=0
   "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider -rs --junitxml="$report" \
+    -n "$workers" --dist loadfile \
     >"$log" 2>&1 || status=$?
   summary=$(tail -n1 "$log")
   echo "abi3-matrix: [$minor] $summary"
