@@ -96,7 +96,7 @@ step_mutants() {
   # that decide who may touch which bytes (the borrow registry, layout validation, the view
   # guards, the ranges exports register) and runs the Rust tests of every feature that needs no Python against each change.
   # A change no test notices ("missed") fails the step unless tests/mutants/equivalent.txt lists
-  # it with the reason it cannot change behaviour. Bounded (about 5 minutes on 2 busy cores): those
+  # it with the reason it cannot change behaviour. Bounded (about 13 minutes on 2 cores): those
   # files only, the unit tests and the integration tests of those files only (no doctests), no
   # debug info, 10 s per mutant's tests, one build at a time.
   local tools="$PWD/target/tools" version=27.1.0
