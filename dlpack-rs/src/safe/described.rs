@@ -502,4 +502,67 @@ mod tests {
         );
         drop(exclusive);
     }
+    /// Every view of a `Described` with an external checker takes its borrow after the
+    /// registry's, of the same kind, and gives it back with the view; a refusal refuses the view
+    /// and leaves no registry borrow; the context is released once, when the value drops or
+    /// another replaces it.
+    #[test]
+    fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
+        use crate::safe::test_checker::{Seen, TestChecker};
+        static CHECKER: TestChecker = TestChecker::new();
+        let seen = |acquired, released, dropped| Seen {
+            acquired,
+            released,
+            dropped,
+        };
+        let mut data = [1f32, 2.0, 3.0, 4.0];
+        let mut shape = [2i64, 2];
+        let mut strides = [2i64, 1];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, Some(&mut strides));
+        // SAFETY: two integers each; `data` outlives every use.
+        let mut d = unsafe { described(&t) };
+        // SAFETY: the test's own writable array; the checker is static and keeps counts only.
+        unsafe {
+            d.allow_writes();
+            d.set_external(CHECKER.external());
+        }
+        // SAFETY: as above.
+        let (first, len, token) = unsafe { d.slice_parts::<f32>(false) }.unwrap();
+        assert_eq!((first.cast::<c_void>(), len), (d.data_ptr(), 4));
+        assert_eq!(CHECKER.seen(), seen([1, 0], [0, 0], 0));
+        drop(token);
+        assert_eq!(CHECKER.seen(), seen([1, 0], [1, 0], 0));
+        // SAFETY: as above.
+        drop(unsafe { d.slice_parts::<f32>(true) }.unwrap());
+        assert_eq!(CHECKER.seen(), seen([1, 1], [1, 1], 0));
+        for exclusive in [false, true] {
+            // SAFETY: as above.
+            drop(unsafe { d.strided_parts::<f32>(exclusive) }.unwrap());
+            drop(d.raw_parts::<f32>(exclusive).unwrap());
+        }
+        assert_eq!(CHECKER.seen(), seen([3, 3], [3, 3], 0));
+        CHECKER.refuse(true);
+        for exclusive in [false, true] {
+            let refused = Some(Error::AlreadyBorrowed { exclusive });
+            // SAFETY: as above.
+            assert_eq!(unsafe { d.slice_parts::<f32>(exclusive) }.err(), refused);
+            // SAFETY: as above.
+            assert_eq!(unsafe { d.strided_parts::<f32>(exclusive) }.err(), refused);
+            assert_eq!(d.raw_parts::<f32>(exclusive).err(), refused);
+        }
+        CHECKER.refuse(false);
+        // The refused views left no registry borrow behind.
+        // SAFETY: as above.
+        drop(unsafe { d.slice_parts::<f32>(true) }.unwrap());
+        assert_eq!(CHECKER.seen(), seen([3, 4], [3, 4], 0));
+        // SAFETY: as above.
+        unsafe { d.set_external(CHECKER.external()) };
+        assert_eq!(
+            CHECKER.seen().dropped,
+            1,
+            "the replaced context is released"
+        );
+        drop(d);
+        assert_eq!(CHECKER.seen(), seen([3, 4], [3, 4], 2));
+    }
 }

@@ -1,7 +1,7 @@
 //! Tests of `managed.rs`: the owner, its deleter and its views.
 
 use super::*;
-use crate::safe::managed_views::{External, ExternalApi};
+use crate::safe::test_checker::{Seen, TestChecker};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 static DROPPED: AtomicUsize = AtomicUsize::new(0);
@@ -31,6 +31,46 @@ fn owner() -> ManagedTensorVersioned {
         )
     }
     .unwrap()
+}
+
+/// The first element is the data pointer itself, refused where it is not aligned for `T` (the
+/// CUDA import's only check of the address it hands on).
+#[test]
+fn the_first_element_is_the_aligned_data_pointer() {
+    static WORDS: [u16; 2] = [7, 9];
+    let at = |offset: usize| {
+        let info = TensorInfo::contiguous(
+            WORDS
+                .as_ptr()
+                .cast::<u8>()
+                .wrapping_add(offset)
+                .cast_mut()
+                .cast(),
+            super::super::cpu_device(),
+            super::super::dtype_u8(),
+            alloc::vec![1],
+        );
+        // SAFETY: one byte of a static, never written through this tensor, alive forever.
+        unsafe {
+            super::super::pack_owned::<DLManagedTensorVersioned, _>(
+                (), // not `Counted`: the drop counts of the tests beside this one stay theirs
+                info,
+                0,
+                super::super::Readers::ExportOnly,
+                None,
+            )
+        }
+        .unwrap()
+    };
+    let aligned = WORDS.as_ptr().cast_mut();
+    assert_eq!(at(0).first_element::<u16>(), Ok(aligned));
+    assert_eq!(
+        at(1).first_element::<u16>(),
+        Err(Error::Misaligned {
+            align: 2,
+            address: aligned as usize + 1
+        })
+    );
 }
 
 /// The crate's leak guard stays in force whatever a safe caller sets afterwards (a
@@ -70,71 +110,45 @@ fn the_crate_guard_cannot_be_replaced_from_safe_code() {
     assert_eq!(DROPPED.load(Ordering::SeqCst), before + 2);
 }
 
-static EXT_LOG: AtomicUsize = AtomicUsize::new(0);
-static EXT_REFUSE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
-
-/// A test checker: counts acquires (x1), releases (x100) and context drops (x10000) in
-/// `EXT_LOG`; refuses while `EXT_REFUSE` is set.
-unsafe fn ext_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
-    assert_eq!(ctx as usize, 0x5EED);
-    if EXT_REFUSE.load(Ordering::SeqCst) {
-        return Err(Error::AlreadyBorrowed { exclusive });
-    }
-    EXT_LOG.fetch_add(1, Ordering::SeqCst);
-    Ok(())
-}
-unsafe fn ext_release(ctx: *mut c_void, _exclusive: bool) {
-    assert_eq!(ctx as usize, 0x5EED);
-    EXT_LOG.fetch_add(100, Ordering::SeqCst);
-}
-unsafe fn ext_drop(ctx: *mut c_void) {
-    assert_eq!(ctx as usize, 0x5EED);
-    EXT_LOG.fetch_add(10_000, Ordering::SeqCst);
-}
-static EXT_API: ExternalApi = ExternalApi {
-    acquire: ext_acquire,
-    release: ext_release,
-    drop_ctx: ext_drop,
-};
-
 /// Every view of an owner with an external checker takes its borrow after the registry's and
 /// releases it with the view; a refusal refuses the view (and leaves no registry borrow);
 /// the context is released once, when the owner drops or gives the tensor up.
 #[test]
 fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
-    let external = External {
-        api: &EXT_API,
-        ctx: 0x5EED as *mut c_void,
+    static CHECKER: TestChecker = TestChecker::new();
+    let seen = |acquired, released, dropped| Seen {
+        acquired,
+        released,
+        dropped,
     };
     let mut t = crate::safe::Export::new(alloc::vec![1u8, 2, 3])
         .versioned()
         .unwrap();
-    // SAFETY: the test context is a plain number the test functions only compare.
-    unsafe { t.set_external(external) };
-    EXT_LOG.store(0, Ordering::SeqCst);
+    // SAFETY: the checker is static and keeps counts only.
+    unsafe { t.set_external(CHECKER.external()) };
     {
         let view = t.as_slice::<u8>().unwrap();
         assert_eq!(*view, [1, 2, 3]);
-        assert_eq!(EXT_LOG.load(Ordering::SeqCst), 1);
+        assert_eq!(CHECKER.seen(), seen([1, 0], [0, 0], 0));
     }
-    assert_eq!(EXT_LOG.load(Ordering::SeqCst), 101);
+    assert_eq!(CHECKER.seen(), seen([1, 0], [1, 0], 0));
     drop(t.as_mut_slice::<u8>().unwrap());
-    assert_eq!(EXT_LOG.load(Ordering::SeqCst), 202);
+    assert_eq!(CHECKER.seen(), seen([1, 1], [1, 1], 0));
     drop(t.copy().unwrap());
-    assert_eq!(EXT_LOG.load(Ordering::SeqCst), 303);
-    EXT_REFUSE.store(true, Ordering::SeqCst);
+    assert_eq!(CHECKER.seen(), seen([2, 1], [2, 1], 0));
+    CHECKER.refuse(true);
     assert_eq!(
         t.as_mut_slice::<u8>().unwrap_err(),
         Error::AlreadyBorrowed { exclusive: true }
     );
-    EXT_REFUSE.store(false, Ordering::SeqCst);
+    CHECKER.refuse(false);
     // The refused view left no registry borrow behind.
     drop(t.as_mut_slice::<u8>().unwrap());
-    assert_eq!(EXT_LOG.load(Ordering::SeqCst), 404);
+    assert_eq!(CHECKER.seen(), seen([2, 2], [2, 2], 0));
     drop(t);
     assert_eq!(
-        EXT_LOG.load(Ordering::SeqCst),
-        10_404,
+        CHECKER.seen(),
+        seen([2, 2], [2, 2], 1),
         "context released once, on drop"
     );
     // Giving the tensor up releases the context too; setting a second one releases the first.
@@ -143,13 +157,13 @@ fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
         .unwrap();
     // SAFETY: as above.
     unsafe {
-        t.set_external(external);
-        t.set_external(external);
+        t.set_external(CHECKER.external());
+        t.set_external(CHECKER.external());
     }
-    assert_eq!(EXT_LOG.load(Ordering::SeqCst), 20_404);
+    assert_eq!(CHECKER.seen().dropped, 2);
     let raw = t.into_raw();
-    assert_eq!(EXT_LOG.load(Ordering::SeqCst), 30_404);
+    assert_eq!(CHECKER.seen().dropped, 3);
     // SAFETY: our own export, deleted once.
     unsafe { ((*raw).deleter.unwrap())(raw) };
-    assert_eq!(EXT_LOG.load(Ordering::SeqCst), 30_404);
+    assert_eq!(CHECKER.seen(), seen([2, 2], [2, 2], 3));
 }

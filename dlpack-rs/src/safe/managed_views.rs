@@ -65,15 +65,8 @@ impl<K: Kind> Managed<K> {
         unsafe { take_external(self.external(), token, exclusive) }
     }
 
-    /// Checks that elements of `T` may be read here: `T`'s dtype, on host-accessible memory.
-    #[allow(dead_code)] // used by the ndarray views
-    pub(crate) fn check_element<T: Element>(&self) -> Result<(), Error> {
-        dtype_is::<T>(self.dtype())?;
-        host_viewable(self.device())
-    }
-
     /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
-    #[allow(dead_code)] // used by the ndarray views and the CUDA import
+    #[allow(dead_code)] // used by the CUDA import
     pub(crate) fn first_element<T: Element>(&self) -> Result<*mut T, Error> {
         first_of::<T>(self.data_ptr())
     }

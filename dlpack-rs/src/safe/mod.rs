@@ -73,6 +73,8 @@ mod shared_mut;
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // crate API for the layers above safe/
 pub(crate) mod strided;
 mod tensor_info;
+#[cfg(test)]
+mod test_checker;
 
 pub use aligned::AlignedBuffer;
 pub(crate) use block::Readers;
