@@ -19,8 +19,9 @@
 #                 each minor version gets its own venv (.venv for 3.11, .venv-3.X otherwise)
 #   FUZZ_SECONDS  how long the libFuzzer run lasts (default 60, 15 with --quick)
 #   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
-#                 "safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs". Other
-#                 files are run against every test target (slower): "safe/managed_views.rs ffi.rs"
+#                 "safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs
+#                 safe/described.rs safe/managed_views.rs". Other files are run against every
+#                 test target (slower): "safe/export.rs ffi.rs"
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 

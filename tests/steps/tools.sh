@@ -94,9 +94,11 @@ step_fuzz() {
 step_mutants() {
   # Mutation testing: cargo-mutants changes one operator or function body at a time in the files
   # that decide who may touch which bytes (the borrow registry, layout validation, the view
-  # guards, the ranges exports register) and runs the Rust tests of every feature that needs no Python against each change.
+  # guards, the ranges exports register, the checks and borrows of a view of an owner or of a
+  # described tensor) and runs the Rust tests of every feature that needs no Python against each
+  # change.
   # A change no test notices ("missed") fails the step unless tests/mutants/equivalent.txt lists
-  # it with the reason it cannot change behaviour. Bounded (about 13 minutes on 2 cores): those
+  # it with the reason it cannot change behaviour. Bounded (about 17 minutes on 2 cores): those
   # files only, the unit tests and the integration tests of those files only (no doctests), no
   # debug info, 10 s per mutant's tests, one build at a time.
   local tools="$PWD/target/tools" version=27.1.0
@@ -109,7 +111,7 @@ step_mutants() {
     fi
   fi
   local files args=() tests=() f out=target/mutants status=0
-  read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs}"
+  read -r -a files <<<"${MUTANTS_FILES:-safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs safe/described.rs safe/managed_views.rs}"
   for f in "${files[@]}"; do args+=(--file "dlpack-rs/src/$f"); done
   if [[ -z ${MUTANTS_FILES:-} ]]; then
     # The test targets that exercise these files (each mutant relinks every target it runs:
