@@ -14,6 +14,13 @@ import pytest
 
 import dlpack_testext as ext
 
+# This crate's borrow table (rust-numpy's `_RUST_NUMPY_BORROW_CHECKING_API`) is the process's,
+# made by its first import of a numpy array, before any rust-numpy function of the test
+# extension could make rust-numpy's own: every test process (each pytest-xdist worker too)
+# then runs with the same table, whichever test files it gets. Tests of rust-numpy's own table
+# run in fresh interpreters (test_rust_numpy.py).
+ext.numel(np.zeros(1, np.float32))
+
 
 # numpy 2.1 and newer speak DLPack 1.x (max_version, copy and dl_device, versioned capsules
 # with READ_ONLY). numpy 2.0, the last for Python 3.9, only legacy capsules both ways: its

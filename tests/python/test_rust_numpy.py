@@ -355,3 +355,34 @@ def test_rust_numpys_0d_view_at_our_first_element_conflicts(ours_first):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == str(["refused"] * 4)
+
+
+_TWO_BASES = """
+import numpy as np, dlpack_testext as ext
+ext.add_one(np.zeros(1, np.float32))  # ours first: publishes the table
+buf = bytearray(16)
+x = np.frombuffer(memoryview(buf), np.float32)  # two numpy arrays of one buffer, whose bases
+y = np.frombuffer(memoryview(buf), np.float32)  # (two memoryviews) rust-numpy keys apart
+assert x.base is not y.base
+out = []
+for f in (ext.np_rw_then_tensor_mut, ext.tensor_mut_then_np_rw):
+    try:
+        f(x, y)
+        out.append("granted")
+    except (BufferError, TypeError, RuntimeError):
+        out.append("refused")
+print(out, bytes(buf) == bytes(16))
+"""
+
+
+@needs_numpy_versioned
+def test_arrays_of_one_buffer_under_two_bases_with_our_table():
+    # With this crate's table, rust-numpy's borrows are the borrow registry's, which decides by
+    # bytes: rust-numpy's mutable view of one array and ours of another over the same bytes are
+    # refused in both orders, whatever their bases (found in review: with a table of its own,
+    # keyed by base as rust-numpy's, both were granted, and both wrote). With rust-numpy's own
+    # table first, its keys cannot see the second base (README: outside the model).
+    r = subprocess.run([sys.executable, "-c", _TWO_BASES], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "['refused', 'refused'] True"

@@ -78,6 +78,20 @@ def test_rust_write_refused_while_a_mutable_view_of_an_import_lives():
     assert list(img.to_list()) == INVERTED
 
 
+@needs_numpy_versioned  # numpy 2.0 imports legacy capsules read-only: no mutable view
+def test_rust_write_refused_while_rust_numpys_mutable_view_of_the_export_lives():
+    # This crate's borrow table is the suite's (conftest.py): rust-numpy's borrows are registry
+    # borrows, which a Rust guard meets (found in review: with a table of its own, which the
+    # registry never saw, the write went through under rust-numpy's mutable view).
+    img = ext.SharedImage(2, 3, 2)
+    a = np.from_dlpack(img)
+    with pytest.raises(BufferError, match="already borrowed"):
+        ext.shared_invert_during_np_rw(img, a)
+    assert list(img.to_list()) == EXPECTED
+    img.invert()  # every borrow was given back
+    assert a.ravel().tolist() == INVERTED
+
+
 @needs_torch
 def test_rust_write_refused_while_a_mutable_view_of_torchs_reexport_lives():
     img = ext.SharedImage(2, 3, 2)

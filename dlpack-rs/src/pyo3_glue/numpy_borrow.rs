@@ -14,8 +14,12 @@
 //! accepted, as rust-numpy itself does.
 //!
 //! When no module created the table yet, this crate creates it, version 1, with its own
-//! implementation of the same rules (below), so that a rust-numpy module loaded later sees the
-//! borrows taken before it. The table lives for the rest of the process.
+//! implementation (`numpy_table.rs`), so that a rust-numpy module loaded later sees the borrows
+//! taken before it. Its borrows are entries of the shared borrow registry, so while it (or
+//! another copy's, marked so) is the process's table, this crate's views need nothing here:
+//! their registry borrow is what rust-numpy's views meet. Only rust-numpy's own table (a
+//! rust-numpy module needed one first) is given a borrow of its own by every view. The table
+//! lives for the rest of the process.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -31,8 +35,8 @@ use super::keepalive::{
     current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
 };
 use super::numpy_array::{
-    base_of, exports_itself, known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR,
-    NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_F_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
+    exports_itself, known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
+    NPY_ARRAY_F_CONTIGUOUS,
 };
 use crate::safe::Error;
 
@@ -66,21 +70,22 @@ static TABLE: PyOnceLock<Table> = PyOnceLock::new();
 /// The same table, for the view hooks, which run without a `Python` token.
 static TABLE_PTR: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
 /// Whether the table is an implementation of this crate (ours or another copy's, see [`marks`]):
-/// it decides by bytes, so a view's borrows need no 0-d companion (which would meet the view's
-/// own bytes there).
-static EXACT: AtomicBool = AtomicBool::new(false);
+/// its borrows are the shared registry's, which every view of this crate takes anyway, so views
+/// take none in it.
+static REGISTRY_BACKED: AtomicBool = AtomicBool::new(false);
 
-/// The name of the capsule (attribute `_DLPACK_RS_EXACT_BORROWS` of numpy's module) by which a
-/// copy of this crate says that the table it published is its own implementation: it points at
-/// that very table. Python code can copy a capsule but not make one point elsewhere, so a mark
-/// cannot be forged for rust-numpy's own table.
-const MARK: &core::ffi::CStr = c"dlpack_rs._exact_numpy_borrows";
+/// The name of the capsule (attribute `_DLPACK_RS_REGISTRY_BORROWS` of numpy's module) by which
+/// a copy of this crate says that the table it published is its own implementation, whose
+/// borrows are entries of the borrow registry all copies share: it points at that very table.
+/// Python code can copy a capsule but not make one point elsewhere, so a mark cannot be forged
+/// for rust-numpy's own table.
+const MARK: &core::ffi::CStr = c"dlpack_rs._registry_numpy_borrows";
 
 /// Whether `table` (rust-numpy's capsule found in `module`) is an implementation of this crate:
 /// the mark names the same table.
 fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
     let py = module.py();
-    let Ok(mark) = module.getattr(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS")) else {
+    let Ok(mark) = module.getattr(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS")) else {
         return false;
     };
     let Ok(mark) = mark.cast_into::<PyCapsule>() else {
@@ -130,14 +135,14 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
                 };
                 // Each inserted only where absent (another copy of this crate, or rust-numpy,
                 // may publish meanwhile on a free-threaded build): what is there is adopted.
-                // The mark first, so that a copy that finds our table finds it marked; a mark
-                // and a table of two different copies only make views refuse more.
-                dict.set_default(pyo3::intern!(py, "_DLPACK_RS_EXACT_BORROWS"), &mark)?;
+                // The mark first, so that a copy that finds our table finds it marked (a mark
+                // and a table of two different copies point apart: not marked).
+                dict.set_default(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS"), &mark)?;
                 dict.set_default_with_result(name, &capsule)?.1
             }
         };
         let capsule = capsule.cast_into::<PyCapsule>()?;
-        let exact = marks(&module, &capsule);
+        let registry_backed = marks(&module, &capsule);
         let ptr = capsule
             .pointer_checked(Some(NAME))?
             .as_ptr()
@@ -152,7 +157,7 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
         }
         // Decided once, with the table, here and nowhere else (a failed look-up leaves both
         // unset, and the next one decides again).
-        EXACT.store(exact, Ordering::Release);
+        REGISTRY_BACKED.store(registry_backed, Ordering::Release);
         // The table must outlive every use: keep the capsule (and so the table) for good.
         core::mem::forget(capsule);
         TABLE_PTR.store(ptr, Ordering::Release);
@@ -195,7 +200,7 @@ pub(crate) fn coordinate(
         // foreign owner of numpy memory, it is not coordinated (README: outside the model).
         return Ok(false);
     }
-    if let Some(external) = external_for(obj, key_of_import(tensor))? {
+    if let Some(external) = external_for(obj, || key_of_import(tensor))? {
         // SAFETY: `external_for`'s context, owned by this owner alone.
         unsafe { tensor.set_external(external) };
     }
@@ -209,7 +214,7 @@ pub(crate) fn coordinate_view(
     obj: &Bound<'_, PyAny>,
     view: &mut crate::safe::Described,
 ) -> PyResult<()> {
-    let key = key_of_layout(view.data_ptr(), view.shape(), &view.strides(), view.dtype());
+    let key = || key_of_layout(view.data_ptr(), view.shape(), &view.strides(), view.dtype());
     if let Some(external) = external_for(obj, key)? {
         // SAFETY: `external_for`'s context, owned by this view alone.
         unsafe { view.set_external(external) };
@@ -217,12 +222,18 @@ pub(crate) fn coordinate_view(
     Ok(())
 }
 
-/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj`, in whichever
-/// table the process has (made now when none is); `None` outside the main interpreter (no
-/// table there). The caller owns the context (`drop_ctx` once).
+/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj` when the
+/// process's table is rust-numpy's own; `None` when it is this crate's (its borrows are the
+/// registry's, which every view takes anyway) and outside the main interpreter (no table
+/// there). The table is published now when there is none. The caller owns the context
+/// (`drop_ctx` once).
 ///
-/// `obj` is a live numpy array whose own memory, with its own layout, `key` was computed from.
-fn external_for(obj: &Bound<'_, PyAny>, key: Key) -> PyResult<Option<crate::safe::External>> {
+/// `obj` is a live numpy array whose own memory, with its own layout, `key` computes the key
+/// of (validated).
+fn external_for(
+    obj: &Bound<'_, PyAny>,
+    key: impl FnOnce() -> Option<Key>,
+) -> PyResult<Option<crate::safe::External>> {
     let py = obj.py();
     if TABLE_PTR.load(Ordering::Acquire).is_null() {
         if current_interpreter() != MAIN_INTERPRETER {
@@ -230,66 +241,52 @@ fn external_for(obj: &Bound<'_, PyAny>, key: Key) -> PyResult<Option<crate::safe
         }
         table(py)?;
     }
-    // SAFETY: attached, and `obj` is a live numpy array (checked above).
-    let writeable =
-        unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE != 0;
-    let ctx = if core::ptr::eq(TABLE_PTR.load(Ordering::Acquire), &OURS) {
-        // Our own table: the key is computed here, once, from the import's own metadata (the
-        // array's layout as exported; numpy's itemsize is the exported dtype's size) and the
-        // array's base (fixed for good, and kept alive by the import through the array): views
-        // then take and give back the borrow without Python, so without attaching, and no
-        // in-place change of `obj`'s layout can make a release miss its borrow.
-        // SAFETY: attached, and `obj` is a live numpy array.
-        let base = unsafe { base_of(obj.as_ptr()) }
-            .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?;
-        Ctx {
-            array: core::ptr::null_mut(),
-            array0: core::ptr::null_mut(),
-            key: Some((base, key)),
-            writeable,
-        }
+    if core::ptr::eq(TABLE_PTR.load(Ordering::Acquire), &OURS)
+        || REGISTRY_BACKED.load(Ordering::Acquire)
+    {
+        // This crate's table (this copy's, or another's, marked): rust-numpy's borrows there are
+        // the shared registry's, which the caller's views take.
+        return Ok(None);
+    }
+    // rust-numpy's table keys a borrow by the array's layout (shape, strides, dtype) as it is
+    // when the borrow is taken and again when it is released; Python may change `obj`'s in
+    // place (`shape =`, `strides =`, `dtype =`) while a view lives, and a release under another
+    // key would give back some other view's borrow. So its borrows are taken on arrays of
+    // `obj`'s base that no other code can reach. And its rule decides overlap by the gcd of the
+    // strides and the distance between data pointers, ignoring the element width (an int32
+    // view of a buffer and every fourth byte from the second never "conflict"): the borrow is
+    // taken on the bytes the import addresses as a 1-D uint8 array (stride 1, so the gcd is 1
+    // and any overlap of ranges conflicts).
+    let key = key().ok_or_else(|| {
+        pyo3::exceptions::PyBufferError::new_err(
+            "cannot take rust-numpy's borrow of this array: it addresses memory beyond the \
+             address space",
+        )
+    })?;
+    let bytes = byte_view(obj, &key)?;
+    // rust-numpy's table gives a 0-d array an empty range at its element, which meets no range
+    // that starts there, only another 0-d key at the same address (its key holds no dtype):
+    // every view is also borrowed as a 0-d array of its first byte, which meets rust-numpy's
+    // borrow of a 0-d array there (`x[0, ...]`, `x[0:1].reshape(())`); a 0-d array anywhere
+    // after the first byte lies inside the bytes' range and meets them.
+    let array0 = if bytes.len()? > 0 {
+        let first = bytes.get_item(pyo3::types::PySlice::new(py, 0, 1, 1))?;
+        first
+            .call_method1(pyo3::intern!(py, "reshape"), (PyTuple::empty(py),))?
+            .into_ptr()
     } else {
-        // rust-numpy's table keys a borrow by the array's layout (shape, strides, dtype) as it
-        // is when the borrow is taken and again when it is released; Python may change `obj`'s
-        // in place (`shape =`, `strides =`, `dtype =`) while a view lives, and a release under
-        // another key would give back some other view's borrow. So its borrows are taken on
-        // arrays of `obj`'s base that no other code can reach. And its rule decides overlap by
-        // the gcd of the strides and the distance between data pointers, ignoring the element
-        // width (an int32 view of a buffer and every fourth byte from the second never
-        // "conflict"): the borrow is taken on the bytes the import addresses as a 1-D uint8
-        // array (stride 1, so the gcd is 1 and any overlap of ranges conflicts).
-        let bytes = byte_view(obj, &key)?;
-        // rust-numpy's table gives a 0-d array an empty range at its element, which meets no
-        // range that starts there, only another 0-d key at the same address (its key holds no
-        // dtype): every view is also borrowed as a 0-d array of its first byte, which meets
-        // rust-numpy's borrow of a 0-d array there (`x[0, ...]`, `x[0:1].reshape(())`); a 0-d
-        // array anywhere after the first byte lies inside the bytes' range and meets them.
-        // Another copy's implementation of the table decides by bytes: there the 0-d array
-        // would meet the view's own bytes (a mutable view would refuse itself), and is not
-        // needed.
-        let array0 = if !EXACT.load(Ordering::Acquire) && bytes.len()? > 0 {
-            let first = bytes.get_item(pyo3::types::PySlice::new(py, 0, 1, 1))?;
-            first
-                .call_method1(pyo3::intern!(py, "reshape"), (PyTuple::empty(py),))?
-                .into_ptr()
-        } else {
-            core::ptr::null_mut()
-        };
-        Ctx {
-            array: bytes.into_ptr(),
-            array0,
-            key: None,
-            writeable,
-        }
+        core::ptr::null_mut()
     };
-    let ctx = Box::new(ctx);
+    let ctx = Box::new(Ctx {
+        array: bytes.into_ptr(),
+        array0,
+    });
     let external = crate::safe::External {
         api: &NUMPY_API,
         ctx: Box::into_raw(ctx).cast(),
     };
-    // What `set_external` asks of its caller: the context owns a strong reference to a live
-    // numpy array of the main interpreter (or, with our own table, a key of one), valid until
-    // `drop_ctx` releases it.
+    // What `set_external` asks of its caller: the context owns strong references to live numpy
+    // arrays of the main interpreter, valid until `drop_ctx` releases them.
     Ok(Some(external))
 }
 
@@ -390,34 +387,24 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
     let ctx = Box::new(Ctx {
         array: from.array,
         array0: from.array0,
-        key: from.key,
-        writeable: from.writeable,
     });
     let external = crate::safe::External {
         api: &NUMPY_API,
         ctx: Box::into_raw(ctx).cast(),
     };
-    // SAFETY: the new context owns its own strong reference to the live private view (of the
-    // main interpreter) if it has one, valid until `drop_ctx` releases it, owned by this owner
-    // alone; a key-only context's base is kept alive by the wrapped import, which the new
-    // import's memory keeps alive in turn (the wrapper's export holds the wrapper).
+    // SAFETY: the new context owns its own strong references to the live private views (of
+    // the main interpreter), valid until `drop_ctx` releases them, owned by this owner alone.
     unsafe { tensor.set_external(external) };
 }
 
-/// An import's context for the external checker: with our own table, the base and key computed
-/// once (no object held); with rust-numpy's, the private view its functions are given.
+/// An import's context for the external checker with rust-numpy's own table: the private views
+/// its functions are given.
 struct Ctx {
-    /// The private view (a strong reference), or NULL with our own table.
+    /// The private view (a strong reference).
     array: *mut ffi::PyObject,
-    /// With rust-numpy's table, a private 0-d `uint8` array of the first byte `array` holds
-    /// (a strong reference; see `coordinate`), else NULL.
+    /// A private 0-d `uint8` array of the first byte `array` holds (a strong reference; see
+    /// `external_for`), or NULL when `array` is empty.
     array0: *mut ffi::PyObject,
-    /// The view's base and key in our own table (`None`: the table is rust-numpy's, which reads
-    /// the array at every call).
-    key: Option<(usize, Key)>,
-    /// The array's `NPY_ARRAY_WRITEABLE` at import (the export's own read-only flag says the
-    /// same, and the owner checks that too).
-    writeable: bool,
 }
 
 static NUMPY_API: crate::safe::ExternalApi = crate::safe::ExternalApi {
@@ -445,24 +432,11 @@ fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
 ///
 /// # Safety
 ///
-/// `ctx` is the strong reference to a numpy array that `coordinate` made, not yet released.
+/// `ctx` is a context `external_for` (or `inherit`) made, not yet released.
 unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
-    // SAFETY: `coordinate`'s live context.
+    // SAFETY: a live context (this function's contract).
     let ctx = unsafe { &*ctx.cast::<Ctx>() };
     let array = ctx.array;
-    if let Some((base, key)) = ctx.key {
-        // Our own table, with the key computed once: no Python involved, so no attaching.
-        let rc = if exclusive && !ctx.writeable {
-            -2
-        } else {
-            ours_acquire_key(base, key, exclusive)
-        };
-        return match rc {
-            0 => Ok(()),
-            -2 => Err(Error::ReadOnly),
-            _ => Err(Error::AlreadyBorrowed { exclusive }),
-        };
-    }
     // SAFETY: set before any context was made (`coordinate`), to a table that lives for good.
     let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
         return Err(Error::AlreadyBorrowed { exclusive });
@@ -535,13 +509,9 @@ unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool
 ///
 /// As `numpy_acquire`, for a borrow it took with the same `exclusive`.
 unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
-    // SAFETY: `coordinate`'s live context.
+    // SAFETY: a live context (as in `numpy_acquire`).
     let ctx = unsafe { &*ctx.cast::<Ctx>() };
     let array = ctx.array;
-    if let Some((base, key)) = ctx.key {
-        ours_release_key(base, key, exclusive);
-        return;
-    }
     // SAFETY: as in `numpy_acquire`.
     let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
         return;
@@ -575,4 +545,4 @@ unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
 
 #[path = "numpy_table.rs"]
 mod ours;
-use ours::{key_of_import, key_of_layout, ours_acquire_key, ours_release_key, Key, OURS};
+use ours::{key_of_import, key_of_layout, Key, OURS};

@@ -1,13 +1,14 @@
 //! Our implementation of version 1 of rust-numpy's borrow-checking table, published when no
 //! module made one before (`numpy_borrow.rs` is its client, and every copy of this crate's).
 //!
-//! The keys are rust-numpy's: a borrow is keyed by the array's base object (following `base`
-//! through numpy arrays), then by the array's elements; shared borrows of one key are counted.
-//! Two keys of one base conflict when they share a byte, decided exactly as the borrow registry
-//! decides (`safe::overlap::Span`), where rust-numpy's own rule (the gcd of the strides dividing
-//! the distance between the data pointers) ignores the element width. An exclusive borrow
-//! conflicts with any borrow of a conflicting (or the same) key, a shared one with exclusive
-//! ones only.
+//! Its borrows are entries of the borrow registry (the one every copy of this crate in the
+//! process shares, joined before the first): a borrow rust-numpy asks of an array is the
+//! registry's borrow of the bytes the array's elements address, decided as every view of this
+//! crate is decided, against every other borrow of those bytes (this crate's views and exports,
+//! rust-numpy's views of any base). So this crate's own views, once this table is the process's,
+//! take no borrow in it: their registry borrow is the one rust-numpy's views meet. Keys are kept
+//! only to give a release back its borrow: a borrow is keyed by the array's base object
+//! (following `base` through numpy arrays), then by the array's elements as a `Span`.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -16,9 +17,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use super::{cpython, Shared};
-use crate::pyo3_glue::numpy_array::{
-    ArrayFields, NDARRAY, NPY_ARRAY_WRITEABLE, NPY_ARRAY_WRITEBACKIFCOPY,
-};
+use crate::pyo3_glue::numpy_array::{base_of, ArrayFields, NPY_ARRAY_WRITEABLE};
+use crate::safe::borrow::BorrowToken;
 use crate::safe::overlap::Span;
 
 /// The bytes a borrow names: those of the array's elements, as the borrow registry names a
@@ -31,53 +31,48 @@ pub(super) struct Key {
 
 impl Key {
     /// The key of elements of `itemsize` bytes at `data` with this shape and these byte
-    /// strides (validated: the addressed range fits in an isize). A 0-d array holds one
-    /// element (rust-numpy's own table gives it an empty range, which conflicts with nothing
-    /// that starts at its element).
+    /// strides; `None` where the addressed range does not fit the address space (an array
+    /// whose strides numpy never checked, from `as_strided`: it is refused). A 0-d array holds
+    /// one element (rust-numpy's own table gives it an empty range, which conflicts with
+    /// nothing that starts at its element).
     fn of_layout(
         data: usize,
         axes: impl Iterator<Item = (isize, isize)> + Clone,
         itemsize: isize,
-    ) -> Key {
+    ) -> Option<Key> {
         if axes.clone().any(|(d, _)| d == 0) {
-            return Key {
+            return Some(Key {
                 span: Span::range(data, data),
-            };
+            });
         }
         let (mut low, mut high) = (0isize, 0isize);
         let mut period = 0usize;
         for (d, s) in axes {
-            let span = (d - 1).wrapping_mul(s);
+            let span = (d - 1).checked_mul(s)?;
             if span >= 0 {
-                high = high.wrapping_add(span);
+                high = high.checked_add(span)?;
             } else {
-                low = low.wrapping_add(span);
+                low = low.checked_add(span)?;
             }
             if d > 1 {
                 period = crate::safe::overlap::gcd(period, s.unsigned_abs());
             }
         }
-        high = high.wrapping_add(itemsize);
-        Key {
+        high = high.checked_add(itemsize)?;
+        Some(Key {
             span: Span::strided(
-                data.wrapping_add_signed(low),
-                data.wrapping_add_signed(high),
+                data.checked_add_signed(low)?,
+                data.checked_add_signed(high)?,
                 period,
                 itemsize.unsigned_abs(),
             ),
-        }
-    }
-
-    /// Whether the two borrows share a byte (decided exactly, as the borrow registry does).
-    fn conflicts(&self, other: &Key) -> bool {
-        self.span.shares_byte(&other.span)
+        })
     }
 }
 
-/// The live borrows: (base object, key, count), count > 0 for shared borrows, -1 for an
-/// exclusive one. A short list scanned whole (a process holds a handful of views at a time), so
-/// taking and giving back a borrow allocates nothing once the list has grown.
-type Flags = Vec<(usize, Key, isize)>;
+/// The live borrows rust-numpy took: (base object, key, exclusive, the registry's borrow). A
+/// short list scanned whole (a process holds a handful of views at a time).
+type Flags = Vec<(usize, Key, bool, BorrowToken)>;
 
 struct OurFlags(Mutex<Flags>);
 
@@ -95,7 +90,7 @@ pub(super) static OURS: Shared = Shared {
 
 /// The key of an import of a numpy array, from the import's metadata (the array's layout as
 /// numpy exported it, strides in elements; numpy's itemsize is the exported dtype's size).
-pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Key {
+pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Option<Key> {
     key_of_layout(
         tensor.data_ptr(),
         tensor.shape(),
@@ -104,13 +99,14 @@ pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Key {
     )
 }
 
-/// The key of a tensor's layout: its first element, extents, strides in elements and dtype.
+/// The key of a tensor's layout: its first element, extents, strides in elements and dtype
+/// (`None` only where the layout was never validated).
 pub(super) fn key_of_layout(
     first: *mut core::ffi::c_void,
     shape: &[i64],
     strides: &[i64],
     dtype: crate::ffi::DLDataType,
-) -> Key {
+) -> Option<Key> {
     let itemsize = crate::safe::element_bits(dtype).div_ceil(8) as isize;
     let axes = shape
         .iter()
@@ -119,58 +115,34 @@ pub(super) fn key_of_layout(
     Key::of_layout(first as usize, axes, itemsize)
 }
 
-/// The base object and key of `array` (`itemsize`: its dtype's, when the caller knows it; else
-/// read from the dtype).
+/// The base object and key of `array`; `None` where its addressed range does not fit the
+/// address space.
 ///
 /// # Safety
 ///
 /// Attached, and `array` is a live numpy array.
-unsafe fn base_and_key(array: *mut ffi::PyObject, itemsize: Option<isize>) -> Option<(usize, Key)> {
+unsafe fn base_and_key(array: *mut ffi::PyObject) -> Option<(usize, Key)> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
-    let ndarray = NDARRAY
-        .get(py)?
-        .bind(py)
-        .as_ptr()
-        .cast::<ffi::PyTypeObject>();
-    let mut a = array;
-    let base = loop {
-        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
-        let fields = unsafe { &*a.cast::<ArrayFields>() };
-        // As in `base_of`: a WRITEBACKIFCOPY array is its own base.
-        if fields.base.is_null() || fields.flags & NPY_ARRAY_WRITEBACKIFCOPY != 0 {
-            break a;
-        }
-        let b = fields.base;
-        // SAFETY: `b` is a live object (an array's base is a strong reference).
-        if unsafe { cpython::type_check(b, ndarray) } {
-            a = b;
-        } else {
-            break b;
-        }
-    };
+    // SAFETY: forwarded.
+    let base = unsafe { base_of(array) }?;
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out.
     let f = unsafe { &*array.cast::<ArrayFields>() };
     // SAFETY: attached, and `f` is the struct of the live array `array`.
     let (shape, strides) = unsafe { f.dims() }?;
     // SAFETY: `descr` is the array's live dtype object; attached.
     let descr = unsafe { Bound::from_borrowed_ptr(py, f.descr) };
-    let itemsize: isize = match itemsize {
-        Some(size) => size,
-        None => descr
-            .getattr(pyo3::intern!(py, "itemsize"))
-            .ok()?
-            .extract()
-            .ok()?,
-    };
-    Some((
-        base as usize,
-        Key::of_layout(
-            f.data as usize,
-            shape.iter().copied().zip(strides.iter().copied()),
-            itemsize,
-        ),
-    ))
+    let itemsize: isize = descr
+        .getattr(pyo3::intern!(py, "itemsize"))
+        .ok()?
+        .extract()
+        .ok()?;
+    let key = Key::of_layout(
+        f.data as usize,
+        shape.iter().copied().zip(strides.iter().copied()),
+        itemsize,
+    )?;
+    Some((base, key))
 }
 
 fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
@@ -181,14 +153,8 @@ fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
 /// rust-numpy's `acquire`: 0, or -1 on a conflict (and on a panic, which must not unwind into
 /// rust-numpy's C-ABI call).
 unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
-    cpython::no_unwind(|| {
-        // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
-        let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
-            return -1;
-        };
-        ours_acquire_key(base, key, false)
-    })
-    .unwrap_or(-1)
+    // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
+    cpython::no_unwind(|| unsafe { ours_acquire_any(array, false) }).unwrap_or(-1)
 }
 
 /// rust-numpy's `acquire_mut`: 0, -1 on a conflict (or a panic), -2 for a read-only array.
@@ -199,80 +165,59 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
             return -2;
         }
         // SAFETY: as in `ours_acquire`.
-        let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
-            return -1;
-        };
-        ours_acquire_key(base, key, true)
+        unsafe { ours_acquire_any(array, true) }
     })
     .unwrap_or(-1)
 }
 
-/// Takes a shared or exclusive borrow of `key` under `base`: 0, or -1 on a conflict.
-pub(super) fn ours_acquire_key(base: usize, key: Key, exclusive: bool) -> c_int {
-    with_flags(|flags| {
-        let mut same = None;
-        for (i, (b, k, count)) in flags.iter().enumerate() {
-            if *b != base {
-                continue;
-            }
-            if *k == key {
-                same = Some(i);
-            }
-            // An exclusive borrow conflicts with every borrow of a conflicting (or the same)
-            // key, a shared one with exclusive ones only.
-            if (exclusive || *count < 0) && (*k == key || key.conflicts(k)) {
-                return -1;
-            }
-        }
-        match same {
-            Some(i) if flags[i].2 == isize::MAX => -1,
-            Some(i) => {
-                flags[i].2 += 1;
-                0
-            }
-            None => {
-                flags.push((base, key, if exclusive { -1 } else { 1 }));
-                0
-            }
-        }
-    })
+/// Takes the registry's borrow of the bytes `array` addresses: 0, or -1 on a conflict (or
+/// when the shared registry cannot be joined).
+///
+/// # Safety
+///
+/// Attached, and `array` is a live numpy array.
+unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int {
+    // SAFETY: attached (this function's contract).
+    let py = unsafe { Python::assume_attached() };
+    // The registry every copy of this crate shares, so that a borrow taken here meets theirs
+    // (a no-op once joined, which the first view of any copy did).
+    if super::super::shared_registry::join(py).is_err() {
+        return -1;
+    }
+    // SAFETY: forwarded.
+    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
+        return -1;
+    };
+    let span = key.span;
+    let Ok(token) =
+        BorrowToken::acquire_strided(span.start, span.end, span.period, span.width, exclusive)
+    else {
+        return -1;
+    };
+    with_flags(|flags| flags.push((base, key, exclusive, token)));
+    0
 }
 
-/// Releases one borrow of `array` (`exclusive`: its exclusive one).
+/// Releases one borrow of `array` (`exclusive`: its exclusive one) taken under the array's
+/// present base and key; none where there is no such borrow (the array's layout changed in
+/// place since: that borrow stays, and only refuses).
 ///
 /// # Safety
 ///
 /// As `ours_acquire`.
 unsafe fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     // SAFETY: forwarded.
-    let Some((base, key)) = (unsafe { base_and_key(array, None) }) else {
+    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
         return;
     };
-    ours_release_key(base, key, exclusive);
-}
-
-/// Gives back one borrow of `key` under `base` (`exclusive`: its exclusive one).
-pub(super) fn ours_release_key(base: usize, key: Key, exclusive: bool) {
-    with_flags(|flags| {
-        let Some(i) = flags.iter().position(|(b, k, _)| *b == base && *k == key) else {
-            return;
-        };
-        // A release gives back only a borrow of its own kind: a shared one decrements a count
-        // (removing it at 1), an exclusive one removes only an exclusive entry.
-        let count = &mut flags[i].2;
-        let remove = match *count {
-            -1 => exclusive,
-            1 => !exclusive,
-            c if c > 1 && !exclusive => {
-                *count -= 1;
-                false
-            }
-            _ => false,
-        };
-        if remove {
-            flags.swap_remove(i);
-        }
-    })
+    let token = with_flags(|flags| {
+        let i = flags
+            .iter()
+            .position(|(b, k, e, _)| *b == base && *k == key && *e == exclusive)?;
+        Some(flags.swap_remove(i).3)
+    });
+    // The registry's borrow is given back outside the table's lock.
+    drop(token);
 }
 
 /// rust-numpy's `release` (a panic is caught: it must not unwind into rust-numpy's call).

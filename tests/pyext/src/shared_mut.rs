@@ -68,6 +68,19 @@ fn shared_invert_during_mut_view(
     result
 }
 
+/// `image.invert()` while `view`, rust-numpy's mutable view of an array of `image`'s export,
+/// lives: refused (`BufferError`) while this crate's borrow table is the process's (its borrows
+/// are the registry's, which the guard meets).
+#[pyfunction]
+fn shared_invert_during_np_rw(
+    image: PyRef<'_, SharedImage>,
+    view: numpy::PyReadwriteArrayDyn<'_, u8>,
+) -> PyResult<()> {
+    let result = invert_pixels(&image.pixels);
+    drop(view);
+    result
+}
+
 /// A shared guard while `view` lives: refused (`BufferError`).
 #[pyfunction]
 fn shared_read_during_mut_view(
@@ -253,6 +266,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SharedImage>()?;
     m.add_class::<KorniaImage>()?;
     m.add_function(wrap_pyfunction!(shared_invert_during_mut_view, m)?)?;
+    m.add_function(wrap_pyfunction!(shared_invert_during_np_rw, m)?)?;
     m.add_function(wrap_pyfunction!(shared_read_during_mut_view, m)?)?;
     m.add_function(wrap_pyfunction!(shared_mut_view_during_read, m)?)?;
     m.add_function(wrap_pyfunction!(legacy_read_only_pair, m)?)?;
