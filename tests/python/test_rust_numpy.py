@@ -386,3 +386,65 @@ def test_arrays_of_one_buffer_under_two_bases_with_our_table():
                        timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "['refused', 'refused'] True"
+
+
+# rust-numpy's shared borrow of y lives while our argument extraction calls Outer.__dlpack__;
+# inside it, another call borrows x, whose strides Inner.__dlpack__ then changes so that x's key
+# becomes y's. Releasing x must give back x's borrow, not y's: else rust-numpy's mutable view of
+# z (inside y) is granted while y is read.
+_RELEASE_BY_ARRAY = """
+import warnings
+warnings.simplefilter("ignore", DeprecationWarning)  # in-place strides (numpy >= 2.4)
+import numpy as np, dlpack_testext as ext
+ext.numel(np.zeros(1, np.float32))  # ours first: publishes the table
+base = np.zeros(8, np.float32)
+y, x, z = base[1:5], base[4:8], base[1:4]
+out = []
+class Inner:
+    def __dlpack__(self, **kw):
+        x.strides = (-4,)  # x now addresses y's bytes
+        return np.zeros(1, np.float32).__dlpack__(**kw)
+    def __dlpack_device__(self):
+        return (1, 0)
+class Outer:
+    def __dlpack__(self, **kw):
+        try:
+            ext.np_ro_and_tensor_ref(x, Inner())  # x is not contiguous after the change
+        except TypeError:
+            pass
+        try:
+            ext.np_rw_then_tensor_mut(z, np.zeros(1, np.float32))
+            out.append("granted")
+        except (BufferError, TypeError):  # rust-numpy refuses with TypeError
+            out.append("refused")
+        return np.zeros(1, np.float32).__dlpack__(**kw)
+    def __dlpack_device__(self):
+        return (1, 0)
+ext.np_ro_and_tensor_ref(y, Outer())
+print(out, base.tolist())
+"""
+
+
+@needs_numpy_versioned
+def test_a_release_gives_back_its_own_arrays_borrow_after_a_layout_change():
+    # Found in review: releases matched by the key recomputed from the array's layout, so x's
+    # release gave back y's registry borrow (a shared one rust-numpy still held).
+    r = subprocess.run([sys.executable, "-c", _RELEASE_BY_ARRAY], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "['refused'] " + str([0.0] * 8)
+
+
+def test_rust_numpys_resize_gives_its_borrow_back_and_takes_it_again():
+    # rust-numpy's resize releases under the array (whose layout numpy just changed) and
+    # acquires again, unwrapping the answer: found in review, the release missed the borrow
+    # taken under the old layout, which then refused the new one (a panic in rust-numpy).
+    code = """
+import numpy as np, dlpack_testext as ext
+ext.numel(np.zeros(1, np.float32))  # ours first: publishes the table
+print(ext.np_rw_resize(np.zeros(64, np.float32), 2))  # no other reference: numpy resizes it
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "2"

@@ -226,8 +226,6 @@ pub(super) const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
 pub(super) const NPY_ARRAY_F_CONTIGUOUS: c_int = 0x0002;
 /// numpy's `NPY_ARRAY_WRITEABLE` flag.
 pub(super) const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
-/// numpy's `NPY_ARRAY_WRITEBACKIFCOPY` flag (a private copy written back to its base).
-pub(super) const NPY_ARRAY_WRITEBACKIFCOPY: c_int = 0x2000;
 
 /// Whether `tensor` (an import of the numpy array whose fields are `own`) views exactly the
 /// array's own elements: the same first element, shape, and strides along every dimension
@@ -255,35 +253,4 @@ pub(super) unsafe fn exports_itself(own: &ArrayFields, tensor: &crate::safe::Any
         .all(|((&extent, &stride), (&d, &s))| {
             extent as isize == d && (d <= 1 || (stride as isize).wrapping_mul(itemsize) == s)
         })
-}
-
-/// The base object of `array` (following `base` through numpy arrays, as rust-numpy does), or
-/// `None` before numpy's `ndarray` type is known.
-///
-/// # Safety
-///
-/// Attached, and `array` is a live numpy array.
-pub(super) unsafe fn base_of(array: *mut ffi::PyObject) -> Option<usize> {
-    let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
-    if ndarray.is_null() {
-        return None;
-    }
-    let mut a = array;
-    loop {
-        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
-        let fields = unsafe { &*a.cast::<ArrayFields>() };
-        // A WRITEBACKIFCOPY array holds a private copy of its base's data, and numpy drops that
-        // base when it resolves the copy (`nditer.close()`): it is its own base, before and
-        // after, so that a key taken at import still meets the keys taken later.
-        if fields.base.is_null() || fields.flags & NPY_ARRAY_WRITEBACKIFCOPY != 0 {
-            return Some(a as usize);
-        }
-        let b = fields.base;
-        // SAFETY: `b` is a live object (an array's base is a strong reference); attached.
-        if unsafe { cpython::type_check(b, ndarray) } {
-            a = b;
-        } else {
-            return Some(b as usize);
-        }
-    }
 }

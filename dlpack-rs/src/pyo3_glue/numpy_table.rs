@@ -6,9 +6,10 @@
 //! registry's borrow of the bytes the array's elements address, decided as every view of this
 //! crate is decided, against every other borrow of those bytes (this crate's views and exports,
 //! rust-numpy's views of any base). So this crate's own views, once this table is the process's,
-//! take no borrow in it: their registry borrow is the one rust-numpy's views meet. Keys are kept
-//! only to give a release back its borrow: a borrow is keyed by the array's base object
-//! (following `base` through numpy arrays), then by the array's elements as a `Span`.
+//! take no borrow in it: their registry borrow is the one rust-numpy's views meet. A release
+//! gives back a borrow taken for the same array object (rust-numpy releases with the array it
+//! acquired with, and holds it meanwhile), whatever its layout has become since: Python may
+//! change an array's shape and strides in place while rust-numpy holds it.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -17,7 +18,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use super::{cpython, Shared};
-use crate::pyo3_glue::numpy_array::{base_of, ArrayFields, NPY_ARRAY_WRITEABLE};
+use crate::pyo3_glue::numpy_array::{ArrayFields, NPY_ARRAY_WRITEABLE};
 use crate::safe::borrow::BorrowToken;
 use crate::safe::overlap::Span;
 
@@ -70,8 +71,8 @@ impl Key {
     }
 }
 
-/// The live borrows rust-numpy took: (base object, key, exclusive, the registry's borrow). A
-/// short list scanned whole (a process holds a handful of views at a time).
+/// The live borrows rust-numpy took: (the array object, its key then, exclusive, the registry's
+/// borrow). A short list scanned whole (a process holds a handful of views at a time).
 type Flags = Vec<(usize, Key, bool, BorrowToken)>;
 
 struct OurFlags(Mutex<Flags>);
@@ -115,17 +116,15 @@ pub(super) fn key_of_layout(
     Key::of_layout(first as usize, axes, itemsize)
 }
 
-/// The base object and key of `array`; `None` where its addressed range does not fit the
-/// address space.
+/// The key of `array`'s elements as its layout is now; `None` where its addressed range does
+/// not fit the address space.
 ///
 /// # Safety
 ///
 /// Attached, and `array` is a live numpy array.
-unsafe fn base_and_key(array: *mut ffi::PyObject) -> Option<(usize, Key)> {
+unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Key> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
-    // SAFETY: forwarded.
-    let base = unsafe { base_of(array) }?;
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out.
     let f = unsafe { &*array.cast::<ArrayFields>() };
     // SAFETY: attached, and `f` is the struct of the live array `array`.
@@ -137,12 +136,11 @@ unsafe fn base_and_key(array: *mut ffi::PyObject) -> Option<(usize, Key)> {
         .ok()?
         .extract()
         .ok()?;
-    let key = Key::of_layout(
+    Key::of_layout(
         f.data as usize,
         shape.iter().copied().zip(strides.iter().copied()),
         itemsize,
-    )?;
-    Some((base, key))
+    )
 }
 
 fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
@@ -185,7 +183,7 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
         return -1;
     }
     // SAFETY: forwarded.
-    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
+    let Some(key) = (unsafe { key_of_array(array) }) else {
         return -1;
     };
     let span = key.span;
@@ -194,26 +192,29 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     else {
         return -1;
     };
-    with_flags(|flags| flags.push((base, key, exclusive, token)));
+    with_flags(|flags| flags.push((array as usize, key, exclusive, token)));
     0
 }
 
-/// Releases one borrow of `array` (`exclusive`: its exclusive one) taken under the array's
-/// present base and key; none where there is no such borrow (the array's layout changed in
-/// place since: that borrow stays, and only refuses).
+/// Releases one borrow of `array` (`exclusive`: its exclusive one): one taken for this array
+/// object, under the key its layout gives now where there is one (the array was borrowed again
+/// after an in-place change), else the latest. Never another array's: a key recomputed after an
+/// in-place change may equal a borrow of another array, whose bytes are still in use.
 ///
 /// # Safety
 ///
 /// As `ours_acquire`.
 unsafe fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     // SAFETY: forwarded.
-    let Some((base, key)) = (unsafe { base_and_key(array) }) else {
-        return;
-    };
+    let key = unsafe { key_of_array(array) };
     let token = with_flags(|flags| {
+        let mine = |(a, _, e, _): &(usize, Key, bool, BorrowToken)| {
+            *a == array as usize && *e == exclusive
+        };
         let i = flags
             .iter()
-            .position(|(b, k, e, _)| *b == base && *k == key && *e == exclusive)?;
+            .position(|entry| mine(entry) && Some(entry.1) == key)
+            .or_else(|| flags.iter().rposition(mine))?;
         Some(flags.swap_remove(i).3)
     });
     // The registry's borrow is given back outside the table's lock.

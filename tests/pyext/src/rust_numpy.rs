@@ -36,6 +36,13 @@ fn np_ro_and_tensor_ref(
     Ok(a.as_slice()?[0] + b[0])
 }
 
+/// rust-numpy's `PyReadwriteArray::resize` (which gives its borrow back and takes it again
+/// around numpy's resize), then the new length.
+#[pyfunction]
+fn np_rw_resize(a: numpy::PyReadwriteArray1<'_, f32>, n: usize) -> PyResult<usize> {
+    Ok(a.resize(n)?.as_array().len())
+}
+
 /// A shared view of rust-numpy, then an `as_mut_slice` of an untyped import.
 #[pyfunction]
 fn np_ro_then_as_mut_slice(a: PyReadonlyArray1<f32>, mut t: PyTensor) -> PyResult<f32> {
@@ -230,5 +237,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(typed_release_after_change_then_np_rw, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_then_as_mut_slice, m)?)?;
     m.add_function(wrap_pyfunction!(view_on_joined_thread, m)?)?;
+    m.add_function(wrap_pyfunction!(np_rw_resize, m)?)?;
     Ok(())
 }
