@@ -448,3 +448,49 @@ print(ext.np_rw_resize(np.zeros(64, np.float32), 2))  # no other reference: nump
                        timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "2"
+
+
+# Two shared borrows of one array x, taken under two layouts: #1 by the outer call (x addresses
+# base[0:4]), #2 by the inner call after Outer.__dlpack__ set x's strides to 0 (base[0] only);
+# Inner.__dlpack__ sets them back before #2 is released. With #1 live, rust-numpy's mutable view
+# of base[2] must be refused, and once both are released nothing of base stays borrowed.
+_TWO_SHARED_LAYOUTS = """
+import warnings
+warnings.simplefilter("ignore", DeprecationWarning)  # in-place strides (numpy >= 2.4)
+import numpy as np, dlpack_testext as ext
+ext.numel(np.zeros(1, np.float32))  # ours first: publishes the table
+base = np.zeros(8, np.float32)
+x, z = base[0:4], base[2:3]
+out = []
+class Inner:
+    def __dlpack__(self, **kw):
+        x.strides = (4,)
+        return np.zeros(1, np.float32).__dlpack__(**kw)
+    def __dlpack_device__(self):
+        return (1, 0)
+class Outer:
+    def __dlpack__(self, **kw):
+        x.strides = (0,)
+        ext.np_ro_and_tensor_ref(x, Inner())
+        try:
+            ext.np_rw_then_tensor_mut(z, np.zeros(1, np.float32))
+            out.append("granted")
+        except (BufferError, TypeError):  # rust-numpy refuses with TypeError
+            out.append("refused")
+        return np.zeros(1, np.float32).__dlpack__(**kw)
+    def __dlpack_device__(self):
+        return (1, 0)
+ext.np_ro_and_tensor_ref(x, Outer())
+ext.np_rw_then_tensor_mut(base, np.zeros(1, np.float32))  # both given back
+print(out, base.tolist())
+"""
+
+
+@needs_numpy_versioned
+def test_shared_borrows_of_one_array_under_two_layouts_go_back_together():
+    # Found in review: a release took the borrow whose key matched the array's present layout,
+    # which was the one still in use (rust-numpy's own table aborts the process here).
+    r = subprocess.run([sys.executable, "-c", _TWO_SHARED_LAYOUTS], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "['refused'] " + str([1.0] + [0.0] * 7)

@@ -8,8 +8,10 @@
 //! rust-numpy's views of any base). So this crate's own views, once this table is the process's,
 //! take no borrow in it: their registry borrow is the one rust-numpy's views meet. A release
 //! gives back a borrow taken for the same array object (rust-numpy releases with the array it
-//! acquired with, and holds it meanwhile), whatever its layout has become since: Python may
-//! change an array's shape and strides in place while rust-numpy holds it.
+//! acquired with, and holds it meanwhile), never by the key its layout gives then: Python may
+//! change an array's shape and strides in place while rust-numpy holds it, so neither the key
+//! nor the order tells which of an array's shared borrows a release is for. They all go back
+//! together, at the array's last shared release (until then they only refuse more).
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -71,9 +73,21 @@ impl Key {
     }
 }
 
-/// The live borrows rust-numpy took: (the array object, its key then, exclusive, the registry's
-/// borrow). A short list scanned whole (a process holds a handful of views at a time).
-type Flags = Vec<(usize, Key, bool, BorrowToken)>;
+/// A borrow rust-numpy took.
+struct Entry {
+    /// The array object it was taken for.
+    array: usize,
+    exclusive: bool,
+    /// Not released yet (a shared borrow released while others of its array live stays until
+    /// the last of them is released).
+    live: bool,
+    /// The registry's borrow of the bytes the array addressed when it was taken.
+    token: BorrowToken,
+}
+
+/// The borrows rust-numpy took: a short list scanned whole (a process holds a handful of views
+/// at a time).
+type Flags = Vec<Entry>;
 
 struct OurFlags(Mutex<Flags>);
 
@@ -192,43 +206,63 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     else {
         return -1;
     };
-    with_flags(|flags| flags.push((array as usize, key, exclusive, token)));
+    with_flags(|flags| {
+        flags.push(Entry {
+            array: array as usize,
+            exclusive,
+            live: true,
+            token,
+        })
+    });
     0
 }
 
-/// Releases one borrow of `array` (`exclusive`: its exclusive one): one taken for this array
-/// object, under the key its layout gives now where there is one (the array was borrowed again
-/// after an in-place change), else the latest. Never another array's: a key recomputed after an
-/// in-place change may equal a borrow of another array, whose bytes are still in use.
-///
-/// # Safety
-///
-/// As `ours_acquire`.
-unsafe fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
-    // SAFETY: forwarded.
-    let key = unsafe { key_of_array(array) };
-    let token = with_flags(|flags| {
-        let mine = |(a, _, e, _): &(usize, Key, bool, BorrowToken)| {
-            *a == array as usize && *e == exclusive
-        };
-        let i = flags
+/// Releases one borrow of `array` (`exclusive`: its exclusive one), taken for this array object.
+/// An exclusive one goes back at once (an object has at most one with bytes: every layout of it
+/// addresses its first element). A shared one is marked released, and the array's shared
+/// borrows all go back when none of them is live any more: which holder a release is for cannot
+/// be told, as the array's layout may have changed between them.
+fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
+    let array = array as usize;
+    let tokens = with_flags(|flags| {
+        let mut back = Vec::new();
+        let Some(i) = flags
             .iter()
-            .position(|entry| mine(entry) && Some(entry.1) == key)
-            .or_else(|| flags.iter().rposition(mine))?;
-        Some(flags.swap_remove(i).3)
+            .rposition(|e| e.array == array && e.exclusive == exclusive && e.live)
+        else {
+            return back;
+        };
+        if exclusive {
+            back.push(flags.swap_remove(i).token);
+            return back;
+        }
+        flags[i].live = false;
+        if flags
+            .iter()
+            .any(|e| e.array == array && !e.exclusive && e.live)
+        {
+            return back;
+        }
+        let mut j = 0;
+        while j < flags.len() {
+            if flags[j].array == array && !flags[j].exclusive {
+                back.push(flags.swap_remove(j).token);
+            } else {
+                j += 1;
+            }
+        }
+        back
     });
-    // The registry's borrow is given back outside the table's lock.
-    drop(token);
+    // The registry's borrows are given back outside the table's lock.
+    drop(tokens);
 }
 
 /// rust-numpy's `release` (a panic is caught: it must not unwind into rust-numpy's call).
 unsafe extern "C" fn ours_release(_: *mut c_void, array: *mut ffi::PyObject) {
-    // SAFETY: rust-numpy's contract.
-    let _ = cpython::no_unwind(|| unsafe { ours_release_any(array, false) });
+    let _ = cpython::no_unwind(|| ours_release_any(array, false));
 }
 
 /// rust-numpy's `release_mut` (a panic is caught, as in `ours_release`).
 unsafe extern "C" fn ours_release_mut(_: *mut c_void, array: *mut ffi::PyObject) {
-    // SAFETY: rust-numpy's contract.
-    let _ = cpython::no_unwind(|| unsafe { ours_release_any(array, true) });
+    let _ = cpython::no_unwind(|| ours_release_any(array, true));
 }
