@@ -37,9 +37,12 @@ fn np_ro_and_tensor_ref(
 }
 
 /// rust-numpy's `PyReadwriteArray::resize` (which gives its borrow back and takes it again
-/// around numpy's resize), then the new length.
+/// around numpy's resize) of a new array of 64 elements no Python code references (numpy
+/// refuses to resize one that is), then the new length.
 #[pyfunction]
-fn np_rw_resize(a: numpy::PyReadwriteArray1<'_, f32>, n: usize) -> PyResult<usize> {
+fn np_rw_resize(py: Python<'_>, n: usize) -> PyResult<usize> {
+    use numpy::{PyArray1, PyArrayMethods};
+    let a = PyArray1::<f32>::zeros(py, 64, false).readwrite();
     Ok(a.resize(n)?.as_array().len())
 }
 
