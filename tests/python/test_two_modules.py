@@ -93,10 +93,12 @@ def test_numpy_views_of_the_other_copys_rust_numpy_table_meet_only_real_borrows(
 
 
 @needs_numpy_versioned
-def test_a_forged_exact_table_marker_is_not_believed():
+def test_a_forged_table_marker_is_not_believed():
     # rust-numpy's own table (published by the test extension's rust-numpy) gives a 0-d array
-    # an empty range: the twin's views must keep their 0-d companion borrow there, even when
-    # Python code sets numpy's marker attribute to rust-numpy's capsule.
+    # an empty range: the twin's views must keep their borrows in it (their 0-d companion
+    # there), even when Python code sets numpy's marker attribute (which says "a table of this
+    # crate, answered from the shared registry: views need no borrow in it") to rust-numpy's
+    # capsule.
     out = _run(
         """
         import numpy as np
@@ -104,7 +106,7 @@ def test_a_forged_exact_table_marker_is_not_believed():
         import dlpack_twin as twin
         ma = np._core.multiarray
         ext.np_rw_dyn_then_tensor_mut(np.zeros(1, np.float32), np.zeros(1, np.float32))
-        ma._DLPACK_RS_EXACT_BORROWS = ma._RUST_NUMPY_BORROW_CHECKING_API
+        ma._DLPACK_RS_REGISTRY_BORROWS = ma._RUST_NUMPY_BORROW_CHECKING_API
         x = np.zeros(8, np.uint8)
         y0 = x.view(np.float32)[0, ...]
         try:
