@@ -374,7 +374,7 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
     if !core::ptr::eq(external.api, &NUMPY_API) || tensor.external().is_some() {
         return;
     }
-    // SAFETY: a context `coordinate` made, alive while the wrapper's tensor owns it (the
+    // SAFETY: a context `external_for` made, alive while the wrapper's tensor owns it (the
     // wrapper is alive: we hold it).
     let from = unsafe { &*external.ctx.cast::<Ctx>() };
     for array in [from.array, from.array0] {
@@ -530,13 +530,13 @@ unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
 ///
 /// # Safety
 ///
-/// `ctx` was made by `coordinate` and is released once.
+/// `ctx` was made by `external_for` (or `inherit`) and is released once.
 unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
-    // SAFETY: made by `Box::into_raw` in `coordinate` or `inherit`, released once.
+    // SAFETY: made by `Box::into_raw` in `external_for` or `inherit`, released once.
     let ctx = unsafe { Box::from_raw(ctx.cast::<Ctx>()) };
     for array in [ctx.array, ctx.array0] {
         if !array.is_null() {
-            // SAFETY: a strong reference `coordinate` (or `inherit`) took, to an object of the
+            // SAFETY: a strong reference `external_for` (or `inherit`) took, to an object of the
             // main interpreter.
             unsafe { release_owned(array, MAIN_INTERPRETER) };
         }

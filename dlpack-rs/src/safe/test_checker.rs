@@ -60,6 +60,11 @@ unsafe fn checker<'a>(ctx: *mut c_void) -> &'a TestChecker {
     unsafe { &*ctx.cast::<TestChecker>() }
 }
 
+/// `ExternalApi::acquire`: counts the borrow, or refuses it while told to.
+///
+/// # Safety
+///
+/// `ctx` is a `'static` `TestChecker` (what `TestChecker::external` hands out).
 unsafe fn acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
     // SAFETY: every context of `API` is a `'static` checker (`TestChecker::external`).
     let c = unsafe { checker(ctx) };
@@ -70,12 +75,22 @@ unsafe fn acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
     Ok(())
 }
 
+/// `ExternalApi::release`: counts the release.
+///
+/// # Safety
+///
+/// As `acquire`.
 unsafe fn release(ctx: *mut c_void, exclusive: bool) {
     // SAFETY: as in `acquire`.
     let c = unsafe { checker(ctx) };
     c.counts[2 + usize::from(exclusive)].fetch_add(1, Ordering::SeqCst);
 }
 
+/// `ExternalApi::drop_ctx`: counts the drop (the checker itself lives for good).
+///
+/// # Safety
+///
+/// As `acquire`.
 unsafe fn drop_ctx(ctx: *mut c_void) {
     // SAFETY: as in `acquire`.
     let c = unsafe { checker(ctx) };
