@@ -167,6 +167,13 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
     Ok(unsafe { &*table.0 })
 }
 
+/// Whether the process's table (found already) is this crate's, this copy's or another's,
+/// marked: rust-numpy's borrows there are the shared registry's, which every view takes anyway.
+fn registry_backed() -> bool {
+    let table = TABLE_PTR.load(Ordering::Acquire);
+    !table.is_null() && (core::ptr::eq(table, &OURS) || REGISTRY_BACKED.load(Ordering::Acquire))
+}
+
 /// The interpreter this crate's imports run in: pyo3 refuses to load the module in a
 /// sub-interpreter, so every array it coordinates belongs to the main one (ID 0).
 const MAIN_INTERPRETER: i64 = 0;
@@ -174,9 +181,10 @@ const MAIN_INTERPRETER: i64 = 0;
 /// Makes every view of `tensor` (imported from `obj`) also take rust-numpy's borrow of `obj`,
 /// when `obj` is a numpy array. Nothing to do for any other producer (torch's `from_numpy`
 /// tensors and other foreign owners of numpy memory are invisible to rust-numpy's table, which
-/// keys by numpy objects: outside the model). With this crate's own table the borrows are keyed
-/// once, here; with rust-numpy's the owner keeps a strong reference to a private view of the
-/// array (that table keys by it) until it drops. Answers whether `obj` is a numpy array.
+/// keys by numpy objects: outside the model), nor with this crate's table (its borrows are the
+/// registry's, which the views take); with rust-numpy's own the owner keeps a strong reference
+/// to a private view of the array (that table keys by it) until it drops. Answers whether `obj`
+/// is a numpy array.
 pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
@@ -190,6 +198,9 @@ pub(crate) fn coordinate(
     let is_array = unsafe { cpython::type_check(obj.as_ptr(), ndarray) };
     if !is_array {
         return Ok(false);
+    }
+    if registry_backed() {
+        return Ok(true);
     }
     // SAFETY: attached, and `obj` is a live numpy array (checked above).
     let own = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
@@ -241,11 +252,7 @@ fn external_for(
         }
         table(py)?;
     }
-    if core::ptr::eq(TABLE_PTR.load(Ordering::Acquire), &OURS)
-        || REGISTRY_BACKED.load(Ordering::Acquire)
-    {
-        // This crate's table (this copy's, or another's, marked): rust-numpy's borrows there are
-        // the shared registry's, which the caller's views take.
+    if registry_backed() {
         return Ok(None);
     }
     // rust-numpy's table keys a borrow by the array's layout (shape, strides, dtype) as it is

@@ -277,10 +277,10 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
 }
 
 /// A non-owning view of `obj` when [`import`] would read it directly (after [`may_be_array`]):
-/// the tensor numpy's `__dlpack__` would describe, without a managed tensor (no block, no deleter, no reference of
-/// its own: the caller keeps `obj` alive while the view is used, and the array's memory lives as
-/// long as the array), and whether numpy lets it be written (the export's `READ_ONLY` flag
-/// unset). `None` where [`import`] would answer `None`.
+/// the tensor numpy's `__dlpack__` would describe, without a managed tensor (no block, no
+/// deleter, no reference of its own: the caller keeps `obj` alive while the view is used, and
+/// the array's memory lives as long as the array), and whether numpy lets it be written (the
+/// export's `READ_ONLY` flag unset). `None` where [`import`] would answer `None`.
 pub(super) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
     let Some(c) = checked(obj)? else {
         return Ok(None);

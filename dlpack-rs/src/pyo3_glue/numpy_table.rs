@@ -27,7 +27,7 @@ use crate::safe::overlap::Span;
 /// The bytes a borrow names: those of the array's elements, as the borrow registry names a
 /// strided view's (`safe::overlap::Span`: the range from the lowest to the highest element, on
 /// the progression of the gcd of the byte strides of the axes it steps along).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub(super) struct Key {
     pub(super) span: Span,
 }

@@ -502,19 +502,15 @@ mod tests {
         );
         drop(exclusive);
     }
+
     /// Every view of a `Described` with an external checker takes its borrow after the
     /// registry's, of the same kind, and gives it back with the view; a refusal refuses the view
     /// and leaves no registry borrow; the context is released once, when the value drops or
     /// another replaces it.
     #[test]
     fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
-        use crate::safe::test_checker::{Seen, TestChecker};
+        use crate::safe::test_checker::{seen, TestChecker};
         static CHECKER: TestChecker = TestChecker::new();
-        let seen = |acquired, released, dropped| Seen {
-            acquired,
-            released,
-            dropped,
-        };
         let mut data = [1f32, 2.0, 3.0, 4.0];
         let mut shape = [2i64, 2];
         let mut strides = [2i64, 1];

@@ -1,7 +1,7 @@
 //! Tests of `managed.rs`: the owner, its deleter and its views.
 
 use super::*;
-use crate::safe::test_checker::{Seen, TestChecker};
+use crate::safe::test_checker::{seen, TestChecker};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 static DROPPED: AtomicUsize = AtomicUsize::new(0);
@@ -116,11 +116,6 @@ fn the_crate_guard_cannot_be_replaced_from_safe_code() {
 #[test]
 fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
     static CHECKER: TestChecker = TestChecker::new();
-    let seen = |acquired, released, dropped| Seen {
-        acquired,
-        released,
-        dropped,
-    };
     let mut t = crate::safe::Export::new(alloc::vec![1u8, 2, 3])
         .versioned()
         .unwrap();

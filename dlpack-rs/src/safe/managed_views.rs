@@ -66,7 +66,7 @@ impl<K: Kind> Managed<K> {
     }
 
     /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
-    #[allow(dead_code)] // used by the CUDA import
+    #[cfg_attr(not(feature = "cudarc"), allow(dead_code))] // the CUDA import's
     pub(crate) fn first_element<T: Element>(&self) -> Result<*mut T, Error> {
         first_of::<T>(self.data_ptr())
     }

@@ -16,6 +16,15 @@ pub(crate) struct Seen {
     pub(crate) dropped: usize,
 }
 
+/// What a checker should have seen.
+pub(crate) const fn seen(acquired: [usize; 2], released: [usize; 2], dropped: usize) -> Seen {
+    Seen {
+        acquired,
+        released,
+        dropped,
+    }
+}
+
 /// Counts every call; refuses borrows while told to.
 pub(crate) struct TestChecker {
     counts: [AtomicUsize; 5],
