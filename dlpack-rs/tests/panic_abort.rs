@@ -2,7 +2,7 @@
 //! needs std), so the panic reaches the `extern "C"` deleter, where Rust aborts the process
 //! instead of unwinding into the C caller. This test proves the abort in a child process:
 //! the same test binary, re-run on the one test with an environment variable set.
-//! (With `std`, safe_ownership.rs proves the panic is caught and the deleter returns.)
+//! (With `std`, tests/safe/ownership.rs proves the panic is caught and the deleter returns.)
 #![cfg(all(unix, not(feature = "std")))]
 
 use std::os::unix::process::ExitStatusExt;

@@ -1,5 +1,5 @@
 //! The import-validator fuzz harness, shared by the cargo-fuzz target (`fuzz/`) and the
-//! regression test `tests/fuzz_regressions.rs`: decodes arbitrary bytes into a managed tensor
+//! regression test `tests/safe/fuzz_regressions.rs`: decodes arbitrary bytes into a managed tensor
 //! (version, flags, ndim, shape, strides, byte_offset, dtype, device, NULL pointers), hands it
 //! to `from_raw`, and checks the result against an independent model computed in `i128`.
 //!

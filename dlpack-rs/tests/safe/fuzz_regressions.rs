@@ -2,7 +2,7 @@
 //! replayed on stable Rust: every input that ever broke the validator (kept in
 //! `fuzz/regressions/`), then a bounded run of pseudo-random inputs.
 
-mod fuzz_harness;
+use crate::fuzz_harness;
 
 /// Every input that once broke the validator, kept as a file in `fuzz/regressions/` (see its
 /// README for what each was). A missing folder or one without inputs fails: the regressions

@@ -13,8 +13,7 @@ use dlpack_rs::safe::{
     ManagedTensorVersioned,
 };
 
-mod counted;
-use counted::counted;
+use crate::counted::counted;
 
 #[test]
 fn the_kind_is_the_producers() {

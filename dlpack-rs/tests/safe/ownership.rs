@@ -11,8 +11,7 @@ use dlpack_rs::safe::{
     pack, pack_versioned, try_pack, Error, Export, ManagedTensor, ManagedTensorVersioned,
 };
 
-mod counted;
-use counted::counted;
+use crate::counted::counted;
 
 #[test]
 fn legacy_pack_then_deleter_drops_once() {
@@ -198,17 +197,23 @@ fn panicking_panic_payload_does_not_unwind_into_the_caller() {
         unsafe { ((*mt).deleter.unwrap())(mt) };
         return;
     }
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "panicking_panic_payload_does_not_unwind_into_the_caller",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "the deleter did not contain the panic: {status:?}"
+    // The test's name within this binary: its module path without the crate's name.
+    let name = concat!(
+        module_path!(),
+        "::panicking_panic_payload_does_not_unwind_into_the_caller"
     );
+    let name = name.split_once("::").unwrap().1;
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the deleter did not contain the panic: {:?}\n{stdout}",
+        out.status
+    );
+    // The child ran this test, not none (a name that matches nothing passes too).
+    assert!(stdout.contains("test result: ok. 1 passed"), "{stdout}");
 }
