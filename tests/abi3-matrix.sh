@@ -14,14 +14,24 @@
 # pyenv has them. Exit status: 0 every version ran, 3 none could run (no pyenv, or none of the
 # versions), 4 some were missing (named in target/abi3-matrix/missing); anything else failed.
 #
+# One version also gets every peer (torch, jax, pyarrow, array-api-strict, safetensors), so the
+# whole suite, not only its numpy part, runs against the abi3 wheel: the version of PEERS_FROM,
+# a venv that has them all (run-all.sh passes the Python suite's), whose packages that
+# version's venv sees through a .pth file instead of downloading them again (torch is several
+# GB); without one, 3.13, which gets them installed.
+#
 # Environment:
-#   MATURIN   the maturin to use (default: .venv/bin/maturin, else maturin on PATH)
+#   MATURIN     the maturin to use (default: .venv/bin/maturin, else maturin on PATH)
+#   PEERS_FROM  a venv with every peer installed (optional, see above)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 versions=(3.9 3.10 3.11 3.12 3.13)
-# The version that gets every peer, not only numpy (torch has no wheels for 3.9).
+# The version that gets every peer, not only numpy (torch has no wheels for 3.9): PEERS_FROM's
+# when it has them all (checked below), else 3.13.
 peers_on=3.13
+peers_site=""
+peer_modules="torch, jax, pyarrow, array_api_strict, safetensors"
 required=(3.9 3.13)
 work=target/abi3-matrix
 
@@ -67,6 +77,19 @@ if [[ -z "$maturin" ]]; then
   exit 1
 fi
 
+if [[ -n ${PEERS_FROM:-} ]]; then
+  if "$PEERS_FROM/bin/python" -c "import numpy, pytest, xdist, $peer_modules" 2>/dev/null; then
+    from_minor=$("$PEERS_FROM/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if [[ -n ${found[$from_minor]:-} ]]; then
+      peers_on=$from_minor
+      peers_site=$("$PEERS_FROM/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      echo "abi3-matrix: [$peers_on] every peer from $PEERS_FROM (a .pth file, nothing downloaded)"
+    fi
+  else
+    echo "abi3-matrix: $PEERS_FROM lacks a peer: $peers_on gets them installed"
+  fi
+fi
+
 # Build once, with the oldest interpreter found (the wheel's tag is cp39-abi3 regardless).
 builder=""
 for minor in "${versions[@]}"; do
@@ -103,13 +126,26 @@ for minor in "${versions[@]}"; do
   py=${found[$minor]:-}
   [[ -z "$py" ]] && continue
   venv="$work/venv-$minor"
-  if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import numpy, pytest, xdist' 2>/dev/null; then
+  if [[ $minor == "$peers_on" && -n $peers_site ]]; then
+    # A bare venv that sees PEERS_FROM's packages after its own (the wheels installed below,
+    # which the import check after them confirms are what the suite loads). A .pth file's
+    # lines are appended to sys.path; .pth files in them are not read (so no editable
+    # development install of PEERS_FROM's comes with them).
+    if [[ ! -x "$venv/bin/python" || "$(cat "$venv/peers-from" 2>/dev/null)" != "$peers_site" ]]; then
+      echo "abi3-matrix: [$minor] creating $venv (every package from $PEERS_FROM)"
+      rm -rf "$venv"
+      "$py" -m venv "$venv"
+      echo "$peers_site" >"$venv/peers-from"
+    fi
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$peers_site" >"$site/dlpack_rs_abi3_peers.pth"
+  elif [[ ! -x "$venv/bin/python" || -f "$venv/peers-from" ]] || ! "$venv/bin/python" -c 'import numpy, pytest, xdist' 2>/dev/null; then
     echo "abi3-matrix: [$minor] creating $venv (numpy, pytest, pytest-xdist)"
     rm -rf "$venv"
     "$py" -m venv "$venv"
     "$venv/bin/python" -m pip install --progress-bar on numpy pytest pytest-xdist
   fi
-  if [[ $minor == "$peers_on" ]] && ! "$venv/bin/python" -c 'import torch, jax, pyarrow, array_api_strict, safetensors' 2>/dev/null; then
+  if [[ $minor == "$peers_on" ]] && ! "$venv/bin/python" -c "import $peer_modules" 2>/dev/null; then
     # The newest interpreter also gets every peer (pinned as for 3.11: the versions the
     # Compatibility table names), so the whole suite, not only its numpy part, runs there too.
     echo "abi3-matrix: [$minor] installing torch, jax, pyarrow, array-api-strict, safetensors (torch is several GB)"

@@ -106,7 +106,7 @@ step_instructions() {
 
 step_abi3() {
   local status=0
-  MATURIN="$PWD/$venv/bin/maturin" bash tests/abi3-matrix.sh || status=$?
+  MATURIN="$PWD/$venv/bin/maturin" PEERS_FROM="$PWD/$venv" bash tests/abi3-matrix.sh || status=$?
   case $status in
     0) ;;
     3) step_result="skipped (no CPython 3.9-3.13 from pyenv to run)" ;;
