@@ -30,6 +30,13 @@ CASES = [
     "count_strided_numpy_import",
     "count_strided_torch_import",
 ]
+# rust-numpy's own views of the same array, counted as references (no budget): each line
+# reports ours against it, so the comparison BENCHMARKS.md makes in time is also made here in
+# instructions, deterministically.
+REFERENCES = {
+    "count_rust_numpy_import": "count_typed_numpy_import",
+    "count_rust_numpy_import_mut": "count_typed_numpy_import_mut",
+}
 BUDGETS = pathlib.Path(__file__).with_name("budgets.json")
 SLACK = 1.10
 
@@ -57,6 +64,8 @@ def run():
         # A strided (transposed) 2-D view argument: TensorView<f32, Ndim<2>>.
         (ext.count_strided_numpy_import, ext.tv_sum2, (np.ones((2, 2), dtype=np.float32).T,)),
         (ext.count_strided_torch_import, ext.tv_sum2, (torch.ones(2, 2).t(),)),
+        (ext.count_rust_numpy_import, ext.rust_numpy_numel, (arr,)),
+        (ext.count_rust_numpy_import_mut, ext.rust_numpy_numel_mut, (arr,)),
     ]
     for loop, f, args in loops:
         loop(f, args, 50)  # warm-up (caches, interned names), counted once: small and fixed
@@ -70,7 +79,8 @@ def counts(path):
     ).stdout
     found = {}
     for line in out.splitlines():
-        m = re.match(r"\s*([\d,]+)\s.*__pyfunction_(" + "|".join(CASES) + r")\b", line)
+        names = "|".join(CASES + list(REFERENCES))
+        m = re.match(r"\s*([\d,]+)\s.*__pyfunction_(" + names + r")\b", line)
         if m and m.group(2) not in found:
             found[m.group(2)] = int(m.group(1).replace(",", ""))
     return found
@@ -93,6 +103,14 @@ def check(path):
         if ratio < 0.8:
             print(f"instructions:   well under budget: lower it in {BUDGETS.name}")
         failed |= ratio > SLACK
+    for reference, ours in REFERENCES.items():
+        if reference not in found or ours not in found:
+            print(f"instructions: no count for {reference} in {path}", file=sys.stderr)
+            failed = True
+            continue
+        theirs = found[reference] / (N + 50)
+        print(f"instructions: {ours}: {found[ours] / found[reference]:.2f}x rust-numpy's view "
+              f"({reference}: {theirs:,.0f} per call)")
     sys.exit(1 if failed else 0)
 
 

@@ -143,6 +143,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_torch_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_typed_numpy_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_typed_numpy_import_mut, m)?)?;
+    m.add_function(wrap_pyfunction!(count_rust_numpy_import, m)?)?;
+    m.add_function(wrap_pyfunction!(count_rust_numpy_import_mut, m)?)?;
+    m.add_function(wrap_pyfunction!(rust_numpy_numel, m)?)?;
+    m.add_function(wrap_pyfunction!(rust_numpy_numel_mut, m)?)?;
     m.add_function(wrap_pyfunction!(typed_numel_mut, m)?)?;
     m.add_function(wrap_pyfunction!(count_typed_torch_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import3, m)?)?;
@@ -446,8 +450,23 @@ counted_loops!(
     count_torch_import3,
     count_typed_torch_import3,
     count_strided_numpy_import,
-    count_strided_torch_import
+    count_strided_torch_import,
+    count_rust_numpy_import,
+    count_rust_numpy_import_mut
 );
+
+/// rust-numpy's read-only view of a float32 array of any rank: the reference the instruction
+/// counts compare `typed_numel` with.
+#[pyfunction]
+fn rust_numpy_numel(a: numpy::PyReadonlyArrayDyn<'_, f32>) -> usize {
+    numpy::PyUntypedArrayMethods::len(&*a)
+}
+
+/// rust-numpy's writable view: the reference of `typed_numel_mut`.
+#[pyfunction]
+fn rust_numpy_numel_mut(a: numpy::PyReadwriteArrayDyn<'_, f32>) -> usize {
+    numpy::PyUntypedArrayMethods::len(&**a)
+}
 
 /// The number of elements of a float32 tensor argument of any shape (typed).
 #[pyfunction]
