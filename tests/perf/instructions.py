@@ -29,10 +29,13 @@ CASES = [
     "count_typed_torch_import3",
     "count_strided_numpy_import",
     "count_strided_torch_import",
+    # rust-numpy's own views, whose borrows go through this crate's implementation of its
+    # table (the process's, as in the suite): the table's cost per borrow.
+    "count_rust_numpy_import",
+    "count_rust_numpy_import_mut",
 ]
-# rust-numpy's own views of the same array, counted as references (no budget): each line
-# reports ours against it, so the comparison BENCHMARKS.md makes in time is also made here in
-# instructions, deterministically.
+# Ours against rust-numpy's view of the same array: the comparison BENCHMARKS.md makes in time,
+# made here in instructions, deterministically (reported, not checked).
 REFERENCES = {
     "count_rust_numpy_import": "count_typed_numpy_import",
     "count_rust_numpy_import_mut": "count_typed_numpy_import_mut",
@@ -79,8 +82,7 @@ def counts(path):
     ).stdout
     found = {}
     for line in out.splitlines():
-        names = "|".join(CASES + list(REFERENCES))
-        m = re.match(r"\s*([\d,]+)\s.*__pyfunction_(" + names + r")\b", line)
+        m = re.match(r"\s*([\d,]+)\s.*__pyfunction_(" + "|".join(CASES) + r")\b", line)
         if m and m.group(2) not in found:
             found[m.group(2)] = int(m.group(1).replace(",", ""))
     return found
@@ -105,9 +107,7 @@ def check(path):
         failed |= ratio > SLACK
     for reference, ours in REFERENCES.items():
         if reference not in found or ours not in found:
-            print(f"instructions: no count for {reference} in {path}", file=sys.stderr)
-            failed = True
-            continue
+            continue  # reported missing above
         theirs = found[reference] / (N + 50)
         print(f"instructions: {ours}: {found[ours] / found[reference]:.2f}x rust-numpy's view "
               f"({reference}: {theirs:,.0f} per call)")

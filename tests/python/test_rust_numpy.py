@@ -38,6 +38,20 @@ def test_our_refusal_is_a_buffer_error():
     assert x.tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
+def test_object_arrays_are_keyed_by_their_element_size():
+    # An object array's element size is not fixed by a built-in number type: our table asks
+    # numpy for it. Its borrows conflict exactly where their bytes meet.
+    x = np.array([object(), 1, "a"], dtype=object)
+    assert ext.np_rw_object_then_np_ro_object(x, x.copy()) == 3
+    with pytest.raises(CONFLICT):
+        ext.np_rw_object_then_np_ro_object(x, x)
+    base = np.empty(4, dtype=object)
+    assert ext.np_rw_object_then_np_ro_object(base[:2], base[2:]) == 2
+    with pytest.raises(CONFLICT):
+        ext.np_rw_object_then_np_ro_object(base[:3], base[2:])
+    assert ext.np_rw_object_then_np_ro_object(base[:3], base[3:]) == 1
+
+
 def test_shared_views_of_both_crates_coexist():
     x = np.arange(4, dtype=np.float32) + 1
     assert ext.np_ro_and_tensor_ref(x, x) == 2.0

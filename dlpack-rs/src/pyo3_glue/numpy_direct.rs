@@ -72,6 +72,19 @@ fn dtype_of(type_num: c_int) -> Option<DLDataType> {
     })
 }
 
+/// The size in bytes of the elements of an array whose descriptor is `descr`, from its type
+/// number, for the built-in types whose size the number fixes (those [`dtype_of`] knows); `None`
+/// for every other descriptor (ask numpy).
+///
+/// # Safety
+///
+/// `descr` is a live numpy dtype object.
+pub(super) unsafe fn builtin_itemsize(descr: *mut ffi::PyObject) -> Option<isize> {
+    // SAFETY: a live dtype object's head has this layout (this function's contract).
+    let head = unsafe { &*descr.cast::<DescrHead>() };
+    dtype_of(head.type_num).map(|d| isize::from(d.bits / 8))
+}
+
 /// Dimensions held in the block itself (shape and strides side by side); more take a second
 /// allocation.
 const INLINE: usize = 4;

@@ -143,13 +143,19 @@ unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Key> {
     let f = unsafe { &*array.cast::<ArrayFields>() };
     // SAFETY: attached, and `f` is the struct of the live array `array`.
     let (shape, strides) = unsafe { f.dims() }?;
-    // SAFETY: `descr` is the array's live dtype object; attached.
-    let descr = unsafe { Bound::from_borrowed_ptr(py, f.descr) };
-    let itemsize: isize = descr
-        .getattr(pyo3::intern!(py, "itemsize"))
-        .ok()?
-        .extract()
-        .ok()?;
+    // SAFETY: `descr` is the array's live dtype object.
+    let itemsize = match unsafe { crate::pyo3_glue::numpy_direct::builtin_itemsize(f.descr) } {
+        Some(itemsize) => itemsize,
+        None => {
+            // SAFETY: as above; attached.
+            let descr = unsafe { Bound::from_borrowed_ptr(py, f.descr) };
+            descr
+                .getattr(pyo3::intern!(py, "itemsize"))
+                .ok()?
+                .extract()
+                .ok()?
+        }
+    };
     Key::of_layout(
         f.data as usize,
         shape.iter().copied().zip(strides.iter().copied()),
@@ -217,6 +223,24 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     0
 }
 
+/// The registry borrows a release gives back: the first without an allocation (a release gives
+/// back one, mostly), the others in a list.
+#[derive(Default)]
+struct Back {
+    first: Option<BorrowToken>,
+    more: Vec<BorrowToken>,
+}
+
+impl Back {
+    fn push(&mut self, token: BorrowToken) {
+        if self.first.is_none() {
+            self.first = Some(token);
+        } else {
+            self.more.push(token);
+        }
+    }
+}
+
 /// Releases one borrow of `array` (`exclusive`: its exclusive one), taken for this array object.
 /// An exclusive one goes back at once (an object has at most one with bytes: every layout of it
 /// addresses its first element). A shared one is marked released, and the array's shared
@@ -225,7 +249,7 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
 fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     let array = array as usize;
     let tokens = with_flags(|flags| {
-        let mut back = Vec::new();
+        let mut back = Back::default();
         let Some(i) = flags
             .iter()
             .rposition(|e| e.array == array && e.exclusive == exclusive && e.live)

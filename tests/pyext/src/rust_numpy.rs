@@ -222,7 +222,18 @@ fn np_rw_i32_then_np_rw_u8(
     Ok(a.as_array()[0])
 }
 
+/// rust-numpy's mutable view of an object array, then its shared view of another (or the
+/// same) one: the length of the second.
+#[pyfunction]
+fn np_rw_object_then_np_ro_object(
+    _a: numpy::PyReadwriteArrayDyn<'_, Py<PyAny>>,
+    b: numpy::PyReadonlyArrayDyn<'_, Py<PyAny>>,
+) -> usize {
+    numpy::PyUntypedArrayMethods::len(&*b)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(np_rw_object_then_np_ro_object, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_i32_then_tvm_u8, m)?)?;
     m.add_function(wrap_pyfunction!(tvm_u8_then_np_rw_i32, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_i32_then_np_rw_u8, m)?)?;
