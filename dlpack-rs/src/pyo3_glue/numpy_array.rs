@@ -183,10 +183,12 @@ pub(super) fn null_contiguous_strides() -> bool {
 }
 
 /// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same
-/// in numpy 1 and 2).
+/// in numpy 1 and 2). The object header is in an `UnsafeCell`: a `&ArrayFields` does not claim
+/// it unchanging (reference counts move under it: this crate's own `incref`, and other threads
+/// on a free-threaded build).
 #[repr(C)]
 pub(super) struct ArrayFields {
-    ob_base: ffi::PyObject,
+    ob_base: core::cell::UnsafeCell<ffi::PyObject>,
     pub(super) data: *mut c_char,
     pub(super) nd: c_int,
     pub(super) dimensions: *mut isize,

@@ -24,10 +24,11 @@ use crate::ffi::{
 use crate::safe::{Described, ManagedTensorVersioned};
 
 /// The head of numpy's `PyArray_Descr`, as far as this crate reads it: these offsets are the
-/// same in numpy 1 and 2 (numpy 2 changed the fields after `type_num`).
+/// same in numpy 1 and 2 (numpy 2 changed the fields after `type_num`). The object header is
+/// in an `UnsafeCell`, as in `ArrayFields`.
 #[repr(C)]
 struct DescrHead {
-    ob_base: ffi::PyObject,
+    ob_base: core::cell::UnsafeCell<ffi::PyObject>,
     typeobj: *mut ffi::PyTypeObject,
     kind: c_char,
     type_char: c_char,
