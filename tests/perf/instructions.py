@@ -73,6 +73,12 @@ def run():
     for loop, f, args in loops:
         loop(f, args, 50)  # warm-up (caches, interned names), counted once: small and fixed
         loop(f, args, N)
+        # The numpy cases assume this crate's rust-numpy table (made by the first numpy
+        # import, before any rust-numpy view asked for one): rust-numpy's own would add its
+        # borrows to every typed numpy case and count its table, not ours, for rust-numpy's.
+        if hasattr(np._core.multiarray, "_RUST_NUMPY_BORROW_CHECKING_API"):
+            assert hasattr(np._core.multiarray, "_DLPACK_RS_REGISTRY_BORROWS"), (
+                "rust-numpy's own table is the process's: the counts would measure it")
 
 
 def counts(path):

@@ -38,7 +38,7 @@ def test_our_refusal_is_a_buffer_error():
     assert x.tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
-def test_object_arrays_are_keyed_by_their_element_size():
+def test_arrays_of_other_dtypes_are_keyed_by_their_element_size():
     # An object array's element size is not fixed by a built-in number type: our table asks
     # numpy for it. Its borrows conflict exactly where their bytes meet.
     x = np.array([object(), 1, "a"], dtype=object)
@@ -50,6 +50,13 @@ def test_object_arrays_are_keyed_by_their_element_size():
     with pytest.raises(CONFLICT):
         ext.np_rw_object_then_np_ro_object(base[:3], base[2:])
     assert ext.np_rw_object_then_np_ro_object(base[:3], base[3:]) == 1
+    # datetime64 is not a built-in number type either: its 8 bytes meet a uint8 view of any of
+    # them (an element size read too small would miss the bytes past its first).
+    buf = np.zeros(16, np.uint8)
+    seconds = buf.view("M8[s]")[:1]
+    with pytest.raises(CONFLICT):
+        ext.np_rw_seconds_then_np_rw_u8(seconds, buf[7:8])
+    assert ext.np_rw_seconds_then_np_rw_u8(seconds, buf[8:9]) == 0
 
 
 def test_shared_views_of_both_crates_coexist():

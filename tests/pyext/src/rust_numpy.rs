@@ -232,7 +232,18 @@ fn np_rw_object_then_np_ro_object(
     numpy::PyUntypedArrayMethods::len(&*b)
 }
 
+/// rust-numpy's mutable views of a datetime64[s] array and of a uint8 one (whose bytes may lie
+/// inside the first's elements): 0.
+#[pyfunction]
+fn np_rw_seconds_then_np_rw_u8(
+    _a: PyReadwriteArray1<numpy::datetime::Datetime<numpy::datetime::units::Seconds>>,
+    _b: PyReadwriteArray1<u8>,
+) -> usize {
+    0
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(np_rw_seconds_then_np_rw_u8, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_object_then_np_ro_object, m)?)?;
     m.add_function(wrap_pyfunction!(np_rw_i32_then_tvm_u8, m)?)?;
     m.add_function(wrap_pyfunction!(tvm_u8_then_np_rw_i32, m)?)?;
