@@ -82,11 +82,17 @@ if [[ -n ${PEERS_FROM:-} ]]; then
     from_minor=$("$PEERS_FROM/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     if [[ -n ${found[$from_minor]:-} ]]; then
       peers_on=$from_minor
-      peers_site=$("$PEERS_FROM/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      # Both site directories (one line each in the .pth file) where they differ.
+      peers_site=$("$PEERS_FROM/bin/python" -c 'import sysconfig
+p = sysconfig.get_paths()
+print("\n".join(dict.fromkeys([p["purelib"], p["platlib"]])))')
       echo "abi3-matrix: [$peers_on] every peer from $PEERS_FROM (a .pth file, nothing downloaded)"
+    else
+      echo "abi3-matrix: pyenv has no CPython $from_minor (PEERS_FROM's): $peers_on gets every peer installed"
     fi
   else
-    echo "abi3-matrix: $PEERS_FROM lacks a peer: $peers_on gets them installed"
+    echo "abi3-matrix: $PEERS_FROM lacks numpy, pytest, pytest-xdist or a peer ($peer_modules):"
+    echo "abi3-matrix: $peers_on gets them installed"
   fi
 fi
 
