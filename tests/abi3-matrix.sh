@@ -4,7 +4,8 @@
 # example the same way (the suite checks that two extension modules share one borrow
 # registry), then for each interpreter pyenv has, makes a small venv (numpy and pytest only),
 # installs those single wheels and runs the interop suite's numpy part (tests/python: the
-# tests that need torch, jax, pyarrow, array-api-strict or safetensors skip with "needs <peer>").
+# tests that need torch, jax, pyarrow, array-api-strict or safetensors skip with "needs <peer>"),
+# and the whole suite under one version (below).
 #
 # Every skip is checked: its reason must be "needs <peer>" for a peer that really does not
 # import in that venv, or "needs numpy >= 2.1" where numpy is older (2.0 under CPython 3.9);

@@ -49,7 +49,7 @@ STEPS=(
   "stubs|full|the image demo's stubs: generated (maturin generate-stubs, feature stubs) as committed, and mypy on a typed caller"
   "newcomer|full|the README's extension module, built from README.md as written, used from numpy"
   "instructions|full|instruction counts per call (callgrind) against tests/perf/budgets.json"
-  "abi3|full|abi3: one wheel, the numpy part of the interop suite under CPython 3.9-3.13 (pyenv)"
+  "abi3|full|abi3: one wheel, the interop suite under CPython 3.9-3.13 (pyenv): its numpy part, the whole of it under 3.11"
 )
 
 usage() {
