@@ -14,6 +14,14 @@ from conftest import needs_numpy_versioned, needs_torch, torch
 CONFLICT = (BufferError, TypeError, RuntimeError)
 
 
+def _fresh(code, timeout=120):
+    """Runs `code` in a fresh interpreter (no table published yet), which must exit 0."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
 @needs_numpy_versioned
 @pytest.mark.parametrize("f", ["np_rw_then_tensor_mut", "tensor_mut_then_np_rw"])
 def test_two_mutable_views_of_one_array_are_refused_in_both_orders(f):
@@ -120,8 +128,7 @@ out.append(ext.np_ro_and_tensor_ref(x, x))
 out.append(ext.tensor_mut_then_np_ro(np.zeros(1, np.float32), x))
 print(out, x.tolist())
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(code)
     out, values = r.stdout.split("] [")
     assert out + "]" == str(["refused"] * 6 + [6.0, 3.0])
     # add_one, then two writes to x[0] and x[4] by the disjoint calls; refused calls wrote nothing.
@@ -169,8 +176,7 @@ def change():
         x.strides = (32, 4)
 print(ext.typed_release_after_change_then_np_rw(x, w, z, change))
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(code)
     assert r.stdout.strip() == "False", "rust-numpy granted a mutable view of memory we read"
 
 
@@ -198,8 +204,7 @@ for a, b in ((x[0:1], x[0, ...]), (x[1:3], x[2, ...]), (x[0:1], x[1, ...])):
         out.append("refused")
 print(out)
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(code)
     assert r.stdout.strip() == str(["refused", "refused", "ok"])
 
 
@@ -273,8 +278,7 @@ for f, args in ((ext.tensor_mut_then_np_rw, (wrapped, tmp)),
         out.append("refused")
 print(out)
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(code)
     assert r.stdout.strip() == str(["refused"] * 3)
 
 
@@ -302,8 +306,7 @@ for f in (ext.np_rw_dyn_then_tensor_mut, ext.tensor_mut_then_np_ro_dyn,
         out.append("refused")
 print(out, float(x))
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(code)
     assert r.stdout.strip() == str(["refused"] * 3) + " 1.0"
 
 
@@ -337,9 +340,7 @@ def test_borrows_of_another_element_width_meet_rust_numpys(ours_first):
     fs = ["np_rw_i32_then_tvm_u8", "tvm_u8_then_np_rw_i32"]
     if ours_first:
         fs.append("np_rw_i32_then_np_rw_u8")  # rust-numpy's own pair, in our table
-    r = subprocess.run([sys.executable, "-c", _WIDTHS.format(ours_first=ours_first, fs=fs)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(_WIDTHS.format(ours_first=ours_first, fs=fs), timeout=300)
     lines = r.stdout.splitlines()
     for f in fs:
         assert f"{f} refused" in lines, r.stdout
@@ -372,9 +373,7 @@ print(out)
 def test_rust_numpys_0d_view_at_our_first_element_conflicts(ours_first):
     # rust-numpy's table gives a 0-d array an empty range, which meets no range starting at its
     # element: our views also borrow their first byte as a 0-d array there.
-    r = subprocess.run([sys.executable, "-c", _ZERO_D_AT_FIRST.format(ours_first=ours_first)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(_ZERO_D_AT_FIRST.format(ours_first=ours_first), timeout=300)
     assert r.stdout.strip() == str(["refused"] * 4)
 
 
@@ -403,21 +402,24 @@ def test_arrays_of_one_buffer_under_two_bases_with_our_table():
     # refused in both orders, whatever their bases (found in review: with a table of its own,
     # keyed by base as rust-numpy's, both were granted, and both wrote). With rust-numpy's own
     # table first, its keys cannot see the second base (README: outside the model).
-    r = subprocess.run([sys.executable, "-c", _TWO_BASES], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(_TWO_BASES)
     assert r.stdout.strip() == "['refused', 'refused'] True"
+
+
+# The start of the scenarios below: this crate's table published first, in-place strides allowed.
+_OURS_FIRST_STRIDES = """
+import warnings
+warnings.simplefilter("ignore", DeprecationWarning)  # in-place strides (numpy >= 2.4)
+import numpy as np, dlpack_testext as ext
+ext.numel(np.zeros(1, np.float32))  # ours first: publishes the table
+"""
 
 
 # rust-numpy's shared borrow of y lives while our argument extraction calls Outer.__dlpack__;
 # inside it, another call borrows x, whose strides Inner.__dlpack__ then changes so that x's key
 # becomes y's. Releasing x must give back x's borrow, not y's: else rust-numpy's mutable view of
 # z (inside y) is granted while y is read.
-_RELEASE_BY_ARRAY = """
-import warnings
-warnings.simplefilter("ignore", DeprecationWarning)  # in-place strides (numpy >= 2.4)
-import numpy as np, dlpack_testext as ext
-ext.numel(np.zeros(1, np.float32))  # ours first: publishes the table
+_RELEASE_BY_ARRAY = _OURS_FIRST_STRIDES + """
 base = np.zeros(8, np.float32)
 y, x, z = base[1:5], base[4:8], base[1:4]
 out = []
@@ -450,9 +452,7 @@ print(out, base.tolist())
 def test_a_release_gives_back_its_own_arrays_borrow_after_a_layout_change():
     # Found in review: releases matched by the key recomputed from the array's layout, so x's
     # release gave back y's registry borrow (a shared one rust-numpy still held).
-    r = subprocess.run([sys.executable, "-c", _RELEASE_BY_ARRAY], capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(_RELEASE_BY_ARRAY)
     assert r.stdout.strip() == "['refused'] " + str([0.0] * 8)
 
 
@@ -465,9 +465,7 @@ import numpy as np, dlpack_testext as ext
 ext.numel(np.zeros(1, np.float32))  # ours first: publishes the table
 print(ext.np_rw_resize(2))
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(code)
     assert r.stdout.strip() == "2"
 
 
@@ -475,11 +473,7 @@ print(ext.np_rw_resize(2))
 # base[0:4]), #2 by the inner call after Outer.__dlpack__ set x's strides to 0 (base[0] only);
 # Inner.__dlpack__ sets them back before #2 is released. With #1 live, rust-numpy's mutable view
 # of base[2] must be refused, and once both are released nothing of base stays borrowed.
-_TWO_SHARED_LAYOUTS = """
-import warnings
-warnings.simplefilter("ignore", DeprecationWarning)  # in-place strides (numpy >= 2.4)
-import numpy as np, dlpack_testext as ext
-ext.numel(np.zeros(1, np.float32))  # ours first: publishes the table
+_TWO_SHARED_LAYOUTS = _OURS_FIRST_STRIDES + """
 base = np.zeros(8, np.float32)
 x, z = base[0:4], base[2:3]
 out = []
@@ -511,7 +505,5 @@ print(out, base.tolist())
 def test_shared_borrows_of_one_array_under_two_layouts_go_back_together():
     # Found in review: a release took the borrow whose key matched the array's present layout,
     # which was the one still in use (rust-numpy's own table aborts the process here).
-    r = subprocess.run([sys.executable, "-c", _TWO_SHARED_LAYOUTS], capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = _fresh(_TWO_SHARED_LAYOUTS)
     assert r.stdout.strip() == "['refused'] " + str([1.0] + [0.0] * 7)

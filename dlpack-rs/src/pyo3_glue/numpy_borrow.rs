@@ -243,7 +243,7 @@ pub(crate) fn coordinate_view(
 /// of (validated).
 fn external_for(
     obj: &Bound<'_, PyAny>,
-    key: impl FnOnce() -> Option<Key>,
+    key: impl FnOnce() -> Option<Span>,
 ) -> PyResult<Option<crate::safe::External>> {
     let py = obj.py();
     if TABLE_PTR.load(Ordering::Acquire).is_null() {
@@ -303,7 +303,7 @@ fn external_for(
 /// wherever the ranges overlap (its gcd is 1). `BufferError` when that array is not contiguous
 /// (its bytes cannot be viewed flat without a copy), or does not hold the range: no borrow
 /// that rust-numpy's rule could miss is ever taken.
-fn byte_view<'py>(obj: &Bound<'py, PyAny>, key: &Key) -> PyResult<Bound<'py, PyAny>> {
+fn byte_view<'py>(obj: &Bound<'py, PyAny>, key: &Span) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     // SAFETY: attached, and `obj` is a live numpy array (the caller checked).
     let root = unsafe { root_array(obj.as_ptr()) };
@@ -336,10 +336,10 @@ fn byte_view<'py>(obj: &Bound<'py, PyAny>, key: &Key) -> PyResult<Bound<'py, PyA
     let bytes = flat.call_method1(pyo3::intern!(py, "view"), (pyo3::intern!(py, "uint8"),))?;
     let nbytes: usize = bytes.len()?;
     let (lo, hi) = (
-        key.span.start.wrapping_sub(root_start),
-        key.span.end.wrapping_sub(root_start),
+        key.start.wrapping_sub(root_start),
+        key.end.wrapping_sub(root_start),
     );
-    if key.span.start < root_start || lo > hi || hi > nbytes {
+    if key.start < root_start || lo > hi || hi > nbytes {
         return Err(pyo3::exceptions::PyBufferError::new_err(
             "cannot take rust-numpy's borrow of this array: it addresses memory outside its \
              base array",
@@ -552,4 +552,5 @@ unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
 
 #[path = "numpy_table.rs"]
 mod ours;
-use ours::{key_of_import, key_of_layout, Key, OURS};
+use crate::safe::overlap::Span;
+use ours::{key_of_import, key_of_layout, OURS};

@@ -24,53 +24,41 @@ use crate::pyo3_glue::numpy_array::{ArrayFields, NPY_ARRAY_WRITEABLE};
 use crate::safe::borrow::BorrowToken;
 use crate::safe::overlap::Span;
 
-/// The bytes a borrow names: those of the array's elements, as the borrow registry names a
-/// strided view's (`safe::overlap::Span`: the range from the lowest to the highest element, on
-/// the progression of the gcd of the byte strides of the axes it steps along).
-#[derive(Clone, Copy)]
-pub(super) struct Key {
-    pub(super) span: Span,
-}
-
-impl Key {
-    /// The key of elements of `itemsize` bytes at `data` with this shape and these byte
-    /// strides; `None` where the addressed range does not fit the address space (an array
-    /// whose strides numpy never checked, from `as_strided`: it is refused). A 0-d array holds
-    /// one element (rust-numpy's own table gives it an empty range, which conflicts with
-    /// nothing that starts at its element).
-    fn of_layout(
-        data: usize,
-        axes: impl Iterator<Item = (isize, isize)> + Clone,
-        itemsize: isize,
-    ) -> Option<Key> {
-        if axes.clone().any(|(d, _)| d == 0) {
-            return Some(Key {
-                span: Span::range(data, data),
-            });
-        }
-        let (mut low, mut high) = (0isize, 0isize);
-        let mut period = 0usize;
-        for (d, s) in axes {
-            let span = (d - 1).checked_mul(s)?;
-            if span >= 0 {
-                high = high.checked_add(span)?;
-            } else {
-                low = low.checked_add(span)?;
-            }
-            if d > 1 {
-                period = crate::safe::overlap::gcd(period, s.unsigned_abs());
-            }
-        }
-        high = high.checked_add(itemsize)?;
-        Some(Key {
-            span: Span::strided(
-                data.checked_add_signed(low)?,
-                data.checked_add_signed(high)?,
-                period,
-                itemsize.unsigned_abs(),
-            ),
-        })
+/// The bytes a borrow names, its key: those of the array's elements, as the borrow registry
+/// names a strided view's (a `Span`: the range from the lowest to the highest element, on the
+/// progression of the gcd of the byte strides of the axes it steps along), for elements of
+/// `itemsize` bytes at `data` with this shape and these byte strides; `None` where the addressed
+/// range does not fit the address space (an array whose strides numpy never checked, from
+/// `as_strided`: it is refused). A 0-d array holds one element (rust-numpy's own table gives it
+/// an empty range, which conflicts with nothing that starts at its element).
+fn key_of_axes(
+    data: usize,
+    axes: impl Iterator<Item = (isize, isize)> + Clone,
+    itemsize: isize,
+) -> Option<Span> {
+    if axes.clone().any(|(d, _)| d == 0) {
+        return Some(Span::range(data, data));
     }
+    let (mut low, mut high) = (0isize, 0isize);
+    let mut period = 0usize;
+    for (d, s) in axes {
+        let span = (d - 1).checked_mul(s)?;
+        if span >= 0 {
+            high = high.checked_add(span)?;
+        } else {
+            low = low.checked_add(span)?;
+        }
+        if d > 1 {
+            period = crate::safe::overlap::gcd(period, s.unsigned_abs());
+        }
+    }
+    high = high.checked_add(itemsize)?;
+    Some(Span::strided(
+        data.checked_add_signed(low)?,
+        data.checked_add_signed(high)?,
+        period,
+        itemsize.unsigned_abs(),
+    ))
 }
 
 /// A borrow rust-numpy took.
@@ -105,7 +93,7 @@ pub(super) static OURS: Shared = Shared {
 
 /// The key of an import of a numpy array, from the import's metadata (the array's layout as
 /// numpy exported it, strides in elements; numpy's itemsize is the exported dtype's size).
-pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Option<Key> {
+pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Option<Span> {
     key_of_layout(
         tensor.data_ptr(),
         tensor.shape(),
@@ -121,13 +109,13 @@ pub(super) fn key_of_layout(
     shape: &[i64],
     strides: &[i64],
     dtype: crate::ffi::DLDataType,
-) -> Option<Key> {
+) -> Option<Span> {
     let itemsize = crate::safe::element_bits(dtype).div_ceil(8) as isize;
     let axes = shape
         .iter()
         .zip(strides.iter())
         .map(|(&d, &s)| (d as isize, (s as isize).wrapping_mul(itemsize)));
-    Key::of_layout(first as usize, axes, itemsize)
+    key_of_axes(first as usize, axes, itemsize)
 }
 
 /// The key of `array`'s elements as its layout is now; `None` where its addressed range does
@@ -136,7 +124,7 @@ pub(super) fn key_of_layout(
 /// # Safety
 ///
 /// Attached, and `array` is a live numpy array.
-unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Key> {
+unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out.
@@ -156,7 +144,7 @@ unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Key> {
                 .ok()?
         }
     };
-    Key::of_layout(
+    key_of_axes(
         f.data as usize,
         shape.iter().copied().zip(strides.iter().copied()),
         itemsize,
@@ -203,10 +191,9 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
         return -1;
     }
     // SAFETY: forwarded.
-    let Some(key) = (unsafe { key_of_array(array) }) else {
+    let Some(span) = (unsafe { key_of_array(array) }) else {
         return -1;
     };
-    let span = key.span;
     let Ok(token) =
         BorrowToken::acquire_strided(span.start, span.end, span.period, span.width, exclusive)
     else {
