@@ -14,12 +14,12 @@ step_abi() {
 
 step_valgrind() {
   need valgrind "install valgrind" || return 0
-  local features bins bin
+  local features bins=() found
   for features in "" "--all-features"; do
     # shellcheck disable=SC2086 # $features is one flag or none
     cargo test -p dlpack-rs $features --no-run
     # shellcheck disable=SC2086
-    mapfile -t bins < <(cargo test -p dlpack-rs $features --no-run --message-format=json 2>/dev/null \
+    mapfile -t found < <(cargo test -p dlpack-rs $features --no-run --message-format=json 2>/dev/null \
       | "$PY" -c '
 import json, sys
 for line in sys.stdin:
@@ -38,23 +38,25 @@ for line in sys.stdin:
             continue
         print(msg["executable"])
 ')
-    if [[ ${#bins[@]} -eq 0 ]]; then
+    if [[ ${#found[@]} -eq 0 ]]; then
       echo "no test binaries found for dlpack-rs ${features:-(no features)}" >&2
       return 1
     fi
-    for bin in "${bins[@]}"; do
-      echo "valgrind ${features:-(no features)}: $(basename "$bin")"
-      # Four unit tests compare safe arithmetic (stride walks, the overlap decision) with an
-      # enumeration over thousands of layouts: no allocation or pointer of theirs is new to
-      # valgrind, and under it they took most of the step (about 50 of 130 s). They run
-      # natively in test-all and under AddressSanitizer.
-      valgrind --quiet --leak-check=full --error-exitcode=1 --suppressions=tests/valgrind.supp "$bin" -q \
-        --skip safe::strided::tests::the_bit_set_walk_reaches_exactly_the_addressed_offsets_once_in_order \
-        --skip safe::strided::tests::the_reached_walk_visits_every_addressed_offset_and_no_other \
-        --skip safe::overlap::tests::agrees_with_enumeration \
-        --skip safe::overlap::tests::the_walk_is_bounded_and_then_conservative
-    done
+    bins+=("${found[@]}")
   done
+  # One binary per core at a time (valgrind runs a program on one core); each prints its name
+  # before its run, and any failure fails the step. Four unit tests compare safe arithmetic
+  # (stride walks, the overlap decision) with an enumeration over thousands of layouts: no
+  # allocation or pointer of theirs is new to valgrind, and under it they took most of the step
+  # (about 50 of 130 s). They run natively in test-all and under AddressSanitizer.
+  printf '%s\0' "${bins[@]}" | xargs -0 -n 1 -P "$(nproc 2>/dev/null || echo 1)" sh -c '
+    echo "valgrind: $1"
+    valgrind --quiet --leak-check=full --error-exitcode=1 --suppressions=tests/valgrind.supp "$1" -q \
+      --skip safe::strided::tests::the_bit_set_walk_reaches_exactly_the_addressed_offsets_once_in_order \
+      --skip safe::strided::tests::the_reached_walk_visits_every_addressed_offset_and_no_other \
+      --skip safe::overlap::tests::agrees_with_enumeration \
+      --skip safe::overlap::tests::the_walk_is_bounded_and_then_conservative \
+      || { echo "valgrind: FAILED: $1" >&2; exit 255; }' valgrind-one
 }
 
 step_asan() {
