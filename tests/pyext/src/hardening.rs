@@ -138,6 +138,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numel, m)?)?;
     m.add_function(wrap_pyfunction!(import_device, m)?)?;
     m.add_function(wrap_pyfunction!(make_device_tensor, m)?)?;
+    m.add_function(wrap_pyfunction!(start_instrumentation, m)?)?;
     m.add_function(wrap_pyfunction!(count_export, m)?)?;
     m.add_function(wrap_pyfunction!(count_numpy_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import, m)?)?;
@@ -418,6 +419,38 @@ fn hand_to<'py>(
 #[pyfunction]
 fn numel(t: PyTensor) -> usize {
     t.numel()
+}
+
+/// Turns callgrind's instrumentation on: its client request `START_INSTRUMENTATION`, as valgrind's
+/// `callgrind.h` defines it, for a process started with `--instr-atstart=no` (which then runs
+/// the interpreter's and torch's start-up at about the speed of valgrind without a tool). Outside
+/// valgrind, and on other architectures, it does nothing.
+#[pyfunction]
+fn start_instrumentation() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // `VG_USERREQ_TOOL_BASE('C', 'T') + 4`.
+        const START_INSTRUMENTATION: u64 = (((b'C' as u64) << 24) | ((b'T' as u64) << 16)) + 4;
+        let request: [u64; 6] = [START_INSTRUMENTATION, 0, 0, 0, 0, 0];
+        let mut answer: u64 = 0;
+        // SAFETY: valgrind's client-request sequence for amd64: four rotations of rdi, by 128
+        // bits in all (rdi ends as it began), and `xchg rbx, rbx` (rbx unchanged). Natively it
+        // changes nothing but the flags; under valgrind, valgrind reads the six words at rax
+        // (alive for the statement) and writes its answer in rdx.
+        unsafe {
+            core::arch::asm!(
+                "rol rdi, 3",
+                "rol rdi, 13",
+                "rol rdi, 61",
+                "rol rdi, 51",
+                "xchg rbx, rbx",
+                in("rax") request.as_ptr(),
+                inout("rdx") answer,
+                options(nostack, readonly),
+            );
+        }
+        std::hint::black_box(answer);
+    }
 }
 
 /// Calls `f(*args)` `n` times. Never inlined, and one copy per measured case (the
