@@ -17,7 +17,7 @@
 # Environment:
 #   PYTHON        the CPython for the Python suite (default: pyenv's 3.11, else python3.11);
 #                 each minor version gets its own venv (.venv for 3.11, .venv-3.X otherwise)
-#   FUZZ_SECONDS  how long the libFuzzer run lasts (default 60, 15 with --quick)
+#   FUZZ_SECONDS  how long the libFuzzer run lasts, one job per core (default 40, 10 with --quick)
 #   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
 #                 "safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs
 #                 safe/described.rs safe/managed_views.rs". Other files are run against every
@@ -93,7 +93,7 @@ for want in "${selected[@]}"; do
   for s in "${plan[@]}"; do [[ ${s%%|*} == "$want" ]] && found=1; done
   if [[ $found -eq 0 ]]; then echo "run-all: no step named $want (see --list)" >&2; exit 2; fi
 done
-if [[ $quick -eq 1 ]]; then FUZZ_SECONDS=${FUZZ_SECONDS:-15}; fi
+if [[ $quick -eq 1 ]]; then FUZZ_SECONDS=${FUZZ_SECONDS:-10}; fi
 
 total=${#plan[@]}
 step_no=0
