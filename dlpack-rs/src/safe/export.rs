@@ -6,7 +6,8 @@ use core::ffi::c_void;
 
 use super::buffer::{read_ptr, to_i64s, write_ptr};
 use super::managed::{ManagedTensor, ManagedTensorVersioned};
-use super::pack::pack_owned;
+use super::pack::pack_validated;
+use super::tensor_info::Validated;
 use super::{Buffer, Dim, Element, Error, Readers, TensorInfo};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
 
@@ -79,7 +80,9 @@ impl<B: Buffer + Send + 'static> Export<B> {
         self.buffer.stream_order()
     }
 
-    fn into_parts(self) -> Result<(B, TensorInfo, u64), Error> {
+    /// The buffer, its validated metadata (validated once: the pack below trusts it) and the
+    /// export's flags.
+    fn into_parts(self) -> Result<(B, Validated, u64), Error> {
         let len = self.buffer.num_elements();
         let shape = match self.shape? {
             Some(shape) => shape,
@@ -97,7 +100,8 @@ impl<B: Buffer + Send + 'static> Export<B> {
             strides,
             byte_offset: 0,
         };
-        let extent = info.extent()?;
+        let info = Validated::new(info)?;
+        let extent = info.extent();
         // Every addressed element must be inside the buffer.
         if extent.numel != 0 && (extent.min < 0 || extent.max as u64 >= len as u64) {
             return Err(Error::OutOfBounds {
@@ -130,7 +134,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         // SAFETY: `into_parts` checked that the layout stays inside the buffer, which the
         // `Buffer` contract keeps valid and in place while the keepalive (the buffer) lives.
         unsafe {
-            pack_owned::<DLManagedTensorVersioned, _>(
+            pack_validated::<DLManagedTensorVersioned, _>(
                 buffer,
                 info,
                 flags,
@@ -149,7 +153,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         }
         // SAFETY: as in `versioned`; a legacy export is always writable.
         unsafe {
-            pack_owned::<DLManagedTensor, _>(
+            pack_validated::<DLManagedTensor, _>(
                 buffer,
                 info,
                 0,

@@ -20,7 +20,8 @@ use super::borrow::BorrowToken;
 use super::buffer::{read_ptr, to_i64s, write_ptr};
 use super::guard::ReadSlice;
 use super::managed::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
-use super::pack::pack_owned;
+use super::pack::pack_validated;
+use super::tensor_info::Validated;
 use super::{validate_dtype, Buffer, Dim, Error, Readers, TensorInfo};
 use crate::ffi::{DLDataType, DLPACK_FLAG_BITMASK_READ_ONLY};
 
@@ -306,7 +307,9 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         self
     }
 
-    fn into_parts(self) -> Result<(B, TensorInfo, u64), Error> {
+    /// The buffer, its validated metadata (validated once: the pack below trusts it) and the
+    /// export's flags.
+    fn into_parts(self) -> Result<(B, Validated, u64), Error> {
         let packing = Packing::of(self.dtype)?;
         let len = self.buffer.num_elements();
         let shape = match self.shape? {
@@ -324,7 +327,8 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
             strides: None,
             byte_offset: 0,
         };
-        let numel = info.extent()?.numel;
+        let info = Validated::new(info)?;
+        let numel = info.extent().numel;
         let needed = packing.nbytes(numel).ok_or(Error::Overflow)?;
         if needed != len {
             return Err(Error::PackedLength {
@@ -355,7 +359,7 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         // bytes, which the `Buffer` contract keeps valid and in place while the keepalive (the
         // buffer) lives; written through `data_ptr_mut` only when writable (as `Export`).
         unsafe {
-            pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
+            pack_validated::<crate::ffi::DLManagedTensorVersioned, _>(
                 buffer,
                 info,
                 flags,
@@ -374,7 +378,7 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         }
         // SAFETY: as in `versioned`; a legacy export is always writable.
         unsafe {
-            pack_owned::<crate::ffi::DLManagedTensor, _>(
+            pack_validated::<crate::ffi::DLManagedTensor, _>(
                 buffer,
                 info,
                 0,
