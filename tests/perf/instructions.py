@@ -33,6 +33,10 @@ CASES = [
     # table (the process's, as in the suite): the table's cost per borrow.
     "count_rust_numpy_import",
     "count_rust_numpy_import_mut",
+    # A new 1-element `Export` returned to torch (`Returned<Torch>`: torch's exchange table),
+    # its tensor freed by the loop: about two thirds of it is torch's own (making and freeing
+    # the tensor).
+    "count_returned_torch",
 ]
 # Ours against rust-numpy's view of the same array: the comparison BENCHMARKS.md makes in time,
 # made here in instructions, deterministically (reported, not checked).
@@ -69,6 +73,7 @@ def run():
         (ext.count_strided_torch_import, ext.tv_sum2, (torch.ones(2, 2).t(),)),
         (ext.count_rust_numpy_import, ext.rust_numpy_numel, (arr,)),
         (ext.count_rust_numpy_import_mut, ext.rust_numpy_numel_mut, (arr,)),
+        (ext.count_returned_torch, ext.returned_torch, ()),
     ]
     # Instrumented from here on (the step starts callgrind with --instr-atstart=no: the
     # imports above run uninstrumented, about twice as fast).

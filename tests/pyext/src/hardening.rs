@@ -139,6 +139,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(import_device, m)?)?;
     m.add_function(wrap_pyfunction!(make_device_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(start_instrumentation, m)?)?;
+    m.add_function(wrap_pyfunction!(returned_torch, m)?)?;
     m.add_function(wrap_pyfunction!(count_export, m)?)?;
     m.add_function(wrap_pyfunction!(count_numpy_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_torch_import, m)?)?;
@@ -146,6 +147,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_typed_numpy_import_mut, m)?)?;
     m.add_function(wrap_pyfunction!(count_rust_numpy_import, m)?)?;
     m.add_function(wrap_pyfunction!(count_rust_numpy_import_mut, m)?)?;
+    m.add_function(wrap_pyfunction!(count_returned_torch, m)?)?;
     m.add_function(wrap_pyfunction!(rust_numpy_numel, m)?)?;
     m.add_function(wrap_pyfunction!(rust_numpy_numel_mut, m)?)?;
     m.add_function(wrap_pyfunction!(typed_numel_mut, m)?)?;
@@ -453,6 +455,14 @@ fn start_instrumentation() {
     }
 }
 
+/// A new 1-element Rust tensor returned to torch through its exchange table (`Returned<Torch>`),
+/// for instruction counts.
+#[pyfunction]
+fn returned_torch() -> PyResult<dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>> {
+    let t = dlpack_rs::safe::Export::new(vec![1.0f32]).versioned()?;
+    Ok(dlpack_rs::pyo3_glue::Returned::new(t))
+}
+
 /// Calls `f(*args)` `n` times. Never inlined, and one copy per measured case (the
 /// `count_*` below), so that callgrind's inclusive cost of each is that case's `n` calls.
 #[inline(never)]
@@ -485,7 +495,8 @@ counted_loops!(
     count_strided_numpy_import,
     count_strided_torch_import,
     count_rust_numpy_import,
-    count_rust_numpy_import_mut
+    count_rust_numpy_import_mut,
+    count_returned_torch
 );
 
 /// rust-numpy's read-only view of a float32 array of any rank: the reference the instruction
