@@ -185,7 +185,11 @@ pub(super) fn null_contiguous_strides() -> bool {
 /// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same
 /// in numpy 1 and 2). The object header is in an `UnsafeCell`: a `&ArrayFields` does not claim
 /// it unchanging (reference counts move under it: this crate's own `incref`, and other threads
-/// on a free-threaded build).
+/// on a free-threaded build). The other fields are numpy's to write (`arr.shape = ...`,
+/// `arr.flags.writeable = False`): a `&ArrayFields` is held only while no Python code can run
+/// (nothing between the read and its last use calls into Python), so with the GIL nothing
+/// writes them meanwhile; on a free-threaded build another thread's write races the read
+/// exactly as it races numpy's own `__dlpack__`.
 #[repr(C)]
 pub(super) struct ArrayFields {
     ob_base: core::cell::UnsafeCell<ffi::PyObject>,
