@@ -127,16 +127,18 @@ pub(super) fn key_of_layout(
 unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
-    // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out.
-    let f = unsafe { &*array.cast::<ArrayFields>() };
-    // SAFETY: attached, and `f` is the struct of the live array `array`.
-    let (shape, strides) = unsafe { f.dims() }?;
+    // The element size first: where the type number does not fix it, numpy is asked (a call
+    // into Python, during which nothing may be borrowed from the array's struct: the struct is
+    // numpy's to change, `arr.shape = ...` frees the extents).
+    // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out (read in
+    // place, no reference kept).
+    let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
     // SAFETY: `descr` is the array's live dtype object.
-    let itemsize = match unsafe { crate::pyo3_glue::numpy_direct::builtin_itemsize(f.descr) } {
+    let itemsize = match unsafe { crate::pyo3_glue::numpy_direct::builtin_itemsize(descr) } {
         Some(itemsize) => itemsize,
         None => {
             // SAFETY: as above; attached.
-            let descr = unsafe { Bound::from_borrowed_ptr(py, f.descr) };
+            let descr = unsafe { Bound::from_borrowed_ptr(py, descr) };
             descr
                 .getattr(pyo3::intern!(py, "itemsize"))
                 .ok()?
@@ -144,6 +146,14 @@ unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
                 .ok()?
         }
     };
+    // SAFETY: as above; no Python code runs from here to the key's last use of the struct.
+    let f = unsafe { &*array.cast::<ArrayFields>() };
+    if f.descr != descr {
+        // Changed while numpy was asked (a finalizer's `arr.dtype = ...`): refused.
+        return None;
+    }
+    // SAFETY: attached, and `f` is the struct of the live array `array`.
+    let (shape, strides) = unsafe { f.dims() }?;
     key_of_axes(
         f.data as usize,
         shape.iter().copied().zip(strides.iter().copied()),
