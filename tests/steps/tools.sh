@@ -45,7 +45,7 @@ for line in sys.stdin:
     bins+=("${found[@]}")
   done
   # One binary per core at a time (valgrind runs a program on one core); each prints its name
-  # before its run, and any failure fails the step. Four unit tests compare safe arithmetic
+  # before its run; every binary runs, and any failure (named) fails the step (xargs: 123). Four unit tests compare safe arithmetic
   # (stride walks, the overlap decision) with an enumeration over thousands of layouts: no
   # allocation or pointer of theirs is new to valgrind, and under it they took most of the step
   # (about 50 of 130 s). They run natively in test-all and under AddressSanitizer.
@@ -56,7 +56,7 @@ for line in sys.stdin:
       --skip safe::strided::tests::the_reached_walk_visits_every_addressed_offset_and_no_other \
       --skip safe::overlap::tests::agrees_with_enumeration \
       --skip safe::overlap::tests::the_walk_is_bounded_and_then_conservative \
-      || { echo "valgrind: FAILED: $1" >&2; exit 255; }' valgrind-one
+      || { echo "valgrind: FAILED: $1" >&2; exit 1; }' valgrind-one
 }
 
 step_asan() {
@@ -83,20 +83,40 @@ step_fuzz() {
     cargo install --debug --locked --quiet --root "$tools" cargo-fuzz
   fi
   # libFuzzer's fork mode, one job per core (at most 4): on 2 cores 40 s run about as many
-  # inputs as 60 s of one process did (about 2.4 million).
-  local seconds=${FUZZ_SECONDS:-40} jobs log="$PWD/target/fuzz-import_validator.log"
+  # inputs as 60 s of one process did (about 2.4 million). Fork mode merges a kept corpus
+  # (fuzz/corpus, not committed) without failing on an input that crashes, and by default
+  # counts a job's out-of-memory or timeout without failing: the corpus is replayed first in
+  # one process, and ooms and timeouts (10 s an input) fail the run like crashes.
+  local seconds=${FUZZ_SECONDS:-40} jobs log="$PWD/target/fuzz-import_validator.log" last
   jobs=$(nproc 2>/dev/null || echo 1)
   if ((jobs > 4)); then jobs=4; fi
+  fuzz_failed() {
+    tail -n 30 "$log" >&2
+    echo "the fuzzer found a failing input ($1): copy it from fuzz/artifacts/import_validator/" >&2
+    echo "into fuzz/regressions/ (replayed by dlpack-rs/tests/safe/fuzz_regressions.rs) and fix it" >&2
+  }
+  if [[ -d fuzz/corpus/import_validator ]]; then
+    echo "libFuzzer: replaying the kept corpus (fuzz/corpus/import_validator)"
+    if ! (cd fuzz && PATH="$tools/bin:$PATH" cargo +nightly fuzz run import_validator -- \
+      -runs=0 -timeout=10 >"$log" 2>&1); then
+      fuzz_failed "a kept corpus input"
+      return 1
+    fi
+  fi
   echo "libFuzzer for ${seconds}s, $jobs jobs; its log: target/fuzz-import_validator.log"
   if ! (cd fuzz && PATH="$tools/bin:$PATH" cargo +nightly fuzz run import_validator -- \
-    -fork="$jobs" -max_total_time="$seconds" >"$log" 2>&1); then
-    tail -n 30 "$log" >&2
-    echo "the fuzzer found a crash: copy the input from fuzz/artifacts/import_validator/ into" >&2
-    echo "fuzz/regressions/ (replayed by dlpack-rs/tests/safe/fuzz_regressions.rs) and fix it" >&2
+    -fork="$jobs" -ignore_crashes=0 -ignore_ooms=0 -ignore_timeouts=0 -timeout=10 \
+    -max_total_time="$seconds" >"$log" 2>&1); then
+    fuzz_failed "a crash, an out-of-memory or a timeout"
     return 1
   fi
-  # The last progress line: inputs run, coverage, and crashes (none, or the run failed above).
-  grep -E '^#[0-9]+: cov:' "$log" | tail -n 1 || tail -n 2 "$log"
+  # The last progress line: inputs run, coverage, and oom/timeout/crash counts (all 0, or fail).
+  last=$(grep -E '^#[0-9]+: cov:' "$log" | tail -n 1 || true)
+  echo "${last:-$(tail -n 2 "$log")}"
+  if [[ -z $last || ! $last =~ oom/timeout/crash:\ 0/0/0 ]]; then
+    fuzz_failed "no progress line, or one counting an oom, a timeout or a crash"
+    return 1
+  fi
 }
 
 step_mutants() {
