@@ -134,17 +134,19 @@ unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // place, no reference kept).
     let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
     // SAFETY: `descr` is the array's live dtype object.
+    // The descriptor asked, held to the comparison below: it cannot be freed (and another made
+    // at its address) meanwhile.
+    let mut held = None;
+    // SAFETY: `descr` is the array's live dtype object.
     let itemsize = match unsafe { crate::pyo3_glue::numpy_direct::builtin_itemsize(descr) } {
         Some(itemsize) => itemsize,
-        None => {
-            // SAFETY: as above; attached.
-            let descr = unsafe { Bound::from_borrowed_ptr(py, descr) };
-            descr
-                .getattr(pyo3::intern!(py, "itemsize"))
-                .ok()?
-                .extract()
-                .ok()?
-        }
+        None => held
+            // SAFETY: `descr` is the array's live dtype object; attached.
+            .insert(unsafe { Bound::from_borrowed_ptr(py, descr) })
+            .getattr(pyo3::intern!(py, "itemsize"))
+            .ok()?
+            .extract()
+            .ok()?,
     };
     // SAFETY: as above; no Python code runs from here to the key's last use of the struct.
     let f = unsafe { &*array.cast::<ArrayFields>() };
@@ -152,6 +154,7 @@ unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
         // Changed while numpy was asked (a finalizer's `arr.dtype = ...`): refused.
         return None;
     }
+    drop(held);
     // SAFETY: attached, and `f` is the struct of the live array `array`.
     let (shape, strides) = unsafe { f.dims() }?;
     key_of_axes(

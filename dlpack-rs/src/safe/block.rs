@@ -180,7 +180,7 @@ pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
 ///
 /// What the metadata describes is not this function's to trust: it only builds the block and
 /// returns a pointer. Whoever turns that pointer into an owner whose views read the memory
-/// (`pack_owned`) vouches for it.
+/// (`pack_validated`) vouches for it.
 pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,
     validated: Validated,

@@ -92,7 +92,7 @@ pub(crate) trait PackAs: ManagedStruct {
     /// # Safety
     ///
     /// `ptr` came from `build_validated::<Self, _>` and is owned by nobody else; the memory it
-    /// describes keeps `pack_owned`'s contract.
+    /// describes keeps `pack_validated`'s contract.
     unsafe fn own(ptr: NonNull<Self>) -> Self::Owner;
 }
 
