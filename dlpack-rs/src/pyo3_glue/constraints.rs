@@ -192,11 +192,13 @@ pub(super) fn check_meta<S: Shape, L: Layout>(
     dtype: DLDataType,
     slice_route: bool,
 ) -> PyResult<()> {
-    if source.dtype() != dtype {
-        return Err(dtype_error(&[dtype], source.dtype()));
+    // One look at the source's metadata (each accessor matches on the source's kind).
+    let (shape, _, got, _) = source.meta();
+    if got != dtype {
+        return Err(dtype_error(&[dtype], got));
     }
-    check_shape::<S>(source.shape())?;
-    if !slice_route && !L::accepts(source.shape(), &source.strides()) {
+    check_shape::<S>(shape)?;
+    if !slice_route && !L::accepts(shape, &source.strides()) {
         return Err(layout_mismatch::<L>(source));
     }
     Ok(())

@@ -132,11 +132,18 @@ static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::nul
 /// numpy 1 or 2 only ([`adopt`]). Anything missing, half imported or not numpy's own is "not
 /// yet": nothing is cached and `None` is answered. No pointer that numpy's modules publish is
 /// followed.
+#[inline]
 pub(super) fn known_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
     if !ndarray.is_null() {
         return Ok(Some(ndarray));
     }
+    find_ndarray(obj)
+}
+
+/// [`known_ndarray`] before the type is known.
+#[inline(never)]
+fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let py = obj.py();
     let Ok(Some(numpy)) = sys_modules(py)?.get_item("numpy") else {
         return Ok(None);

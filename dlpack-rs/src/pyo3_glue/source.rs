@@ -147,7 +147,7 @@ impl Source {
     }
 
     /// Shape, strides as given, dtype and device.
-    fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
+    pub(super) fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
         match (self.owner(), self) {
             (Some(t), _) => (t.shape(), t.raw_strides(), t.dtype(), t.device()),
             (None, Source::Borrowed { view, .. }) => (
