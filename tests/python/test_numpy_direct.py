@@ -350,3 +350,54 @@ def test_numpy_refuses_to_resize_an_array_a_typed_argument_views():
 def teardown_module():
     while _keep:
         _keep.pop().close()
+
+
+# A fresh interpreter. An array numpy made from a legacy capsule has a capsule base named
+# "numpy_dltensor"; the direct read asks it for "numpy_dltensor_versioned" first (is the array on
+# the CPU?). Asked with PyCapsule_GetPointer, the wrong name set a ValueError, which CPython 3.11
+# and older create at once while an exception is being handled: an allocation, and with it a
+# garbage collection whose callback (as a finalizer would) changes the array's dtype between the
+# read of its dtype and the read of its extents (found in review: a float32 view of the four
+# bytes as four elements, past the buffer where numpy gives compact arrays NULL strides).
+_DTYPE_CHANGED_DURING_THE_READ = """
+    import gc
+    import numpy as np
+    import dlpack_testext as ext
+
+    class Legacy:
+        def __init__(self, capsule):
+            self.capsule = capsule
+        def __dlpack__(self, stream=None):
+            return self.capsule
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    a = np.from_dlpack(Legacy(ext.derived_generic_capsule("float32", [1], versioned=False)))
+    assert a.base is not None and a.dtype == np.float32
+    ext.dt_info(np.zeros(1, np.float32))  # every one-time look-up done
+    seen = []
+    def change(phase, info):
+        if phase == "start" and not seen:
+            a.dtype = np.uint8
+            seen.append(a.shape)
+    try:
+        raise KeyError("being handled")
+    except KeyError:
+        gc.collect()
+        gc.callbacks.append(change)
+        gc.set_threshold(1)
+        try:
+            result = ext.dt_info(a)[1:4]
+        except TypeError:
+            result = "TypeError"
+        gc.set_threshold(700)
+        gc.callbacks.remove(change)
+    print(result, a.dtype, seen)
+"""
+
+
+def test_a_direct_read_sees_one_dtype_and_its_extents():
+    out = _run(_DTYPE_CHANGED_DURING_THE_READ).strip()
+    # Either the float32 array as it was (a garbage collection, if any, after the read), or
+    # the uint8 array it became (refused: not float32); never float32 over uint8's extents.
+    assert out.startswith(("([1], [1], 'float32') ", "TypeError ")), out
