@@ -422,7 +422,11 @@ pub(crate) unsafe fn capsule_pointer(
     unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) }
 }
 
-/// The capsule's pointer when it is named `name`, else `None` (no exception left set).
+/// The capsule's pointer when it is named `name`, else `None`. No exception is ever set: the
+/// name is checked first (`PyCapsule_IsValid`), because setting one may allocate (CPython <= 3.11
+/// creates the exception at once while another is being handled), and an allocation may run a
+/// garbage collection, whose finalizers run Python code (found in review: one changed an array's
+/// dtype in the middle of the direct read of its struct).
 ///
 /// # Safety
 ///
@@ -431,13 +435,13 @@ pub(crate) unsafe fn pointer_if_named(
     capsule: *mut ffi::PyObject,
     name: &CStr,
 ) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
-    // SAFETY: by this function's contract.
+    // SAFETY: by this function's contract; a capsule valid under `name` answers its (non-NULL)
+    // pointer without an exception.
     unsafe {
-        let ptr = ffi::PyCapsule_GetPointer(capsule, name.as_ptr());
-        if ptr.is_null() {
-            ffi::PyErr_Clear();
+        if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) != 1 {
+            return None;
         }
-        core::ptr::NonNull::new(ptr)
+        core::ptr::NonNull::new(ffi::PyCapsule_GetPointer(capsule, name.as_ptr()))
     }
 }
 

@@ -190,7 +190,13 @@ fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     if !unsafe { cpython::is_exactly(obj.as_ptr(), ndarray) } || !versioned_export() {
         return Ok(None);
     }
-    // SAFETY: attached, and `obj` is a live numpy array (its type is exactly `ndarray`).
+    // SAFETY: attached; `obj` is a live numpy array. Asked before the struct is read (no
+    // reference into it is held across the capsule calls of the base chain).
+    if !unsafe { on_the_cpu(obj.as_ptr(), ndarray) } {
+        return Ok(None);
+    }
+    // SAFETY: attached, and `obj` is a live numpy array (its type is exactly `ndarray`); no
+    // Python code runs from here to the last use of what is read.
     let fields = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
     // SAFETY: a live array's descriptor is a live dtype object, whose head has this layout.
     let descr = unsafe { &*fields.descr.cast::<DescrHead>() };
@@ -198,10 +204,6 @@ fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
         return Ok(None);
     };
     if descr.byteorder == OPPOSITE_BYTE_ORDER {
-        return Ok(None);
-    }
-    // SAFETY: attached; `obj` is a live numpy array.
-    if !unsafe { on_the_cpu(obj.as_ptr(), ndarray) } {
         return Ok(None);
     }
     // SAFETY: attached, and `fields` is the struct of the live array `obj`.
