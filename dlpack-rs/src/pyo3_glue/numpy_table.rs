@@ -133,7 +133,6 @@ unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out (read in
     // place, no reference kept).
     let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
-    // SAFETY: `descr` is the array's live dtype object.
     // The descriptor asked, held to the comparison below: it cannot be freed (and another made
     // at its address) meanwhile.
     let mut held = None;
@@ -148,13 +147,15 @@ unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
             .extract()
             .ok()?,
     };
-    // SAFETY: as above; no Python code runs from here to the key's last use of the struct.
-    let f = unsafe { &*array.cast::<ArrayFields>() };
-    if f.descr != descr {
+    // SAFETY: as above (read in place).
+    if unsafe { (*array.cast::<ArrayFields>()).descr } != descr {
         // Changed while numpy was asked (a finalizer's `arr.dtype = ...`): refused.
         return None;
     }
+    // Still the array's: giving this reference back frees nothing (no Python code runs).
     drop(held);
+    // SAFETY: as above; no Python code runs from here to the key's last use of the struct.
+    let f = unsafe { &*array.cast::<ArrayFields>() };
     // SAFETY: attached, and `f` is the struct of the live array `array`.
     let (shape, strides) = unsafe { f.dims() }?;
     key_of_axes(
@@ -190,7 +191,8 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
 }
 
 /// Takes the registry's borrow of the bytes `array` addresses: 0, or -1 on a conflict (or
-/// when the shared registry cannot be joined).
+/// when the shared registry cannot be joined), or, for an exclusive borrow, -2 when numpy no
+/// longer lets the array be written.
 ///
 /// # Safety
 ///
@@ -207,6 +209,12 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     let Some(span) = (unsafe { key_of_array(array) }) else {
         return -1;
     };
+    // Joining and the key may have run Python code (a first join, numpy asked for an element
+    // size): a writable borrow asks again whether numpy lets the array be written.
+    // SAFETY: a live numpy array (this function's contract), read in place.
+    if exclusive && unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
+        return -2;
+    }
     let Ok(token) =
         BorrowToken::acquire_strided(span.start, span.end, span.period, span.width, exclusive)
     else {
