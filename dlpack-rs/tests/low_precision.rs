@@ -518,3 +518,25 @@ mod float8_elements {
         assert_eq!(t.as_packed().unwrap().bytes(), [0x3c, 0xc0, 0x3c]);
     }
 }
+
+#[test]
+fn packed_export_is_read_only_when_marked_or_when_its_buffer_is() {
+    let fp4 = DLDataType::FLOAT4_E2M1FN;
+    let packed = || PackedExport::new(vec![0x21u8, 0x43, 0x05], fp4).shape(&[5]);
+    // A writable buffer: not READ_ONLY, and a legacy export is allowed.
+    assert_eq!(packed().versioned().unwrap().flags(), 0);
+    assert!(packed().legacy().is_ok());
+    // Marked read-only: flagged, and refused as legacy (the legacy struct cannot say so).
+    assert_eq!(
+        packed().read_only().versioned().unwrap().flags(),
+        DLPACK_FLAG_BITMASK_READ_ONLY
+    );
+    assert_eq!(packed().read_only().legacy().unwrap_err(), Error::ReadOnly);
+    // A buffer others may read (a shared slice): read-only without being marked.
+    static SHARED: [u8; 3] = [0x21, 0x43, 0x05];
+    let shared = || PackedExport::new(&SHARED[..], fp4).shape(&[5]);
+    let t = shared().versioned().unwrap();
+    assert_eq!(t.flags(), DLPACK_FLAG_BITMASK_READ_ONLY);
+    assert_eq!(t.as_packed().unwrap().bytes(), SHARED);
+    assert_eq!(shared().legacy().unwrap_err(), Error::ReadOnly);
+}
