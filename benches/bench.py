@@ -87,6 +87,8 @@ def main():
         "torch -> TensorView<f32, CContig>": lambda: b.numel_typed(t),
         "torch x3 -> TensorView<f32, CContig>": lambda: b.numel3_typed(t, t2, t3),
         "numpy -> PyTensor, 1 borrowed view": lambda: b.first_ours(arr),
+        "torch -> PyTensor, 1 borrowed view": lambda: b.first_ours(t),
+        "torch x3 -> PyTensor, 1 borrowed view each": lambda: b.first3_ours(t, t2, t3),
         "numpy -> PyTensor, 10 borrowed views": lambda: b.first_ours_x10(arr),
         "numpy -> dlpark": lambda: b.numel_dlpark(arr),
         "torch -> PyTensor (exchange API)": lambda: b.numel_ours(t),
@@ -139,6 +141,7 @@ def main():
         table("Torch import against apache-tvm-ffi", r, [
             "torch -> PyTensor (exchange API)", "torch x3 -> PyTensor (exchange API)",
             "torch -> TensorView<f32, CContig>", "torch x3 -> TensorView<f32, CContig>",
+            "torch -> PyTensor, 1 borrowed view", "torch x3 -> PyTensor, 1 borrowed view each",
             "torch -> apache-tvm-ffi testing.nop(x)",
             "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)",
         ], "torch -> apache-tvm-ffi testing.nop(x)")
@@ -195,6 +198,13 @@ def main():
          ratio("torch -> TensorView<f32, CContig>", "torch -> PyTensor (exchange API)"), "<= 1.00"),
         ("torch: TensorView / PyTensor, 3 tensors",
          ratio("torch x3 -> TensorView<f32, CContig>", "torch x3 -> PyTensor (exchange API)"),
+         "<= 1.00"),
+        # The same comparison with the same work: a typed argument checks its dtype and layout
+        # and borrows its elements; `numel` of a `PyTensor` does neither, `as_slice` does both.
+        ("torch: TensorView / PyTensor with its slice, 1 tensor",
+         ratio("torch -> TensorView<f32, CContig>", "torch -> PyTensor, 1 borrowed view"), "<= 1.00"),
+        ("torch: TensorView / PyTensor with its slice, 3 tensors",
+         ratio("torch x3 -> TensorView<f32, CContig>", "torch x3 -> PyTensor, 1 borrowed view each"),
          "<= 1.00"),
         ("image: ImageBuffer export / Vec export",
          ratio("np.from_dlpack(ImageBuffer export)", "np.from_dlpack(Vec export)"), "<= 1.10"),

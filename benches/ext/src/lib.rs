@@ -196,6 +196,13 @@ fn numel3_ours(a: PyTensor, b: PyTensor, c: PyTensor) -> usize {
     a.numel() + b.numel() + c.numel()
 }
 
+/// Three imports in one call, each read through one borrowed view: the untyped counterpart of
+/// three typed arguments (the same checks and borrows, made by `as_slice`).
+#[pyfunction]
+fn first3_ours(a: PyTensor, b: PyTensor, c: PyTensor) -> PyResult<f32> {
+    Ok(a.as_slice::<f32>()?[0] + b.as_slice::<f32>()?[0] + c.as_slice::<f32>()?[0])
+}
+
 /// Import via dlpack-rs as a typed argument (`TensorView<f32, Ndim<ANY>, CContig>`: dtype checked, a shared
 /// registry borrow held for the call; torch's exchange table fills a non-owning `DLTensor`).
 #[pyfunction]
@@ -274,6 +281,7 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numel_typed_mut, m)?)?;
     m.add_function(wrap_pyfunction!(numel_dlpark, m)?)?;
     m.add_function(wrap_pyfunction!(numel3_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(first3_ours, m)?)?;
     m.add_function(wrap_pyfunction!(nop, m)?)?;
     m.add_function(wrap_pyfunction!(to_torch_ours, m)?)?;
     Ok(())
