@@ -35,7 +35,7 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 /// - unless `is_read_only` returns true, consumers may write that memory while they hold the
 ///   export: the pointer must carry write permission and nothing may rely on the memory staying
 ///   unchanged (Rust code of a `#[pyclass]` reading it through `&self` is the exception the
-///   borrow registry covers, see the README's safety model);
+///   borrow registry covers, see SAFETY.md);
 /// - `rust_access_registered` returns true only if Rust code reaches the described memory,
 ///   other than through the export, only under a registered [borrow](crate::safe#the-borrow-registry) of the
 ///   bytes it touches, held for the whole access (shared to read, exclusive to write): the memory
@@ -99,7 +99,7 @@ pub unsafe trait IntoDLPack {
     /// not to write** the memory: jax never writes its arrays and numpy imports legacy capsules
     /// read-only, but nothing stops a consumer that does. The export still holds a shared
     /// borrow of the bytes, so no mutable view through this crate is granted while it lives;
-    /// a consumer's write is a foreign write, outside the model (see the README's safety model).
+    /// a consumer's write is a foreign write, outside the model (see SAFETY.md).
     /// Versioned requests are unaffected (they carry `READ_ONLY`).
     fn share_read_only_legacy(&self) -> bool {
         false

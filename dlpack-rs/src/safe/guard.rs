@@ -46,7 +46,7 @@ impl<'a, T> ReadSlice<'a, T> {
     /// narrower: no view of this crate (in any extension module of the process) and no export
     /// that holds the registry borrow writes them meanwhile. Writers outside the registry (a
     /// foreign consumer writing memory it was handed writable) are excluded by the export rules
-    /// instead (read-only flags, the README's safety model), not by this token.
+    /// instead (read-only flags, SAFETY.md), not by this token.
     pub(crate) unsafe fn new(ptr: *const T, len: usize, borrow: BorrowToken) -> Self {
         ReadSlice {
             ptr,
