@@ -49,6 +49,7 @@ impl Described {
     ///
     /// `t.shape` and `t.strides`, when non-NULL and `t.ndim > 0`, point at `t.ndim` readable
     /// `i64`s (the DLPack contract).
+    #[inline]
     pub(crate) unsafe fn new(t: &DLTensor) -> Result<Self, Error> {
         // SAFETY: forwarded from this function's contract.
         unsafe { validate(t) }?;
