@@ -46,6 +46,7 @@ STEPS=(
   "fuzz|quick|fuzz: the import validator under cargo-fuzz (nightly)"
   "mutants|full|cargo-mutants on the borrow registry, layout, view guards and export ranges: each mutant caught or listed equivalent"
   "python|quick|Python interop suite (venv, maturin, pytest)"
+  "asan-python|full|AddressSanitizer: the Python suite against the test extension built with -Zsanitizer=address"
   "stubs|full|the image demo's stubs: generated (maturin generate-stubs, feature stubs) as committed, and mypy on a typed caller"
   "newcomer|full|the README's extension module, built from README.md as written, used from numpy"
   "instructions|full|instruction counts per call (callgrind) against tests/perf/budgets.json"

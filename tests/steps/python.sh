@@ -65,6 +65,61 @@ if unexpected:
 EOF
 }
 
+step_asan-python() {
+  # The pyo3 layer's own unsafe code (the numpy struct read, capsules, exchange tables,
+  # keepalives, rust-numpy's table) under AddressSanitizer, driven by the whole interop suite
+  # with the real numpy, torch and jax: the test extension is built with -Zsanitizer=address
+  # (debug, sharing the asan step's dependencies) and imported ahead of the installed one. A
+  # Python extension cannot carry its own sanitizer runtime: GCC's is preloaded, with libstdc++
+  # (else jax's C++ exceptions find no `__cxa_throw` behind ASan's interceptor). An error stops
+  # the process (the test fails) and its report is printed from target/asan-python.
+  nightly_or_skip || return 0
+  need gcc "install gcc (its AddressSanitizer runtime)" || return 0
+  local runtime stdcxx host out=target/asan-python
+  runtime=$(gcc -print-file-name=libasan.so)
+  stdcxx=$(gcc -print-file-name=libstdc++.so)
+  if [[ $runtime != /* || $stdcxx != /* ]]; then
+    skip "gcc has no shared AddressSanitizer runtime (libasan.so)"
+    return 0
+  fi
+  local installed
+  if ! installed=$("$venv/bin/python" -c 'import dlpack_testext, os; print(os.path.dirname(dlpack_testext.__file__))' 2>/dev/null); then
+    skip "the test extension is not built in $venv: run the python step first"
+    return 0
+  fi
+  host=$(rustc -vV | sed -n 's/^host: //p')
+  PYO3_PYTHON="$PWD/$venv/bin/python" RUSTFLAGS="-Zsanitizer=address" \
+    cargo +nightly build -p dlpack-testext --target "$host" --target-dir target/asan
+  rm -rf "$out"
+  mkdir -p "$out/site/dlpack_testext"
+  cp "$installed/__init__.py" "$out/site/dlpack_testext/"
+  cp "target/asan/$host/debug/libdlpack_testext.so" \
+    "$out/site/dlpack_testext/$(basename "$installed"/dlpack_testext*.so)"
+  local env=(LD_PRELOAD="$runtime $stdcxx" PYTHONPATH="$PWD/$out/site"
+    ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:log_path=$PWD/$out/report")
+  # The module imported is the instrumented one (an uninstrumented interpreter cannot even load
+  # it without the runtime: its `__asan_*` symbols would be undefined).
+  env "${env[@]}" "$venv/bin/python" -c 'import sys, dlpack_testext
+assert dlpack_testext.__file__.startswith(sys.argv[1]), dlpack_testext.__file__' "$PWD/$out/site"
+  # Leaks are the suite's own business (its heap counters); CPython leaks by design at exit. A test
+  # asks for an allocation too large to make (allocator_may_return_null: MemoryError, not an
+  # abort). The soak's bound on the process's memory does not hold under ASan, whose quarantine
+  # keeps freed memory: it runs in the python step.
+  local workers status=0
+  workers=$(nproc 2>/dev/null || echo 1)
+  if ((workers > 4)); then workers=4; fi
+  # A sanitizer error ends its worker: no replacement (xdist's rescheduling after a crash can
+  # wait forever), and a bound on the whole run all the same.
+  env "${env[@]}" timeout 1200 "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider \
+    -n "$workers" --dist loadfile --max-worker-restart=0 \
+    --deselect tests/python/test_soak.py::test_soak_export_import_cycles || status=$?
+  if compgen -G "$out/report.*" >/dev/null && grep -l 'ERROR: AddressSanitizer' "$out"/report.* >/dev/null; then
+    grep -h -A40 'ERROR: AddressSanitizer' "$out"/report.* >&2
+    return 1
+  fi
+  return "$status"
+}
+
 step_stubs() {
   if [[ ! -x $venv/bin/maturin ]]; then
     skip "no maturin in $venv: run the python step first"
