@@ -95,7 +95,10 @@ step_asan-python() {
   cp "$installed/__init__.py" "$out/site/dlpack_testext/"
   cp "target/asan/$host/debug/libdlpack_testext.so" \
     "$out/site/dlpack_testext/$(basename "$installed"/dlpack_testext*.so)"
-  local env=(LD_PRELOAD="$runtime $stdcxx" PYTHONPATH="$PWD/$out/site"
+  # PYTHONMALLOC=malloc: Python objects come from malloc too, so that a read of a freed object
+  # (an array's struct after the array went) is a use after free ASan sees, not a read of
+  # pymalloc's recycled memory (the suite takes about 50% longer).
+  local env=(LD_PRELOAD="$runtime $stdcxx" PYTHONPATH="$PWD/$out/site" PYTHONMALLOC=malloc
     ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:log_path=$PWD/$out/report")
   # The module imported is the instrumented one (an uninstrumented interpreter cannot even load
   # it without the runtime: its `__asan_*` symbols would be undefined).
