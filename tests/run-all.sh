@@ -24,6 +24,11 @@
 #                 test target (slower): "safe/export.rs ffi.rs"
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
+# Unoptimised builds keep line tables only (file and line in backtraces, sanitizer and valgrind
+# reports), not full debug info: less to generate and link in every debug build of the run,
+# trybuild's included (it inherits the environment). Set either to override.
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}
+export CARGO_PROFILE_TEST_DEBUG=${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}
 
 # id | tiers | title
 STEPS=(
