@@ -137,11 +137,10 @@ impl<T: Element> SharedMut<T> {
     pub fn write(&self) -> Result<WriteSlice<'_, T>, Error> {
         let (start, end) = self.byte_range();
         let token = BorrowToken::acquire(start, end, true)?;
-        // SAFETY: the allocation holds `len` initialised `T`s (or dangles, aligned, when there
-        // are none), lives as long as `self`, and its pointer was made by the allocator, never
-        // derived from a reference to the elements, so it carries write permission. Every Rust
-        // access to the elements holds a registry borrow (the guards of every clone, views of
-        // imports, and read-only exports): the exclusive borrow just taken excludes them all.
+        // Every Rust access to the elements holds a registry borrow (the guards of every clone,
+        // views of imports, read-only exports): the exclusive borrow just taken excludes them all.
+        // SAFETY: `len` initialised `T`s (dangling and aligned when none), alive while `self` is,
+        // behind the allocator's own pointer (write permission), and no other access (above).
         let slice = unsafe { WriteSlice::new(self.inner.as_ptr().cast_mut(), self.len(), token) };
         Ok(slice)
     }
