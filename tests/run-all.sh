@@ -29,6 +29,9 @@ cd "$(dirname "$0")/.."
 # trybuild's included (it inherits the environment). Set either to override.
 export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}
 export CARGO_PROFILE_TEST_DEBUG=${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}
+# No incremental caches: every build of the run starts clean, where they only cost disk (about
+# half of target/debug) and time. Set CARGO_INCREMENTAL=1 to keep them for local reruns.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 
 # id | tiers | title
 STEPS=(
@@ -100,6 +103,15 @@ for want in "${selected[@]}"; do
   if [[ $found -eq 0 ]]; then echo "run-all: no step named $want (see --list)" >&2; exit 2; fi
 done
 if [[ $quick -eq 1 ]]; then FUZZ_SECONDS=${FUZZ_SECONDS:-10}; fi
+
+# A full run from a clean checkout writes about 16 GiB (target/, the venvs, pip's and cargo's
+# caches). Say so up front, rather than fail halfway through a build with "No space left on
+# device"; a rerun needs far less, so this warns and goes on.
+need_gib=16
+free_gib=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
+if [[ -n $free_gib && $free_gib -lt $need_gib ]]; then
+  echo "run-all: warning: ${free_gib} GiB free on this disk; a full run from a clean checkout needs about ${need_gib} GiB" >&2
+fi
 
 total=${#plan[@]}
 step_no=0
