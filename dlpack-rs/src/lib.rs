@@ -197,3 +197,18 @@ pub use image;
 #[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The export guide's examples (`docs/export.md`), as the README's.
+#[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
+#[doc = include_str!("../../docs/export.md")]
+pub struct ExportGuideDoctests;
+
+/// The import guide's examples (`docs/import.md`), as the README's.
+#[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
+#[doc = include_str!("../../docs/import.md")]
+pub struct ImportGuideDoctests;
+
+/// The migration guide's examples (`docs/migrating-from-0.3.md`), as the README's.
+#[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
+#[doc = include_str!("../../docs/migrating-from-0.3.md")]
+pub struct MigrationGuideDoctests;

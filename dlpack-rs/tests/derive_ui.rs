@@ -19,8 +19,8 @@ fn ui() {
         t.pass("tests/ui/pass-pyo3/*.rs");
         t.compile_fail("tests/ui/fail-pyo3/*.rs");
     }
-    // 0.3-style code that cannot compile against 0.4: each error names its fix (the README's
-    // "Migrating from 0.3.x"; what does compile is `tests/migration_0_3.rs`).
+    // 0.3-style code that cannot compile against 0.4: each error names its fix (the
+    // migration guide, docs/migrating-from-0.3.md; what does compile is `tests/migration_0_3.rs`).
     #[cfg(feature = "pyo3")]
     t.compile_fail("tests/ui/fail-migration/*.rs");
 }

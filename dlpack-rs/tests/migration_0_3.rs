@@ -2,7 +2,7 @@
 //! names (`DLDeviceType::kDLCPU`, `DLDataTypeCode::kDLFloat`), the `u32` device type, the
 //! `K_DL_*` constants and `safe::pack`. It builds against 0.4 with deprecation warnings only
 //! (allowed here so the lint run stays clean: remove the `allow` to see each one name its
-//! replacement). The README's "Migrating from 0.3.x" lists every change with its one-line fix.
+//! replacement). docs/migrating-from-0.3.md lists every change with its one-line fix.
 #![allow(deprecated)]
 
 use dlpack_rs::ffi::{
@@ -69,7 +69,7 @@ fn pack_keeps_its_0_3_shape() {
     }
 }
 
-/// The 0.3 casts that do not compile on the 0.4 newtypes, as README's table fixes them: 0.3's
+/// The 0.3 casts that do not compile on the 0.4 newtypes, as the migration guide's table fixes them: 0.3's
 /// bindgen names were `u32` constants and `K_DL_*` plain integers (`u32` devices, `u8` codes).
 #[test]
 fn the_casts_readme_fixes() {

@@ -265,7 +265,7 @@ unsafe extern "C" fn free_changing(ptr: *mut dlpack_rs::ffi::DLManagedTensorVers
 }
 
 /// A producer that changes the shape of a tensor it handed over breaks DLPack's contract
-/// (README: outside the model), but a typed argument still reaches only what it checked and
+/// (SAFETY.md: outside the model), but a typed argument still reaches only what it checked and
 /// borrowed at extraction: indexing is bounded by the borrowed elements, slices keep their
 /// length, and a view of a shape that no longer fits panics instead of reading past them.
 #[test]

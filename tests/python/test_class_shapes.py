@@ -210,7 +210,7 @@ def test_mutable_torch_shares_and_survives_mutation(kind, no_leaks):
 @needs_torch
 def test_torch_writes_a_read_only_export_in_place_unless_it_copies(no_leaks):
     # torch cannot represent read-only tensors: its own kernels write a READ_ONLY export in
-    # place, and the class reads what torch wrote (the README's safety model). The consumer's
+    # place, and the class reads what torch wrote (SAFETY.md). The consumer's
     # copy=True, or a frozen class's writable export, are the documented choices.
     m = ext.MutableFrame(1, 3)
     c = torch.from_dlpack(m, copy=True)
@@ -268,7 +268,7 @@ def test_aligned_buffer_shared_with_jax(no_leaks):
 @needs_jax
 def test_vec_not_aligned_is_copied_by_jax(no_leaks):
     # A `Vec<f32>` is only 4-byte aligned; find one that is not 64-byte aligned (almost every
-    # allocation) and check that jax copied it, as README says.
+    # allocation) and check that jax copied it, as the export guide says.
     keep = []
     for _ in range(64):
         v = ext.derived_vector([1.0, 2.0, 3.0])

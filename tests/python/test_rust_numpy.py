@@ -210,7 +210,7 @@ print(out)
 
 def test_a_view_on_another_thread_works_when_the_joiner_detaches():
     # A view of a numpy import on a thread that is not attached attaches to take rust-numpy's
-    # borrow: the joiner releases the GIL while it waits (README). A joiner that kept the GIL
+    # borrow: the joiner releases the GIL while it waits (SAFETY.md). A joiner that kept the GIL
     # would wait for good (a known limitation: rust-numpy's table must be called attached).
     import subprocess
     import sys
@@ -401,7 +401,7 @@ def test_arrays_of_one_buffer_under_two_bases_with_our_table():
     # bytes: rust-numpy's mutable view of one array and ours of another over the same bytes are
     # refused in both orders, whatever their bases (found in review: with a table of its own,
     # keyed by base as rust-numpy's, both were granted, and both wrote). With rust-numpy's own
-    # table first, its keys cannot see the second base (README: outside the model).
+    # table first, its keys cannot see the second base (SAFETY.md: outside the model).
     r = _fresh(_TWO_BASES)
     assert r.stdout.strip() == "['refused', 'refused'] True"
 

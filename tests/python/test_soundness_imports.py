@@ -253,7 +253,7 @@ def test_typed_argument_of_a_read_only_dlpack_rs_tensor_reads_it():
 @needs_jax
 def test_a_writable_reexport_reaches_jax_zero_copy_even_for_bool():
     # jax asks with neither copy nor max_version: only read-only data may get a copy then
-    # (README), so a writable numpy source, bool included, is shared with jnp.from_dlpack(copy=False).
+    # (SAFETY.md), so a writable numpy source, bool included, is shared with jnp.from_dlpack(copy=False).
     def aligned(n, dtype):
         raw = np.zeros(n * np.dtype(dtype).itemsize + 64, dtype=np.uint8)
         off = (-raw.ctypes.data) % 64

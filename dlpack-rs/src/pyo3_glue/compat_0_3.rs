@@ -1,5 +1,5 @@
 //! dlpack-rs 0.3's import accessors that 0.4 names otherwise, kept as deprecated bridges so that
-//! a 0.3 user's code compiles while it moves (README: "Migrating from 0.3.x").
+//! a 0.3 user's code compiles while it moves (docs/migrating-from-0.3.md).
 
 use super::PyTensor;
 

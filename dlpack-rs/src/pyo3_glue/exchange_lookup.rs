@@ -16,7 +16,7 @@
 //! `__dlpack__` dispatches) are the owner's own: a subclass that overrides any (to refuse, to
 //! copy, to export read-only) is imported through its own `__dlpack__`, as `torch.from_dlpack`
 //! and `np.from_dlpack` do. Looked up on the type only: an instance attribute `__dlpack__` and a
-//! custom `__getattribute__` are outside the model (README), and so are a class changed after
+//! custom `__getattribute__` are outside the model (SAFETY.md), and so are a class changed after
 //! its first import where version tags cannot be read (the stable ABI, CPython < 3.11) and a
 //! class dictionary written behind the interpreter's back (through `gc.get_referents`), which
 //! leaves the tag as it was. A type whose metaclass defines its own `mro()` has no usable tag
@@ -204,7 +204,7 @@ pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchan
 
 /// Whether this process's type version tags say when a type changed (CPython >= 3.11, not
 /// under the stable ABI, which hides the tag): then a cached answer holds only under the tag it
-/// was found under. Elsewhere the first answer is kept (README: outside the model).
+/// was found under. Elsewhere the first answer is kept (SAFETY.md: outside the model).
 fn tracked(py: Python<'_>) -> bool {
     #[cfg(not(feature = "abi3"))]
     {

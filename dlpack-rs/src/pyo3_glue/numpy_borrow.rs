@@ -208,7 +208,7 @@ pub(crate) fn coordinate(
     if !unsafe { exports_itself(own, tensor) } {
         // A subclass whose `__dlpack__` hands over other memory (or another layout) than the
         // array's own: rust-numpy's borrows of `obj` say nothing about it. Like any other
-        // foreign owner of numpy memory, it is not coordinated (README: outside the model).
+        // foreign owner of numpy memory, it is not coordinated (SAFETY.md: outside the model).
         return Ok(false);
     }
     if let Some(external) = external_for(obj, || key_of_import(tensor))? {

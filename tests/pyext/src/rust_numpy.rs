@@ -97,7 +97,7 @@ fn np_rw_then_as_mut_slice(mut a: PyReadwriteArray1<f32>, mut t: PyTensor) -> Py
 }
 
 /// A shared view of `t` taken and dropped on a scoped thread, which this thread joins with the
-/// GIL released (the README's rule: the view attaches to take rust-numpy's borrow, so a joiner
+/// GIL released (SAFETY.md's rule: the view attaches to take rust-numpy's borrow, so a joiner
 /// holding the GIL would wait for good): the first element.
 #[pyfunction]
 fn view_on_joined_thread(py: Python<'_>, t: PyTensor) -> PyResult<f32> {

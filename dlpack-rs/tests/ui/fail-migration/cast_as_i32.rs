@@ -1,5 +1,5 @@
 // dlpack-rs 0.3 code: bindgen's enum cast with `as`. The 0.4 device type is a newtype, and the
-// error names the fix (`i32::from(..)`, as the README's "Migrating from 0.3.x" says).
+// error names the fix (`i32::from(..)`, as docs/migrating-from-0.3.md says).
 #![allow(deprecated)]
 use dlpack_rs::ffi::{DLDevice, DLDeviceType};
 
