@@ -68,6 +68,20 @@ def test_what_numpy_asks_a_producer_for(no_leaks):
         assert not a.flags.writeable  # a legacy capsule cannot say it is writable
 
 
+class RaisingIndex:
+    """An int-like item whose `__index__` raises: its exception is what the caller gets, except
+    TypeError (not an int: "a tuple of two ints") and OverflowError ("out of range")."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __index__(self):
+        raise self.exc("from __index__")
+
+    def __repr__(self):
+        return f"RaisingIndex({self.exc.__name__})"
+
+
 @pytest.mark.parametrize(
     "kwargs,exc",
     [
@@ -77,7 +91,14 @@ def test_what_numpy_asks_a_producer_for(no_leaks):
         (dict(max_version=(1, "0")), TypeError),
         # The exact-int fast path gives way to the general one for these:
         (dict(max_version=(True, 3)), TypeError),
-        (dict(max_version=(1, 2**70)), TypeError),
+        (dict(max_version=(1, 2**70)), ValueError),
+        (dict(max_version=(1, 2**64 - 1)), ValueError),
+        (dict(dl_device=(-(2**80), 0)), ValueError),
+        (dict(max_version=(1, 0.5)), TypeError),
+        (dict(max_version=(1, RaisingIndex(RuntimeError))), RuntimeError),
+        (dict(dl_device=(RaisingIndex(KeyError), 0)), KeyError),
+        (dict(max_version=(1, RaisingIndex(TypeError))), TypeError),
+        (dict(max_version=(1, RaisingIndex(OverflowError))), ValueError),
         (dict(max_version=(1, -1)), ValueError),
         (dict(max_version=(-1, 0)), ValueError),
         (dict(dl_device=(1, 2**40)), ValueError),

@@ -4,7 +4,7 @@
 
 use core::ffi::c_void;
 
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyCapsule, PyTuple};
 
@@ -164,7 +164,8 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 }
 
 /// `None`, or a tuple of two ints that fit `T`: TypeError (`not_pair`) for anything else, and
-/// ValueError (`out_of_range`) for ints that do not fit.
+/// ValueError (`out_of_range`) for ints that do not fit, however large. An item's own
+/// `__index__` that raises anything but `TypeError` or `OverflowError` raises that.
 fn optional_pair<T: TryFrom<i64>>(
     value: Option<Bound<'_, PyAny>>,
     not_pair: &'static str,
@@ -173,28 +174,33 @@ fn optional_pair<T: TryFrom<i64>>(
     let Some(value) = value.filter(|v| !v.is_none()) else {
         return Ok(None);
     };
-    let (a, b) = int_pair(&value).ok_or_else(|| PyTypeError::new_err(not_pair))?;
     let fit = |x: i64| T::try_from(x).map_err(|_| PyValueError::new_err(out_of_range));
-    Ok(Some((fit(a)?, fit(b)?)))
-}
-
-/// A tuple of exactly two Python ints (bools excluded), as i64s.
-fn int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     #[cfg(not(feature = "abi3"))]
-    if let Some(pair) = super::cpython::exact_int_pair(obj) {
-        return Some(pair);
+    if let Some((a, b)) = super::cpython::exact_int_pair(&value) {
+        return Ok(Some((fit(a)?, fit(b)?)));
     }
-    let t = obj.cast::<PyTuple>().ok()?;
-    if t.len() != 2 {
-        return None;
-    }
-    // Borrowed items: no reference counting on this per-call path.
-    let a = t.get_borrowed_item(0).ok()?;
-    let b = t.get_borrowed_item(1).ok()?;
-    if a.is_instance_of::<PyBool>() || b.is_instance_of::<PyBool>() {
-        return None;
-    }
-    Some((a.extract().ok()?, b.extract().ok()?))
+    let py = value.py();
+    let t = value
+        .cast::<PyTuple>()
+        .ok()
+        .filter(|t| t.len() == 2)
+        .ok_or_else(|| PyTypeError::new_err(not_pair))?;
+    let item = |i: usize| -> PyResult<T> {
+        // Borrowed items: no reference counting on this per-call path.
+        let x = t.get_borrowed_item(i)?;
+        if x.is_instance_of::<PyBool>() {
+            return Err(PyTypeError::new_err(not_pair));
+        }
+        match x.extract::<i64>() {
+            Ok(v) => fit(v),
+            Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
+                Err(PyValueError::new_err(out_of_range))
+            }
+            Err(e) if e.is_instance_of::<PyTypeError>(py) => Err(PyTypeError::new_err(not_pair)),
+            Err(e) => Err(e),
+        }
+    };
+    Ok(Some((item(0)?, item(1)?)))
 }
 
 /// Exports the tensor described by `info`, kept alive by `keepalive`, as the capsule that
