@@ -154,9 +154,11 @@ step_mutants() {
   fi
   rm -rf "$out"
   # Each run mutates a fresh copy of the tree; its builds go to one target directory kept
-  # between runs (so that only dlpack-rs itself is rebuilt), without debug info (faster links).
+  # between runs (so that only dlpack-rs itself is rebuilt), without debug info (faster links),
+  # and incremental whatever the run's default: each mutant changes one function, and
+  # rebuilding only what it touched takes 1.5 s a mutant where a full rebuild takes 2.5 s.
   PATH="$tools/bin:$PATH" CARGO_TARGET_DIR="$PWD/target/mutants-build" \
-    CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 \
+    CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0 CARGO_INCREMENTAL=1 \
     cargo mutants -p dlpack-rs --features std,half,float8,num-complex,ndarray "${args[@]}" \
     --jobs 1 --timeout 10 --output "$out" "${tests[@]}" || status=$?
   # 0: every mutant caught; 2: some missed; 3: some hung (a timeout counts as caught).
