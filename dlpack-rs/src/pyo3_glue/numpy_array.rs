@@ -3,7 +3,7 @@
 //! and its flags, whether an import views exactly the array's elements, and the base object
 //! rust-numpy keys borrows by.
 
-use core::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use pyo3::ffi;
@@ -239,31 +239,3 @@ pub(super) const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
 pub(super) const NPY_ARRAY_F_CONTIGUOUS: c_int = 0x0002;
 /// numpy's `NPY_ARRAY_WRITEABLE` flag.
 pub(super) const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
-
-/// Whether `tensor` (an import of the numpy array whose fields are `own`) views exactly the
-/// array's own elements: the same first element, shape, and strides along every dimension
-/// longer than 1 (numpy's export may normalise the others).
-///
-/// # Safety
-///
-/// `own` is the struct of a live numpy array (its `dimensions` and `strides` point at `nd`
-/// values each), read attached.
-pub(super) unsafe fn exports_itself(own: &ArrayFields, tensor: &crate::safe::AnyManaged) -> bool {
-    let itemsize = crate::safe::element_bits(tensor.dtype()).div_ceil(8) as isize;
-    // SAFETY: the caller's contract: the struct of a live array, read attached.
-    let Some((dims, strides)) = (unsafe { own.dims() }) else {
-        return false;
-    };
-    if own.data.cast::<c_void>() != tensor.data_ptr() || dims.len() != tensor.ndim() {
-        return false;
-    }
-    let ours = tensor.strides();
-    tensor
-        .shape()
-        .iter()
-        .zip(ours.iter())
-        .zip(dims.iter().zip(strides))
-        .all(|((&extent, &stride), (&d, &s))| {
-            extent as isize == d && (d <= 1 || (stride as isize).wrapping_mul(itemsize) == s)
-        })
-}

@@ -35,7 +35,7 @@ use super::keepalive::{
     current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
 };
 use super::numpy_array::{
-    exports_itself, known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
+    known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
 };
 use crate::safe::Error;
@@ -183,8 +183,11 @@ const MAIN_INTERPRETER: i64 = 0;
 /// tensors and other foreign owners of numpy memory are invisible to rust-numpy's table, which
 /// keys by numpy objects: outside the model), nor with this crate's table (its borrows are the
 /// registry's, which the views take); with rust-numpy's own the owner keeps a strong reference
-/// to a private view of the array (that table keys by it) until it drops. Answers whether `obj`
-/// is a numpy array.
+/// to a private view of the array (that table keys by it) until it drops. Whatever layout the
+/// import has (a subclass's `__dlpack__` may hand over the array's memory transposed, or reshape
+/// the array in place after exporting it), its borrow covers the bytes the import addresses;
+/// an import of memory wholly outside the array's base (a subclass exporting another array's)
+/// is not coordinated (SAFETY.md: outside the model). Answers whether `obj` is a numpy array.
 pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
@@ -202,16 +205,7 @@ pub(crate) fn coordinate(
     if registry_backed() {
         return Ok(true);
     }
-    // SAFETY: attached, and `obj` is a live numpy array (checked above).
-    let own = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
-    // SAFETY: `own` is the struct of the live numpy array `obj`; attached.
-    if !unsafe { exports_itself(own, tensor) } {
-        // A subclass whose `__dlpack__` hands over other memory (or another layout) than the
-        // array's own: rust-numpy's borrows of `obj` say nothing about it. Like any other
-        // foreign owner of numpy memory, it is not coordinated (SAFETY.md: outside the model).
-        return Ok(false);
-    }
-    if let Some(external) = external_for(obj, || key_of_import(tensor))? {
+    if let Some(external) = external_for(obj, || key_of_import(tensor), Foreign::Uncoordinated)? {
         // SAFETY: `external_for`'s context, owned by this owner alone.
         unsafe { tensor.set_external(external) };
     }
@@ -226,24 +220,34 @@ pub(crate) fn coordinate_view(
     view: &mut crate::safe::Described,
 ) -> PyResult<()> {
     let key = || key_of_layout(view.data_ptr(), view.shape(), &view.strides(), view.dtype());
-    if let Some(external) = external_for(obj, key)? {
+    if let Some(external) = external_for(obj, key, Foreign::Refused)? {
         // SAFETY: `external_for`'s context, owned by this view alone.
         unsafe { view.set_external(external) };
     }
     Ok(())
 }
 
+/// What [`external_for`] does with bytes that lie wholly outside the memory of `obj`'s base.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Foreign {
+    /// Nothing (`None`): an import that a subclass's `__dlpack__` made of other memory.
+    Uncoordinated,
+    /// `BufferError`: a view of the array's own struct cannot address such bytes.
+    Refused,
+}
+
 /// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj` when the
 /// process's table is rust-numpy's own; `None` when it is this crate's (its borrows are the
-/// registry's, which every view takes anyway) and outside the main interpreter (no table
-/// there). The table is published now when there is none. The caller owns the context
-/// (`drop_ctx` once).
+/// registry's, which every view takes anyway), outside the main interpreter (no table there),
+/// and for bytes wholly outside the memory of `obj`'s base when `foreign` says so. Bytes
+/// partly outside it are refused (`BufferError`). The table is published now when there is
+/// none. The caller owns the context (`drop_ctx` once).
 ///
-/// `obj` is a live numpy array whose own memory, with its own layout, `key` computes the key
-/// of (validated).
+/// `obj` is a live numpy array, and `key` computes the key of a validated layout.
 fn external_for(
     obj: &Bound<'_, PyAny>,
     key: impl FnOnce() -> Option<Span>,
+    foreign: Foreign,
 ) -> PyResult<Option<crate::safe::External>> {
     let py = obj.py();
     if TABLE_PTR.load(Ordering::Acquire).is_null() {
@@ -270,7 +274,9 @@ fn external_for(
              address space",
         )
     })?;
-    let bytes = byte_view(obj, &key)?;
+    let Some(bytes) = byte_view(obj, &key, foreign)? else {
+        return Ok(None);
+    };
     // rust-numpy's table gives a 0-d array an empty range at its element, which meets no range
     // that starts there, only another 0-d key at the same address (its key holds no dtype):
     // every view is also borrowed as a 0-d array of its first byte, which meets rust-numpy's
@@ -297,23 +303,42 @@ fn external_for(
     Ok(Some(external))
 }
 
-/// The bytes `tensor` (an import of the numpy array `obj`) addresses, as a private 1-D `uint8`
-/// array of `obj`'s base: a slice of a flat byte view of the last array of `obj`'s base chain.
-/// rust-numpy keys by the base, so its borrows of any array of that base meet this one
-/// wherever the ranges overlap (its gcd is 1). `BufferError` when that array is not contiguous
-/// (its bytes cannot be viewed flat without a copy), or does not hold the range: no borrow
-/// that rust-numpy's rule could miss is ever taken.
-fn byte_view<'py>(obj: &Bound<'py, PyAny>, key: &Span) -> PyResult<Bound<'py, PyAny>> {
+/// The bytes `key` names (those an import of the numpy array `obj` addresses), as a private
+/// 1-D `uint8` array of `obj`'s base: a slice of a flat byte view of the last array of `obj`'s
+/// base chain. rust-numpy keys by the base, so its borrows of any array of that base meet this
+/// one wherever the ranges overlap (its gcd is 1). `BufferError` when that array is not
+/// contiguous (its bytes cannot be viewed flat without a copy) or holds only part of the
+/// range; `None` when it holds none of it and `foreign` allows that. No borrow that
+/// rust-numpy's rule could miss is ever taken.
+fn byte_view<'py>(
+    obj: &Bound<'py, PyAny>,
+    key: &Span,
+    foreign: Foreign,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = obj.py();
     // SAFETY: attached, and `obj` is a live numpy array (the caller checked).
     let root = unsafe { root_array(obj.as_ptr()) };
     // SAFETY: `root` is a live numpy array (a strong reference is taken just below).
     let root = unsafe { Bound::from_borrowed_ptr(py, root) };
-    // SAFETY: a live numpy array's fields.
-    let fields = unsafe { &*root.as_ptr().cast::<ArrayFields>() };
-    let order = if fields.flags & NPY_ARRAY_C_CONTIGUOUS != 0 {
+    // A plain ndarray of the root's memory first (a subclass such as np.matrix keeps its own
+    // shape rules). It is this function's alone: no other code can change its layout, which is
+    // read once here and holds until it is flattened below. The root's may change meanwhile
+    // (`root.strides = ...` by a finalizer, or another thread), and a flat view of an array no
+    // longer contiguous in the order read would be a copy, whose borrow meets nothing.
+    let ndarray_ty = NDARRAY
+        .get(py)
+        .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
+        .bind(py);
+    let plain = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (&root, ndarray_ty))?;
+    // SAFETY: `plain` is a live numpy array (just made); its fields are read in place, and no
+    // reference to them is kept.
+    let (flags, root_start) = unsafe {
+        let fields = &*plain.as_ptr().cast::<ArrayFields>();
+        (fields.flags, fields.data as usize)
+    };
+    let order = if flags & NPY_ARRAY_C_CONTIGUOUS != 0 {
         pyo3::intern!(py, "C")
-    } else if fields.flags & NPY_ARRAY_F_CONTIGUOUS != 0 {
+    } else if flags & NPY_ARRAY_F_CONTIGUOUS != 0 {
         pyo3::intern!(py, "F")
     } else {
         return Err(pyo3::exceptions::PyBufferError::new_err(
@@ -322,19 +347,16 @@ fn byte_view<'py>(obj: &Bound<'py, PyAny>, key: &Span) -> PyResult<Bound<'py, Py
              table cannot be told about exactly; pass a copy",
         ));
     };
-    let root_start = fields.data as usize;
-    // A plain ndarray first (a subclass such as np.matrix keeps its own shape rules), then
-    // flat in its memory order: a view, never a copy, of a contiguous array.
-    let ndarray_ty = NDARRAY
-        .get(py)
-        .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
-        .bind(py);
-    let plain = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (&root, ndarray_ty))?;
+    // Flat in its memory order: a view, never a copy, of a contiguous array.
     let kwargs = PyDict::new(py);
     kwargs.set_item(pyo3::intern!(py, "order"), order)?;
     let flat = plain.call_method(pyo3::intern!(py, "reshape"), (-1,), Some(&kwargs))?;
     let bytes = flat.call_method1(pyo3::intern!(py, "view"), (pyo3::intern!(py, "uint8"),))?;
     let nbytes: usize = bytes.len()?;
+    let root_end = root_start.wrapping_add(nbytes);
+    if foreign == Foreign::Uncoordinated && (key.end <= root_start || key.start >= root_end) {
+        return Ok(None);
+    }
     let (lo, hi) = (
         key.start.wrapping_sub(root_start),
         key.end.wrapping_sub(root_start),
@@ -346,7 +368,7 @@ fn byte_view<'py>(obj: &Bound<'py, PyAny>, key: &Span) -> PyResult<Bound<'py, Py
         ));
     }
     let slice = pyo3::types::PySlice::new(py, lo as isize, hi as isize, 1);
-    bytes.get_item(slice)
+    bytes.get_item(slice).map(Some)
 }
 
 /// The last numpy array of `array`'s base chain (the one whose base is NULL or not an array).
