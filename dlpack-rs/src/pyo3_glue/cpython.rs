@@ -219,12 +219,14 @@ pub(crate) unsafe fn is_subtype(sub: *mut ffi::PyTypeObject, ty: *mut ffi::PyTyp
 
 /// The C getter of `descr` and the closure it is called with, when `descr` is exactly a getset
 /// descriptor (an attribute of a C type written in C, as torch's `requires_grad`) whose owning
-/// type is `ty` or a base of it. Not in the stable ABI, which hides the descriptor's layout.
+/// type is static and is `ty` or a base of it. A static type's getset table lives as long as
+/// the process, so the pair stays valid after the descriptor is gone (another thread may drop
+/// the last reference to it between a cache read and the call); a heap type's table dies with
+/// the type. Not in the stable ABI, which hides the descriptor's layout.
 ///
 /// # Safety
 ///
-/// The thread is attached; `descr` and `ty` are live, and the caller keeps `descr` alive as
-/// long as it uses the getter (the getter's table belongs to the descriptor's owning type).
+/// The thread is attached; `descr` and `ty` are live.
 #[cfg(not(feature = "abi3"))]
 pub(crate) unsafe fn getset_getter(
     descr: *mut ffi::PyObject,
@@ -238,6 +240,9 @@ pub(crate) unsafe fn getset_getter(
             return None;
         }
         let descr = &*descr.cast::<ffi::PyGetSetDescrObject>();
+        if (*descr.d_common.d_type).tp_flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
+            return None;
+        }
         let def = descr.d_getset.as_ref()?;
         // The getter may only be given instances of the descriptor's owning type (a class body
         // may copy a descriptor of another type).
@@ -252,8 +257,8 @@ pub(crate) unsafe fn getset_getter(
 ///
 /// # Safety
 ///
-/// `get` and `closure` are what [`getset_getter`] returned for a descriptor still alive, and
-/// `obj` is an instance of the descriptor's owning type.
+/// `get` and `closure` are what [`getset_getter`] returned (a static type's, valid for the
+/// process), and `obj` is an instance of the descriptor's owning type.
 #[cfg(not(feature = "abi3"))]
 #[inline]
 pub(crate) unsafe fn call_getter<'py>(

@@ -295,7 +295,7 @@ fn lookup_type<'py>(
         None => Grad::Absent,
         // The direct getter holds while the type's tag does: not for such an order.
         Some(_) if custom_mro => Grad::Getattr,
-        Some(descr) => Grad::of_descriptor(&ty, descr),
+        Some(descr) => Grad::of_descriptor(&ty, descr, tag),
     };
     let api = capsule
         .as_ref()

@@ -33,43 +33,41 @@ pub(crate) struct DirectGetter {
 }
 
 impl Grad {
-    /// How instances of `ty` read their `requires_grad`, found as `descr` on `ty`: through the
-    /// descriptor's C getter when it is a getset descriptor of a base of `ty` (not under the
-    /// stable ABI, which hides the descriptor's layout, nor before CPython 3.11, whose type
-    /// version tags do not say reliably that a type changed), else through `getattr`.
-    ///
-    /// The caller keeps `descr` alive as long as it uses the answer (the cache slot holds it).
-    pub(crate) fn of_descriptor(ty: &Bound<'_, PyType>, descr: &Bound<'_, PyAny>) -> Grad {
+    /// How instances of `ty` read their `requires_grad`, found as `descr` on `ty` under the
+    /// type's version tag `tag` (read before the look-up; 0 where tags do not say reliably that
+    /// a type changed: under the stable ABI, which hides them, before CPython 3.11, and for
+    /// types whose tag could not be assigned): through the descriptor's C getter when it is a
+    /// getset descriptor of a static base of `ty`, else through `getattr`.
+    pub(crate) fn of_descriptor(
+        ty: &Bound<'_, PyType>,
+        descr: &Bound<'_, PyAny>,
+        tag: u32,
+    ) -> Grad {
         #[cfg(not(feature = "abi3"))]
         {
-            use super::cpython;
-            if cpython::minor_version(ty.py()) < 11 {
+            // The tag was read before `descr` was found, and the owning-type check is made
+            // now: the check holds while the tag does (the MRO cannot change without resetting
+            // it), also when another thread changes the type in between (free-threaded
+            // builds), and a getter found after such a change is never cached under the tag
+            // from before it. A type without a tag cannot be checked later.
+            if tag == 0 {
                 return Grad::Getattr;
             }
-            // The version tag first, then the owning-type check: the check holds while the tag
-            // does (the MRO cannot change without resetting it), also when another thread
-            // changes the type in between (free-threaded builds); a type without a tag cannot
-            // be checked later.
-            // SAFETY: a live type object.
-            let version = unsafe { cpython::type_version(ty.as_type_ptr()) };
-            if version == 0 {
-                return Grad::Getattr;
-            }
-            // SAFETY: attached (the `Bound`s prove it), both live; the caller keeps `descr`.
+            // SAFETY: attached (the `Bound`s prove it), both live.
             let Some((get, closure)) =
-                (unsafe { cpython::getset_getter(descr.as_ptr(), ty.as_type_ptr()) })
+                (unsafe { super::cpython::getset_getter(descr.as_ptr(), ty.as_type_ptr()) })
             else {
                 return Grad::Getattr;
             };
             Grad::Getter(DirectGetter {
                 get,
                 closure: closure as usize,
-                version,
+                version: tag,
             })
         }
         #[cfg(feature = "abi3")]
         {
-            let _ = (ty, descr);
+            let _ = (ty, descr, tag);
             Grad::Getattr
         }
     }
@@ -131,9 +129,10 @@ pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
                 // one): whatever `getattr` does.
                 return requires_grad(obj, Grad::Getattr);
             }
-            // SAFETY: the getter of a getset descriptor (kept alive by the cache slot) that
-            // `getattr` would find on `obj`'s unchanged type, given an instance of the
-            // descriptor's owning type (the check CPython makes before calling it).
+            // SAFETY: the getter of a static type's getset descriptor (its table lives for the
+            // process, whether or not the descriptor does) that `getattr` would find on `obj`'s
+            // unchanged type, given an instance of the descriptor's owning type (the check
+            // CPython makes before calling it).
             let value = unsafe {
                 super::cpython::call_getter(obj, g.get, g.closure as *mut core::ffi::c_void)
             };
