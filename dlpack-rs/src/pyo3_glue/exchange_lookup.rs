@@ -358,7 +358,7 @@ fn lookup_type<'py>(
 fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
     static TYPE_MRO: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-    let Ok(type_mro) = TYPE_MRO.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+    let Ok(type_mro) = super::once::get_or_try_init(&TYPE_MRO, py, || -> PyResult<Py<PyAny>> {
         Ok(py
             .get_type::<PyType>()
             .getattr(pyo3::intern!(py, "__dict__"))?
@@ -468,17 +468,16 @@ fn type_lookup<'py>(
     // cannot override them (as it could plain attribute look-ups of `__mro__` / `__dict__`).
     static DESCRIPTORS: pyo3::sync::PyOnceLock<(Py<PyAny>, Py<PyAny>)> =
         pyo3::sync::PyOnceLock::new();
-    let (mro_of, dict_of) = DESCRIPTORS
-        .get_or_try_init(py, || -> PyResult<_> {
-            let dict = py
-                .get_type::<PyType>()
-                .getattr(pyo3::intern!(py, "__dict__"))?;
-            Ok((
-                dict.get_item(pyo3::intern!(py, "__mro__"))?.unbind(),
-                dict.get_item(pyo3::intern!(py, "__dict__"))?.unbind(),
-            ))
-        })
-        .ok()?;
+    let (mro_of, dict_of) = super::once::get_or_try_init(&DESCRIPTORS, py, || -> PyResult<_> {
+        let dict = py
+            .get_type::<PyType>()
+            .getattr(pyo3::intern!(py, "__dict__"))?;
+        Ok((
+            dict.get_item(pyo3::intern!(py, "__mro__"))?.unbind(),
+            dict.get_item(pyo3::intern!(py, "__dict__"))?.unbind(),
+        ))
+    })
+    .ok()?;
     let get = pyo3::intern!(py, "__get__");
     let mro = mro_of.bind(py).call_method1(get, (ty,)).ok()?;
     let mro = mro.cast::<PyTuple>().ok()?;

@@ -261,7 +261,10 @@ macro_rules! fixed_frameworks {
                 tensor: ManagedTensorVersioned,
             ) -> PyResult<Bound<'py, PyAny>> {
                 static TYPE: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
-                hand_to_type(TYPE.import(py, $module, $attr)?, tensor)
+                let ty = super::once::get_or_try_init(&TYPE, py, || -> PyResult<_> {
+                    Ok(py.import($module)?.getattr($attr)?.cast_into::<PyType>()?.unbind())
+                })?;
+                hand_to_type(ty.bind(py), tensor)
             }
         }
     )*};

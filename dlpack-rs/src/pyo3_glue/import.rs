@@ -489,7 +489,7 @@ fn dlpack_call<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     static KWNAMES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    let kwnames = KWNAMES.get_or_try_init(py, || {
+    let kwnames = super::once::get_or_try_init(&KWNAMES, py, || {
         PyTuple::new(py, [pyo3::intern!(py, "max_version")]).map(Bound::unbind)
     })?;
     super::cpython::call_method_one_keyword(
@@ -503,11 +503,10 @@ fn dlpack_call<'py>(
 /// `(1, 3)`, the `max_version` every import asks for, made once.
 fn max_version(py: Python<'_>) -> PyResult<&Bound<'_, PyTuple>> {
     static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    MAX_VERSION
-        .get_or_try_init(py, || {
-            (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
-                .into_pyobject(py)
-                .map(Bound::unbind)
-        })
-        .map(|v| v.bind(py))
+    super::once::get_or_try_init(&MAX_VERSION, py, || {
+        (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
+            .into_pyobject(py)
+            .map(Bound::unbind)
+    })
+    .map(|v| v.bind(py))
 }

@@ -84,6 +84,7 @@ mod keepalive;
 mod numpy_array;
 mod numpy_borrow;
 mod numpy_direct;
+mod once;
 mod protocol;
 mod requires_grad;
 mod shared_registry;

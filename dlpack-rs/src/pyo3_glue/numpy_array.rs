@@ -28,15 +28,14 @@ static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
 
 /// `sys.modules`, where numpy is looked for (never imported by this crate).
 fn sys_modules(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
-    SYS_MODULES
-        .get_or_try_init(py, || -> PyResult<Py<PyDict>> {
-            Ok(py
-                .import("sys")?
-                .getattr("modules")?
-                .cast_into::<PyDict>()?
-                .unbind())
-        })
-        .map(|m| m.bind(py))
+    super::once::get_or_try_init(&SYS_MODULES, py, || -> PyResult<Py<PyDict>> {
+        Ok(py
+            .import("sys")?
+            .getattr("modules")?
+            .cast_into::<PyDict>()?
+            .unbind())
+    })
+    .map(|m| m.bind(py))
 }
 
 /// Takes `ty` (numpy's own `ndarray`, of the `numpy` module given) as the type, once numpy's

@@ -117,7 +117,8 @@ fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 
 /// rust-numpy's table: the one some module published, or ours, published now.
 fn table(py: Python<'_>) -> PyResult<&'static Shared> {
-    let table = TABLE.get_or_try_init(py, || -> PyResult<Table> {
+    // Idempotent (re-entered, the inner look-up publishes first and the outer adopts it).
+    let table = super::once::get_or_try_init(&TABLE, py, || -> PyResult<Table> {
         let module = multiarray(py)?;
         let name = pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API");
         let dict = module.dict();

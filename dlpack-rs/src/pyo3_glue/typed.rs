@@ -116,11 +116,16 @@ impl<T> Held<T> {
     /// from attaching).
     fn framework(&self) -> &Framework {
         Python::attach(|py| {
-            self.framework
-                .get_or_init(py, || match self.source.object().object() {
+            let found = super::once::get_or_try_init(&self.framework, py, || {
+                Ok::<_, core::convert::Infallible>(match self.source.object().object() {
                     Some(obj) => Framework::of(obj.bind(py)),
                     None => Framework::of(&py.None().into_bound(py)),
                 })
+            });
+            match found {
+                Ok(framework) => framework,
+                Err(never) => match never {},
+            }
         })
     }
 
