@@ -240,7 +240,8 @@ pub(crate) unsafe fn getset_getter(
             return None;
         }
         let descr = &*descr.cast::<ffi::PyGetSetDescrObject>();
-        if (*descr.d_common.d_type).tp_flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
+        // `PyType_GetFlags`: free-threaded builds make `tp_flags` an atomic.
+        if ffi::PyType_GetFlags(descr.d_common.d_type) & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
             return None;
         }
         let def = descr.d_getset.as_ref()?;
