@@ -335,6 +335,14 @@ pub(super) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>
     Ok(Some((view, c.fields.flags & NPY_ARRAY_WRITEABLE != 0)))
 }
 
+/// Whether numpy lets `obj`, an array [`view`] read, be written now: its `WRITEABLE` flag read
+/// again (Python code may have cleared it since).
+pub(super) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `obj` is a live numpy array (one `view` read, which the caller holds), attached
+    // (the `Bound` proves it); its flags are read in place, no reference kept.
+    unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags & NPY_ARRAY_WRITEABLE != 0 }
+}
+
 /// Whether numpy says `array` lives on the CPU (`__dlpack_device__` is `(1, 0)`), as numpy
 /// decides it: by the device of the managed tensor in the capsule at the end of the array's base
 /// chain when it is one of numpy's own (`numpy_dltensor` or `numpy_dltensor_versioned`: an array

@@ -111,15 +111,21 @@ impl Source {
         let Some((mut view, writable)) = super::numpy_direct::view(obj)? else {
             return Ok(None);
         };
-        if writable {
-            // SAFETY: numpy flags the array `WRITEABLE`: its export would not be READ_ONLY.
-            unsafe { view.allow_writes() };
-        } else if exclusive {
+        if !writable && exclusive {
             // numpy >= 2.1 (the direct read's condition) exports versioned tensors.
             return Err(read_only_message(true));
         }
         super::shared_registry::join(obj.py())?;
         super::numpy_borrow::coordinate_view(obj, &mut view)?;
+        // Joining and rust-numpy's private views may have run Python code (a finalizer setting
+        // `x.flags.writeable = False`): numpy is asked again, and nothing from here to the
+        // argument's borrow runs Python code.
+        if super::numpy_direct::writeable(obj) {
+            // SAFETY: numpy flags the array `WRITEABLE` now: its export would not be READ_ONLY.
+            unsafe { view.allow_writes() };
+        } else if exclusive {
+            return Err(read_only_message(true));
+        }
         Ok(Some(Source::Borrowed {
             view,
             _object: object,
