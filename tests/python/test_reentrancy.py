@@ -1,12 +1,13 @@
 """Finalizers that call back into the crate while it makes one of its one-time look-ups (numpy's
-type, `sys.modules`, rust-numpy's table, interned names): a garbage collection can start inside
-any of them (they import modules and allocate), and its callbacks run Python code that may
-import a tensor through this crate again. Each is answered, never a hang."""
+type, `sys.modules`, rust-numpy's table, interned names, the type descriptors an exchange-table
+look-up applies, a framework's type): a garbage collection can start inside any of them (they
+import modules and allocate), and its callbacks run Python code that may import a tensor
+through this crate again. Each is answered, never a hang."""
 
 import subprocess
 import sys
 
-from conftest import needs_numpy_versioned
+from conftest import needs_numpy_versioned, needs_torch
 
 _REENTER_AT_EVERY_COLLECTION = """
 import gc
@@ -50,6 +51,49 @@ def test_a_collection_during_a_first_look_up_may_call_back_in():
         raise AssertionError("hung: a one-time look-up re-entered from a finalizer") from None
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "[1.0, 1.0, 1.0] 4.0 0.0 True ['0.0', 'True']", r.stdout
+
+
+_REENTER_WITH_TORCH = """
+import gc
+import torch
+import dlpack_testext as ext
+
+inner = []
+busy = []
+def reenter(phase, info):
+    if phase != "start" or busy:
+        return
+    busy.append(1)
+    try:
+        inner.append(ext.typed_sum(torch.ones(2, dtype=torch.float64)) == 2.0)
+        inner.append(ext.ret_torch_tripled(torch.ones(1)).tolist() == [3.0])
+    except Exception as e:
+        inner.append(type(e).__name__)
+    finally:
+        busy.pop()
+
+gc.collect()
+gc.callbacks.append(reenter)
+gc.set_threshold(1)
+t = torch.zeros(3)
+ext.add_one(t)
+total = ext.typed_sum(torch.ones(4, dtype=torch.float64))
+tripled = ext.ret_torch_tripled(torch.ones(2)).tolist()
+gc.set_threshold(700)
+gc.callbacks.remove(reenter)
+print(t.tolist(), total, tripled, len(inner) > 0, sorted(set(map(str, inner))))
+"""
+
+
+@needs_torch
+def test_a_collection_during_a_first_torch_look_up_may_call_back_in():
+    try:
+        r = subprocess.run([sys.executable, "-c", _REENTER_WITH_TORCH],
+                           capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("hung: a one-time look-up re-entered from a finalizer") from None
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "[1.0, 1.0, 1.0] 4.0 [3.0, 3.0] True ['True']", r.stdout
 
 
 # A garbage collection during the extraction of a writable typed argument whose callback (as a
