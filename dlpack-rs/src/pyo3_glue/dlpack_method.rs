@@ -108,12 +108,9 @@ fn slot(py: Python<'_>, name: Borrowed<'_, '_, PyAny>) -> PyResult<usize> {
     // The four interned names, fetched as one (keyword names are interned by CPython and by
     // numpy and torch, so the identity test almost always decides).
     static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 4]> = pyo3::sync::PyOnceLock::new();
-    let names = super::once::get_or_try_init(&NAMES, py, || {
-        Ok::<_, PyErr>(
-            ["stream", "max_version", "dl_device", "copy"]
-                .map(|n| PyString::intern(py, n).unbind()),
-        )
-    })?;
+    let names = super::once::get_or_init(&NAMES, py, || {
+        ["stream", "max_version", "dl_device", "copy"].map(|n| PyString::intern(py, n).unbind())
+    });
     if let Some(i) = names.iter().position(|n| n.as_ptr() == name.as_ptr()) {
         return Ok(i);
     }

@@ -1,7 +1,6 @@
 //! What a numpy array's own struct says, read directly (both borrow tables key by it): numpy's
 //! `ndarray` type once someone imported numpy, the fields of `PyArrayObject` this crate reads
-//! and its flags, whether an import views exactly the array's elements, and the base object
-//! rust-numpy keys borrows by.
+//! and its flags.
 
 use core::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -62,7 +61,7 @@ fn adopt<'py>(
     VERSIONED_EXPORT.store(versioned, Ordering::Release);
     NULL_CONTIGUOUS_STRIDES.store(null_strides, Ordering::Release);
     let ty = ty.unbind();
-    Ok(Some(NDARRAY.get_or_init(py, || ty).bind(py)))
+    Ok(Some(super::once::get_or_init(&NDARRAY, py, || ty).bind(py)))
 }
 
 /// Whether `ty` is numpy's own `ndarray` (see [`known_ndarray`]): a static type (only C code

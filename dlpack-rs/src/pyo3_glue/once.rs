@@ -1,5 +1,7 @@
 //! One-time values that may run Python code to be made.
 
+use core::convert::Infallible;
+
 use pyo3::sync::PyOnceLock;
 use pyo3::Python;
 
@@ -8,7 +10,8 @@ use pyo3::Python;
 /// (an import, an allocation that starts a garbage collection) whose finalizers call back into
 /// this crate and ask for the same cell, which would wait there for itself for good. Every
 /// `init` given must be idempotent: should two run (one re-entered from the other, or on two
-/// threads), the value stored first is kept and the other dropped.
+/// threads), the value stored first is kept and the other dropped. Every value stored in these
+/// cells goes through here, so a store never waits for anything that runs Python code.
 pub(crate) fn get_or_try_init<'a, T, E>(
     cell: &'a PyOnceLock<T>,
     py: Python<'_>,
@@ -18,7 +21,25 @@ pub(crate) fn get_or_try_init<'a, T, E>(
         return Ok(value);
     }
     let value = init()?;
-    // Stores `value` unless another initialisation finished meanwhile (no Python code runs
-    // here, so nothing can re-enter).
-    Ok(cell.get_or_init(py, || value))
+    // `set`, not `get_or_init`: pyo3 detaches while it initialises a cell, and attaching again
+    // may run deferred reference drops (finalizers) inside the cell's lock. A value another
+    // initialisation stored first wins; ours is dropped here, attached.
+    drop(cell.set(py, value));
+    match cell.get(py) {
+        Some(value) => Ok(value),
+        // `set` returned: the cell holds ours or the other's.
+        None => unreachable!("a PyOnceLock is empty after set"),
+    }
+}
+
+/// [`get_or_try_init`] for a value whose making cannot fail.
+pub(crate) fn get_or_init<'a, T>(
+    cell: &'a PyOnceLock<T>,
+    py: Python<'_>,
+    init: impl FnOnce() -> T,
+) -> &'a T {
+    match get_or_try_init(cell, py, || Ok::<T, Infallible>(init())) {
+        Ok(value) => value,
+        Err(never) => match never {},
+    }
 }

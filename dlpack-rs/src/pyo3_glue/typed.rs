@@ -116,16 +116,12 @@ impl<T> Held<T> {
     /// from attaching).
     fn framework(&self) -> &Framework {
         Python::attach(|py| {
-            let found = super::once::get_or_try_init(&self.framework, py, || {
-                Ok::<_, core::convert::Infallible>(match self.source.object().object() {
+            super::once::get_or_init(&self.framework, py, || {
+                match self.source.object().object() {
                     Some(obj) => Framework::of(obj.bind(py)),
                     None => Framework::of(&py.None().into_bound(py)),
-                })
-            });
-            match found {
-                Ok(framework) => framework,
-                Err(never) => match never {},
-            }
+                }
+            })
         })
     }
 
