@@ -240,8 +240,7 @@ pub(crate) unsafe fn getset_getter(
             return None;
         }
         let descr = &*descr.cast::<ffi::PyGetSetDescrObject>();
-        // `PyType_GetFlags`: free-threaded builds make `tp_flags` an atomic.
-        if ffi::PyType_GetFlags(descr.d_common.d_type) & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
+        if !is_static_type(descr.d_common.d_type) {
             return None;
         }
         let def = descr.d_getset.as_ref()?;

@@ -55,8 +55,12 @@ struct Shared {
 }
 
 /// The table found (or made) in this process, as an address (it lives for the rest of the
-/// process: a capsule of numpy's module that we hold a reference to, or our own static).
-struct Table(*const Shared);
+/// process: a capsule of numpy's module that we hold a reference to, or our own static), and
+/// whether it is marked as a copy of this crate's (its borrows are the registry's).
+struct Table {
+    ptr: *const Shared,
+    registry_backed: bool,
+}
 // SAFETY: the table is immutable and its functions synchronise their own state.
 unsafe impl Send for Table {}
 // SAFETY: as above.
@@ -117,7 +121,8 @@ fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 
 /// rust-numpy's table: the one some module published, or ours, published now.
 fn table(py: Python<'_>) -> PyResult<&'static Shared> {
-    // Idempotent (re-entered, the inner look-up publishes first and the outer adopts it).
+    // Idempotent (re-entered, the inner look-up publishes first and the outer adopts it); what
+    // the cell keeps is published below, never what a look-up that lost found.
     let table = super::once::get_or_try_init(&TABLE, py, || -> PyResult<Table> {
         let module = multiarray(py)?;
         let name = pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API");
@@ -156,16 +161,22 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
                  cannot share borrows with"
             )));
         }
-        // Decided once, with the table, here and nowhere else (a failed look-up leaves both
-        // unset, and the next one decides again).
-        REGISTRY_BACKED.store(registry_backed, Ordering::Release);
         // The table must outlive every use: keep the capsule (and so the table) for good.
         core::mem::forget(capsule);
-        TABLE_PTR.store(ptr, Ordering::Release);
-        Ok(Table(ptr))
+        Ok(Table {
+            ptr,
+            registry_backed,
+        })
     })?;
+    // Decided once, from the table the cell keeps, here and nowhere else (a failed look-up
+    // leaves both unset, and the next one decides again); the flag before the pointer, so that
+    // whoever sees the pointer sees the flag. Two threads may both store: the same values.
+    if TABLE_PTR.load(Ordering::Acquire).is_null() {
+        REGISTRY_BACKED.store(table.registry_backed, Ordering::Release);
+        TABLE_PTR.store(table.ptr.cast_mut(), Ordering::Release);
+    }
     // SAFETY: a table of version >= 1 that lives for the rest of the process (above).
-    Ok(unsafe { &*table.0 })
+    Ok(unsafe { &*table.ptr })
 }
 
 /// Whether the process's table (found already) is this crate's, this copy's or another's,
@@ -337,6 +348,15 @@ fn byte_view<'py>(
         let fields = &*plain.as_ptr().cast::<ArrayFields>();
         (fields.flags, fields.data as usize)
     };
+    if foreign == Foreign::Uncoordinated {
+        // SAFETY: `plain` is a live numpy array (just made); attached.
+        if let Some(base) = unsafe { key_of_array(plain.as_ptr()) } {
+            if key.end <= base.start || key.start >= base.end {
+                // None of the bytes the base addresses, contiguous or not: other memory.
+                return Ok(None);
+            }
+        }
+    }
     let order = if flags & NPY_ARRAY_C_CONTIGUOUS != 0 {
         pyo3::intern!(py, "C")
     } else if flags & NPY_ARRAY_F_CONTIGUOUS != 0 {
@@ -354,10 +374,6 @@ fn byte_view<'py>(
     let flat = plain.call_method(pyo3::intern!(py, "reshape"), (-1,), Some(&kwargs))?;
     let bytes = flat.call_method1(pyo3::intern!(py, "view"), (pyo3::intern!(py, "uint8"),))?;
     let nbytes: usize = bytes.len()?;
-    let root_end = root_start.wrapping_add(nbytes);
-    if foreign == Foreign::Uncoordinated && (key.end <= root_start || key.start >= root_end) {
-        return Ok(None);
-    }
     let (lo, hi) = (
         key.start.wrapping_sub(root_start),
         key.end.wrapping_sub(root_start),
@@ -576,4 +592,4 @@ unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
 #[path = "numpy_table.rs"]
 mod ours;
 use crate::safe::overlap::Span;
-use ours::{key_of_import, key_of_layout, OURS};
+use ours::{key_of_array, key_of_import, key_of_layout, OURS};

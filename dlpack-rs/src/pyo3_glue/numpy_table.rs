@@ -124,7 +124,7 @@ pub(super) fn key_of_layout(
 /// # Safety
 ///
 /// Attached, and `array` is a live numpy array.
-unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
+pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
     // The element size first: where the type number does not fix it, numpy is asked (a call
