@@ -99,6 +99,10 @@ class RaisingIndex:
         (dict(dl_device=(RaisingIndex(KeyError), 0)), KeyError),
         (dict(max_version=(1, RaisingIndex(TypeError))), TypeError),
         (dict(max_version=(1, RaisingIndex(OverflowError))), ValueError),
+        # Not an int decides before out of range, whichever item it is.
+        (dict(max_version=(2**70, "x")), TypeError),
+        (dict(max_version=("x", 2**70)), TypeError),
+        (dict(max_version=(-1, "0")), TypeError),
         (dict(max_version=(1, -1)), ValueError),
         (dict(max_version=(-1, 0)), ValueError),
         (dict(dl_device=(1, 2**40)), ValueError),
@@ -119,6 +123,16 @@ def test_kwargs_errors(kwargs, exc, no_leaks):
     t, _ = rust_tensor("float32", (3,))
     with pytest.raises(exc):
         t.__dlpack__(**kwargs)
+
+
+def test_an_index_that_raises_gives_its_own_exception_unless_it_says_not_an_int():
+    t, _ = rust_tensor("float32", (3,))
+    with pytest.raises(RuntimeError, match="from __index__"):
+        t.__dlpack__(max_version=(1, RaisingIndex(RuntimeError)))
+    with pytest.raises(TypeError, match="tuple of two ints"):
+        t.__dlpack__(max_version=(1, RaisingIndex(TypeError)))
+    with pytest.raises(ValueError, match="out of range"):
+        t.__dlpack__(max_version=(1, RaisingIndex(OverflowError)))
 
 
 @pytest.mark.parametrize("make", ["derived", "tensor"])

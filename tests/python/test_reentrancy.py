@@ -16,9 +16,12 @@ import dlpack_testext as ext
 
 inner = []
 busy = []
+first = []  # set while the crate's first calls run
+during = []
 def reenter(phase, info):
     if phase != "start" or busy:
         return
+    during.append(bool(first))
     busy.append(1)
     try:
         inner.append(ext.add_one(np.zeros(1, np.float32)) is None)
@@ -33,12 +36,14 @@ gc.collect()
 gc.callbacks.append(reenter)
 gc.set_threshold(1)
 x = np.zeros(3, np.float32)
+first.append(1)
 ext.add_one(x)
 total = ext.typed_sum(np.ones(4))
 shared = ext.np_ro_and_tensor_ref(np.zeros(2, np.float32), np.zeros(2, np.float32))
+first.clear()
 gc.set_threshold(700)
 gc.callbacks.remove(reenter)
-print(x.tolist(), total, shared, len(inner) > 0, sorted(set(map(str, inner))))
+print(x.tolist(), total, shared, any(during), sorted(set(map(str, inner))))
 """
 
 
@@ -50,7 +55,12 @@ def test_a_collection_during_a_first_look_up_may_call_back_in():
     except subprocess.TimeoutExpired:
         raise AssertionError("hung: a one-time look-up re-entered from a finalizer") from None
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip() == "[1.0, 1.0, 1.0] 4.0 0.0 True ['0.0', 'True']", r.stdout
+    out = r.stdout.strip()
+    assert out.startswith("[1.0, 1.0, 1.0] 4.0 0.0 "), out
+    # Up to CPython 3.11 an allocation starts a collection, so the callbacks run inside the
+    # first look-ups; from 3.12 collections wait for the next bytecode (nothing to check there).
+    if sys.version_info < (3, 12):
+        assert out.endswith(" True ['0.0', 'True']"), out
 
 
 _REENTER_WITH_TORCH = """
@@ -60,9 +70,12 @@ import dlpack_testext as ext
 
 inner = []
 busy = []
+first = []  # set while the crate's first calls run
+during = []
 def reenter(phase, info):
     if phase != "start" or busy:
         return
+    during.append(bool(first))
     busy.append(1)
     try:
         inner.append(ext.typed_sum(torch.ones(2, dtype=torch.float64)) == 2.0)
@@ -76,12 +89,14 @@ gc.collect()
 gc.callbacks.append(reenter)
 gc.set_threshold(1)
 t = torch.zeros(3)
+first.append(1)
 ext.add_one(t)
 total = ext.typed_sum(torch.ones(4, dtype=torch.float64))
 tripled = ext.ret_torch_tripled(torch.ones(2)).tolist()
+first.clear()
 gc.set_threshold(700)
 gc.callbacks.remove(reenter)
-print(t.tolist(), total, tripled, len(inner) > 0, sorted(set(map(str, inner))))
+print(t.tolist(), total, tripled, any(during), sorted(set(map(str, inner))))
 """
 
 
@@ -93,7 +108,10 @@ def test_a_collection_during_a_first_torch_look_up_may_call_back_in():
     except subprocess.TimeoutExpired:
         raise AssertionError("hung: a one-time look-up re-entered from a finalizer") from None
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip() == "[1.0, 1.0, 1.0] 4.0 [3.0, 3.0] True ['True']", r.stdout
+    out = r.stdout.strip()
+    assert out.startswith("[1.0, 1.0, 1.0] 4.0 [3.0, 3.0] "), out
+    if sys.version_info < (3, 12):  # as above
+        assert out.endswith(" True ['True']"), out
 
 
 # A garbage collection during the extraction of a writable typed argument whose callback (as a
@@ -107,24 +125,30 @@ import dlpack_testext as ext
 {start}
 ext.tensor_mut_then_np_rw(np.zeros(2, np.float32), np.zeros(2, np.float32))  # one-time look-ups
 wrong = []
+refused_in_time = []
 for k in range(1, 300):
     base = np.zeros(16, np.float32)
     x, y = base[:8], base[8:]
     starts = []
+    calling = []
     def change(phase, info):
         if phase == "start":
             starts.append(None)
-            if len(starts) == k:
+            if len(starts) == k and not calling:
+                starts[k - 1] = "before the call"
+            elif len(starts) == k:
                 x.flags.writeable = False
+                ran = float(x[0]) != 0.0  # the function's body adds 1 to x[0]
                 try:
                     ext.typed_numel(x)
-                    starts[k - 1] = "unborrowed"
+                    starts[k - 1] = "ran" if ran else "unborrowed"
                 except BufferError:
                     starts[k - 1] = "borrowed"
     gc.collect()
     gc.callbacks.append(change)
     gc.set_threshold(1)
     try:
+        calling.append(1)
         ext.tensor_mut_then_np_rw(x, y)
         granted = True
     except BufferError:
@@ -134,9 +158,9 @@ for k in range(1, 300):
         gc.callbacks.remove(change)
     if len(starts) < k:
         break
-    if granted and starts[k - 1] == "unborrowed":
-        wrong.append(k)
-print(wrong, k > 1)
+    if starts[k - 1] == "unborrowed":
+        (wrong if granted else refused_in_time).append(k)
+print(repr(wrong).replace(" ", ""), len(refused_in_time) > 0)
 """
 
 
@@ -149,4 +173,10 @@ def test_an_array_made_read_only_before_the_borrow_refuses_a_writable_argument()
     r = subprocess.run([sys.executable, "-c", _READ_ONLY_MID_EXTRACTION.format(start=start)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip() == "[] True", r.stdout
+    wrong, refused_in_time = r.stdout.split()
+    assert wrong == "[]", r.stdout
+    # Up to CPython 3.11 collections start inside the extraction, and one made the array
+    # read-only before the borrow existed (and was refused); from 3.12 collections wait for the
+    # next bytecode.
+    if sys.version_info < (3, 12):
+        assert refused_in_time == "True", r.stdout

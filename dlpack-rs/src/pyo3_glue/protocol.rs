@@ -165,7 +165,8 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// `None`, or a tuple of two ints that fit `T`: TypeError (`not_pair`) for anything else, and
 /// ValueError (`out_of_range`) for ints that do not fit, however large. An item's own
-/// `__index__` that raises anything but `TypeError` or `OverflowError` raises that.
+/// `__index__` that raises anything but `TypeError` or `OverflowError` raises that (the first
+/// item's first); otherwise an item that is not an int decides before one out of range.
 fn optional_pair<T: TryFrom<i64>>(
     value: Option<Bound<'_, PyAny>>,
     not_pair: &'static str,
@@ -185,22 +186,26 @@ fn optional_pair<T: TryFrom<i64>>(
         .ok()
         .filter(|t| t.len() == 2)
         .ok_or_else(|| PyTypeError::new_err(not_pair))?;
-    let item = |i: usize| -> PyResult<T> {
+    // An item as an i64: `None` when it is not an int (bools excluded), `Some(None)` when it is
+    // one beyond i64.
+    let item = |i: usize| -> PyResult<Option<Option<i64>>> {
         // Borrowed items: no reference counting on this per-call path.
         let x = t.get_borrowed_item(i)?;
         if x.is_instance_of::<PyBool>() {
-            return Err(PyTypeError::new_err(not_pair));
+            return Ok(None);
         }
         match x.extract::<i64>() {
-            Ok(v) => fit(v),
-            Err(e) if e.is_instance_of::<PyOverflowError>(py) => {
-                Err(PyValueError::new_err(out_of_range))
-            }
-            Err(e) if e.is_instance_of::<PyTypeError>(py) => Err(PyTypeError::new_err(not_pair)),
+            Ok(v) => Ok(Some(Some(v))),
+            Err(e) if e.is_instance_of::<PyOverflowError>(py) => Ok(Some(None)),
+            Err(e) if e.is_instance_of::<PyTypeError>(py) => Ok(None),
             Err(e) => Err(e),
         }
     };
-    Ok(Some((item(0)?, item(1)?)))
+    match (item(0)?, item(1)?) {
+        (None, _) | (_, None) => Err(PyTypeError::new_err(not_pair)),
+        (Some(Some(a)), Some(Some(b))) => Ok(Some((fit(a)?, fit(b)?))),
+        _ => Err(PyValueError::new_err(out_of_range)),
+    }
 }
 
 /// Exports the tensor described by `info`, kept alive by `keepalive`, as the capsule that
