@@ -72,7 +72,7 @@ fn pack_keeps_its_0_3_shape() {
 /// The 0.3 casts that do not compile on the 0.4 newtypes, as the migration guide's table fixes them: 0.3's
 /// bindgen names were `u32` constants and `K_DL_*` plain integers (`u32` devices, `u8` codes).
 #[test]
-fn the_casts_readme_fixes() {
+fn the_casts_the_migration_guide_fixes() {
     // 0.3: `DLDataType { code: DLDataTypeCode::kDLFloat as u8, .. }`: drop the cast.
     let dtype = DLDataType {
         code: DLDataTypeCode::kDLFloat,
