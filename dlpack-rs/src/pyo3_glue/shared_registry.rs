@@ -26,7 +26,8 @@ use crate::safe::borrow::{self, BorrowApi, BORROW_API_VERSION};
 const KEY: &str = "dlpack_rs.borrow_registry";
 const CAPSULE_NAME: &core::ffi::CStr = c"dlpack_rs.borrow_registry";
 
-/// 0: not joined; 1: a thread is joining; 2: joined (in interpreter `JOINED_IN`).
+/// 0: not joined; 1: a thread is installing the table it found (Rust only); 2: joined (in
+/// interpreter `JOINED_IN`).
 static STATE: AtomicU8 = AtomicU8::new(0);
 /// The interpreter (its ID) whose dictionary this copy joined through.
 static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
@@ -46,37 +47,38 @@ fn interpreter_id() -> i64 {
 /// there (or none, then it publishes its own) is the one it uses, and raises otherwise.
 pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
     loop {
-        match STATE.load(Ordering::Acquire) {
-            2 => {
-                if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
-                    return Ok(());
-                }
-                return check_other_interpreter(py);
+        if STATE.load(Ordering::Acquire) == 2 {
+            if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
+                return Ok(());
             }
-            0 if STATE
-                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok() =>
-            {
-                let joined = find_or_publish(py, borrow::current_api()).and_then(|api| {
-                    // SAFETY: a table of a copy of this crate (the capsule's name; see the trust
-                    // note), of a version we read, in an extension module CPython never unloads;
-                    // a copy that published its own table never installs another, so no cycle.
-                    unsafe { borrow::install(api) }.map_err(|e| {
-                        PyBufferError::new_err(format!(
-                            "dlpack-rs: cannot join the shared borrow registry ({e:?}): a \
-                             live view of this module conflicts with another module's"
-                        ))
-                    })
-                });
-                if joined.is_ok() {
-                    JOINED_IN.store(interpreter_id(), Ordering::Relaxed);
-                }
-                STATE.store(if joined.is_ok() { 2 } else { 0 }, Ordering::Release);
-                return joined;
-            }
-            // Another thread is joining: let it finish (it may need this thread's lock).
-            _ => py.detach(std::thread::yield_now),
+            return check_other_interpreter(py);
         }
+        // The table first, outside the claim below: finding it runs Python code (an allocation
+        // may start a garbage collection whose finalizers join again, on this very thread,
+        // which must not wait for itself). Idempotent: whichever table the interpreter holds
+        // (`setdefault`), found again by a re-entered or concurrent join.
+        let api = find_or_publish(py, borrow::current_api())?;
+        if STATE
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            // SAFETY: a table of a copy of this crate (the capsule's name; see the trust note),
+            // of a version we read, in an extension module CPython never unloads; a copy that
+            // published its own table never installs another, so no cycle.
+            let joined = unsafe { borrow::install(api) }.map_err(|e| {
+                PyBufferError::new_err(format!(
+                    "dlpack-rs: cannot join the shared borrow registry ({e:?}): a live view \
+                     of this module conflicts with another module's"
+                ))
+            });
+            if joined.is_ok() {
+                JOINED_IN.store(interpreter_id(), Ordering::Relaxed);
+            }
+            STATE.store(if joined.is_ok() { 2 } else { 0 }, Ordering::Release);
+            return joined;
+        }
+        // Another thread is installing (Rust only, no Python code): let it finish.
+        py.detach(std::thread::yield_now);
     }
 }
 
@@ -122,7 +124,8 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     let version = unsafe { ptr.cast::<u64>().read() };
     if version == 1 {
         // A version-1 table is shorter than ours: copy its prefix into a table of our layout
-        // (never leaked twice: a copy joins once per process) whose strided functions are never
+        // (leaked: once per join that gets this far, and a copy joins once per process, unless a
+        // finalizer or another thread joins meanwhile) whose strided functions are never
         // called (`BorrowApi::registered` registers whole ranges in a version-1 table).
         // SAFETY: version 1's fields are the first four of ours, at the same offsets.
         let v1 = unsafe { ptr.cast::<borrow::BorrowApiV1>().read() };
