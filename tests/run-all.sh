@@ -109,7 +109,7 @@ if [[ $quick -eq 1 ]]; then FUZZ_SECONDS=${FUZZ_SECONDS:-10}; fi
 # device"; a rerun needs far less, so this warns and goes on.
 need_gib=16
 # The checkout's disk and the caches' (pip's and cargo's, under $HOME): the smaller counts.
-free_gib=$(df -Pk . "${HOME:-.}" | awk 'NR > 1 { g = int($4 / 1048576); if (m == "" || g < m) m = g } END { print m }')
+free_gib=$(df -Pk . "${HOME:-.}" 2>/dev/null | awk 'NR > 1 { g = int($4 / 1048576); if (m == "" || g < m) m = g } END { print m }' || true)
 if [[ -n $free_gib && $free_gib -lt $need_gib ]]; then
   echo "run-all: warning: ${free_gib} GiB free on this disk; a full run from a clean checkout needs about ${need_gib} GiB" >&2
 fi

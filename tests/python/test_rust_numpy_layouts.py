@@ -31,7 +31,7 @@ def test_a_subclass_exporting_itself_in_another_layout_is_coordinated(first):
     # other, whichever table is the process's (found in review: with rust-numpy's own table, a
     # layout unlike the array's skipped the coordination and both views were granted). Beside
     # another array both are granted. A subclass exporting a copy (memory wholly outside the
-    # array's base) is not coordinated and is granted; one exporting memory that lies partly
+    # array's base, contiguous or not) is not coordinated and is granted; one exporting memory that lies partly
     # in the base cannot be told to rust-numpy and is refused under rust-numpy's table. (A
     # reshape while rust-numpy holds a borrow of the array is outside the model: SAFETY.md.)
     code = f"""
@@ -76,6 +76,9 @@ for cls, f, same in (
         assert not np.asarray(x).any(), (cls, f)  # refused before any write, or wrote a copy
 x = np.frombuffer(buf, np.float32, count=8).reshape(8, 1).view(Straddling)
 out.append(outcome("tensor_mut_then_np_ro_dyn", x, np.zeros((1, 1), np.float32)))
+# A copy of an array over a non-contiguous base: other memory, whatever the base's layout.
+x = np.lib.stride_tricks.as_strided(np.zeros(8, np.float32), (4, 1), (8, 4)).view(Copying)
+out.append(outcome("tensor_mut_then_np_ro_dyn", x, x))
 print(" ".join(out))
 """
     refused = {"BufferError", "refused"}
@@ -83,3 +86,4 @@ print(" ".join(out))
     assert set(out[:2]) <= refused and out[2] in refused, out
     assert out[3:7] == ["granted"] * 4, out
     assert out[7] == ("BufferError" if first == "rust-numpy" else "granted"), out
+    assert out[8] == "granted", out
