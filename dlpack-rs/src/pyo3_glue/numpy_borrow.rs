@@ -352,7 +352,8 @@ fn byte_view<'py>(
         // SAFETY: `plain` is a live numpy array (just made); attached.
         if let Some(base) = unsafe { key_of_array(plain.as_ptr()) } {
             if key.end <= base.start || key.start >= base.end {
-                // None of the bytes the base addresses, contiguous or not: other memory.
+                // Outside the span of the bytes the base addresses, contiguous or not: other
+                // memory.
                 return Ok(None);
             }
         }

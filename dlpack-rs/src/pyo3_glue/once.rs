@@ -23,7 +23,8 @@ pub(crate) fn get_or_try_init<'a, T, E>(
     let value = init()?;
     // `set`, not `get_or_init`: pyo3 detaches while it initialises a cell, and attaching again
     // may run deferred reference drops (finalizers) inside the cell's lock. A value another
-    // initialisation stored first wins; ours is dropped here, attached.
+    // initialisation stored first wins; ours is dropped here (pyo3 defers releasing a `Py` when
+    // its own attach count is 0, as in a raw C entry point; nothing stored here has a finalizer).
     drop(cell.set(py, value));
     match cell.get(py) {
         Some(value) => Ok(value),
