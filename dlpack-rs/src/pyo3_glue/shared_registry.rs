@@ -46,40 +46,41 @@ fn interpreter_id() -> i64 {
 /// A copy joins once per process. In another interpreter it checks that the table published
 /// there (or none, then it publishes its own) is the one it uses, and raises otherwise.
 pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
-    loop {
-        if STATE.load(Ordering::Acquire) == 2 {
-            if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
-                return Ok(());
-            }
-            return check_other_interpreter(py);
-        }
-        // The table first, outside the claim below: finding it runs Python code (an allocation
-        // may start a garbage collection whose finalizers join again, on this very thread,
-        // which must not wait for itself). Idempotent: whichever table the interpreter holds
-        // (`setdefault`), found again by a re-entered or concurrent join.
+    if STATE.load(Ordering::Acquire) != 2 {
+        // The table first, outside the claim below: finding it runs Python code (an
+        // allocation may start a garbage collection whose finalizers join again, on this very
+        // thread, which must not wait for itself). Idempotent: whichever table the interpreter
+        // holds (`setdefault`), found again by a re-entered or concurrent join.
         let api = find_or_publish(py, borrow::current_api())?;
-        if STATE
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            // SAFETY: a table of a copy of this crate (the capsule's name; see the trust note),
-            // of a version we read, in an extension module CPython never unloads; a copy that
-            // published its own table never installs another, so no cycle.
-            let joined = unsafe { borrow::install(api) }.map_err(|e| {
-                PyBufferError::new_err(format!(
-                    "dlpack-rs: cannot join the shared borrow registry ({e:?}): a live view \
-                     of this module conflicts with another module's"
-                ))
-            });
-            if joined.is_ok() {
-                JOINED_IN.store(interpreter_id(), Ordering::Relaxed);
+        loop {
+            match STATE.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    // SAFETY: a table of a copy of this crate (the capsule's name; see the trust
+                    // note), of a version we read, in an extension module CPython never
+                    // unloads; a copy that published its own table never installs another, so
+                    // no cycle.
+                    let joined = unsafe { borrow::install(api) }.map_err(|e| {
+                        PyBufferError::new_err(format!(
+                            "dlpack-rs: cannot join the shared borrow registry ({e:?}): a live \
+                             view of this module conflicts with another module's"
+                        ))
+                    });
+                    if joined.is_ok() {
+                        JOINED_IN.store(interpreter_id(), Ordering::Relaxed);
+                    }
+                    STATE.store(if joined.is_ok() { 2 } else { 0 }, Ordering::Release);
+                    return joined;
+                }
+                Err(2) => break,
+                // Another thread is installing (Rust only, no Python code): let it finish.
+                Err(_) => py.detach(std::thread::yield_now),
             }
-            STATE.store(if joined.is_ok() { 2 } else { 0 }, Ordering::Release);
-            return joined;
         }
-        // Another thread is installing (Rust only, no Python code): let it finish.
-        py.detach(std::thread::yield_now);
     }
+    if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
+        return Ok(());
+    }
+    check_other_interpreter(py)
 }
 
 /// In an interpreter other than the one this copy joined through: the table published there

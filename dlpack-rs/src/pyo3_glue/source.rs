@@ -112,7 +112,9 @@ impl Source {
             return Ok(None);
         };
         if !writable && exclusive {
-            // numpy >= 2.1 (the direct read's condition) exports versioned tensors.
+            // Refused at once, before the work below (asked again after it, as Python code may
+            // clear the flag meanwhile). numpy >= 2.1 (the direct read's condition) exports
+            // versioned tensors.
             return Err(read_only_message(true));
         }
         super::shared_registry::join(obj.py())?;
