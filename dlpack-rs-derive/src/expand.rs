@@ -151,15 +151,20 @@ fn expand(input: &Input<'_>) -> TokenStream {
         unsafe impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
             fn tensor_info(&self) -> ::dlpack_rs::safe::TensorInfo {
                 // Fully qualified: an inherent method of that name must not stand in for it.
-                <Self as ::dlpack_rs::IntoDLPack>::__tensor_info_with_extent(self).0
+                ::dlpack_rs::__private_derive_v0_4::expect_within(
+                    <Self as ::dlpack_rs::IntoDLPack>::__tensor_info_with_extent(self),
+                )
             }
 
             fn __tensor_info_with_extent(
                 &self,
-            ) -> (
-                ::dlpack_rs::safe::TensorInfo,
-                ::core::option::Option<::dlpack_rs::__private_derive_v0_4::Extent>,
-            ) {
+            ) -> ::core::result::Result<
+                (
+                    ::dlpack_rs::safe::TensorInfo,
+                    ::core::option::Option<::dlpack_rs::__private_derive_v0_4::Extent>,
+                ),
+                ::dlpack_rs::safe::Error,
+            > {
                 let __dlpack_data = #data_expr;
                 let __dlpack_dtype: ::dlpack_rs::ffi::DLDataType = #dtype;
                 let __dlpack_info = ::dlpack_rs::safe::TensorInfo {

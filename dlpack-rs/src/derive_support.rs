@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use crate::ffi::{DLDataType, DLDevice};
-use crate::safe::{Buffer, Dim, Element, TensorInfo};
+use crate::safe::{Buffer, Dim, Element, Error, TensorInfo};
 
 /// Checks that a `#[dlpack(data)]` field is a [`Buffer`].
 #[inline]
@@ -190,49 +190,32 @@ macro_rules! byte_offsets {
 }
 byte_offsets!(u64, usize, u32, u16, u8);
 
-/// Returns `info` after checking that its device is the buffer's and that every byte it
-/// describes lies inside `buffer`.
-///
-/// `IntoDLPack::tensor_info` cannot fail, and a tensor that reached past its buffer would let
-/// a consumer read or write memory it does not own, so a shape, strides or byte offset that do
-/// not fit the buffer are a bug in the caller and panic, like an out-of-bounds index. Metadata
-/// that is malformed in itself (a negative extent, an overflowing element count) is returned as
-/// is and refused by the export with an error.
-#[track_caller]
-pub fn within_buffer<B: Buffer>(
-    buffer: &B,
-    info: TensorInfo,
-    type_name: &str,
-    field: &str,
-) -> TensorInfo {
-    within_buffer_extent(buffer, info, type_name, field).0
-}
-
 /// The validated extent of a layout, for the export that follows the derive's bounds check.
 pub use crate::safe::layout::Extent;
 
-/// [`within_buffer`], also returning the layout's extent when it is valid (`info.extent()`'s
-/// answer for the returned `info`), so that the export need not validate it again.
-#[track_caller]
+/// Returns `info` with its layout's extent (when valid: `info.extent()`'s answer) after
+/// checking that its device is the buffer's and that every byte it describes lies inside
+/// `buffer`: [`Error::DeviceMismatch`] or [`Error::OutsideBuffer`] otherwise, which every export
+/// raises (`BufferError` in Python). Nothing here panics. Metadata malformed in itself (a
+/// negative extent, an overflowing element count) is returned as is, with no extent, and
+/// refused by the export.
 pub fn within_buffer_extent<B: Buffer>(
     buffer: &B,
     info: TensorInfo,
-    type_name: &str,
-    field: &str,
-) -> (TensorInfo, Option<Extent>) {
+    type_name: &'static str,
+    field: &'static str,
+) -> Result<(TensorInfo, Option<Extent>), Error> {
     if info.device != buffer.device() {
-        panic!(
-            "#[derive(IntoDLPack)] on `{type_name}`: field `{field}` holds memory on {}, \
-             not on the described device {}",
-            buffer.device(),
-            info.device,
-        );
+        return Err(Error::DeviceMismatch {
+            expected: info.device,
+            found: buffer.device(),
+        });
     }
     let Ok(extent) = info.extent() else {
-        return (info, None);
+        return Ok((info, None));
     };
     if extent.numel == 0 {
-        return (info, Some(extent));
+        return Ok((info, Some(extent)));
     }
     // The element range the layout addresses, relative to the first element.
     let (min, max) = (extent.min as i128, extent.max as i128);
@@ -241,16 +224,35 @@ pub fn within_buffer_extent<B: Buffer>(
     let end_bit = info.byte_offset as i128 * 8 + (max + 1) * element;
     let available = buffer_bits(buffer) as i128;
     if first_bit < 0 || end_bit > available {
-        panic!(
-            "#[derive(IntoDLPack)] on `{type_name}`: shape {:?}, strides {:?} and byte offset {} \
-             address bytes outside field `{field}`, which holds {} bytes",
-            info.shape,
-            info.strides,
-            info.byte_offset,
-            available / 8,
-        );
+        let clamp = |bits: i128| i64::try_from(bits).unwrap_or(i64::MAX);
+        return Err(Error::OutsideBuffer {
+            type_name,
+            field,
+            first: clamp(first_bit.div_euclid(8)),
+            end: clamp((end_bit + 7).div_euclid(8)),
+            len: (available / 8) as u64,
+        });
     }
-    (info, Some(extent))
+    Ok((info, Some(extent)))
+}
+
+/// What the derive's `tensor_info` returns: the checked description, or (for a layout outside
+/// the data field, which every export refuses with the error instead) a panic, as an
+/// out-of-bounds index does, since `tensor_info` cannot fail.
+#[track_caller]
+pub fn expect_within(checked: Result<(TensorInfo, Option<Extent>), Error>) -> TensorInfo {
+    match checked {
+        Ok((info, _)) => info,
+        Err(e) => panic!("#[derive(IntoDLPack)]: {e}"),
+    }
+}
+
+/// `__dlpack_device__()` of a derived class: `(device_type, device_id)`, or the `BufferError`
+/// of a layout its export refuses.
+#[cfg(feature = "pyo3")]
+pub fn dlpack_device<T: crate::IntoDLPack>(this: &T) -> pyo3::PyResult<(i32, i32)> {
+    let (info, _) = this.__tensor_info_with_extent()?;
+    Ok((info.device.device_type.0, info.device.device_id))
 }
 
 pub use crate::into_dlpack::DerivedData;
@@ -359,8 +361,8 @@ macro_rules! __dlpack_pymethods {
 
             /// `(device_type, device_id)` of the data (added by dlpack-rs).
             #[pyo3(name = "__dlpack_device__")]
-            fn $device(&self) -> (i32, i32) {
-                $crate::pyo3_glue::export_dlpack_device(self)
+            fn $device(&self) -> $crate::pyo3::PyResult<(i32, i32)> {
+                $crate::__private_derive_v0_4::dlpack_device(self)
             }
 
             #[classattr]

@@ -242,16 +242,17 @@ named_values! { DLDataTypeCode, u8,
 /// moves to the Rust names (`DLDeviceType::CPU`, `DLDataTypeCode::FLOAT`). A 0.3 cast
 /// (`DLDeviceType::kDLCPU as i32`, `DLDataTypeCode::kDLFloat as u8`) becomes `.0` or
 /// `i32::from(..)` / `u8::from(..)`.
+///
+/// Each entry names its replacement in its deprecation note. The note is written out per entry
+/// because `#[deprecated(note = ..)]` takes only a literal (a `concat!` there is refused, even in
+/// a macro expansion), while a `$note:literal` passed through is accepted.
 macro_rules! bindgen_names {
-    ($ty:ident: $( $bindgen:ident = $assoc:ident, )*) => {
+    ($ty:ident: $( $bindgen:ident = $assoc:ident => $note:literal, )*) => {
         #[allow(non_upper_case_globals)]
         impl $ty {
             $(
                 #[doc = concat!("dlpack-rs 0.3's name of [`", stringify!($ty), "::", stringify!($assoc), "`].")]
-                #[deprecated(
-                    since = "0.4.0",
-                    note = "dlpack-rs 0.3's bindgen name: use the upper-case Rust name (kDLCPU -> CPU, kDLFloat -> FLOAT, kDLCUDAHost -> CUDA_HOST)"
-                )]
+                #[deprecated(since = "0.4.0", note = $note)]
                 pub const $bindgen: $ty = $ty::$assoc;
             )*
         }
@@ -259,21 +260,46 @@ macro_rules! bindgen_names {
 }
 
 bindgen_names! { DLDeviceType:
-    kDLCPU = CPU, kDLCUDA = CUDA, kDLCUDAHost = CUDA_HOST, kDLOpenCL = OPENCL,
-    kDLVulkan = VULKAN, kDLMetal = METAL, kDLVPI = VPI, kDLROCM = ROCM,
-    kDLROCMHost = ROCM_HOST, kDLExtDev = EXT_DEV, kDLCUDAManaged = CUDA_MANAGED,
-    kDLOneAPI = ONE_API, kDLWebGPU = WEBGPU, kDLHexagon = HEXAGON, kDLMAIA = MAIA, kDLTrn = TRN,
-    kDLTPU = TPU, kDLTPUHost = TPU_HOST,
+    kDLCPU = CPU => "use `DLDeviceType::CPU`",
+    kDLCUDA = CUDA => "use `DLDeviceType::CUDA`",
+    kDLCUDAHost = CUDA_HOST => "use `DLDeviceType::CUDA_HOST`",
+    kDLOpenCL = OPENCL => "use `DLDeviceType::OPENCL`",
+    kDLVulkan = VULKAN => "use `DLDeviceType::VULKAN`",
+    kDLMetal = METAL => "use `DLDeviceType::METAL`",
+    kDLVPI = VPI => "use `DLDeviceType::VPI`",
+    kDLROCM = ROCM => "use `DLDeviceType::ROCM`",
+    kDLROCMHost = ROCM_HOST => "use `DLDeviceType::ROCM_HOST`",
+    kDLExtDev = EXT_DEV => "use `DLDeviceType::EXT_DEV`",
+    kDLCUDAManaged = CUDA_MANAGED => "use `DLDeviceType::CUDA_MANAGED`",
+    kDLOneAPI = ONE_API => "use `DLDeviceType::ONE_API`",
+    kDLWebGPU = WEBGPU => "use `DLDeviceType::WEBGPU`",
+    kDLHexagon = HEXAGON => "use `DLDeviceType::HEXAGON`",
+    kDLMAIA = MAIA => "use `DLDeviceType::MAIA`",
+    kDLTrn = TRN => "use `DLDeviceType::TRN`",
+    kDLTPU = TPU => "use `DLDeviceType::TPU`",
+    kDLTPUHost = TPU_HOST => "use `DLDeviceType::TPU_HOST`",
 }
 
 bindgen_names! { DLDataTypeCode:
-    kDLInt = INT, kDLUInt = UINT, kDLFloat = FLOAT, kDLOpaqueHandle = OPAQUE_HANDLE,
-    kDLBfloat = BFLOAT, kDLComplex = COMPLEX, kDLBool = BOOL, kDLFloat8_e3m4 = FLOAT8_E3M4,
-    kDLFloat8_e4m3 = FLOAT8_E4M3, kDLFloat8_e4m3b11fnuz = FLOAT8_E4M3B11FNUZ,
-    kDLFloat8_e4m3fn = FLOAT8_E4M3FN, kDLFloat8_e4m3fnuz = FLOAT8_E4M3FNUZ,
-    kDLFloat8_e5m2 = FLOAT8_E5M2, kDLFloat8_e5m2fnuz = FLOAT8_E5M2FNUZ,
-    kDLFloat8_e8m0fnu = FLOAT8_E8M0FNU, kDLFloat6_e2m3fn = FLOAT6_E2M3FN,
-    kDLFloat6_e3m2fn = FLOAT6_E3M2FN, kDLFloat4_e2m1fn = FLOAT4_E2M1FN, kDLBcomplex = BCOMPLEX,
+    kDLInt = INT => "use `DLDataTypeCode::INT`",
+    kDLUInt = UINT => "use `DLDataTypeCode::UINT`",
+    kDLFloat = FLOAT => "use `DLDataTypeCode::FLOAT`",
+    kDLOpaqueHandle = OPAQUE_HANDLE => "use `DLDataTypeCode::OPAQUE_HANDLE`",
+    kDLBfloat = BFLOAT => "use `DLDataTypeCode::BFLOAT`",
+    kDLComplex = COMPLEX => "use `DLDataTypeCode::COMPLEX`",
+    kDLBool = BOOL => "use `DLDataTypeCode::BOOL`",
+    kDLFloat8_e3m4 = FLOAT8_E3M4 => "use `DLDataTypeCode::FLOAT8_E3M4`",
+    kDLFloat8_e4m3 = FLOAT8_E4M3 => "use `DLDataTypeCode::FLOAT8_E4M3`",
+    kDLFloat8_e4m3b11fnuz = FLOAT8_E4M3B11FNUZ => "use `DLDataTypeCode::FLOAT8_E4M3B11FNUZ`",
+    kDLFloat8_e4m3fn = FLOAT8_E4M3FN => "use `DLDataTypeCode::FLOAT8_E4M3FN`",
+    kDLFloat8_e4m3fnuz = FLOAT8_E4M3FNUZ => "use `DLDataTypeCode::FLOAT8_E4M3FNUZ`",
+    kDLFloat8_e5m2 = FLOAT8_E5M2 => "use `DLDataTypeCode::FLOAT8_E5M2`",
+    kDLFloat8_e5m2fnuz = FLOAT8_E5M2FNUZ => "use `DLDataTypeCode::FLOAT8_E5M2FNUZ`",
+    kDLFloat8_e8m0fnu = FLOAT8_E8M0FNU => "use `DLDataTypeCode::FLOAT8_E8M0FNU`",
+    kDLFloat6_e2m3fn = FLOAT6_E2M3FN => "use `DLDataTypeCode::FLOAT6_E2M3FN`",
+    kDLFloat6_e3m2fn = FLOAT6_E3M2FN => "use `DLDataTypeCode::FLOAT6_E3M2FN`",
+    kDLFloat4_e2m1fn = FLOAT4_E2M1FN => "use `DLDataTypeCode::FLOAT4_E2M1FN`",
+    kDLBcomplex = BCOMPLEX => "use `DLDataTypeCode::BCOMPLEX`",
 }
 
 /// dlpack-rs 0.3 typed `DLDevice::device_type` as `u32` (bindgen's C enum): a 0.3 `u32` converts

@@ -114,13 +114,17 @@ pub unsafe trait IntoDLPack {
         None
     }
 
-    /// [`IntoDLPack::tensor_info`] with the layout's extent when the implementation validated
-    /// it already (the derive's bounds check does), so that an export need not validate it
-    /// again. Not an API: only the derive overrides it, and an override must return
-    /// `Some(e)` only where `info.extent()` is `Ok(e)` for the very `info` it returns.
+    /// [`IntoDLPack::tensor_info`] as every export asks it: with the layout's extent when the
+    /// implementation validated it already (the derive's bounds check does), so that an export
+    /// need not validate it again, or the error that refuses the export (the derive's: a layout
+    /// outside the data field). Not an API: only the derive overrides it, and an override must
+    /// return `Some(e)` only where `info.extent()` is `Ok(e)` for the very `info` it returns.
     #[doc(hidden)]
-    fn __tensor_info_with_extent(&self) -> (TensorInfo, Option<crate::safe::layout::Extent>) {
-        (self.tensor_info(), None)
+    #[allow(clippy::type_complexity)]
+    fn __tensor_info_with_extent(
+        &self,
+    ) -> Result<(TensorInfo, Option<crate::safe::layout::Extent>), safe::Error> {
+        Ok((self.tensor_info(), None))
     }
 
     /// Moves `self` into a legacy managed tensor whose deleter drops it.
@@ -134,7 +138,7 @@ pub unsafe trait IntoDLPack {
         if self.is_read_only() {
             return Err(safe::Error::ReadOnly);
         }
-        let info = self.tensor_info();
+        let (info, _) = self.__tensor_info_with_extent()?;
         // SAFETY: the trait's contract: `info` describes memory `self` (the keepalive) keeps
         // valid and in place, writable by consumers since `is_read_only` said no; the pointer is
         // taken again from `self` in its final place (`pointer_in_place`).
@@ -160,7 +164,7 @@ pub unsafe trait IntoDLPack {
         } else {
             0
         };
-        let info = self.tensor_info();
+        let (info, _) = self.__tensor_info_with_extent()?;
         // SAFETY: the trait's contract, as in `into_managed_tensor`; read-only memory is
         // flagged so.
         unsafe {

@@ -240,7 +240,7 @@ fn devices() {
 }
 
 #[test]
-#[should_panic(expected = "holds memory on kDLCPU:0, not on the described device kDLCUDA:0")]
+#[should_panic(expected = "tensor is on kDLCPU:0, not on kDLCUDA:0")]
 fn host_memory_cannot_be_described_as_device_memory() {
     let _ = HostClaimingGpu { data: vec![0.0; 4] }.tensor_info();
 }
@@ -284,7 +284,7 @@ fn bool_buffers_are_exported_read_only() {
 }
 
 #[test]
-#[should_panic(expected = "outside field `data`")]
+#[should_panic(expected = "address bytes 0..6 of field `data`, which holds 5 bytes")]
 fn shape_larger_than_buffer_panics() {
     let t = Tensor {
         data: vec![0u8; 5],
@@ -294,7 +294,7 @@ fn shape_larger_than_buffer_panics() {
 }
 
 #[test]
-#[should_panic(expected = "outside field `data`")]
+#[should_panic(expected = "address bytes -8..16 of field `data`, which holds 24 bytes")]
 fn negative_strides_below_the_buffer_panic() {
     let t = Transposed {
         data: vec![1, 2, 3, 4, 5, 6],
@@ -302,6 +302,33 @@ fn negative_strides_below_the_buffer_panic() {
         strides: vec![-1, 3],
     };
     let _ = t.tensor_info();
+}
+
+#[test]
+fn a_layout_outside_the_data_field_is_an_export_error_not_a_panic() {
+    // Every export route asks the fallible description first: no unwinding is involved, so a
+    // `panic = "abort"` build refuses the same way (a panic here would fail the test).
+    let expected = dlpack_rs::safe::Error::OutsideBuffer {
+        type_name: "Tensor",
+        field: "data",
+        first: 0,
+        end: 20,
+        len: 16,
+    };
+    let t = || Tensor {
+        data: vec![0.0f32; 4],
+        shape: vec![5usize],
+    };
+    assert_eq!(t().into_managed_tensor_versioned().unwrap_err(), expected);
+    assert_eq!(t().into_managed_tensor().unwrap_err(), expected);
+    let host = HostClaimingGpu { data: vec![0.0; 4] };
+    assert_eq!(
+        host.into_managed_tensor_versioned().unwrap_err(),
+        dlpack_rs::safe::Error::DeviceMismatch {
+            expected: dlpack_rs::safe::cuda_device(0),
+            found: cpu_device(),
+        }
+    );
 }
 
 #[test]

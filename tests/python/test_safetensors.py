@@ -95,7 +95,7 @@ def test_torch_tensors_serialize_and_come_back_zero_copy(tmp_path):
 
 @pytest.mark.parametrize("mapped", [False, True])
 def test_strided_tensors_reserved_names_and_bad_files_are_refused(tmp_path, mapped):
-    with pytest.raises(ValueError, match="contiguous"):
+    with pytest.raises(BufferError, match="contiguous"):
         ext.st_serialize({"t": np.arange(6.0).reshape(2, 3).T})
     with pytest.raises(ValueError, match="reserved for the header's metadata"):
         ext.st_serialize({"__metadata__": np.zeros(2, np.uint8)})
@@ -114,3 +114,9 @@ def test_a_consumer_that_ignores_read_only_never_reaches_the_mapped_file(numpy_f
     x.add_(1)
     assert x[0, 0].item() == 1.0
     assert numpy_file.read_bytes() == before
+
+
+def test_a_borrow_conflict_is_buffer_error_as_everywhere():
+    x = np.zeros(4, np.uint8)
+    with pytest.raises(BufferError, match="mutably borrowed"):
+        ext.st_serialize_while_writing(x)

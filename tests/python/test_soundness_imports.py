@@ -265,3 +265,35 @@ def test_a_writable_reexport_reaches_jax_zero_copy_even_for_bool():
         assert not t.read_only
         j = jnp.from_dlpack(t, copy=False)
         assert j.unsafe_buffer_pointer() == x.ctypes.data
+
+
+class _TensorSubclass(torch.Tensor if torch is not None else object):
+    pass
+
+
+@needs_torch
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda: torch.arange(4.0)._neg_view(), id="neg_view"),
+        pytest.param(lambda: torch.tensor([1 + 2j, 3 - 4j]).conj().imag, id="conj_imag"),
+        pytest.param(lambda: torch.arange(4.0)._neg_view().as_subclass(_TensorSubclass), id="subclass"),
+    ],
+)
+def test_torch_negative_bit_is_refused_on_every_route(make):
+    t = make()
+    assert t.is_neg()
+    for exchange_api in (True, False):
+        with pytest.raises(BufferError, match=r"negative bit.*resolve_neg\(\)"):
+            ext.import_info(t, exchange_api=exchange_api)
+    if t.dtype == torch.float32:
+        with pytest.raises(BufferError, match="resolve_neg"):
+            ext.tr_sum(t)  # a typed argument: the table's non-owning view
+        with pytest.raises(BufferError, match="resolve_neg"):
+            ext.tm_touch(t)  # a mutable typed argument: the owned route
+    # Resolved, the same values import (negated, as torch shows them).
+    r = t.resolve_neg()
+    assert not r.is_neg()
+    assert ext.import_info(r)["shape"] == list(r.shape)
+    if r.dtype == torch.float32:
+        assert ext.tr_sum(r) == pytest.approx(float(r.sum()))

@@ -200,7 +200,7 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
 ) -> PyResult<Bound<'py, PyCapsule>> {
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
     super::shared_registry::join(py)?;
-    let (info, extent) = value.__tensor_info_with_extent();
+    let (info, extent) = value.__tensor_info_with_extent()?;
     let validated = validated(info, extent)?;
     order_for_consumer(
         &args,
@@ -442,7 +442,7 @@ where
 
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<PyKeepalive>> {
         let this = slf.get();
-        let (info, extent) = this.__tensor_info_with_extent();
+        let (info, extent) = this.__tensor_info_with_extent()?;
         let order = order_of(this, &info);
         let owner = PyKeepalive::new(slf.py(), slf.clone().into_any().unbind());
         Ok(RouteExport {
@@ -478,7 +478,7 @@ where
                 "cannot export: the object is being mutated (a `&mut self` method is running)",
             )
         })?;
-        let (info, extent) = this.__tensor_info_with_extent();
+        let (info, extent) = this.__tensor_info_with_extent()?;
         let order = order_of(&*this, &info);
         // Copy-on-write memory is never written by its owners (the `SharedBuffer` contract), so
         // no consumer may write it either: read-only. Guarded memory is shared-mutable.

@@ -1,6 +1,6 @@
 //! How errors of the safe layer surface in Python: the exception the DLPack protocol names.
 
-use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError};
+use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::PyErr;
 
 use crate::ffi::DLDataType;
@@ -34,6 +34,7 @@ impl From<Error> for PyErr {
                 dtype_message(&[expected], found)
             )),
             Error::NotPacked(_) => PyTypeError::new_err(message),
+            Error::Unserializable(_) => PyValueError::new_err(message),
             Error::NotHostAccessible(_) => PyBufferError::new_err(format!(
                 "expected a tensor in CPU memory: {message}; copy it to the host first \
                  (x.cpu() in torch, jax.device_get(x) in jax)"

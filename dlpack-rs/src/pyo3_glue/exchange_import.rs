@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
 
 use super::exchange_lookup::lookup;
-use super::requires_grad::requires_grad;
+use super::requires_grad::{requires_grad, Grad};
 use crate::ffi::{DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
 use crate::safe::ManagedTensorVersioned;
 
@@ -33,6 +33,10 @@ pub(crate) fn import(
     let py = obj.py();
     if requires_grad(obj, grad) {
         return Err(requires_grad_error());
+    }
+    if !matches!(grad, Grad::Absent) {
+        // A type with `requires_grad` (torch's): the negative bit too.
+        super::negative::refuse_negative_view(obj)?;
     }
     let Some(from_py) = api.managed_tensor_from_py_object_no_sync else {
         return Ok(None);
@@ -103,6 +107,9 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let py = obj.py();
     if requires_grad(obj, grad) {
         return Err(requires_grad_error());
+    }
+    if !matches!(grad, Grad::Absent) {
+        super::negative::refuse_negative_view(obj)?;
     }
     let mut out = core::mem::MaybeUninit::<DLTensor>::zeroed();
     // SAFETY: a function of the table of `obj`'s own type, called as dlpack.h says: attached

@@ -148,8 +148,15 @@ impl ImportOptions {
     /// cannot say "read-only", and producers export immutable data that way (jax arrays; numpy
     /// 2.x imports legacy capsules read-only for this reason), so by default a legacy import is
     /// read-only: `as_mut_slice` raises `BufferError` and a re-export carries `READ_ONLY`.
-    /// Turn this on only for a producer known to hand out writable memory.
-    pub fn writable_legacy(mut self, writable: bool) -> Self {
+    ///
+    /// # Safety
+    ///
+    /// With `true`, the caller promises that every object imported with these options whose
+    /// producer answers with a legacy capsule hands out memory it lets consumers write (an
+    /// older torch, a numpy array that is `WRITEABLE`). Never so for jax arrays, which are
+    /// immutable: a write through the view would change an array jax shares and caches. A
+    /// versioned producer says itself whether its memory is writable; prefer it.
+    pub unsafe fn writable_legacy(mut self, writable: bool) -> Self {
         self.writable_legacy = writable;
         self
     }
@@ -240,6 +247,8 @@ impl ImportOptions {
                 return Ok(imported);
             }
         }
+        // torch's `__dlpack__` exports a negated view un-negated, as its table does.
+        super::negative::refuse_negative_view(obj)?;
         #[cfg(not(feature = "abi3"))]
         if self.stream.is_none() && self.device.is_none() && self.copy.is_none() {
             return self.via_common_call(obj).map(|t| (t, None));

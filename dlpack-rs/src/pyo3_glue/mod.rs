@@ -81,6 +81,7 @@ mod framework;
 mod image_view;
 mod import;
 mod keepalive;
+mod negative;
 mod numpy_array;
 mod numpy_borrow;
 mod numpy_direct;

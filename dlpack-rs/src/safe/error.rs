@@ -120,6 +120,23 @@ pub enum Error {
         /// The runtime's error code.
         code: i64,
     },
+    /// Tensors the safetensors format cannot hold (a name given twice or reserved, a dtype the
+    /// format lacks): the message says which tensor and why.
+    Unserializable(alloc::string::String),
+    /// A derived struct's shape, strides and byte offset address bytes outside its data field
+    /// (`#[derive(IntoDLPack)]`): an export would hand out memory the struct does not own.
+    OutsideBuffer {
+        /// The struct.
+        type_name: &'static str,
+        /// Its data field.
+        field: &'static str,
+        /// The first byte addressed, counted from the field's first (negative: before it).
+        first: i64,
+        /// One past the last byte addressed.
+        end: i64,
+        /// The bytes the field holds.
+        len: u64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -219,6 +236,18 @@ impl fmt::Display for Error {
             Error::DeviceMismatch { expected, found } => {
                 write!(f, "tensor is on {found}, not on {expected}")
             }
+            Error::Unserializable(message) => f.write_str(message),
+            Error::OutsideBuffer {
+                type_name,
+                field,
+                first,
+                end,
+                len,
+            } => write!(
+                f,
+                "`{type_name}`: its shape, strides and byte offset address bytes {first}..{end} \
+                 of field `{field}`, which holds {len} bytes"
+            ),
             Error::Device { call, code } => {
                 write!(f, "device runtime call {call} failed (error {code})")
             }

@@ -279,56 +279,51 @@ impl View for &Bytewise<'_> {
 
 /// Serializes `tensors` (name, tensor: any owner, an import or an export) in the safetensors
 /// format, reading each under a shared borrow: every tensor must be a C-contiguous host tensor
-/// of a dtype the format has (`InvalidInput` otherwise, with the reason; `AlreadyBorrowed`
-/// while a mutable view of one exists).
-pub fn serialize_safetensors<'a, S, K, I>(tensors: I) -> io::Result<Vec<u8>>
+/// (`NotContiguous`, `NotHostAccessible`) of a dtype the format has, under a name given once
+/// that is not `__metadata__` (`Unserializable`, naming the tensor), with no mutable view of it
+/// alive (`AlreadyBorrowed`). In Python these raise `BufferError`, `ValueError` for the names
+/// and dtypes.
+pub fn serialize_safetensors<'a, S, K, I>(tensors: I) -> Result<Vec<u8>, Error>
 where
     S: AsRef<str>,
     K: Kind + 'a,
     I: IntoIterator<Item = (S, &'a Managed<K>)>,
 {
-    let refuse = |e: Error| io::Error::new(io::ErrorKind::InvalidInput, e);
     let mut views = Vec::new();
     let mut names = alloc::collections::BTreeSet::new();
     for (name, t) in tensors {
+        let name = name.as_ref();
         // safetensors' own serializer would panic on a repeated name, and writes a file no
         // loader reads for `__metadata__` (the header's metadata key).
-        if name.as_ref() == "__metadata__" || !names.insert(name.as_ref().to_string()) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                alloc::format!(
-                    "tensor name {:?}: {}",
-                    name.as_ref(),
-                    if name.as_ref() == "__metadata__" {
-                        "reserved for the header's metadata"
-                    } else {
-                        "given twice"
-                    }
-                ),
-            ));
+        if name == "__metadata__" {
+            return Err(unserializable(name, "reserved for the header's metadata"));
+        }
+        if !names.insert(name.to_string()) {
+            return Err(unserializable(name, "given twice"));
         }
         let dtype = safetensors_dtype(t.dtype()).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                alloc::format!(
-                    "tensor {}: safetensors has no dtype {}",
-                    name.as_ref(),
-                    super::DtypeName(t.dtype())
-                ),
+            unserializable(
+                name,
+                &alloc::format!("safetensors has no dtype {}", super::DtypeName(t.dtype())),
             )
         })?;
         let shape = t.shape().iter().map(|&d| d as usize).collect();
         views.push((
-            name.as_ref().to_string(),
+            name.to_string(),
             Bytewise {
                 dtype,
                 shape,
-                bytes: contiguous_bytes(t).map_err(refuse)?,
+                bytes: contiguous_bytes(t)?,
             },
         ));
     }
     safetensors::serialize(views.iter().map(|(n, v)| (n.as_str(), v)), None)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+        .map_err(|e| Error::Unserializable(e.to_string()))
+}
+
+/// `Unserializable`, naming the tensor.
+fn unserializable(name: &str, reason: &str) -> Error {
+    Error::Unserializable(alloc::format!("tensor name {name:?}: {reason}"))
 }
 
 /// The bytes of a C-contiguous host tensor (any dtype), borrowed shared.

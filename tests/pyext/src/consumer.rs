@@ -210,7 +210,11 @@ fn add_one(mut obj: Imported) -> PyResult<()> {
 /// memory is then writable.
 #[pyfunction]
 fn add_one_legacy_writable(obj: &Bound<'_, PyAny>) -> PyResult<()> {
-    let t = ImportOptions::new().writable_legacy(true).import(obj)?;
+    // SAFETY: a test helper; the tests hand it legacy producers over writable numpy arrays,
+    // and a jax array only over memory whose export holds a borrow, where the mutable view is
+    // refused before anything is written.
+    let options = unsafe { ImportOptions::new().writable_legacy(true) };
+    let t = options.import(obj)?;
     add_one(Imported(t))
 }
 

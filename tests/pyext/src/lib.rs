@@ -14,6 +14,7 @@ mod held;
 mod images;
 mod low_precision;
 mod ndarray_funcs;
+mod oversized;
 mod producer;
 mod readers;
 mod rust_numpy;
@@ -42,6 +43,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hardening::register_views(m)?;
     hardening::register_typed(m)?;
     ndarray_funcs::register(m)?;
+    oversized::register(m)?;
     low_precision::register(m)?;
     exchange::register(m)?;
     streams::register(m)?;

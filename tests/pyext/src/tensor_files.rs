@@ -33,13 +33,26 @@ fn st_open(path: &str, mapped: bool) -> PyResult<BTreeMap<String, DLPackTensor>>
 /// The safetensors bytes of `tensors` (any producer's, imported).
 #[pyfunction]
 fn st_serialize(tensors: BTreeMap<String, PyTensor>) -> PyResult<Vec<u8>> {
-    serialize_safetensors(tensors.iter().map(|(n, t)| (n.as_str(), &**t)))
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+    // The crate's own error: `BufferError` for a borrow conflict or a layout, as everywhere.
+    Ok(serialize_safetensors(
+        tensors.iter().map(|(n, t)| (n.as_str(), &**t)),
+    )?)
+}
+
+/// Serializes `obj` (imported twice) while a mutable view of its first import is alive: the
+/// borrow conflict, as Python sees it.
+#[pyfunction]
+fn st_serialize_while_writing(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let mut writer = PyTensor::from_pyany(py, obj)?;
+    let _view = writer.as_mut_slice::<u8>()?;
+    let reader = PyTensor::from_pyany(py, obj)?;
+    Ok(serialize_safetensors([("t", &*reader)])?)
 }
 
 /// Adds this file's functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(st_open, m)?)?;
     m.add_function(wrap_pyfunction!(st_serialize, m)?)?;
+    m.add_function(wrap_pyfunction!(st_serialize_while_writing, m)?)?;
     Ok(())
 }
