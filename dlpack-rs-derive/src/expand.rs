@@ -144,7 +144,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let imp = quote! {
         // SAFETY: the data field is a `Buffer` (an unsafe trait whose implementations vouch for
         // their memory and its device), its pointer is read through `Buffer::data_ptr`, and
-        // `within_buffer` checks that the described device is the buffer's and that every byte
+        // `within_buffer_extent` checks that the described device is the buffer's and that every byte
         // the shape, strides and byte offset address lies inside it; writes are allowed only
         // where `consumers_may_write` says the buffer permits them.
         #[automatically_derived]
@@ -183,6 +183,10 @@ fn expand(input: &Input<'_>) -> TokenStream {
                 )
             }
 
+            fn __data_ptr(&self) -> *mut ::core::ffi::c_void {
+                ::dlpack_rs::__private_derive_v0_4::data_ptr(#data_expr)
+            }
+
             fn is_read_only(&self) -> bool {
                 #read_only || !::dlpack_rs::__private_derive_v0_4::consumers_may_write(#data_value)
             }
@@ -207,7 +211,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let data_member = &data.member;
     let derived = quote! {
         // SAFETY: `tensor_info` above describes only bytes inside this field's buffer, on its
-        // device (checked by `within_buffer` on every call).
+        // device (checked by `within_buffer_extent` on every export).
         #[automatically_derived]
         unsafe impl #impl_generics ::dlpack_rs::__private_derive_v0_4::DerivedData
             for #ident #ty_generics #where_clause

@@ -247,14 +247,6 @@ pub fn expect_within(checked: Result<(TensorInfo, Option<Extent>), Error>) -> Te
     }
 }
 
-/// `__dlpack_device__()` of a derived class: `(device_type, device_id)`, or the `BufferError`
-/// of a layout its export refuses.
-#[cfg(feature = "pyo3")]
-pub fn dlpack_device<T: crate::IntoDLPack>(this: &T) -> pyo3::PyResult<(i32, i32)> {
-    let (info, _) = this.__tensor_info_with_extent()?;
-    Ok((info.device.device_type.0, info.device.device_id))
-}
-
 pub use crate::into_dlpack::DerivedData;
 
 /// Implemented by both ways of adding the Python protocol methods to a class, so that a class
@@ -362,7 +354,7 @@ macro_rules! __dlpack_pymethods {
             /// `(device_type, device_id)` of the data (added by dlpack-rs).
             #[pyo3(name = "__dlpack_device__")]
             fn $device(&self) -> $crate::pyo3::PyResult<(i32, i32)> {
-                $crate::__private_derive_v0_4::dlpack_device(self)
+                $crate::pyo3_glue::export_dlpack_device(self)
             }
 
             #[classattr]

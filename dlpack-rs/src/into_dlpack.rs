@@ -127,6 +127,13 @@ pub unsafe trait IntoDLPack {
         Ok((self.tensor_info(), None))
     }
 
+    /// `tensor_info().data`, asked alone. Not an API: the derive overrides it so that an export
+    /// asks the layout once (a `Dim` may answer differently each time it is asked).
+    #[doc(hidden)]
+    fn __data_ptr(&self) -> *mut core::ffi::c_void {
+        self.tensor_info().data
+    }
+
     /// Moves `self` into a legacy managed tensor whose deleter drops it.
     ///
     /// Fails with [`safe::Error::ReadOnly`] for read-only data (the legacy struct cannot say
@@ -251,7 +258,7 @@ unsafe impl<T: safe::Element> IntoDLPack for safe::SharedMut<T> {
 /// The data pointer of an export's keepalive asked anew once the value sits in the export's
 /// block: a pointer taken before the move could carry the provenance of a borrow the move ended.
 fn pointer_in_place<T: IntoDLPack>(value: &mut T) -> *mut core::ffi::c_void {
-    value.tensor_info().data
+    value.__data_ptr()
 }
 
 #[cfg(feature = "ndarray")]
@@ -319,7 +326,7 @@ mod ndarray_impls {
 /// # Safety
 ///
 /// Every byte [`IntoDLPack::tensor_info`](crate::IntoDLPack::tensor_info) describes lies inside
-/// `data_field()`'s buffer, on its device (what the derive's `within_buffer` checks).
+/// `data_field()`'s buffer, on its device (what the derive's `within_buffer_extent` checks).
 #[doc(hidden)]
 pub unsafe trait DerivedData: IntoDLPack {
     /// The type of the `#[dlpack(data)]` field.

@@ -407,3 +407,37 @@ fn every_device_name_resolves_to_its_constant() {
         "ascend:3" => ASCEND,
     );
 }
+
+/// A dimension that answers 4 the first time and 1000 after: `Dim` is a safe trait, so an
+/// export must ask the layout once and never again (it once asked `tensor_info` anew for the
+/// pointer once the value sat in its block, which panicked there and leaked the block).
+#[derive(Clone, Copy)]
+struct Flaky;
+
+static FLAKY_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl dlpack_rs::safe::Dim for Flaky {
+    fn to_i64(self) -> Option<i64> {
+        let first = FLAKY_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        Some(if first { 4 } else { 1000 })
+    }
+}
+
+#[derive(IntoDLPack)]
+struct FlakyShape {
+    #[dlpack(data)]
+    data: Vec<f32>,
+    #[dlpack(shape)]
+    shape: Vec<Flaky>,
+}
+
+#[test]
+fn an_export_asks_the_layout_once() {
+    let t = FlakyShape {
+        data: vec![1.0, 2.0, 3.0, 4.0],
+        shape: vec![Flaky],
+    };
+    let mt = t.into_managed_tensor_versioned().unwrap();
+    assert_eq!(mt.shape(), &[4]);
+    assert_eq!(mt.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+}

@@ -120,3 +120,9 @@ def test_a_borrow_conflict_is_buffer_error_as_everywhere():
     x = np.zeros(4, np.uint8)
     with pytest.raises(BufferError, match="mutably borrowed"):
         ext.st_serialize_while_writing(x)
+
+
+def test_sub_byte_tensors_of_part_bytes_are_refused_naming_the_tensor():
+    odd = ext.lp_make_packed("float4_e2m1fn", b"\0\0", [3])
+    with pytest.raises(ValueError, match=r'tensor name "odd": sub-byte elements'):
+        ext.st_serialize({"odd": odd})

@@ -5,6 +5,10 @@ refused by the safe import); and jax, which asks for legacy capsules, gets read-
 tensors as copies and writable ones zero copy.
 """
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -297,3 +301,66 @@ def test_torch_negative_bit_is_refused_on_every_route(make):
     assert ext.import_info(r)["shape"] == list(r.shape)
     if r.dtype == torch.float32:
         assert ext.tr_sum(r) == pytest.approx(float(r.sum()))
+
+
+@needs_torch
+def test_negative_bit_is_asked_past_a_subclass_torch_function():
+    # torch's read-only wrapper refuses every torch function but the export ones, `is_neg`
+    # included: the bit is read as torch's default `__torch_function__` reads it.
+    from torch.utils.dlpack import ReadOnlyTensorWrapper
+
+    with pytest.raises(BufferError, match="resolve_neg"):
+        ext.import_info(ReadOnlyTensorWrapper(torch.arange(4.0)._neg_view()))
+    assert ext.import_info(ReadOnlyTensorWrapper(torch.arange(4.0)))["read_only"]
+
+
+@needs_torch
+def test_negative_bit_is_asked_of_torch_not_of_a_patch():
+    n = torch.arange(1.0, 5.0)._neg_view()
+    n.is_neg = lambda: False  # an instance attribute
+    with pytest.raises(BufferError, match="resolve_neg"):
+        ext.tr_sum(n)
+    with pytest.raises(BufferError, match="resolve_neg"):
+        ext.import_info(n, exchange_api=False)
+    original = torch.Tensor.is_neg
+    torch.Tensor.is_neg = lambda self: False  # a patch of the class
+    try:
+        with pytest.raises(BufferError, match="resolve_neg"):
+            ext.tr_sum(torch.arange(1.0, 5.0)._neg_view())
+    finally:
+        torch.Tensor.is_neg = original
+
+
+@needs_torch
+def test_a_module_posing_as_torch_is_not_kept():
+    # Run in a fresh interpreter: the check keeps what it finds of torch for the process.
+    code = textwrap.dedent(
+        """
+        import sys, types
+        import numpy as np
+        import dlpack_testext as ext
+
+        class FakeTensor:
+            def __init__(self, a):
+                self.a = a
+            def __dlpack__(self, **kw):
+                return self.a.__dlpack__(**kw)
+            def __dlpack_device__(self):
+                return self.a.__dlpack_device__()
+
+        fake = types.ModuleType("torch")
+        fake.Tensor = FakeTensor
+        fake._C = types.SimpleNamespace(TensorBase=object, _disabled_torch_function_impl=None)
+        sys.modules["torch"] = fake
+        assert ext.tr_sum(FakeTensor(np.ones(4, np.float32))) == 4.0
+        del sys.modules["torch"]
+        import torch
+        try:
+            ext.tr_sum(torch.arange(1.0, 5.0)._neg_view())
+        except BufferError as e:
+            assert "resolve_neg" in str(e)
+        else:
+            raise AssertionError("a negated view was imported")
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -24,7 +24,8 @@ use crate::IntoDLPack;
 /// object (and the memory [`IntoDLPack::tensor_info`] describes) lives until every consumer
 /// has called its deleter. Arguments: `stream` is checked against the device; `dl_device`
 /// must be the data's device (or the CPU for host memory, by copy); `copy=True` makes a real
-/// copy flagged `IS_COPIED`; `max_version` major >= 1 gives a versioned capsule, else a legacy
+/// copy flagged `IS_COPIED` of `kDLCPU` data (device data raises `BufferError`: a host copy
+/// would race pending device work); `max_version` major >= 1 gives a versioned capsule, else a legacy
 /// one, which cannot say "read-only": read-only data is then copied (`copy=None`, what jax
 /// gets) or refused (`copy=False`: `BufferError`).
 ///
@@ -32,14 +33,16 @@ use crate::IntoDLPack;
 /// time, so each export holds a shared borrow of it in the [borrow
 /// registry](crate::safe#the-borrow-registry) until its deleter runs: an import of the export (directly,
 /// or after torch re-exported it) gets shared views only, and `as_mut_slice` on it raises
-/// `BufferError`. Python consumers may still write memory exported writable (outside the
-/// model, as with any buffer handed to foreign code); `#[dlpack(read_only)]` /
-/// `is_read_only` exports it `READ_ONLY`.
+/// `BufferError`. Two writers remain: Python consumers may write memory exported writable
+/// (outside the model, as with any buffer handed to foreign code; `#[dlpack(read_only)]` /
+/// `is_read_only` exports it `READ_ONLY`), and a class whose data is a
+/// [`SharedMut`](crate::safe::SharedMut) writes through `&self` under its write guard, whose
+/// registry borrow then excludes every view (its exports hold no borrow of their own).
 ///
 /// **Mutation safety.** The class must be `frozen`: Python then never hands out `&mut` to
 /// it, so no Rust code can mutate (or reallocate) the exported buffer while a consumer
-/// holds a view of it. Writes can only come from consumers, and only to data that is not
-/// read-only.
+/// holds a view of it through `&mut self`. Writes come from consumers (to data that is not
+/// read-only) and from a `SharedMut` field's write guard, as above.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{export_dlpack, export_dlpack_device, IntoDLPack};
@@ -73,7 +76,7 @@ use crate::IntoDLPack;
 ///         export_dlpack(slf, stream, max_version, dl_device, copy)
 ///     }
 ///
-///     fn __dlpack_device__(&self) -> (i32, i32) {
+///     fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
 ///         export_dlpack_device(self)
 ///     }
 /// }
@@ -500,8 +503,10 @@ where
     }
 }
 
-/// The `__dlpack_device__()` answer for `this`: `(device_type, device_id)`.
-pub fn export_dlpack_device<T: IntoDLPack + ?Sized>(this: &T) -> (i32, i32) {
-    let device = this.tensor_info().device;
-    (device.device_type.0, device.device_id)
+/// The `__dlpack_device__()` answer for `this`: `(device_type, device_id)`, or the
+/// `BufferError` its export would raise for a description it refuses (a derived layout outside
+/// its data field).
+pub fn export_dlpack_device<T: IntoDLPack + ?Sized>(this: &T) -> PyResult<(i32, i32)> {
+    let (info, _) = this.__tensor_info_with_extent()?;
+    Ok((info.device.device_type.0, info.device.device_id))
 }

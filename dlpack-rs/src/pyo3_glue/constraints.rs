@@ -143,8 +143,9 @@ impl Layout for FContig {
 /// Sealed.
 pub trait Device: sealed::Sealed + 'static {}
 
-/// Host memory the CPU can read (`kDLCPU`, `kDLCUDAHost`, `kDLCUDAManaged`, `kDLROCMHost`):
-/// the argument hands out slices, elements and (feature `ndarray`) ndarray views.
+/// CPU memory (`kDLCPU` only: pinned and managed memory may still be written by pending device
+/// work, so they take [`AnyDevice`]): the argument hands out slices, elements and (feature
+/// `ndarray`) ndarray views.
 #[derive(Debug)]
 pub enum Cpu {}
 /// Memory on any device (CUDA, ROCm, Metal, ..., the CPU too): the argument hands out the

@@ -7,10 +7,12 @@ use crate::ffi::DLDataType;
 use crate::safe::{self, Error};
 
 /// Converts a safe-layer error into the Python exception the protocol names:
-/// `TypeError` when a typed view asked for the wrong element type (in Python's names:
-/// `dtype mismatch: expected a tensor of float32, got float64 (convert it first, ...)`), `MemoryError` when memory
-/// ran out, `BufferError` for everything else: data that cannot be described, read, or
-/// exported as asked, and a view refused by the borrow registry
+/// `TypeError` when a view asked for the wrong element type ([`Error::DtypeMismatch`], in
+/// Python's names: `dtype mismatch: expected a tensor of float32, got float64 (convert it
+/// first, ...)`) or a packed view of a dtype that is not packed ([`Error::NotPacked`]),
+/// `ValueError` for tensors the safetensors format cannot hold ([`Error::Unserializable`]),
+/// `MemoryError` when memory ran out, `BufferError` for everything else: data that cannot be
+/// described, read, or exported as asked, and a view refused by the borrow registry
 /// ([`Error::AlreadyBorrowed`]).
 ///
 /// ```

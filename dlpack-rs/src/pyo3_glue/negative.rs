@@ -8,12 +8,26 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-/// `torch.Tensor`, once torch is imported (nothing here imports it: without torch in
-/// `sys.modules` no object can be a torch tensor).
-fn torch_tensor(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
-    static TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    if let Some(ty) = TYPE.get(py) {
-        return Ok(Some(ty.bind(py)));
+/// What the check needs of torch, found once torch is imported (nothing here imports it:
+/// without torch in `sys.modules` no object can be a torch tensor).
+struct Torch {
+    /// `torch._C.TensorBase`: a static type (C code made it; Python code can only make heap
+    /// types), so a module posing as torch cannot stand in for it.
+    base: Py<PyType>,
+    /// `torch.Tensor`, a subclass of `base`.
+    tensor: Py<PyType>,
+    /// `TensorBase.is_neg`, the method descriptor: neither an instance attribute nor a patch of
+    /// `torch.Tensor.is_neg` stands in for it.
+    is_neg: Py<PyAny>,
+    /// `torch._C._disabled_torch_function_impl`: calls a function as torch's default
+    /// `__torch_function__` does, past a subclass's own.
+    disabled: Py<PyAny>,
+}
+
+fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
+    static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+    if let Some(found) = TORCH.get(py) {
+        return Ok(Some(found));
     }
     let modules = py
         .import(pyo3::intern!(py, "sys"))?
@@ -21,29 +35,54 @@ fn torch_tensor(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
     let Ok(torch) = modules.get_item(pyo3::intern!(py, "torch")) else {
         return Ok(None);
     };
-    let Ok(tensor) = torch
-        .getattr(pyo3::intern!(py, "Tensor"))
-        .and_then(|t| Ok(t.cast_into::<PyType>()?))
-    else {
-        // torch is being imported and has no `Tensor` yet: no tensor of it exists either.
+    let found = (|| -> PyResult<Option<Torch>> {
+        let c = torch.getattr("_C")?;
+        let base = c.getattr("TensorBase")?.cast_into::<PyType>()?;
+        let tensor = torch.getattr("Tensor")?.cast_into::<PyType>()?;
+        // SAFETY: attached, a live type.
+        let genuine = unsafe { super::cpython::is_static_type(base.as_type_ptr()) };
+        if !genuine || !tensor.is_subclass(&base)? {
+            return Ok(None);
+        }
+        let is_neg = base.getattr("is_neg")?;
+        let disabled = c.getattr("_disabled_torch_function_impl")?;
+        Ok(Some(Torch {
+            base: base.unbind(),
+            tensor: tensor.unbind(),
+            is_neg: is_neg.unbind(),
+            disabled: disabled.unbind(),
+        }))
+    })();
+    // A module that is not torch, or torch halfway through its import (no tensor exists yet):
+    // nothing is kept, and the next import asks again.
+    let Ok(Some(found)) = found else {
         return Ok(None);
     };
-    let ty = super::once::get_or_init(&TYPE, py, || tensor.unbind());
-    Ok(Some(ty.bind(py)))
+    Ok(Some(super::once::get_or_init(&TORCH, py, || found)))
 }
 
 /// `BufferError` for a torch tensor (a subclass's too) whose negative bit is set; `Ok` for
-/// every other object. The cost on a plain tensor: the instance check and one call of
-/// `is_neg()`.
+/// every other object. The cost on a plain tensor: a type comparison and one call of the
+/// `is_neg` method descriptor. A subclass's own `__torch_function__` is not asked (it may
+/// refuse `is_neg`, as torch's `ReadOnlyTensorWrapper` does). An active torch function mode
+/// is, as it is for torch's own `__dlpack__`: like the producer, it is trusted.
 pub(crate) fn refuse_negative_view(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = obj.py();
-    let Some(tensor) = torch_tensor(py)? else {
+    let Some(torch) = torch(py)? else {
         return Ok(());
     };
-    if !obj.is_instance(tensor)? {
+    let ty = obj.get_type();
+    let negative = if ty.is(torch.tensor.bind(py)) {
+        torch.is_neg.bind(py).call1((obj,))?
+    } else if ty.is_subclass(torch.base.bind(py))? {
+        torch
+            .disabled
+            .bind(py)
+            .call1((torch.is_neg.bind(py), (ty,), (obj,)))?
+    } else {
         return Ok(());
-    }
-    if obj.call_method0(pyo3::intern!(py, "is_neg"))?.is_truthy()? {
+    };
+    if negative.is_truthy()? {
         return Err(PyBufferError::new_err(
             "cannot import a torch tensor whose negative bit is set: torch exports its memory \
              un-negated; call resolve_neg() first",

@@ -160,7 +160,7 @@ impl DLPackTensor {
     }
 
     /// `(device_type, device_id)` of the data.
-    fn __dlpack_device__(&self) -> (i32, i32) {
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
         export_dlpack_device(self)
     }
 

@@ -307,6 +307,15 @@ where
                 &alloc::format!("safetensors has no dtype {}", super::DtypeName(t.dtype())),
             )
         })?;
+        let bits = u128::from(t.dtype().bits) * u128::from(t.dtype().lanes);
+        let numel: u128 = t.shape().iter().map(|&d| d as u128).product();
+        if bits < 8 && numel.checked_mul(bits).is_some_and(|b| b % 8 != 0) {
+            // safetensors refuses it too, without saying which tensor.
+            return Err(unserializable(
+                name,
+                "sub-byte elements that do not fill a whole number of bytes",
+            ));
+        }
         let shape = t.shape().iter().map(|&d| d as usize).collect();
         views.push((
             name.to_string(),

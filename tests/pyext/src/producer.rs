@@ -157,7 +157,7 @@ impl RustTensor {
         export_dlpack(slf, stream, max_version, dl_device, copy)
     }
 
-    fn __dlpack_device__(&self) -> (i32, i32) {
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
         export_dlpack_device(self)
     }
 
