@@ -71,16 +71,17 @@ pub(crate) fn refuse_negative_view(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     let Some(torch) = torch(py)? else {
         return Ok(());
     };
-    let ty = obj.get_type();
-    let negative = if ty.is(torch.tensor.bind(py)) {
-        torch.is_neg.bind(py).call1((obj,))?
-    } else if ty.is_subclass(torch.base.bind(py))? {
+    let negative = if obj.get_type_ptr() == torch.tensor.as_ptr().cast() {
+        super::cpython::call_one(torch.is_neg.bind(py), obj)?
+    } else {
+        let ty = obj.get_type();
+        if !ty.is_subclass(torch.base.bind(py))? {
+            return Ok(());
+        }
         torch
             .disabled
             .bind(py)
             .call1((torch.is_neg.bind(py), (ty,), (obj,)))?
-    } else {
-        return Ok(());
     };
     if negative.is_truthy()? {
         return Err(PyBufferError::new_err(
