@@ -191,7 +191,7 @@ macro_rules! byte_offsets {
 byte_offsets!(u64, usize, u32, u16, u8);
 
 /// The validated extent of a layout, for the export that follows the derive's bounds check.
-pub use crate::safe::layout::Extent;
+pub use crate::safe::import::layout::Extent;
 
 /// Returns `info` with its layout's extent (when valid: `info.extent()`'s answer) after
 /// checking that its device is the buffer's and that every byte it describes lies inside

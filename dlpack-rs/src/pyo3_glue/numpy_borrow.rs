@@ -592,5 +592,5 @@ unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
 
 #[path = "numpy_table.rs"]
 mod ours;
-use crate::safe::overlap::Span;
+use crate::safe::borrow::overlap::Span;
 use ours::{key_of_array, key_of_import, key_of_layout, OURS};

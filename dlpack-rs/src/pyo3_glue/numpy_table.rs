@@ -21,8 +21,8 @@ use pyo3::prelude::*;
 
 use super::{cpython, Shared};
 use crate::pyo3_glue::numpy_array::{ArrayFields, NPY_ARRAY_WRITEABLE};
+use crate::safe::borrow::overlap::Span;
 use crate::safe::borrow::BorrowToken;
-use crate::safe::overlap::Span;
 
 /// The bytes a borrow names, its key: those of the array's elements, as the borrow registry
 /// names a strided view's (a `Span`: the range from the lowest to the highest element, on the
@@ -49,7 +49,7 @@ fn key_of_axes(
             low = low.checked_add(span)?;
         }
         if d > 1 {
-            period = crate::safe::overlap::gcd(period, s.unsigned_abs());
+            period = crate::safe::borrow::overlap::gcd(period, s.unsigned_abs());
         }
     }
     high = high.checked_add(itemsize)?;

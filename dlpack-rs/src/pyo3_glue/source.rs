@@ -194,7 +194,7 @@ impl Source {
     pub(super) fn strided_parts<T: AnyBitPattern>(
         &self,
         exclusive: bool,
-    ) -> Result<(crate::safe::strided::Normalized<T>, BorrowToken), Error> {
+    ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
         match (self.owner(), self) {
             (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
             (Some(t), _) => t.borrowed_layout::<T>(exclusive),

@@ -20,7 +20,7 @@ use super::framework::Framework;
 use super::source::Source;
 use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::borrow::BorrowToken;
-use crate::safe::strided::Normalized;
+use crate::safe::import::strided::Normalized;
 use crate::safe::{AnyBitPattern, Element, Error};
 
 /// How the checked elements are reached.
@@ -70,7 +70,7 @@ impl<T: Element> Held<T> {
                         // The strided route's check: an ndarray view of the shape must exist.
                         let shape: alloc::vec::Vec<usize> =
                             source.shape().iter().map(|&d| d as usize).collect();
-                        crate::safe::strided::viewable_empty(&shape)?;
+                        crate::safe::import::strided::viewable_empty(&shape)?;
                     }
                     Ok((first, Parts::Slice(len), token))
                 })

@@ -55,7 +55,7 @@
 //!
 //! # Derive fields
 //!
-//! `Array` and `ArcArray` are also [`Buffer`](super::Buffer)s, so a `#[dlpack(data)]` field may be one. As a
+//! `Array` and `ArcArray` are also [`Buffer`](crate::safe::Buffer)s, so a `#[dlpack(data)]` field may be one. As a
 //! buffer an array is flat storage: the elements from its lowest to its highest address
 //! (for a non-contiguous array that includes the elements it skips). Give the struct
 //! `shape` / `strides` fields for another layout; to export the array's own layout, use its
@@ -71,9 +71,9 @@ use ::ndarray::{
     IxDyn, ShapeBuilder,
 };
 
-use super::borrow::BorrowToken;
-use super::strided::Normalized;
-use super::{Element, Error, Kind, Managed};
+use crate::safe::borrow::BorrowToken;
+use crate::safe::import::strided::Normalized;
+use crate::safe::{Element, Error, Kind, Managed};
 
 impl<T> Normalized<T> {
     /// The shape and strides as `D`, which has `self.shape().len()` dimensions.

@@ -13,11 +13,13 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, View};
 
-use super::block::Readers;
-use super::guard::ReadSlice;
-use super::tensor_info::Validated;
-use super::{cpu_device, AlignedBuffer, Error, Kind, Managed, ManagedTensorVersioned, TensorInfo};
 use crate::ffi::{DLDataType, DLDataTypeCode as C, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::safe::borrow::guard::ReadSlice;
+use crate::safe::export::block::Readers;
+use crate::safe::export::tensor_info::Validated;
+use crate::safe::{
+    cpu_device, AlignedBuffer, Error, Kind, Managed, ManagedTensorVersioned, TensorInfo,
+};
 
 /// The DLPack dtype of each safetensors dtype (every one has a DLPack code).
 fn dlpack_dtype(dtype: Dtype) -> Option<DLDataType> {
@@ -194,7 +196,7 @@ impl SafeTensorsFile {
             // The tensor's bytes are exactly its data range (safetensors checked that the range
             // lies in the file and matches the shape and dtype; checked here again).
             let validated = Validated::new(info.clone()).map_err(|e| named(name, e))?;
-            let packed_len = super::element_bits(dtype)
+            let packed_len = crate::safe::element_bits(dtype)
                 .checked_mul(validated.extent().numel as u64)
                 .map(|bits| bits.div_ceil(8));
             if packed_len != Some(data.len() as u64) {
@@ -204,7 +206,7 @@ impl SafeTensorsFile {
                         "tensor {name}: {} bytes for {} elements of {}",
                         data.len(),
                         validated.extent().numel,
-                        super::DtypeName(dtype)
+                        crate::safe::DtypeName(dtype)
                     ),
                 ));
             }
@@ -228,7 +230,7 @@ impl SafeTensorsFile {
         // `READ_ONLY` (and so holding a shared borrow of them), the buffer is reached by nothing
         // but exports, and a mapped file is unchanged by `map`'s contract.
         Some(unsafe {
-            super::pack::pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
+            crate::safe::export::pack::pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
                 Arc::clone(&self.bytes),
                 info,
                 DLPACK_FLAG_BITMASK_READ_ONLY,
@@ -304,7 +306,10 @@ where
         let dtype = safetensors_dtype(t.dtype()).ok_or_else(|| {
             unserializable(
                 name,
-                &alloc::format!("safetensors has no dtype {}", super::DtypeName(t.dtype())),
+                &alloc::format!(
+                    "safetensors has no dtype {}",
+                    crate::safe::DtypeName(t.dtype())
+                ),
             )
         })?;
         let shape = t.shape().iter().map(|&d| d as usize).collect();
@@ -328,7 +333,7 @@ fn unserializable(name: &str, reason: &str) -> Error {
 
 /// The bytes of a C-contiguous host tensor (any dtype), borrowed shared.
 fn contiguous_bytes<K: Kind>(t: &Managed<K>) -> Result<ReadSlice<'_, u8>, Error> {
-    super::managed_views::host_viewable(t.device())?;
+    crate::safe::import::views::host_viewable(t.device())?;
     if !t.is_contiguous() {
         return Err(Error::NotContiguous);
     }
@@ -339,7 +344,7 @@ fn contiguous_bytes<K: Kind>(t: &Managed<K>) -> Result<ReadSlice<'_, u8>, Error>
             ReadSlice::new(
                 core::ptr::NonNull::<u8>::dangling().as_ptr(),
                 0,
-                super::borrow::BorrowToken::EMPTY,
+                crate::safe::borrow::BorrowToken::EMPTY,
             )
         });
     }

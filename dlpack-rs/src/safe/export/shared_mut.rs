@@ -5,8 +5,8 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::borrow::BorrowToken;
-use super::{
+use crate::safe::borrow::BorrowToken;
+use crate::safe::{
     AlignedBuffer, AnyBitPattern, Buffer, Element, Error, ReadSlice, SharedBuffer, WriteSlice,
 };
 

@@ -11,8 +11,8 @@ use core::ptr::NonNull;
 
 use crate::ffi::{DLDataType, DLDevice};
 
-use super::borrow::BorrowToken;
-use super::{Element, Error, Kind, Managed};
+use crate::safe::borrow::BorrowToken;
+use crate::safe::{Element, Error, Kind, Managed};
 
 /// A tensor's layout rewritten for a view: every stride non-negative, the pointer at the
 /// lowest addressed element, and the axes to invert afterwards (ndarray's constructors take
@@ -98,8 +98,8 @@ fn normalize<T: Element>(
     dtype: DLDataType,
     device: DLDevice,
 ) -> Result<Normalized<T>, Error> {
-    super::managed_views::dtype_is::<T>(dtype)?;
-    super::managed_views::host_viewable(device)?;
+    crate::safe::import::views::dtype_is::<T>(dtype)?;
+    crate::safe::import::views::host_viewable(device)?;
     // Validated: no negative extent.
     let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
     if shape.contains(&0) {
@@ -113,7 +113,7 @@ fn normalize<T: Element>(
             inverted: Vec::new(),
         });
     }
-    let first = super::managed_views::first_of::<T>(first)?;
+    let first = crate::safe::import::views::first_of::<T>(first)?;
     let mut ptr = first;
     let mut out = Vec::with_capacity(shape.len());
     let mut inverted = Vec::new();
@@ -166,7 +166,8 @@ pub(crate) unsafe fn strided_parts<T: Element>(
     if exclusive && overlaps(&n.shape, &n.strides) {
         return Err(Error::Overlapping);
     }
-    let token = super::managed_views::addressed_token(first, shape, strides, dtype, exclusive)?;
+    let token =
+        crate::safe::import::views::addressed_token(first, shape, strides, dtype, exclusive)?;
     let token = more(token)?;
     check_values::<T>(&n)?;
     Ok((n, token))
@@ -186,18 +187,23 @@ pub(crate) fn raw_parts<T: Element>(
     exclusive: bool,
     more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
 ) -> Result<(*mut T, BorrowToken), Error> {
-    super::managed_views::dtype_is::<T>(dtype)?;
+    crate::safe::import::views::dtype_is::<T>(dtype)?;
     let mut first = first.cast::<T>();
     if !shape.contains(&0) {
-        first = super::managed_views::first_of::<T>(first.cast())?;
+        first = crate::safe::import::views::first_of::<T>(first.cast())?;
         let abs =
             |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| d.unsigned_abs() as usize).collect() };
         if exclusive && overlaps(&abs(shape), &abs(strides)) {
             return Err(Error::Overlapping);
         }
     }
-    let token =
-        super::managed_views::addressed_token(first.cast(), shape, strides, dtype, exclusive)?;
+    let token = crate::safe::import::views::addressed_token(
+        first.cast(),
+        shape,
+        strides,
+        dtype,
+        exclusive,
+    )?;
     Ok((first, more(token)?))
 }
 
@@ -447,5 +453,4 @@ impl<K: Kind> Managed<K> {
 }
 
 #[cfg(test)]
-#[path = "strided_tests.rs"]
 mod tests;

@@ -2,21 +2,30 @@
 //! `DLManagedTensorVersioned`, validates it once, answers for its metadata, hands out
 //! borrow-checked views of its data, and calls the producer's deleter exactly once.
 
+pub(super) mod described;
+pub(crate) mod layout;
+/// The strided-layout engine of the views of any layout (the pyo3 arguments, ndarray views).
+#[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // crate API for the layers above safe/
+pub(crate) mod strided;
+#[cfg(test)]
+pub(super) mod test_checker;
+pub(super) mod views;
+
 use alloc::borrow::Cow;
 use core::ffi::c_void;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-use super::layout::{check, compact_strides, is_c_contiguous};
-use super::managed_views::External;
-use super::{Error, TensorInfo};
 use crate::ffi::{
     DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
     DLPACK_FLAG_BITMASK_ALL_KNOWN, DLPACK_FLAG_BITMASK_IS_COPIED,
     DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
     DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
 };
+use crate::safe::import::layout::{check, compact_strides, is_c_contiguous};
+use crate::safe::import::views::External;
+use crate::safe::{Error, TensorInfo};
 
 mod sealed {
     pub trait Sealed {}
@@ -113,7 +122,7 @@ pub(crate) unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
     if t.ndim < 0 {
         return Err(Error::NegativeNdim(t.ndim));
     }
-    if t.ndim as usize > super::MAX_NDIM {
+    if t.ndim as usize > crate::safe::MAX_NDIM {
         return Err(Error::TooManyDims(t.ndim));
     }
     if t.ndim > 0 && t.shape.is_null() {
@@ -299,7 +308,7 @@ impl<K: Kind> Managed<K> {
     /// Bytes the elements occupy when packed densely (`ceil(numel * bits * lanes / 8)`);
     /// validated at construction not to overflow.
     pub fn nbytes(&self) -> usize {
-        let bits = super::dtype::element_bits(self.dtype()) as u128;
+        let bits = crate::safe::dtype::element_bits(self.dtype()) as u128;
         ((self.numel() as u128 * bits).div_ceil(8)) as usize
     }
 
@@ -441,7 +450,7 @@ impl Managed<Versioned> {
             // above: refused rather than read (and borrowed) over the wrong bytes.
             let dtype = m.dl_tensor.dtype;
             if m.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0
-                && super::dtype::element_bits(dtype) % 8 != 0
+                && crate::safe::dtype::element_bits(dtype) % 8 != 0
             {
                 return Err(Error::PaddedSubByte(dtype));
             }
@@ -578,5 +587,4 @@ impl<K: Kind> fmt::Debug for Managed<K> {
 }
 
 #[cfg(test)]
-#[path = "managed_tests.rs"]
 mod tests;

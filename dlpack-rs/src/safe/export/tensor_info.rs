@@ -4,15 +4,15 @@
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use super::layout::{check, Extent};
-use super::Error;
 use crate::ffi::{DLDataType, DLDevice};
+use crate::safe::import::layout::{check, Extent};
+use crate::safe::Error;
 
 /// A tensor's metadata, for export: where its first element is, where it lives, its element
 /// type, shape, strides (elements) and byte offset.
 ///
 /// The data pointer is raw; the value that keeps it alive is given separately to
-/// [`pack`](super::pack) or [`pack_versioned`](super::pack_versioned).
+/// [`pack`](crate::safe::pack) or [`pack_versioned`](crate::safe::pack_versioned).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorInfo {
     /// Base pointer of the data; the first element is at `data + byte_offset`.
@@ -145,18 +145,21 @@ impl Validated {
     /// exports whose owner keeps reading the memory from Rust, and for copies of it. Nothing is
     /// registered for an empty tensor or for memory outside the process's unified address space
     /// (see [`in_unified_addresses`]).
-    pub(crate) fn borrow(&self, exclusive: bool) -> Result<super::borrow::BorrowToken, Error> {
+    pub(crate) fn borrow(
+        &self,
+        exclusive: bool,
+    ) -> Result<crate::safe::borrow::BorrowToken, Error> {
         let (info, extent) = (&self.info, self.extent);
         if extent.numel == 0 || !in_unified_addresses(info.device) {
-            return Ok(super::borrow::BorrowToken::EMPTY);
+            return Ok(crate::safe::borrow::BorrowToken::EMPTY);
         }
         // Validated: the addressed bytes lie within an isize of `data`.
         let first = (info.data as usize).wrapping_add(info.byte_offset as usize);
-        super::borrow::BorrowToken::acquire_elements(
+        crate::safe::borrow::BorrowToken::acquire_elements(
             first,
             extent.min,
             extent.max,
-            super::element_bits(info.dtype),
+            crate::safe::element_bits(info.dtype),
             exclusive,
         )
     }

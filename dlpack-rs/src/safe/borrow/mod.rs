@@ -4,14 +4,17 @@
 //! The rules, and why DLPack needs them, are in [the module docs of `safe`](super#the-borrow-registry):
 //! this file is the table (`BorrowApi`) and its spin-locked list of live borrows.
 
+pub(super) mod guard;
+pub(crate) mod overlap;
+
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
-use super::overlap::Span;
-use super::Error;
+use crate::safe::borrow::overlap::Span;
+use crate::safe::Error;
 
 /// The version of [`BorrowApi`] this crate publishes; later versions only append fields. A
 /// table of version 1 (ranges only) is still read: strided borrows are registered there as
@@ -584,9 +587,7 @@ impl Drop for BorrowToken {
 }
 
 #[cfg(test)]
-#[path = "borrow_unit_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "borrow_tests.rs"]
 mod table_tests;

@@ -5,12 +5,12 @@
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
-use super::borrow::BorrowToken;
-use super::guard::{ReadSlice, WriteSlice};
-use super::layout::is_c_contiguous;
-use super::managed::{Kind, Managed, ManagedTensorVersioned};
-use super::{Element, Error};
 use crate::ffi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED};
+use crate::safe::borrow::guard::{ReadSlice, WriteSlice};
+use crate::safe::borrow::BorrowToken;
+use crate::safe::import::layout::is_c_contiguous;
+use crate::safe::import::{Kind, Managed, ManagedTensorVersioned};
+use crate::safe::{Element, Error};
 
 /// A second borrow checker an owner's views must satisfy (see `Managed::set_external`).
 #[derive(Clone, Copy, Debug)]
@@ -55,7 +55,7 @@ impl<K: Kind> Managed<K> {
     }
 
     /// Adds the external checker's borrow to a registry token just taken for a view.
-    pub(super) fn with_external(
+    pub(in crate::safe) fn with_external(
         &self,
         token: BorrowToken,
         exclusive: bool,
@@ -149,18 +149,18 @@ impl<K: Kind> Managed<K> {
     pub fn copy(&self) -> Result<ManagedTensorVersioned, Error> {
         host_viewable(self.device())?;
         let _source = self.borrow_addressed(false)?;
-        let source = super::Validated::new(self.tensor_info())?;
+        let source = crate::safe::Validated::new(self.tensor_info())?;
         // SAFETY: host memory alive while `self` is, and the shared borrow above keeps writers
         // of this crate away.
-        let (storage, copy) = unsafe { super::copy_described(&source) }?;
+        let (storage, copy) = unsafe { crate::safe::copy_described(&source) }?;
         // SAFETY: `copy` describes the new storage, which the keepalive owns alone; writable.
         unsafe {
-            super::pack_validated::<DLManagedTensorVersioned, _>(
+            crate::safe::pack_validated::<DLManagedTensorVersioned, _>(
                 storage,
                 copy,
                 DLPACK_FLAG_BITMASK_IS_COPIED,
-                super::Readers::ExportOnly,
-                Some(super::AlignedBytes::as_mut_ptr),
+                crate::safe::Readers::ExportOnly,
+                Some(crate::safe::AlignedBytes::as_mut_ptr),
             )
         }
     }
@@ -199,7 +199,7 @@ unsafe fn take_some_external(
 ) -> Result<BorrowToken, Error> {
     // SAFETY: a live context (this function's contract).
     unsafe { (external.api.acquire)(external.ctx, exclusive) }?;
-    Ok(token.with_external(super::borrow::ExternalHold {
+    Ok(token.with_external(crate::safe::borrow::ExternalHold {
         release: external.api.release,
         ctx: external.ctx,
         exclusive,
@@ -283,7 +283,7 @@ pub(crate) fn addressed_token(
             high = high.wrapping_add(span);
         }
     }
-    let bits = super::dtype::element_bits(dtype);
+    let bits = crate::safe::dtype::element_bits(dtype);
     if bits % 8 != 0 {
         // Sub-byte elements share bytes with their neighbours: the whole range.
         return BorrowToken::acquire_elements(first as usize, low, high, bits, exclusive);
@@ -297,7 +297,10 @@ pub(crate) fn addressed_token(
         .zip(strides.iter())
         .filter(|&(&extent, _)| extent > 1)
         .fold(0usize, |g, (_, &stride)| {
-            super::overlap::gcd(g, (stride.unsigned_abs() as usize).wrapping_mul(width))
+            crate::safe::borrow::overlap::gcd(
+                g,
+                (stride.unsigned_abs() as usize).wrapping_mul(width),
+            )
         });
     // Validated (`layout::check`): the addressed bytes lie within an isize of `first`.
     let start = (first as usize).wrapping_add_signed(low as isize * width as isize);
@@ -309,7 +312,7 @@ pub(crate) fn addressed_token(
 /// plain CPU memory. Device memory is not addressable, and pinned or managed memory
 /// (`CUDA_HOST`, `ROCM_HOST`, `CUDA_MANAGED`), though addressable, may still be written by the
 /// producer's queued device work, which a host view would race (nothing here can wait for it).
-pub(super) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
+pub(in crate::safe) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
     if device.device_type.is_host_viewable() {
         Ok(())
     } else {
@@ -319,7 +322,7 @@ pub(super) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
 
 /// `Ok` when `dtype` is `T`'s; the mismatch otherwise (every typed view asks this first).
 #[inline]
-pub(super) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
+pub(in crate::safe) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
     if dtype == T::DTYPE {
         Ok(())
     } else {
@@ -332,7 +335,7 @@ pub(super) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
 
 /// `first` as the first element of a non-empty tensor of `T`: non-NULL and aligned for `T`.
 #[inline]
-pub(super) fn first_of<T: Element>(first: *mut c_void) -> Result<*mut T, Error> {
+pub(in crate::safe) fn first_of<T: Element>(first: *mut c_void) -> Result<*mut T, Error> {
     let ptr = first.cast::<T>();
     if ptr.is_null() {
         return Err(Error::NullData);

@@ -3,10 +3,10 @@
 
 use core::ptr::NonNull;
 
-use super::block::{build, build_validated, ManagedStruct, Readers};
-use super::managed::{ManagedTensor, ManagedTensorVersioned};
-use super::{Error, TensorInfo, Validated};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
+use crate::safe::export::block::{build, build_validated, ManagedStruct, Readers};
+use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
+use crate::safe::{Error, TensorInfo, Validated};
 
 /// Wraps `keepalive` and `info` in a heap-allocated legacy [`DLManagedTensor`] whose deleter
 /// drops `keepalive` (and the block itself) exactly once.

@@ -4,8 +4,8 @@
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use super::layout::{compact_strides, is_c_contiguous};
-use super::{cpu_device, element_bits, Error, TensorInfo, Validated};
+use crate::safe::import::layout::{compact_strides, is_c_contiguous};
+use crate::safe::{cpu_device, element_bits, Error, TensorInfo, Validated};
 
 /// One 64-byte aligned unit (enough for every DLPack element type, and what jax needs to share
 /// memory instead of copying).

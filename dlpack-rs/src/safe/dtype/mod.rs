@@ -2,6 +2,11 @@
 //! dtype constructors and per-code rules ([`validate_dtype`], [`DtypeName`]), and the device
 //! constructors that go with them.
 
+mod codes;
+pub(super) mod packed;
+
+pub use codes::{dtype_rule, validate_dtype, DtypeName};
+
 use crate::ffi::{DLDataType, DLDevice, DLDeviceType};
 
 /// A Rust type whose values are the elements of a DLPack tensor of dtype [`Element::DTYPE`].
@@ -189,7 +194,3 @@ pub const fn cuda_device(id: i32) -> DLDevice {
 pub const fn element_bits(dtype: DLDataType) -> u64 {
     dtype.bits as u64 * dtype.lanes as u64
 }
-
-#[path = "dtype_codes.rs"]
-mod codes;
-pub use codes::{dtype_rule, validate_dtype, DtypeName};

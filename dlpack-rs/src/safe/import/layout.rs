@@ -2,9 +2,9 @@
 
 use alloc::vec::Vec;
 
-use super::dtype::{element_bits, validate_dtype};
-use super::Error;
 use crate::ffi::DLDataType;
+use crate::safe::dtype::{element_bits, validate_dtype};
+use crate::safe::Error;
 
 /// The largest `ndim` this crate accepts (numpy allows 64, torch fewer).
 pub const MAX_NDIM: usize = 1024;

@@ -5,11 +5,11 @@
 use alloc::boxed::Box;
 use core::ffi::c_void;
 
-use super::borrow::BorrowToken;
-use super::managed::{raw_shape, raw_strides, validate};
-use super::managed_views::{contiguous_slice_parts, take_external, External};
-use super::{Element, Error};
 use crate::ffi::{DLDataType, DLDevice, DLTensor};
+use crate::safe::borrow::BorrowToken;
+use crate::safe::import::views::{contiguous_slice_parts, take_external, External};
+use crate::safe::import::{raw_shape, raw_strides, validate};
+use crate::safe::{Element, Error};
 
 /// Dimensions kept without a heap allocation (shape and strides side by side).
 const INLINE: usize = 4;
@@ -56,7 +56,7 @@ impl Described {
         // SAFETY: validated: ndim is in range and the pointers are readable (the contract).
         let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
         let ndim = shape.len();
-        const _: () = assert!(super::MAX_NDIM <= u16::MAX as usize);
+        const _: () = assert!(crate::safe::MAX_NDIM <= u16::MAX as usize);
         let dims = if ndim <= INLINE {
             // Element by element over a fixed bound: a handful of moves, no `memcpy` call.
             let mut dims = [0i64; 2 * INLINE];
@@ -155,7 +155,7 @@ impl Described {
     pub(crate) fn strides(&self) -> alloc::borrow::Cow<'_, [i64]> {
         match self.raw_strides() {
             Some(s) => alloc::borrow::Cow::Borrowed(s),
-            None => alloc::borrow::Cow::Owned(super::compact_strides(self.shape())),
+            None => alloc::borrow::Cow::Owned(crate::safe::compact_strides(self.shape())),
         }
     }
 
@@ -229,13 +229,13 @@ impl Described {
     pub(crate) unsafe fn strided_parts<T: Element>(
         &self,
         exclusive: bool,
-    ) -> Result<(super::strided::Normalized<T>, BorrowToken), Error> {
+    ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
         self.check_writes(exclusive)?;
         let strides = self.strides();
         // SAFETY: validated in `new`; alive by this function's contract.
         unsafe {
             match self.external {
-                None => super::strided::strided_parts::<T>(
+                None => crate::safe::import::strided::strided_parts::<T>(
                     self.first,
                     self.shape(),
                     &strides,
@@ -244,7 +244,7 @@ impl Described {
                     exclusive,
                     Ok,
                 ),
-                Some(external) => super::strided::strided_parts::<T>(
+                Some(external) => crate::safe::import::strided::strided_parts::<T>(
                     self.first,
                     self.shape(),
                     &strides,
@@ -267,7 +267,7 @@ impl Described {
     ) -> Result<(*mut T, BorrowToken), Error> {
         self.check_writes(exclusive)?;
         let strides = self.strides();
-        super::strided::raw_parts::<T>(
+        crate::safe::import::strided::raw_parts::<T>(
             self.first,
             self.shape(),
             &strides,
@@ -510,7 +510,7 @@ mod tests {
     /// another replaces it.
     #[test]
     fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
-        use crate::safe::test_checker::{seen, TestChecker};
+        use crate::safe::import::test_checker::{seen, TestChecker};
         static CHECKER: TestChecker = TestChecker::new();
         let mut data = [1f32, 2.0, 3.0, 4.0];
         let mut shape = [2i64, 2];

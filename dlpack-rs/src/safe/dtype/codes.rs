@@ -2,9 +2,9 @@
 //! formed ([`validate_dtype`], [`dtype_rule`]), their Python names and whether numpy takes them
 //! ([`DtypeName`]).
 
-#[cfg(doc)]
-use super::Element;
 use crate::ffi::{DLDataType, DLDataTypeCode};
+#[cfg(doc)]
+use crate::safe::Element;
 
 /// The lanes a form of a [`CODES`] row allows.
 #[derive(Clone, Copy)]
@@ -336,5 +336,4 @@ impl core::fmt::Display for DtypeName {
 }
 
 #[cfg(test)]
-#[path = "dtype_codes_tests.rs"]
 mod tests;

@@ -1,7 +1,7 @@
 //! Tests of `managed.rs`: the owner, its deleter and its views.
 
 use super::*;
-use crate::safe::test_checker::{seen, TestChecker};
+use crate::safe::import::test_checker::{seen, TestChecker};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 static DROPPED: AtomicUsize = AtomicUsize::new(0);
@@ -16,17 +16,17 @@ impl Drop for Counted {
 fn owner() -> ManagedTensorVersioned {
     let info = TensorInfo::contiguous(
         NonNull::<u8>::dangling().as_ptr().cast(),
-        super::super::cpu_device(),
-        super::super::dtype_u8(),
+        crate::safe::cpu_device(),
+        crate::safe::dtype_u8(),
         alloc::vec![0],
     );
     // SAFETY: an empty tensor: no memory is described.
     unsafe {
-        super::super::pack_owned::<DLManagedTensorVersioned, _>(
+        crate::safe::pack_owned::<DLManagedTensorVersioned, _>(
             Counted,
             info,
             0,
-            super::super::Readers::ExportOnly,
+            crate::safe::Readers::ExportOnly,
             None,
         )
     }
@@ -46,17 +46,17 @@ fn the_first_element_is_the_aligned_data_pointer() {
                 .wrapping_add(offset)
                 .cast_mut()
                 .cast(),
-            super::super::cpu_device(),
-            super::super::dtype_u8(),
+            crate::safe::cpu_device(),
+            crate::safe::dtype_u8(),
             alloc::vec![1],
         );
         // SAFETY: one byte of a static, never written through this tensor, alive forever.
         unsafe {
-            super::super::pack_owned::<DLManagedTensorVersioned, _>(
+            crate::safe::pack_owned::<DLManagedTensorVersioned, _>(
                 (), // not `Counted`: the drop counts of the tests beside this one stay theirs
                 info,
                 0,
-                super::super::Readers::ExportOnly,
+                crate::safe::Readers::ExportOnly,
                 None,
             )
         }

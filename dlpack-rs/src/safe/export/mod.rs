@@ -1,15 +1,23 @@
 //! The safe export route: [`Export`] turns an owned [`Buffer`] and a checked shape into a managed
 //! tensor, with no raw pointer and no `unsafe`.
 
+pub(super) mod aligned;
+pub(super) mod block;
+pub(super) mod buffer;
+pub(super) mod copy;
+pub(super) mod pack;
+pub(super) mod shared_mut;
+pub(super) mod tensor_info;
+
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use super::buffer::{read_ptr, to_i64s, write_ptr};
-use super::managed::{ManagedTensor, ManagedTensorVersioned};
-use super::pack::pack_validated;
-use super::tensor_info::Validated;
-use super::{Buffer, Dim, Element, Error, Readers, TensorInfo};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
+use crate::safe::export::pack::pack_validated;
+use crate::safe::export::tensor_info::Validated;
+use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
+use crate::safe::{Buffer, Dim, Element, Error, Readers, TensorInfo};
 
 /// A fully safe export of an owned [`Buffer`]: no raw pointer, no `unsafe`. The element type
 /// decides the dtype; shape and strides are checked against the buffer's length so that no
@@ -76,7 +84,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
     /// use dlpack_rs::safe::Export;
     /// assert!(Export::new(vec![1.0f32]).stream_order().is_none());
     /// ```
-    pub fn stream_order(&self) -> Option<alloc::sync::Arc<dyn super::StreamOrder>> {
+    pub fn stream_order(&self) -> Option<alloc::sync::Arc<dyn crate::safe::StreamOrder>> {
         self.buffer.stream_order()
     }
 

@@ -5,7 +5,7 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use super::{Element, Error};
+use crate::safe::{Element, Error};
 
 /// Owned memory of [`Element`]s that can back an exported tensor: `Vec<T>`, `Box<[T]>`,
 /// `Arc<[T]>` (exported read-only), `&'static [T]` (read-only), or a user container.
@@ -28,7 +28,7 @@ use super::{Element, Error};
 /// - `REGISTRY_GUARDED` may be true only if Rust code reaches the elements (other than through
 ///   an export of the value) only under a registered [borrow](super#the-borrow-registry) of every byte it
 ///   touches, held for as long as the access: shared to read, exclusive to write, as
-///   [`SharedMut`](super::SharedMut)'s guards do; `&self` methods may then write the elements
+///   [`SharedMut`](crate::safe::SharedMut)'s guards do; `&self` methods may then write the elements
 ///   under the exclusive borrow. Exports of such a buffer hold no borrow unless read-only.
 /// - `data_ptr`, `num_elements` and `device` give the same answers on every call, whether the
 ///   value was moved or shared meanwhile, until it is mutably borrowed; `data_ptr_mut` returns
@@ -45,7 +45,7 @@ pub unsafe trait Buffer {
     /// trait's safety section): an export of the buffer then needs no borrow of its own to keep
     /// Rust readers from seeing a mutable view, and a writable export of it leaves Rust free to
     /// edit the memory in place. `false` unless a type says so
-    /// ([`SharedMut`](super::SharedMut)).
+    /// ([`SharedMut`](crate::safe::SharedMut)).
     const REGISTRY_GUARDED: bool = false;
     /// Pointer to the first element, for reading.
     fn data_ptr(&self) -> *mut Self::Elem;
@@ -63,7 +63,7 @@ pub unsafe trait Buffer {
     /// Where the elements live (the CPU unless a type says otherwise). The derive refuses to
     /// describe the buffer as being anywhere else.
     fn device(&self) -> crate::ffi::DLDevice {
-        super::cpu_device()
+        crate::safe::cpu_device()
     }
     /// For memory on a device with streams (CUDA, ROCm): what orders a consumer's stream after
     /// the work still pending on the memory, which `__dlpack__(stream=...)` calls before it
@@ -170,7 +170,7 @@ unsafe impl<B: Buffer> Buffer for Arc<B> {
 ///   `Arc<AlignedBuffer<T>>`, and with feature `ndarray` `ArcArray`): owners never write shared
 ///   memory, exports are read-only and hold a shared borrow, and an edit makes new memory that
 ///   existing views do not see;
-/// - **shared-mutable** ([`SharedMut`](super::SharedMut), `REGISTRY_GUARDED`): owners edit the
+/// - **shared-mutable** ([`SharedMut`](crate::safe::SharedMut), `REGISTRY_GUARDED`): owners edit the
 ///   memory in place under registry guards, exports are writable and hold no borrow, and
 ///   existing views see every edit.
 ///
@@ -196,12 +196,12 @@ unsafe impl<T: Element> SharedBuffer for Arc<[T]> {}
 // drops; `Arc` hands out only `&B`, through which nothing writes the elements.
 unsafe impl<B: Buffer + Send + Sync + 'static> SharedBuffer for Arc<B> {}
 
-/// The read pointer of a buffer in its final place, for [`build`](super::block::build).
+/// The read pointer of a buffer in its final place, for [`build`](crate::safe::export::block::build).
 pub(crate) fn read_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
     buffer.data_ptr().cast()
 }
 
-/// The write pointer of a buffer in its final place, for [`build`](super::block::build).
+/// The write pointer of a buffer in its final place, for [`build`](crate::safe::export::block::build).
 pub(crate) fn write_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
     buffer.data_ptr_mut().cast()
 }

@@ -8,13 +8,13 @@ use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 use core::ptr::NonNull;
 
-use super::{AnyBitPattern, Buffer, Element, Error};
+use crate::safe::{AnyBitPattern, Buffer, Element, Error};
 
 /// An owned, fixed-length array of `T` whose first element is aligned to `ALIGN` bytes
 /// (64 by default: what jax needs to share memory instead of copying, and a cache line).
 ///
 /// It derefs to `[T]`, is a [`Buffer`] (a `#[dlpack(data)]` field of a derived struct, or the
-/// buffer of an [`Export`](super::Export)), and frees its memory when dropped. A `Vec<T>` is only
+/// buffer of an [`Export`](crate::safe::Export)), and frees its memory when dropped. A `Vec<T>` is only
 /// as aligned as `T` needs, so a `Vec<f32>` exported to jax is usually copied; this is not.
 ///
 /// ```

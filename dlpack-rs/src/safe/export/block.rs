@@ -6,12 +6,12 @@ use core::alloc::Layout;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
-use super::borrow::BorrowToken;
-use super::{Error, TensorInfo, Validated};
 use crate::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
+use crate::safe::borrow::BorrowToken;
+use crate::safe::{Error, TensorInfo, Validated};
 
 /// The head of an export's one heap block: the managed struct first (so a pointer to it is a
 /// pointer to the block), the number of dimensions (to rebuild the block's layout in the

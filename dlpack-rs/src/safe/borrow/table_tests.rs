@@ -280,18 +280,18 @@ fn strided_views_register_their_progression() {
     // Addresses of their own (the process-wide registry is shared with the other tests).
     let first = 0x30_0000usize as *mut c_void;
     let f32 = crate::safe::dtype_f32();
-    let even = super::super::managed_views::addressed_token(first, &[8], &[2], f32, true).unwrap();
+    let even = crate::safe::import::views::addressed_token(first, &[8], &[2], f32, true).unwrap();
     assert_eq!(
         even.span,
         Span::strided(0x30_0000, 0x30_0000 + 7 * 8 + 4, 8, 4)
     );
     let odd_first = (0x30_0000usize + 4) as *mut c_void;
     let odd =
-        super::super::managed_views::addressed_token(odd_first, &[8], &[2], f32, true).unwrap();
+        crate::safe::import::views::addressed_token(odd_first, &[8], &[2], f32, true).unwrap();
     // Negative strides start at the lowest element; extent-1 axes do not count.
     let back = (0x30_0100usize + 7 * 8) as *mut c_void;
     let rev =
-        super::super::managed_views::addressed_token(back, &[1, 8], &[3, -2], f32, true).unwrap();
+        crate::safe::import::views::addressed_token(back, &[1, 8], &[3, -2], f32, true).unwrap();
     assert_eq!(
         rev.span,
         Span::strided(0x30_0100, 0x30_0100 + 7 * 8 + 4, 8, 4)
@@ -299,13 +299,13 @@ fn strided_views_register_their_progression() {
     // Two axes: the gcd of their byte strides (24 and 8 -> 8).
     let rows = (0x30_0200usize) as *mut c_void;
     let two =
-        super::super::managed_views::addressed_token(rows, &[2, 3], &[6, 2], f32, false).unwrap();
+        crate::safe::import::views::addressed_token(rows, &[2, 3], &[6, 2], f32, false).unwrap();
     assert_eq!(
         two.span,
         Span::strided(0x30_0200, 0x30_0200 + 24 + 16 + 4, 8, 4)
     );
     // Contiguous and sub-byte layouts register whole ranges.
-    let c = super::super::managed_views::addressed_token(
+    let c = crate::safe::import::views::addressed_token(
         rows.wrapping_add(0x100),
         &[4],
         &[1],

@@ -5,8 +5,8 @@
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::managed_views::{External, ExternalApi};
-use super::Error;
+use crate::safe::import::views::{External, ExternalApi};
+use crate::safe::Error;
 
 /// What a checker saw: borrows taken and released (shared, exclusive) and context drops.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

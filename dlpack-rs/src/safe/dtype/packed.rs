@@ -16,14 +16,14 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
-use super::borrow::BorrowToken;
-use super::buffer::{read_ptr, to_i64s, write_ptr};
-use super::guard::ReadSlice;
-use super::managed::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
-use super::pack::pack_validated;
-use super::tensor_info::Validated;
-use super::{validate_dtype, Buffer, Dim, Error, Readers, TensorInfo};
 use crate::ffi::{DLDataType, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::safe::borrow::guard::ReadSlice;
+use crate::safe::borrow::BorrowToken;
+use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
+use crate::safe::export::pack::pack_validated;
+use crate::safe::export::tensor_info::Validated;
+use crate::safe::import::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
+use crate::safe::{validate_dtype, Buffer, Dim, Error, Readers, TensorInfo};
 
 /// How the values of a dtype of at most 8 bits per value sit in bytes: FP8, FP6, FP4, 4-bit
 /// integers, bool, 8-bit integers. Made by [`Packing::of`], which checks the dtype.
@@ -75,7 +75,7 @@ impl Packing {
 
     /// Bits of one element (`bits * lanes`).
     pub const fn element_bits(&self) -> u64 {
-        super::element_bits(self.dtype)
+        crate::safe::element_bits(self.dtype)
     }
 
     /// Bytes `numel` elements occupy packed: `ceil(numel * bits * lanes / 8)`, or `None` when
@@ -161,7 +161,7 @@ pub struct PackedSlice<'a> {
 impl core::fmt::Debug for PackedSlice<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("PackedSlice")
-            .field("dtype", &super::DtypeName(self.packing.dtype))
+            .field("dtype", &crate::safe::DtypeName(self.packing.dtype))
             .field("numel", &self.numel)
             .field("bytes", &self.bytes())
             .finish()
@@ -224,7 +224,7 @@ impl<K: Kind> Managed<K> {
     /// ```
     pub fn as_packed(&self) -> Result<PackedSlice<'_>, Error> {
         let packing = Packing::of(self.dtype())?;
-        super::managed_views::host_viewable(self.device())?;
+        crate::safe::import::views::host_viewable(self.device())?;
         if !self.is_contiguous() {
             return Err(Error::NotContiguous);
         }
@@ -263,7 +263,7 @@ impl<K: Kind> Managed<K> {
 /// FP8 codes without a Rust element type (fnuz, e8m0), 4-bit integers. Compact row-major only;
 /// the byte count must be exactly what the shape needs, `ceil(numel * bits * lanes / 8)`
 /// ([`Error::PackedLength`] otherwise). The buffer is any [`Buffer`] of bytes (`Vec<u8>`,
-/// [`AlignedBuffer<u8>`](super::AlignedBuffer) for jax's zero-copy import, ...).
+/// [`AlignedBuffer<u8>`](crate::safe::AlignedBuffer) for jax's zero-copy import, ...).
 ///
 /// ```
 /// use dlpack_rs::ffi::DLDataType;

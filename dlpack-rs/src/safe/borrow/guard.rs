@@ -1,13 +1,13 @@
-//! The views a [`Managed`](super::Managed) hands out: slices that hold a borrow in the
+//! The views a [`Managed`](crate::safe::Managed) hands out: slices that hold a borrow in the
 //! registry for as long as they live.
 
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
 
-use super::borrow::BorrowToken;
+use crate::safe::borrow::BorrowToken;
 
-/// A shared view of a tensor's elements as `[T]` ([`Managed::as_slice`](super::Managed::as_slice)).
+/// A shared view of a tensor's elements as `[T]` ([`Managed::as_slice`](crate::safe::Managed::as_slice)).
 ///
 /// While it lives, no mutable view of any of its bytes can be taken, through any owner of the
 /// memory; dropping it releases the borrow.
@@ -19,7 +19,7 @@ pub struct ReadSlice<'a, T> {
 }
 
 /// An exclusive view of a tensor's elements as `[T]`
-/// ([`Managed::as_mut_slice`](super::Managed::as_mut_slice)).
+/// ([`Managed::as_mut_slice`](crate::safe::Managed::as_mut_slice)).
 ///
 /// While it lives, no other view of any of its bytes can be taken, through any owner of the
 /// memory; dropping it releases the borrow.
