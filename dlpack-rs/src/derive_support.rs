@@ -10,8 +10,9 @@ pub use alloc::sync::Arc;
 /// how a class's exports keep it alive.
 #[cfg(feature = "pyo3")]
 pub use crate::pyo3_glue::{
-    class_export::ClassRoute, class_table::class_exchange_api_capsule,
-    dlpack_method::dlpack_method, dlpack_method::CapsuleObject, dlpack_method::MethodDescriptor,
+    export::class_export::ClassRoute, export::class_table::class_exchange_api_capsule,
+    export::dlpack_method::dlpack_method, export::dlpack_method::CapsuleObject,
+    export::dlpack_method::MethodDescriptor,
 };
 use alloc::vec::Vec;
 use core::ffi::c_void;

@@ -190,7 +190,7 @@ pub unsafe trait IntoDLPack {
     where
         Self: Sized + Send + 'static,
     {
-        crate::pyo3_glue::capsule::into_capsule(py, self.into_managed_tensor()?)
+        crate::pyo3_glue::runtime::capsule::into_capsule(py, self.into_managed_tensor()?)
     }
 
     /// Moves `self` into a `"dltensor_versioned"` capsule (DLPack 1.3), flagged `READ_ONLY`
@@ -201,7 +201,7 @@ pub unsafe trait IntoDLPack {
     where
         Self: Sized + Send + 'static,
     {
-        crate::pyo3_glue::capsule::into_capsule(py, self.into_managed_tensor_versioned()?)
+        crate::pyo3_glue::runtime::capsule::into_capsule(py, self.into_managed_tensor_versioned()?)
     }
 }
 

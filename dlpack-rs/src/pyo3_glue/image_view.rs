@@ -4,9 +4,9 @@
 
 use image::{ImageBuffer, Pixel};
 
-use super::constraints::{Cpu, Layout, Shape};
-use super::typed::{TensorView, TensorViewMut};
 use crate::image_interop::image_dims;
+use crate::pyo3_glue::import::constraints::{Cpu, Layout, Shape};
+use crate::pyo3_glue::import::typed::{TensorView, TensorViewMut};
 
 impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
     /// The elements as an [`ImageBuffer`] of `P` pixels borrowing them, when the tensor is

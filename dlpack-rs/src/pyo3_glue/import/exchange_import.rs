@@ -3,7 +3,7 @@
 //! view for shared typed arguments), with the same refusals as the producer's `__dlpack__`.
 //!
 //! The exchange API is a table of C function pointers that a Python type publishes in a capsule
-//! named `"dlpack_exchange_api"` (found by [`super::exchange_lookup`]). A consumer that finds it
+//! named `"dlpack_exchange_api"` (found by [`crate::pyo3_glue::import::exchange_lookup`]). A consumer that finds it
 //! calls `managed_tensor_from_py_object_no_sync(obj, &out)` instead of the Python-level
 //! `obj.__dlpack__(...)`: no method lookup, no keyword arguments, no capsule. Every function
 //! but the allocator is called attached to the interpreter and reports failure by returning -1
@@ -12,9 +12,9 @@
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
 
-use super::exchange_lookup::lookup;
-use super::requires_grad::{requires_grad, Grad};
 use crate::ffi::{DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
+use crate::pyo3_glue::import::exchange_lookup::lookup;
+use crate::pyo3_glue::import::requires_grad::{requires_grad, Grad};
 use crate::safe::ManagedTensorVersioned;
 
 /// Imports `obj` through its type's exchange API, if it has one: `Ok(None)` when it has none
@@ -36,7 +36,7 @@ pub(crate) fn import(
     }
     if !matches!(grad, Grad::Absent) {
         // A type with `requires_grad` (torch's): the negative bit too.
-        super::negative::refuse_negative_view(obj)?;
+        crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
     }
     let Some(from_py) = api.managed_tensor_from_py_object_no_sync else {
         return Ok(None);
@@ -98,7 +98,7 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let Some((api, grad)) = lookup(obj) else {
         return Ok(Lent::Nothing);
     };
-    if super::tensor::is_tensor_api(api) {
+    if crate::pyo3_glue::export::tensor::is_tensor_api(api) {
         return Ok(Lent::Ours);
     }
     let Some(dltensor) = api.dltensor_from_py_object_no_sync else {
@@ -109,7 +109,7 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
         return Err(requires_grad_error());
     }
     if !matches!(grad, Grad::Absent) {
-        super::negative::refuse_negative_view(obj)?;
+        crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
     }
     let mut out = core::mem::MaybeUninit::<DLTensor>::zeroed();
     // SAFETY: a function of the table of `obj`'s own type, called as dlpack.h says: attached

@@ -14,7 +14,7 @@ use crate::ffi::{
 };
 use crate::safe::{self, cpu_device};
 
-use super::capsule::into_capsule;
+use crate::pyo3_glue::runtime::capsule::into_capsule;
 
 /// The parsed and type-checked keyword arguments of one `__dlpack__` call.
 ///
@@ -177,7 +177,7 @@ fn optional_pair<T: TryFrom<i64>>(
     };
     let fit = |x: i64| T::try_from(x).map_err(|_| PyValueError::new_err(out_of_range));
     #[cfg(not(feature = "abi3"))]
-    if let Some((a, b)) = super::cpython::exact_int_pair(&value) {
+    if let Some((a, b)) = crate::pyo3_glue::runtime::cpython::exact_int_pair(&value) {
         return Ok(Some((fit(a)?, fit(b)?)));
     }
     let py = value.py();

@@ -10,10 +10,10 @@ use pyo3::PyClass;
 
 use std::sync::Arc;
 
-use super::keepalive::PyKeepalive;
-use super::protocol::{export_capsule, ordered_stream, DLPackArgs};
 use crate::ffi::DLDevice;
 use crate::into_dlpack::DerivedData;
+use crate::pyo3_glue::export::protocol::{export_capsule, ordered_stream, DLPackArgs};
+use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
 use crate::safe::{Extent, Readers, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
@@ -199,7 +199,7 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
     copy: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
-    super::shared_registry::join(py)?;
+    crate::pyo3_glue::runtime::shared_registry::join(py)?;
     let (info, extent) = value.__tensor_info_with_extent()?;
     let validated = validated(info, extent)?;
     order_for_consumer(
@@ -294,7 +294,7 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    super::shared_registry::join(slf.py())?;
+    crate::pyo3_glue::runtime::shared_registry::join(slf.py())?;
     let RouteExport {
         info,
         extent,

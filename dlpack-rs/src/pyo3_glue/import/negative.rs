@@ -28,7 +28,7 @@ fn torch_tensor(py: Python<'_>) -> PyResult<Option<&Bound<'_, PyType>>> {
         // torch is being imported and has no `Tensor` yet: no tensor of it exists either.
         return Ok(None);
     };
-    let ty = super::once::get_or_init(&TYPE, py, || tensor.unbind());
+    let ty = crate::pyo3_glue::runtime::once::get_or_init(&TYPE, py, || tensor.unbind());
     Ok(Some(ty.bind(py)))
 }
 

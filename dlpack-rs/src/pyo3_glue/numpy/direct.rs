@@ -11,16 +11,16 @@ use std::sync::atomic::Ordering;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::cpython;
-use super::keepalive::{current_interpreter, release_owned};
-use super::numpy_array::{
-    known_ndarray, null_contiguous_strides, versioned_export, ArrayFields, NDARRAY_PTR,
-    NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
-};
 use crate::ffi::{
     DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor,
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
+use crate::pyo3_glue::numpy::array::{
+    known_ndarray, null_contiguous_strides, versioned_export, ArrayFields, NDARRAY_PTR,
+    NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
+};
+use crate::pyo3_glue::runtime::cpython;
+use crate::pyo3_glue::runtime::keepalive::{current_interpreter, release_owned};
 use crate::safe::{Described, ManagedTensorVersioned};
 
 /// The head of numpy's `PyArray_Descr`, as far as this crate reads it: these offsets are the
@@ -80,7 +80,7 @@ fn dtype_of(type_num: c_int) -> Option<DLDataType> {
 /// # Safety
 ///
 /// `descr` is a live numpy dtype object.
-pub(super) unsafe fn builtin_itemsize(descr: *mut ffi::PyObject) -> Option<isize> {
+pub(in crate::pyo3_glue) unsafe fn builtin_itemsize(descr: *mut ffi::PyObject) -> Option<isize> {
     // SAFETY: a live dtype object's head has this layout (this function's contract).
     let head = unsafe { &*descr.cast::<DescrHead>() };
     dtype_of(head.type_num).map(|d| isize::from(d.bits / 8))
@@ -126,7 +126,9 @@ unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
 /// free-threaded build a concurrent `arr.shape = ...` races this read exactly as it races
 /// numpy's own export).
 #[inline]
-pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
+pub(in crate::pyo3_glue) fn import(
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<ManagedTensorVersioned>> {
     if !may_be_array(obj) {
         return Ok(None);
     }
@@ -136,7 +138,7 @@ pub(super) fn import(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVer
 /// Whether `obj` may be an array the direct read takes: `false` is the common answer for every
 /// other producer, without a call (numpy's type is known and `obj` is not of it).
 #[inline]
-pub(super) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
+pub(in crate::pyo3_glue) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
     let known = NDARRAY_PTR.load(Ordering::Acquire);
     // SAFETY: `obj` is a live object; reading its type needs nothing more.
     known.is_null() || unsafe { cpython::is_exactly(obj.as_ptr(), known) }
@@ -297,7 +299,7 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
 /// deleter, no reference of its own: the caller keeps `obj` alive while the view is used, and
 /// the array's memory lives as long as the array), and whether numpy lets it be written (the
 /// export's `READ_ONLY` flag unset). `None` where [`import`] would answer `None`.
-pub(super) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
+pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
     let Some(c) = checked(obj)? else {
         return Ok(None);
     };
@@ -337,7 +339,7 @@ pub(super) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>
 
 /// Whether numpy lets `obj`, an array [`view`] read, be written now: its `WRITEABLE` flag read
 /// again (Python code may have cleared it since).
-pub(super) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
+pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
     // SAFETY: `obj` is a live numpy array (one `view` read, which the caller holds), attached
     // (the `Bound` proves it); its flags are read in place, no reference kept.
     unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags & NPY_ARRAY_WRITEABLE != 0 }

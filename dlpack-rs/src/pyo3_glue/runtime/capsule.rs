@@ -10,11 +10,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use super::cpython;
 use crate::ffi::{
     DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME, DLPACK_USED_VERSIONED_CAPSULE_NAME,
     DLPACK_VERSIONED_CAPSULE_NAME,
 };
+use crate::pyo3_glue::runtime::cpython;
 use crate::safe::{AnyManaged, Kind, Managed, ManagedTensor, ManagedTensorVersioned};
 
 /// The capsule name of an owner's kind while nobody consumed it.
@@ -64,7 +64,7 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
 /// borrow, registered when it was built, must be seen by every other extension module that may
 /// import the memory from here on (after torch re-exported it writable, say).
 pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bound<'_, PyCapsule>> {
-    super::shared_registry::join(py)?;
+    crate::pyo3_glue::runtime::shared_registry::join(py)?;
     let name = unused_name(&tensor);
     let versioned = tensor.is_versioned();
     if !versioned && tensor.is_read_only() {

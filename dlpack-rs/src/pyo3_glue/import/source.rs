@@ -8,17 +8,17 @@ use pyo3::prelude::*;
 
 use alloc::borrow::Cow;
 
-use super::errors::dtype_message;
-use super::exchange_import::Lent;
-use super::import::{ImportOptions, PyTensor};
-use super::keepalive::PyKeepalive;
-use super::tensor::DLPackTensor;
 use crate::ffi::{DLDataType, DLDevice};
+use crate::pyo3_glue::export::tensor::DLPackTensor;
+use crate::pyo3_glue::import::exchange_import::Lent;
+use crate::pyo3_glue::import::{ImportOptions, PyTensor};
+use crate::pyo3_glue::runtime::errors::dtype_message;
+use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
 use crate::safe::borrow::BorrowToken;
 use crate::safe::{AnyBitPattern, AnyManaged, Described, Error};
 
 /// Where a typed argument's elements come from.
-pub(super) enum Source {
+pub(in crate::pyo3_glue) enum Source {
     /// An import that owns its managed tensor (every producer; a writable argument always),
     /// and the object it came from (for the argument's framework).
     Owned {
@@ -50,21 +50,24 @@ impl Source {
     /// `dlpack_rs.Tensor` objects in place, one of a type whose exchange table fills a
     /// non-owning `DLTensor` (torch) through that; everything else as [`PyTensor`]. An exclusive
     /// argument must be writable (`BufferError` saying why it is not).
-    pub(super) fn import(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Source> {
+    pub(in crate::pyo3_glue) fn import(
+        obj: &Bound<'_, PyAny>,
+        exclusive: bool,
+    ) -> PyResult<Source> {
         // A numpy array: a view of its own struct (the tensor its `__dlpack__` would give), with
         // rust-numpy's borrows; no managed tensor, no table look-up.
-        if super::numpy_direct::may_be_array(obj) {
+        if crate::pyo3_glue::numpy::direct::may_be_array(obj) {
             if let Some(source) = Self::numpy_view(obj, exclusive)? {
                 return Ok(source);
             }
         }
         if !exclusive {
-            match super::exchange_import::borrowed_view(obj)? {
+            match crate::pyo3_glue::import::exchange_import::borrowed_view(obj)? {
                 Lent::Ours => {
                     // A class body may copy our table's capsule: only a real `dlpack_rs.Tensor`
                     // is viewed in place (the table itself refuses other objects).
                     if let Ok(ours) = obj.cast::<DLPackTensor>() {
-                        super::shared_registry::join(obj.py())?;
+                        crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
                         return Ok(Source::Ours {
                             tensor: ours.get().tensor(),
                             _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
@@ -72,7 +75,7 @@ impl Source {
                     }
                 }
                 Lent::View(view) => {
-                    super::shared_registry::join(obj.py())?;
+                    crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
                     let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
                     // A table's non-owning tensor carries no flags: shared views only (the
                     // view refuses exclusive borrows unless told writes are allowed).
@@ -108,7 +111,7 @@ impl Source {
         // call freed the memory the view then addressed; an owned import holds the array from
         // the moment it reads the struct).
         let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
-        let Some((mut view, writable)) = super::numpy_direct::view(obj)? else {
+        let Some((mut view, writable)) = crate::pyo3_glue::numpy::direct::view(obj)? else {
             return Ok(None);
         };
         if !writable && exclusive {
@@ -117,12 +120,12 @@ impl Source {
             // versioned tensors.
             return Err(read_only_message(true));
         }
-        super::shared_registry::join(obj.py())?;
-        super::numpy_borrow::coordinate_view(obj, &mut view)?;
+        crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
+        crate::pyo3_glue::numpy::borrow::coordinate_view(obj, &mut view)?;
         // Joining and rust-numpy's private views may have run Python code (a finalizer setting
         // `x.flags.writeable = False`): numpy is asked again, and nothing from here to the
         // argument's borrow runs Python code.
-        if super::numpy_direct::writeable(obj) {
+        if crate::pyo3_glue::numpy::direct::writeable(obj) {
             // SAFETY: numpy flags the array `WRITEABLE` now: its export would not be READ_ONLY.
             unsafe { view.allow_writes() };
         } else if exclusive {
@@ -135,7 +138,7 @@ impl Source {
     }
 
     /// The object the tensor came from, held while the source lives.
-    pub(super) fn object(&self) -> &PyKeepalive {
+    pub(in crate::pyo3_glue) fn object(&self) -> &PyKeepalive {
         match self {
             Source::Owned { _object, .. }
             | Source::Ours { _object, .. }
@@ -155,7 +158,7 @@ impl Source {
     }
 
     /// Shape, strides as given, dtype and device.
-    pub(super) fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
+    pub(in crate::pyo3_glue) fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
         match (self.owner(), self) {
             (Some(t), _) => (t.shape(), t.raw_strides(), t.dtype(), t.device()),
             (None, Source::Borrowed { view, .. }) => (
@@ -174,7 +177,7 @@ impl Source {
     }
 
     /// The checks and borrow of a contiguous slice of `T` (see `Managed::slice_parts`).
-    pub(super) fn slice_parts<T: AnyBitPattern>(
+    pub(in crate::pyo3_glue) fn slice_parts<T: AnyBitPattern>(
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, usize, BorrowToken), Error> {
@@ -191,7 +194,7 @@ impl Source {
     }
 
     /// The checks and borrow of a strided view of `T` (see `Managed::borrowed_layout`).
-    pub(super) fn strided_parts<T: AnyBitPattern>(
+    pub(in crate::pyo3_glue) fn strided_parts<T: AnyBitPattern>(
         &self,
         exclusive: bool,
     ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
@@ -208,7 +211,7 @@ impl Source {
 
     /// The checks and borrow of a raw pointer to the elements on any device (see
     /// `safe::strided::raw_parts`): no host view is made.
-    pub(super) fn raw_parts<T: crate::safe::Element>(
+    pub(in crate::pyo3_glue) fn raw_parts<T: crate::safe::Element>(
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, BorrowToken), Error> {
@@ -220,19 +223,19 @@ impl Source {
         }
     }
 
-    pub(super) fn shape(&self) -> &[i64] {
+    pub(in crate::pyo3_glue) fn shape(&self) -> &[i64] {
         self.meta().0
     }
 
-    pub(super) fn dtype(&self) -> DLDataType {
+    pub(in crate::pyo3_glue) fn dtype(&self) -> DLDataType {
         self.meta().2
     }
 
-    pub(super) fn device(&self) -> DLDevice {
+    pub(in crate::pyo3_glue) fn device(&self) -> DLDevice {
         self.meta().3
     }
 
-    pub(super) fn strides(&self) -> Cow<'_, [i64]> {
+    pub(in crate::pyo3_glue) fn strides(&self) -> Cow<'_, [i64]> {
         let (shape, strides, _, _) = self.meta();
         match strides {
             Some(s) => Cow::Borrowed(s),
@@ -244,7 +247,7 @@ impl Source {
 /// The `BufferError` for a writable argument given a read-only tensor, saying why it is
 /// read-only: a legacy capsule cannot say whether it may be written, a versioned producer
 /// flagged it `READ_ONLY`.
-pub(super) fn read_only_error(tensor: &PyTensor) -> PyErr {
+pub(in crate::pyo3_glue) fn read_only_error(tensor: &PyTensor) -> PyErr {
     read_only_message(tensor.is_versioned())
 }
 
@@ -267,6 +270,6 @@ fn read_only_message(versioned: bool) -> PyErr {
 
 /// The `TypeError` for a tensor of `got` where one of `wanted` was expected, in the names
 /// Python users write (`float32`), with a conversion hint for the first wanted dtype.
-pub(super) fn dtype_error(wanted: &[DLDataType], got: DLDataType) -> PyErr {
+pub(in crate::pyo3_glue) fn dtype_error(wanted: &[DLDataType], got: DLDataType) -> PyErr {
     PyTypeError::new_err(dtype_message(wanted, got))
 }

@@ -16,13 +16,13 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::{Borrowed, PyClass};
 
-use super::class_export::ClassRoute;
-use super::protocol::DLPackArgs;
 use crate::ffi::{
     DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
     DLPackSetError, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
+use crate::pyo3_glue::export::class_export::ClassRoute;
+use crate::pyo3_glue::export::protocol::DLPackArgs;
 use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
 
 /// Runs the body of one of our `extern "C"` functions: a `PyErr` is restored as the pending
@@ -41,10 +41,14 @@ use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
 pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: forwarded from this function's contract.
     unsafe {
-        super::cpython::attached_entry(-1, "a Rust panic in a DLPack exchange API function", |py| {
-            super::shared_registry::join(py)?;
-            f(py).map(|()| 0)
-        })
+        crate::pyo3_glue::runtime::cpython::attached_entry(
+            -1,
+            "a Rust panic in a DLPack exchange API function",
+            |py| {
+                crate::pyo3_glue::runtime::shared_registry::join(py)?;
+                f(py).map(|()| 0)
+            },
+        )
     }
 }
 
@@ -60,13 +64,17 @@ where
     // The table's consumers order their work after `current_work_stream`, the default
     // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
     // Versioned only: a legacy sharing opt-in does not apply.
-    let super::class_export::ClassExport {
+    let crate::pyo3_glue::export::class_export::ClassExport {
         validated,
         read_only,
         readers,
         keepalive,
         ..
-    } = super::class_export::class_export(obj, RUST_READS, &DLPackArgs::default())?;
+    } = crate::pyo3_glue::export::class_export::class_export(
+        obj,
+        RUST_READS,
+        &DLPackArgs::default(),
+    )?;
     let flags = if read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
@@ -107,7 +115,7 @@ pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
 }
 
 /// `managed_tensor_from_py_object_no_sync` for class `T` (see
-/// [`export_object_capsule`](super::class_export::export_object_capsule) for `RUST_READS`).
+/// [`export_object_capsule`](crate::pyo3_glue::export::class_export::export_object_capsule) for `RUST_READS`).
 pub(crate) unsafe extern "C" fn from_py_object<T, const RUST_READS: bool>(
     py_object: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,
@@ -149,7 +157,7 @@ pub(crate) unsafe extern "C" fn current_work_stream(
         device_type,
         device_id,
     };
-    let handle = super::protocol::ordered_stream(device, None).unwrap_or(0);
+    let handle = crate::pyo3_glue::export::protocol::ordered_stream(device, None).unwrap_or(0);
     let stream = core::ptr::without_provenance_mut(handle as usize);
     if !out_current_stream.is_null() {
         // SAFETY: a non-NULL out pointer from the caller.
@@ -232,7 +240,7 @@ pub(crate) unsafe extern "C" fn allocator(
     error_ctx: *mut c_void,
     set_error: DLPackSetError,
 ) -> c_int {
-    let result = super::cpython::no_unwind(|| {
+    let result = crate::pyo3_glue::runtime::cpython::no_unwind(|| {
         if out.is_null() {
             return Err((c"ValueError", CString::from(c"out is NULL")));
         }
@@ -252,7 +260,7 @@ pub(crate) unsafe extern "C" fn allocator(
         ),
     };
     if let Some(set_error) = set_error {
-        let _ = super::cpython::no_unwind(|| {
+        let _ = crate::pyo3_glue::runtime::cpython::no_unwind(|| {
             // SAFETY: the consumer's callback, called with its own context and two
             // NUL-terminated strings that outlive the call.
             unsafe { set_error(error_ctx, kind.as_ptr(), message.as_ptr().cast::<c_char>()) }

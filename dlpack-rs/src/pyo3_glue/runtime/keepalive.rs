@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::cpython;
+use crate::pyo3_glue::runtime::cpython;
 use pyo3::types::PyCFunction;
 
 /// Set by an `atexit` hook once the interpreter starts shutting down; from then on owners

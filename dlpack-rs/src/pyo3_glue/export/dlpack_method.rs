@@ -13,8 +13,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3::{Borrowed, PyClass};
 
-use super::class_export::{export_object_capsule, ClassRoute};
-use super::protocol::DLPackArgs;
+use crate::pyo3_glue::export::class_export::{export_object_capsule, ClassRoute};
+use crate::pyo3_glue::export::protocol::DLPackArgs;
 use crate::IntoDLPack;
 
 const NAME: &CStr = c"__dlpack__";
@@ -65,7 +65,7 @@ where
 /// `(*, stream=None, max_version=None, dl_device=None, copy=None)` would, errors included
 /// (`TypeError` for a positional or unknown argument), and exports as [`export_dlpack`] does.
 ///
-/// [`export_dlpack`]: super::export_dlpack
+/// [`export_dlpack`]: crate::pyo3_glue::export_dlpack
 #[doc(hidden)]
 pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<MethodDescriptor<'_>>
 where
@@ -96,7 +96,8 @@ impl<'py> IntoPyObject<'py> for MethodDescriptor<'py> {
     type Error = core::convert::Infallible;
 
     #[cfg(feature = "inspect")]
-    const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::DLPACK_METHOD;
+    const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr =
+        crate::pyo3_glue::import::type_hints::DLPACK_METHOD;
 
     fn into_pyobject(self, _py: Python<'py>) -> Result<Self::Output, Self::Error> {
         Ok(self.0)
@@ -108,7 +109,7 @@ fn slot(py: Python<'_>, name: Borrowed<'_, '_, PyAny>) -> PyResult<usize> {
     // The four interned names, fetched as one (keyword names are interned by CPython and by
     // numpy and torch, so the identity test almost always decides).
     static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 4]> = pyo3::sync::PyOnceLock::new();
-    let names = super::once::get_or_init(&NAMES, py, || {
+    let names = crate::pyo3_glue::runtime::once::get_or_init(&NAMES, py, || {
         ["stream", "max_version", "dl_device", "copy"].map(|n| PyString::intern(py, n).unbind())
     });
     if let Some(i) = names.iter().position(|n| n.as_ptr() == name.as_ptr()) {
@@ -176,7 +177,11 @@ where
 unsafe fn entry(f: impl FnOnce(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
     // SAFETY: attached, by this function's contract.
     unsafe {
-        super::cpython::attached_entry(core::ptr::null_mut(), "a Rust panic in __dlpack__", f)
+        crate::pyo3_glue::runtime::cpython::attached_entry(
+            core::ptr::null_mut(),
+            "a Rust panic in __dlpack__",
+            f,
+        )
     }
 }
 

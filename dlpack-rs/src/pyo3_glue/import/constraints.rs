@@ -7,9 +7,9 @@ use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::PyErr;
 use pyo3::PyResult;
 
-use super::errors::{tuple_of, tuple_str};
-use super::source::{dtype_error, Source};
 use crate::ffi::DLDataType;
+use crate::pyo3_glue::import::source::{dtype_error, Source};
+use crate::pyo3_glue::runtime::errors::{tuple_of, tuple_str};
 use crate::safe::Error;
 
 /// An extent of a [`Shape1`] .. [`Shape4`], or the `N` of [`Ndim`], that accepts any size.
@@ -19,7 +19,7 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The shape a [`TensorView`](super::TensorView) / [`TensorViewMut`](super::TensorViewMut)
+/// The shape a [`TensorView`](crate::pyo3_glue::TensorView) / [`TensorViewMut`](crate::pyo3_glue::TensorViewMut)
 /// argument must have: [`Ndim<N>`](Ndim) (`N` dimensions of any extent, `N` up to 6, or
 /// [`Ndim<ANY>`](Ndim), the default: any shape), or [`Shape1`] .. [`Shape4`] with fixed extents
 /// ([`ANY`] for a free one). Sealed.
@@ -148,7 +148,7 @@ pub trait Device: sealed::Sealed + 'static {}
 #[derive(Debug)]
 pub enum Cpu {}
 /// Memory on any device (CUDA, ROCm, Metal, ..., the CPU too): the argument hands out the
-/// address of its first element ([`data_ptr`](super::TensorView::data_ptr)), never a host view.
+/// address of its first element ([`data_ptr`](crate::pyo3_glue::TensorView::data_ptr)), never a host view.
 #[derive(Debug)]
 pub enum AnyDevice {}
 
@@ -187,7 +187,7 @@ fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
 /// Checks an imported tensor's dtype (against `dtype`: an `AnyOf3` has already matched it),
 /// shape (against `S`) and, unless the slice route checks it, layout (against `L`), each
 /// refusal naming what was expected, what came and the fix.
-pub(super) fn check_meta<S: Shape, L: Layout>(
+pub(in crate::pyo3_glue) fn check_meta<S: Shape, L: Layout>(
     source: &Source,
     dtype: DLDataType,
     slice_route: bool,
@@ -217,7 +217,7 @@ fn layout_mismatch<L: Layout>(source: &Source) -> PyErr {
 /// The Python exception for an error of the layout checks and borrow that follow
 /// [`check_meta`]: a layout the slice route refused says what `L` expects; two indices reaching
 /// one element of a writable tensor says so and the fix.
-pub(super) fn layout_error<L: Layout>(source: &Source, err: Error) -> PyErr {
+pub(in crate::pyo3_glue) fn layout_error<L: Layout>(source: &Source, err: Error) -> PyErr {
     match err {
         Error::NotContiguous => layout_mismatch::<L>(source),
         Error::Overlapping => PyBufferError::new_err(format!(

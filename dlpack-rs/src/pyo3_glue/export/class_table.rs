@@ -9,10 +9,10 @@ use pyo3::pyclass::boolean_struct::True;
 use pyo3::types::PyCapsule;
 use pyo3::PyClass;
 
-use super::class_export::ClassRoute;
-use super::exchange_export::{table, StaticApi};
-use super::tensor::{to_py_object, DLPackTensor, TENSOR_API};
 use crate::ffi::{DLPackExchangeAPI, DLPACK_EXCHANGE_API_CAPSULE_NAME};
+use crate::pyo3_glue::export::class_export::ClassRoute;
+use crate::pyo3_glue::export::exchange_export::{table, StaticApi};
+use crate::pyo3_glue::export::tensor::{to_py_object, DLPackTensor, TENSOR_API};
 use crate::IntoDLPack;
 
 /// Tables of user classes: one per class, a promoted constant (static storage).

@@ -30,29 +30,20 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
-use super::cpython;
-use super::keepalive::{
-    current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
-};
-use super::numpy_array::{
+use super::table::{key_of_array, key_of_import, key_of_layout, Shared, OURS};
+use crate::pyo3_glue::numpy::array::{
     known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
 };
+use crate::pyo3_glue::runtime::cpython;
+use crate::pyo3_glue::runtime::keepalive::{
+    current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
+};
+use crate::safe::borrow::overlap::Span;
 use crate::safe::Error;
 
 /// The capsule's name (and the attribute's).
 const NAME: &core::ffi::CStr = c"_RUST_NUMPY_BORROW_CHECKING_API";
-
-/// Version 1 of rust-numpy's table (later versions append fields).
-#[repr(C)]
-struct Shared {
-    version: u64,
-    flags: *mut c_void,
-    acquire: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject) -> c_int,
-    acquire_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject) -> c_int,
-    release: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
-    release_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
-}
 
 /// The table found (or made) in this process, as an address (it lives for the rest of the
 /// process: a capsule of numpy's module that we hold a reference to, or our own static), and
@@ -65,10 +56,6 @@ struct Table {
 unsafe impl Send for Table {}
 // SAFETY: as above.
 unsafe impl Sync for Table {}
-
-// SAFETY: immutable (ours, or one some module published); its functions synchronise their own
-// state (ours through `FLAGS`).
-unsafe impl Sync for Shared {}
 
 static TABLE: PyOnceLock<Table> = PyOnceLock::new();
 /// The same table, for the view hooks, which run without a `Python` token.
@@ -123,51 +110,52 @@ fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 fn table(py: Python<'_>) -> PyResult<&'static Shared> {
     // Idempotent (re-entered, the inner look-up publishes first and the outer adopts it); what
     // the cell keeps is published below, never what a look-up that lost found.
-    let table = super::once::get_or_try_init(&TABLE, py, || -> PyResult<Table> {
-        let module = multiarray(py)?;
-        let name = pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API");
-        let dict = module.dict();
-        let capsule = match dict.get_item(name)? {
-            Some(found) => found,
-            None => {
-                // SAFETY: `OURS` is a static that lives for the rest of the process; the
-                // capsules have no destructor, and their names are static strings.
-                let (capsule, mark) = unsafe {
-                    let ours = core::ptr::NonNull::from(&OURS).cast();
-                    (
-                        PyCapsule::new_with_pointer(py, ours, NAME)?,
-                        PyCapsule::new_with_pointer(py, ours, MARK)?,
-                    )
-                };
-                // Each inserted only where absent (another copy of this crate, or rust-numpy,
-                // may publish meanwhile on a free-threaded build): what is there is adopted.
-                // The mark first, so that a copy that finds our table finds it marked (a mark
-                // and a table of two different copies point apart: not marked).
-                dict.set_default(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS"), &mark)?;
-                dict.set_default_with_result(name, &capsule)?.1
-            }
-        };
-        let capsule = capsule.cast_into::<PyCapsule>()?;
-        let registry_backed = marks(&module, &capsule);
-        let ptr = capsule
-            .pointer_checked(Some(NAME))?
-            .as_ptr()
-            .cast::<Shared>();
-        // SAFETY: every version of the table starts with its version (a u64).
-        let version = unsafe { ptr.cast::<u64>().read() };
-        if version < 1 {
-            return Err(PyTypeError::new_err(format!(
-                "rust-numpy's borrow checking table has version {version}, which this crate \
+    let table =
+        crate::pyo3_glue::runtime::once::get_or_try_init(&TABLE, py, || -> PyResult<Table> {
+            let module = multiarray(py)?;
+            let name = pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API");
+            let dict = module.dict();
+            let capsule = match dict.get_item(name)? {
+                Some(found) => found,
+                None => {
+                    // SAFETY: `OURS` is a static that lives for the rest of the process; the
+                    // capsules have no destructor, and their names are static strings.
+                    let (capsule, mark) = unsafe {
+                        let ours = core::ptr::NonNull::from(&OURS).cast();
+                        (
+                            PyCapsule::new_with_pointer(py, ours, NAME)?,
+                            PyCapsule::new_with_pointer(py, ours, MARK)?,
+                        )
+                    };
+                    // Each inserted only where absent (another copy of this crate, or rust-numpy,
+                    // may publish meanwhile on a free-threaded build): what is there is adopted.
+                    // The mark first, so that a copy that finds our table finds it marked (a mark
+                    // and a table of two different copies point apart: not marked).
+                    dict.set_default(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS"), &mark)?;
+                    dict.set_default_with_result(name, &capsule)?.1
+                }
+            };
+            let capsule = capsule.cast_into::<PyCapsule>()?;
+            let registry_backed = marks(&module, &capsule);
+            let ptr = capsule
+                .pointer_checked(Some(NAME))?
+                .as_ptr()
+                .cast::<Shared>();
+            // SAFETY: every version of the table starts with its version (a u64).
+            let version = unsafe { ptr.cast::<u64>().read() };
+            if version < 1 {
+                return Err(PyTypeError::new_err(format!(
+                    "rust-numpy's borrow checking table has version {version}, which this crate \
                  cannot share borrows with"
-            )));
-        }
-        // The table must outlive every use: keep the capsule (and so the table) for good.
-        core::mem::forget(capsule);
-        Ok(Table {
-            ptr,
-            registry_backed,
-        })
-    })?;
+                )));
+            }
+            // The table must outlive every use: keep the capsule (and so the table) for good.
+            core::mem::forget(capsule);
+            Ok(Table {
+                ptr,
+                registry_backed,
+            })
+        })?;
     // Decided once, from the table the cell keeps, here and nowhere else (a failed look-up
     // leaves both unset, and the next one decides again); the flag before the pointer, so that
     // whoever sees the pointer sees the flag. Two threads may both store: the same values.
@@ -412,7 +400,7 @@ unsafe fn root_array(array: *mut ffi::PyObject) -> *mut ffi::PyObject {
 /// `wrapper` holds, when `wrapper` is one of this crate's `dlpack_rs.Tensor` objects wrapping
 /// one: both view the array's memory, so views of either take its rust-numpy borrows.
 pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyManaged) {
-    let Ok(ours) = wrapper.cast::<super::DLPackTensor>() else {
+    let Ok(ours) = wrapper.cast::<crate::pyo3_glue::DLPackTensor>() else {
         return;
     };
     let Some(external) = ours.get().tensor().external() else {
@@ -589,8 +577,3 @@ unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
         }
     }
 }
-
-#[path = "numpy_table.rs"]
-mod ours;
-use crate::safe::borrow::overlap::Span;
-use ours::{key_of_array, key_of_import, key_of_layout, OURS};

@@ -30,11 +30,11 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple, PyType};
 
-use super::requires_grad::Grad;
 use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPACK_EXCHANGE_API_CAPSULE_NAME,
     DLPACK_MAJOR_VERSION,
 };
+use crate::pyo3_glue::import::requires_grad::Grad;
 
 /// How many types the consumer cache remembers (round-robin replacement). Programs exchange
 /// tensors of a handful of types; a miss costs one attribute look-up on the type.
@@ -208,7 +208,7 @@ pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchan
 fn tracked(py: Python<'_>) -> bool {
     #[cfg(not(feature = "abi3"))]
     {
-        super::cpython::minor_version(py) >= 11
+        crate::pyo3_glue::runtime::cpython::minor_version(py) >= 11
     }
     #[cfg(feature = "abi3")]
     {
@@ -223,7 +223,9 @@ fn tag_now(key: usize) -> u32 {
     {
         // SAFETY: attached (the caller's `Python`), and `key` is the address of a live type:
         // the caller holds it, or an object of it.
-        unsafe { super::cpython::type_version(key as *mut pyo3::ffi::PyTypeObject) }
+        unsafe {
+            crate::pyo3_glue::runtime::cpython::type_version(key as *mut pyo3::ffi::PyTypeObject)
+        }
     }
     #[cfg(feature = "abi3")]
     {
@@ -239,7 +241,9 @@ fn tag_assigned(ty: &Bound<'_, PyType>) -> u32 {
     {
         let name = pyo3::intern!(ty.py(), "__dlpack__");
         // SAFETY: attached (the `Bound`s prove it), a live type and string.
-        unsafe { super::cpython::assign_type_version(ty.as_type_ptr(), name.as_ptr()) }
+        unsafe {
+            crate::pyo3_glue::runtime::cpython::assign_type_version(ty.as_type_ptr(), name.as_ptr())
+        }
     }
     #[cfg(feature = "abi3")]
     {
@@ -358,13 +362,17 @@ fn lookup_type<'py>(
 fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
     static TYPE_MRO: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-    let Ok(type_mro) = super::once::get_or_try_init(&TYPE_MRO, py, || -> PyResult<Py<PyAny>> {
-        Ok(py
-            .get_type::<PyType>()
-            .getattr(pyo3::intern!(py, "__dict__"))?
-            .get_item(pyo3::intern!(py, "mro"))?
-            .unbind())
-    }) else {
+    let Ok(type_mro) = crate::pyo3_glue::runtime::once::get_or_try_init(
+        &TYPE_MRO,
+        py,
+        || -> PyResult<Py<PyAny>> {
+            Ok(py
+                .get_type::<PyType>()
+                .getattr(pyo3::intern!(py, "__dict__"))?
+                .get_item(pyo3::intern!(py, "mro"))?
+                .unbind())
+        },
+    ) else {
         return false;
     };
     type_lookup(&ty.get_type(), pyo3::intern!(py, "mro"))
@@ -468,16 +476,17 @@ fn type_lookup<'py>(
     // cannot override them (as it could plain attribute look-ups of `__mro__` / `__dict__`).
     static DESCRIPTORS: pyo3::sync::PyOnceLock<(Py<PyAny>, Py<PyAny>)> =
         pyo3::sync::PyOnceLock::new();
-    let (mro_of, dict_of) = super::once::get_or_try_init(&DESCRIPTORS, py, || -> PyResult<_> {
-        let dict = py
-            .get_type::<PyType>()
-            .getattr(pyo3::intern!(py, "__dict__"))?;
-        Ok((
-            dict.get_item(pyo3::intern!(py, "__mro__"))?.unbind(),
-            dict.get_item(pyo3::intern!(py, "__dict__"))?.unbind(),
-        ))
-    })
-    .ok()?;
+    let (mro_of, dict_of) =
+        crate::pyo3_glue::runtime::once::get_or_try_init(&DESCRIPTORS, py, || -> PyResult<_> {
+            let dict = py
+                .get_type::<PyType>()
+                .getattr(pyo3::intern!(py, "__dict__"))?;
+            Ok((
+                dict.get_item(pyo3::intern!(py, "__mro__"))?.unbind(),
+                dict.get_item(pyo3::intern!(py, "__dict__"))?.unbind(),
+            ))
+        })
+        .ok()?;
     let get = pyo3::intern!(py, "__get__");
     let mro = mro_of.bind(py).call_method1(get, (ty,)).ok()?;
     let mro = mro.cast::<PyTuple>().ok()?;

@@ -1,6 +1,6 @@
 //! The typed `#[pyfunction]` arguments: [`TensorView`] (shared) and [`TensorViewMut`]
 //! (exclusive), one family whose parameters say what the signature demands: the element type
-//! `T`, the shape `S` ([`Ndim`], [`Shape3`](super::Shape3), ...), the layout `L` ([`Strided`],
+//! `T`, the shape `S` ([`Ndim`], [`Shape3`](crate::pyo3_glue::Shape3), ...), the layout `L` ([`Strided`],
 //! [`CContig`], [`FContig`]) and the device `D` ([`Cpu`], [`AnyDevice`]).
 
 use core::fmt;
@@ -13,12 +13,12 @@ use pyo3::Borrowed;
 
 use alloc::borrow::Cow;
 
-use super::constraints::{
+use crate::ffi::{DLDataType, DLDevice};
+use crate::pyo3_glue::export::framework::Framework;
+use crate::pyo3_glue::import::constraints::{
     check_meta, layout_error, AnyDevice, CContig, Cpu, Device, Layout, Ndim, Shape, Strided, ANY,
 };
-use super::framework::Framework;
-use super::source::Source;
-use crate::ffi::{DLDataType, DLDevice};
+use crate::pyo3_glue::import::source::Source;
 use crate::safe::borrow::BorrowToken;
 use crate::safe::import::strided::Normalized;
 use crate::safe::{AnyBitPattern, Element, Error};
@@ -116,7 +116,7 @@ impl<T> Held<T> {
     /// from attaching).
     fn framework(&self) -> &Framework {
         Python::attach(|py| {
-            super::once::get_or_init(&self.framework, py, || {
+            crate::pyo3_glue::runtime::once::get_or_init(&self.framework, py, || {
                 match self.source.object().object() {
                     Some(obj) => Framework::of(obj.bind(py)),
                     None => Framework::of(&py.None().into_bound(py)),
@@ -265,7 +265,7 @@ impl<T> Held<T> {
 ///
 /// Extraction imports the object without a copy (through the producer's non-owning exchange
 /// table where it has one, torch's; one of this crate's own `dlpack_rs.Tensor` objects is viewed
-/// in place; everything else as [`PyTensor`](super::PyTensor) imports it), then checks, each
+/// in place; everything else as [`PyTensor`](crate::pyo3_glue::PyTensor) imports it), then checks, each
 /// with a Python exception naming what was expected, what came and the fix: the element type
 /// (`TypeError`: `expected a tensor of float32, got float64`), the shape (`TypeError`:
 /// `expected shape (*, *, 3), got (480, 640, 4)`), the layout (`BufferError`) and the device
@@ -280,7 +280,7 @@ impl<T> Held<T> {
 ///
 /// - Every argument: [`shape`](Self::shape), [`strides`](Self::strides), [`dtype`](Self::dtype),
 ///   [`device`](Self::device), [`data_ptr`](Self::data_ptr) and [`framework`](Self::framework),
-///   to hand a result back as the caller's kind of array ([`Returned::like`](super::Returned::like)).
+///   to hand a result back as the caller's kind of array ([`Returned::like`](crate::pyo3_glue::Returned::like)).
 /// - On the CPU ([`Cpu`]): elements by index ([`get`](Self::get)), the elements as a slice when
 ///   they are C-contiguous ([`as_slice`](Self::as_slice)), and with feature `ndarray` an
 ///   [`ndarray::ArrayView`] of the exact layout ([`view`](Self::view)). A [`CContig`] argument
@@ -354,7 +354,8 @@ macro_rules! extract {
             type Error = PyErr;
 
             #[cfg(feature = "inspect")]
-            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::SUPPORTS_DLPACK;
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
+                crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 Held::host::<S, L>(&obj, $exclusive).map(|held| $ty {
@@ -370,7 +371,8 @@ macro_rules! extract {
             type Error = PyErr;
 
             #[cfg(feature = "inspect")]
-            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::SUPPORTS_DLPACK;
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
+                crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 Held::raw::<S, L>(&obj, $exclusive).map(|held| $ty {
@@ -536,7 +538,7 @@ impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<T, S, L, D> {
 }
 
 /// The read-only view of an imported `source` whose dtype an `AnyOf3` matched to `T`.
-pub(super) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
+pub(in crate::pyo3_glue) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
     source: Source,
 ) -> PyResult<TensorView<T, S, L, Cpu>> {
     Held::host_from::<S, L>(source, false).map(|held| TensorView {
@@ -546,7 +548,7 @@ pub(super) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
 }
 
 /// As [`view_of`], writable.
-pub(super) fn view_mut_of<T: AnyBitPattern, S: Shape, L: Layout>(
+pub(in crate::pyo3_glue) fn view_mut_of<T: AnyBitPattern, S: Shape, L: Layout>(
     source: Source,
 ) -> PyResult<TensorViewMut<T, S, L, Cpu>> {
     Held::host_from::<S, L>(source, true).map(|held| TensorViewMut {

@@ -2,6 +2,17 @@
 //! type's C exchange table when it has one), negotiating the DLPack version, and owns it until
 //! dropped; [`ImportOptions`] asks the producer for a device, a copy or a stream.
 
+pub(in crate::pyo3_glue) mod any_of;
+pub(in crate::pyo3_glue) mod constraints;
+pub(in crate::pyo3_glue) mod exchange_import;
+pub(in crate::pyo3_glue) mod exchange_lookup;
+pub(in crate::pyo3_glue) mod negative;
+pub(in crate::pyo3_glue) mod requires_grad;
+pub(in crate::pyo3_glue) mod source;
+#[cfg(feature = "inspect")]
+pub(in crate::pyo3_glue) mod type_hints;
+pub(in crate::pyo3_glue) mod typed;
+
 use core::ops::{Deref, DerefMut};
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -198,16 +209,16 @@ impl ImportOptions {
             match table {
                 // One of our own tensors wrapping a numpy import: the same memory, the same
                 // rust-numpy borrows.
-                Some(api) if super::tensor::is_tensor_api(api) => {
-                    super::numpy_borrow::inherit(obj, &mut tensor.0)
+                Some(api) if crate::pyo3_glue::export::tensor::is_tensor_api(api) => {
+                    crate::pyo3_glue::numpy::borrow::inherit(obj, &mut tensor.0)
                 }
                 Some(_) => {}
                 None => {
                     // The memory of a numpy array (which has no exchange table): its views take
                     // rust-numpy's borrows too; or one of our own tensors asked through
                     // `__dlpack__`.
-                    if !super::numpy_borrow::coordinate(obj, &mut tensor.0)? {
-                        super::numpy_borrow::inherit(obj, &mut tensor.0);
+                    if !crate::pyo3_glue::numpy::borrow::coordinate(obj, &mut tensor.0)? {
+                        crate::pyo3_glue::numpy::borrow::inherit(obj, &mut tensor.0);
                     }
                 }
             }
@@ -235,7 +246,7 @@ impl ImportOptions {
             && self.stream.is_none()
         {
             // A numpy array: its struct read directly (the tensor its `__dlpack__` would give).
-            if let Some(tensor) = super::numpy_direct::import(obj)? {
+            if let Some(tensor) = crate::pyo3_glue::numpy::direct::import(obj)? {
                 return Ok((PyTensor::new(obj.py(), tensor.into_any(), false)?, None));
             }
         }
@@ -248,7 +259,7 @@ impl ImportOptions {
             }
         }
         // torch's `__dlpack__` exports a negated view un-negated, as its table does.
-        super::negative::refuse_negative_view(obj)?;
+        crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
         #[cfg(not(feature = "abi3"))]
         if self.stream.is_none() && self.device.is_none() && self.copy.is_none() {
             return self.via_common_call(obj).map(|t| (t, None));
@@ -265,7 +276,7 @@ impl ImportOptions {
         obj: &Bound<'_, PyAny>,
     ) -> PyResult<Option<(PyTensor, Option<&'static DLPackExchangeAPI>)>> {
         let py = obj.py();
-        let Some((tensor, api)) = super::exchange_import::import(obj)? else {
+        let Some((tensor, api)) = crate::pyo3_glue::import::exchange_import::import(obj)? else {
             return Ok(None);
         };
         let device = tensor.device();
@@ -284,7 +295,7 @@ impl ImportOptions {
         // synchronises.
         let keep = self.unsynchronized && !device.device_type.is_host_accessible();
         let stream = if keep {
-            super::exchange_import::current_stream(py, api, device)?
+            crate::pyo3_glue::import::exchange_import::current_stream(py, api, device)?
         } else {
             None
         };
@@ -365,7 +376,7 @@ impl ImportOptions {
             .map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?;
         // SAFETY: the capsule is the producer's answer to `__dlpack__`: the producer is trusted
         // (this function's documented contract, as for every DLPack consumer).
-        let consumed = unsafe { super::capsule::consume_capsule(capsule) }?;
+        let consumed = unsafe { crate::pyo3_glue::runtime::capsule::consume_capsule(capsule) }?;
         let tensor = self.check(PyTensor::new(py, consumed, self.writable_legacy)?)?;
         if legacy && self.copy == Some(true) {
             // An older producer could not be asked for a copy: make it here.
@@ -416,7 +427,7 @@ impl PyTensor {
     /// `PyCapsule::new_with_value` under that name is not.
     pub unsafe fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
         // SAFETY: forwarded from this function's contract.
-        unsafe { super::capsule::consume_capsule(capsule) }
+        unsafe { crate::pyo3_glue::runtime::capsule::consume_capsule(capsule) }
             .and_then(|inner| PyTensor::new(capsule.py(), inner, false))
     }
 
@@ -424,9 +435,9 @@ impl PyTensor {
     /// unless `writable_legacy`, and makes the owner leak instead of running the producer's
     /// deleter on a thread that may not attach once the interpreter is going away.
     fn new(py: Python<'_>, mut inner: AnyManaged, writable_legacy: bool) -> PyResult<Self> {
-        super::shared_registry::join(py)?;
-        super::keepalive::install_shutdown_hook(py);
-        inner.set_leak_guard(super::keepalive::exiting_unattached);
+        crate::pyo3_glue::runtime::shared_registry::join(py)?;
+        crate::pyo3_glue::runtime::keepalive::install_shutdown_hook(py);
+        inner.set_leak_guard(crate::pyo3_glue::runtime::keepalive::exiting_unattached);
         if !inner.is_versioned() && !writable_legacy {
             inner = inner.into_read_only();
         }
@@ -462,7 +473,8 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
     type Error = PyErr;
 
     #[cfg(feature = "inspect")]
-    const INPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::SUPPORTS_DLPACK;
+    const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
+        crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
         ImportOptions::new().import(&obj)
@@ -498,10 +510,10 @@ fn dlpack_call<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     static KWNAMES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    let kwnames = super::once::get_or_try_init(&KWNAMES, py, || {
+    let kwnames = crate::pyo3_glue::runtime::once::get_or_try_init(&KWNAMES, py, || {
         PyTuple::new(py, [pyo3::intern!(py, "max_version")]).map(Bound::unbind)
     })?;
-    super::cpython::call_method_one_keyword(
+    crate::pyo3_glue::runtime::cpython::call_method_one_keyword(
         obj,
         pyo3::intern!(py, "__dlpack__"),
         kwnames.bind(py),
@@ -512,7 +524,7 @@ fn dlpack_call<'py>(
 /// `(1, 3)`, the `max_version` every import asks for, made once.
 fn max_version(py: Python<'_>) -> PyResult<&Bound<'_, PyTuple>> {
     static MAX_VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    super::once::get_or_try_init(&MAX_VERSION, py, || {
+    crate::pyo3_glue::runtime::once::get_or_try_init(&MAX_VERSION, py, || {
         (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
             .into_pyobject(py)
             .map(Bound::unbind)

@@ -54,9 +54,9 @@ impl Grad {
                 return Grad::Getattr;
             }
             // SAFETY: attached (the `Bound`s prove it), both live.
-            let Some((get, closure)) =
-                (unsafe { super::cpython::getset_getter(descr.as_ptr(), ty.as_type_ptr()) })
-            else {
+            let Some((get, closure)) = (unsafe {
+                crate::pyo3_glue::runtime::cpython::getset_getter(descr.as_ptr(), ty.as_type_ptr())
+            }) else {
                 return Grad::Getattr;
             };
             Grad::Getter(DirectGetter {
@@ -122,7 +122,8 @@ pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
         Grad::Getter(g) => {
             let ty = obj.get_type_ptr();
             // SAFETY: `obj`'s type is live.
-            let applies = unsafe { super::cpython::type_version(ty) == g.version };
+            let applies =
+                unsafe { crate::pyo3_glue::runtime::cpython::type_version(ty) == g.version };
             if !applies {
                 // The type changed since the descriptor was found (a new `requires_grad` could
                 // shadow it), or the descriptor belongs to another type (a class body may copy
@@ -134,7 +135,11 @@ pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
             // unchanged type, given an instance of the descriptor's owning type (the check
             // CPython makes before calling it).
             let value = unsafe {
-                super::cpython::call_getter(obj, g.get, g.closure as *mut core::ffi::c_void)
+                crate::pyo3_glue::runtime::cpython::call_getter(
+                    obj,
+                    g.get,
+                    g.closure as *mut core::ffi::c_void,
+                )
             };
             match value {
                 Ok(value) => value.is_truthy().unwrap_or(false),

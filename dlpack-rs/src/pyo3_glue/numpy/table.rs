@@ -19,10 +19,25 @@ use std::sync::Mutex;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::{cpython, Shared};
-use crate::pyo3_glue::numpy_array::{ArrayFields, NPY_ARRAY_WRITEABLE};
+use crate::pyo3_glue::numpy::array::{ArrayFields, NPY_ARRAY_WRITEABLE};
+use crate::pyo3_glue::runtime::cpython;
 use crate::safe::borrow::overlap::Span;
 use crate::safe::borrow::BorrowToken;
+
+/// Version 1 of rust-numpy's table (later versions append fields).
+#[repr(C)]
+pub(super) struct Shared {
+    pub(super) version: u64,
+    pub(super) flags: *mut c_void,
+    pub(super) acquire: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject) -> c_int,
+    pub(super) acquire_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject) -> c_int,
+    pub(super) release: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
+    pub(super) release_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
+}
+
+// SAFETY: immutable (ours, or one some module published); its functions synchronise their own
+// state (ours through `FLAGS`).
+unsafe impl Sync for Shared {}
 
 /// The bytes a borrow names, its key: those of the array's elements, as the borrow registry
 /// names a strided view's (a `Span`: the range from the lowest to the highest element, on the
@@ -137,7 +152,7 @@ pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // at its address) meanwhile.
     let mut held = None;
     // SAFETY: `descr` is the array's live dtype object.
-    let itemsize = match unsafe { crate::pyo3_glue::numpy_direct::builtin_itemsize(descr) } {
+    let itemsize = match unsafe { crate::pyo3_glue::numpy::direct::builtin_itemsize(descr) } {
         Some(itemsize) => itemsize,
         None => held
             // SAFETY: `descr` is the array's live dtype object; attached.
@@ -202,7 +217,7 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     let py = unsafe { Python::assume_attached() };
     // The registry every copy of this crate shares, so that a borrow taken here meets theirs
     // (a no-op once joined, which the first view of any copy did).
-    if super::super::shared_registry::join(py).is_err() {
+    if crate::pyo3_glue::runtime::shared_registry::join(py).is_err() {
         return -1;
     }
     // SAFETY: forwarded.

@@ -11,14 +11,14 @@ use core::ptr::NonNull;
 
 use pyo3::exceptions::{PyBufferError, PyValueError};
 
-use super::class_export::{export_dlpack_device, export_object_capsule};
-use super::errors::{dtype_name, tuple_of};
-use super::exchange_export::{guarded, instance, table, StaticApi};
-use super::import::PyTensor;
-use super::protocol::DLPackArgs;
 use crate::ffi::{
     DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME,
 };
+use crate::pyo3_glue::export::class_export::{export_dlpack_device, export_object_capsule};
+use crate::pyo3_glue::export::exchange_export::{guarded, instance, table, StaticApi};
+use crate::pyo3_glue::export::protocol::DLPackArgs;
+use crate::pyo3_glue::import::PyTensor;
+use crate::pyo3_glue::runtime::errors::{dtype_name, tuple_of};
 use crate::safe::{
     self, AnyManaged, Buffer, Export, ManagedTensor, ManagedTensorVersioned, StreamOrder,
     TensorInfo,
@@ -149,14 +149,15 @@ impl DLPackTensor {
         max_version: Option<Bound<'py, PyAny>>,
         dl_device: Option<Bound<'py, PyAny>>,
         copy: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<super::dlpack_method::CapsuleObject<'py>> {
+    ) -> PyResult<crate::pyo3_glue::export::dlpack_method::CapsuleObject<'py>> {
         let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
         // No `&self` method of this class reads the owned tensor's elements: Rust reaches them
         // only through `tensor()`'s views, which are registry borrows. So an export of a
         // writable owner needs no borrow of its own; the memory of a read-only owner (an `Arc`
         // or `&'static` export, a legacy import) is borrowed by every export of it, by the
         // one block builder (`safe::Readers`), and by the owner's own block when it is ours.
-        export_object_capsule(slf, &args, false).map(super::dlpack_method::CapsuleObject)
+        export_object_capsule(slf, &args, false)
+            .map(crate::pyo3_glue::export::dlpack_method::CapsuleObject)
     }
 
     /// `(device_type, device_id)` of the data.
@@ -168,12 +169,12 @@ impl DLPackTensor {
     #[classattr]
     fn __dlpack_c_exchange_api__(
         py: Python<'_>,
-    ) -> PyResult<super::dlpack_method::CapsuleObject<'_>> {
+    ) -> PyResult<crate::pyo3_glue::export::dlpack_method::CapsuleObject<'_>> {
         let api = NonNull::from(&TENSOR_API.0).cast::<c_void>();
         // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
         // capsule owns nothing.
         unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
-            .map(super::dlpack_method::CapsuleObject)
+            .map(crate::pyo3_glue::export::dlpack_method::CapsuleObject)
     }
 
     /// The extent of each dimension.
@@ -290,7 +291,9 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
             // `managed_tensor_from_py_object_no_sync`.
             let device = tensor.device();
             if let Some(order) = obj.get().order.as_ref() {
-                if let Some(stream) = super::protocol::ordered_stream(device, None) {
+                if let Some(stream) =
+                    crate::pyo3_glue::export::protocol::ordered_stream(device, None)
+                {
                     order.order_before(device, stream)?;
                 }
             }

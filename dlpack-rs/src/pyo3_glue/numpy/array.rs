@@ -10,13 +10,14 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyType};
 
-use super::cpython;
 use crate::ffi::DLPACK_VERSIONED_CAPSULE_NAME;
+use crate::pyo3_glue::runtime::cpython;
 
 /// numpy's `ndarray` type, once found.
-pub(super) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+pub(in crate::pyo3_glue) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 /// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
-pub(super) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
+pub(in crate::pyo3_glue) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> =
+    AtomicPtr::new(core::ptr::null_mut());
 /// `sys.modules`, where numpy is looked for.
 static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 /// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
@@ -27,13 +28,17 @@ static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
 
 /// `sys.modules`, where numpy is looked for (never imported by this crate).
 fn sys_modules(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
-    super::once::get_or_try_init(&SYS_MODULES, py, || -> PyResult<Py<PyDict>> {
-        Ok(py
-            .import("sys")?
-            .getattr("modules")?
-            .cast_into::<PyDict>()?
-            .unbind())
-    })
+    crate::pyo3_glue::runtime::once::get_or_try_init(
+        &SYS_MODULES,
+        py,
+        || -> PyResult<Py<PyDict>> {
+            Ok(py
+                .import("sys")?
+                .getattr("modules")?
+                .cast_into::<PyDict>()?
+                .unbind())
+        },
+    )
     .map(|m| m.bind(py))
 }
 
@@ -61,7 +66,9 @@ fn adopt<'py>(
     VERSIONED_EXPORT.store(versioned, Ordering::Release);
     NULL_CONTIGUOUS_STRIDES.store(null_strides, Ordering::Release);
     let ty = ty.unbind();
-    Ok(Some(super::once::get_or_init(&NDARRAY, py, || ty).bind(py)))
+    Ok(Some(
+        crate::pyo3_glue::runtime::once::get_or_init(&NDARRAY, py, || ty).bind(py),
+    ))
 }
 
 /// Whether `ty` is numpy's own `ndarray` (see [`known_ndarray`]): a static type (only C code
@@ -131,7 +138,9 @@ static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::nul
 /// yet": nothing is cached and `None` is answered. No pointer that numpy's modules publish is
 /// followed.
 #[inline]
-pub(super) fn known_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
+pub(in crate::pyo3_glue) fn known_ndarray(
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
     if !ndarray.is_null() {
         return Ok(Some(ndarray));
@@ -177,13 +186,13 @@ fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObjec
 
 /// Whether numpy exports versioned tensors (see [`VERSIONED_EXPORT`]); meaningful once
 /// [`known_ndarray`] found the type.
-pub(super) fn versioned_export() -> bool {
+pub(in crate::pyo3_glue) fn versioned_export() -> bool {
     VERSIONED_EXPORT.load(Ordering::Acquire)
 }
 
 /// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (see
 /// [`NULL_CONTIGUOUS_STRIDES`]); meaningful once [`known_ndarray`] found the type.
-pub(super) fn null_contiguous_strides() -> bool {
+pub(in crate::pyo3_glue) fn null_contiguous_strides() -> bool {
     NULL_CONTIGUOUS_STRIDES.load(Ordering::Acquire)
 }
 
@@ -196,15 +205,15 @@ pub(super) fn null_contiguous_strides() -> bool {
 /// writes them meanwhile; on a free-threaded build another thread's write races the read
 /// exactly as it races numpy's own `__dlpack__`.
 #[repr(C)]
-pub(super) struct ArrayFields {
+pub(in crate::pyo3_glue) struct ArrayFields {
     ob_base: core::cell::UnsafeCell<ffi::PyObject>,
-    pub(super) data: *mut c_char,
-    pub(super) nd: c_int,
-    pub(super) dimensions: *mut isize,
-    pub(super) strides: *mut isize,
-    pub(super) base: *mut ffi::PyObject,
-    pub(super) descr: *mut ffi::PyObject,
-    pub(super) flags: c_int,
+    pub(in crate::pyo3_glue) data: *mut c_char,
+    pub(in crate::pyo3_glue) nd: c_int,
+    pub(in crate::pyo3_glue) dimensions: *mut isize,
+    pub(in crate::pyo3_glue) strides: *mut isize,
+    pub(in crate::pyo3_glue) base: *mut ffi::PyObject,
+    pub(in crate::pyo3_glue) descr: *mut ffi::PyObject,
+    pub(in crate::pyo3_glue) flags: c_int,
 }
 
 impl ArrayFields {
@@ -215,7 +224,7 @@ impl ArrayFields {
     /// `self` is the struct of a live numpy array, read attached: its `dimensions` and
     /// `strides` point at `nd` values each (or `nd` is 0).
     #[inline]
-    pub(super) unsafe fn dims(&self) -> Option<(&[isize], &[isize])> {
+    pub(in crate::pyo3_glue) unsafe fn dims(&self) -> Option<(&[isize], &[isize])> {
         let nd = usize::try_from(self.nd).ok()?;
         if nd == 0 {
             return Some((&[], &[]));
@@ -232,8 +241,8 @@ impl ArrayFields {
 }
 
 /// numpy's `NPY_ARRAY_C_CONTIGUOUS` flag.
-pub(super) const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
+pub(in crate::pyo3_glue) const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
 /// numpy's `NPY_ARRAY_F_CONTIGUOUS` flag.
-pub(super) const NPY_ARRAY_F_CONTIGUOUS: c_int = 0x0002;
+pub(in crate::pyo3_glue) const NPY_ARRAY_F_CONTIGUOUS: c_int = 0x0002;
 /// numpy's `NPY_ARRAY_WRITEABLE` flag.
-pub(super) const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
+pub(in crate::pyo3_glue) const NPY_ARRAY_WRITEABLE: c_int = 0x0400;

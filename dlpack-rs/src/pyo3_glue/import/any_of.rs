@@ -5,9 +5,9 @@
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
-use super::constraints::{Layout, Ndim, Shape, Strided, ANY};
-use super::source::{dtype_error, Source};
-use super::typed::{view_mut_of, view_of, TensorView, TensorViewMut};
+use crate::pyo3_glue::import::constraints::{Layout, Ndim, Shape, Strided, ANY};
+use crate::pyo3_glue::import::source::{dtype_error, Source};
+use crate::pyo3_glue::import::typed::{view_mut_of, view_of, TensorView, TensorViewMut};
 use crate::safe::AnyBitPattern;
 
 macro_rules! any_of {
@@ -33,7 +33,7 @@ macro_rules! any_of {
             type Error = PyErr;
 
             #[cfg(feature = "inspect")]
-            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = super::type_hints::SUPPORTS_DLPACK;
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 let source = Source::import(&obj, $exclusive)?;

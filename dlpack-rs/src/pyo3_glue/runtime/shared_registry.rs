@@ -35,7 +35,7 @@ static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
 /// The ID of the interpreter this (attached) thread runs.
 fn interpreter_id() -> i64 {
     // SAFETY: attached (callers hold a `Python` token).
-    unsafe { super::cpython::interpreter_id() }
+    unsafe { crate::pyo3_glue::runtime::cpython::interpreter_id() }
 }
 
 /// Makes this copy's borrows go to the registry shared by every copy of this crate in the
@@ -102,7 +102,7 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     // SAFETY: attached (we hold `py`): the interpreter's state dictionary is a borrowed
     // reference that lives as long as the interpreter.
     let dict = unsafe {
-        let raw = super::cpython::interpreter_dict();
+        let raw = crate::pyo3_glue::runtime::cpython::interpreter_dict();
         if raw.is_null() {
             return Err(PySystemError::new_err(
                 "dlpack-rs: no interpreter state dictionary for the borrow registry",

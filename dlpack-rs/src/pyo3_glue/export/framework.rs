@@ -7,9 +7,9 @@ use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use super::exchange_lookup::type_table;
-use super::DLPackTensor;
 use crate::ffi::DLDeviceType;
+use crate::pyo3_glue::import::exchange_lookup::type_table;
+use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
 /// Hands `tensor` to the framework whose tensor type is `ty`, zero-copy: through `ty`'s
@@ -30,7 +30,7 @@ fn hand_to_type<'py>(
     tensor: ManagedTensorVersioned,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = ty.py();
-    super::shared_registry::join(py)?;
+    crate::pyo3_glue::runtime::shared_registry::join(py)?;
     let representable = tensor.dtype().lanes == 1
         && crate::safe::element_bits(tensor.dtype()) % 8 == 0
         && [DLDeviceType::CPU, DLDeviceType::CUDA, DLDeviceType::ROCM]
@@ -134,7 +134,7 @@ fn numpy_dtype_hint(
          only; numpy 2.5 also bfloat16 and FP8 once ml_dtypes is installed): hand the tensor to \
          torch.from_dlpack or jax.numpy.from_dlpack instead, or convert it to a dtype numpy has \
          first",
-        super::dtype_name(dtype)
+        crate::pyo3_glue::dtype_name(dtype)
     ));
     hint.set_cause(py, Some(err));
     hint
@@ -143,13 +143,13 @@ fn numpy_dtype_hint(
 /// The framework a tensor argument came from, to hand a result back as the caller's kind of
 /// array with [`Returned::like`]: numpy for a numpy caller, torch for torch, jax for jax.
 ///
-/// [`TensorView::framework`](super::TensorView::framework) captures it at extraction;
+/// [`TensorView::framework`](crate::pyo3_glue::TensorView::framework) captures it at extraction;
 /// [`Framework::of`] captures it from any object, [`Framework::of_type`] from a tensor type. A
 /// type whose DLPack 1.3 `__dlpack_c_exchange_api__` has `managed_tensor_to_py_object_no_sync`
 /// gets results through that table (as objects of the type that defined the table: a torch
 /// subclass gets a `torch.Tensor`); another type through its package's `from_dlpack` (cupy's,
 /// say), else as a `dlpack_rs.Tensor`. It holds a strong reference to the type (released as a
-/// [`PyKeepalive`](super::PyKeepalive) is, from any thread).
+/// [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is, from any thread).
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{CContig, Framework, Ndim, Returned, TensorView, ANY};
@@ -167,7 +167,7 @@ fn numpy_dtype_hint(
 /// # fn main() {}
 /// ```
 pub struct Framework {
-    ty: super::PyKeepalive,
+    ty: crate::pyo3_glue::PyKeepalive,
 }
 
 impl Framework {
@@ -179,14 +179,14 @@ impl Framework {
     /// The framework whose tensor type is `ty` (`numpy.ndarray`, `torch.Tensor`, `jax.Array`).
     pub fn of_type(ty: &Bound<'_, PyType>) -> Framework {
         Framework {
-            ty: super::PyKeepalive::new(ty.py(), ty.clone().into_any().unbind()),
+            ty: crate::pyo3_glue::PyKeepalive::new(ty.py(), ty.clone().into_any().unbind()),
         }
     }
 
     /// Another handle on the same framework.
     pub fn clone_ref(&self, py: Python<'_>) -> Framework {
         Framework {
-            ty: super::PyKeepalive::new(
+            ty: crate::pyo3_glue::PyKeepalive::new(
                 py,
                 self.ty
                     .object()
@@ -207,9 +207,10 @@ impl core::fmt::Debug for Framework {
 /// [`Jax`]) or the one an argument came from (a [`Framework`]).
 pub trait ReturnTo {
     /// What the result is, in generated stubs (feature `inspect`): the framework's own type, or
-    /// an array with the standard's DLPack methods (see [`TYPING_STUB`](super::TYPING_STUB)).
+    /// an array with the standard's DLPack methods (see [`TYPING_STUB`](crate::pyo3_glue::TYPING_STUB)).
     #[cfg(feature = "inspect")]
-    const TYPE_HINT: pyo3::inspect::PyStaticExpr = super::type_hints::DLPACK_ARRAY;
+    const TYPE_HINT: pyo3::inspect::PyStaticExpr =
+        crate::pyo3_glue::import::type_hints::DLPACK_ARRAY;
 
     /// Hands `tensor` over: a torch tensor for torch (through torch's exchange table), a numpy
     /// array for numpy (`numpy.from_dlpack`), a jax array for jax (`jax.numpy.from_dlpack`), an
@@ -261,7 +262,7 @@ macro_rules! fixed_frameworks {
                 tensor: ManagedTensorVersioned,
             ) -> PyResult<Bound<'py, PyAny>> {
                 static TYPE: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
-                let ty = super::once::get_or_try_init(&TYPE, py, || -> PyResult<_> {
+                let ty = crate::pyo3_glue::runtime::once::get_or_try_init(&TYPE, py, || -> PyResult<_> {
                     Ok(py.import($module)?.getattr($attr)?.cast_into::<PyType>()?.unbind())
                 })?;
                 hand_to_type(ty.bind(py), tensor)
@@ -285,7 +286,7 @@ fixed_frameworks! {
 ///
 /// - `Returned<Torch>` (or [`Numpy`], [`Jax`]): always that framework;
 /// - `Returned<Framework>`: the framework an argument came from, made with
-///   [`Returned::like`] from the argument's [`framework()`](super::TensorView::framework) (numpy
+///   [`Returned::like`] from the argument's [`framework()`](crate::pyo3_glue::TensorView::framework) (numpy
 ///   in, numpy out; torch in, torch out), as nanobind's `nb::ndarray<nb::pytorch>` and "the
 ///   same framework as the argument" are.
 ///
@@ -334,7 +335,7 @@ impl<F: ReturnTo + Default> Returned<F> {
     /// Exports `value` (an ndarray `Array`, a derived struct, ...) for the framework `F` names.
     pub fn from_value<V>(value: V) -> Result<Self, crate::safe::Error>
     where
-        V: super::IntoDLPack + Send + 'static,
+        V: crate::pyo3_glue::IntoDLPack + Send + 'static,
     {
         Ok(Returned::new(value.into_managed_tensor_versioned()?))
     }
