@@ -167,10 +167,9 @@ pub mod pyo3_glue;
 
 #[cfg(feature = "cudarc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cudarc")))]
-pub mod cuda;
+pub use interop::cudarc as cuda;
 
-#[cfg(feature = "image")]
-mod image_interop;
+mod interop;
 
 /// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
 #[cfg(feature = "pyo3")]

@@ -66,8 +66,6 @@
 
 mod compat_0_3;
 pub(crate) mod export;
-#[cfg(feature = "image")]
-mod image_view;
 mod import;
 mod numpy;
 pub(crate) mod runtime;

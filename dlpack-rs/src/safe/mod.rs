@@ -52,11 +52,6 @@ mod dtype;
 mod error;
 pub(crate) mod export;
 pub(crate) mod import;
-#[cfg(feature = "ndarray")]
-#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub mod ndarray;
-#[cfg(feature = "safetensors")]
-mod safetensors_file;
 
 pub use export::aligned::AlignedBuffer;
 pub(crate) use export::block::Readers;
@@ -67,6 +62,12 @@ pub(crate) use export::copy::{copy_described, AlignedBytes};
 pub(crate) use import::described::Described;
 // Named one by one, so that what is public is a decision: the element traits, the dtype and
 // device constructors, and the dtype rules (each with a doctest).
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use crate::interop::ndarray;
+#[cfg(feature = "safetensors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
+pub use crate::interop::safetensors::{serialize_safetensors, SafeTensorsFile};
 pub use borrow::guard::{ReadSlice, WriteSlice};
 pub use dtype::packed::{PackedExport, PackedSlice, Packing};
 pub use dtype::{
@@ -89,10 +90,7 @@ pub(crate) use import::layout::Extent;
 pub use import::layout::{compact_strides, is_c_contiguous, MAX_NDIM};
 #[allow(unused_imports)]
 // crate API for the layers above safe/, none of which a featureless build has
-pub(crate) use import::views::{External, ExternalApi};
+pub(crate) use import::views::{host_viewable, External, ExternalApi};
 pub use import::{
     AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
 };
-#[cfg(feature = "safetensors")]
-#[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
-pub use safetensors_file::{serialize_safetensors, SafeTensorsFile};

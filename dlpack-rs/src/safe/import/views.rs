@@ -312,7 +312,7 @@ pub(crate) fn addressed_token(
 /// plain CPU memory. Device memory is not addressable, and pinned or managed memory
 /// (`CUDA_HOST`, `ROCM_HOST`, `CUDA_MANAGED`), though addressable, may still be written by the
 /// producer's queued device work, which a host view would race (nothing here can wait for it).
-pub(in crate::safe) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
+pub(crate) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
     if device.device_type.is_host_viewable() {
         Ok(())
     } else {

@@ -14,11 +14,9 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensors, View};
 
 use crate::ffi::{DLDataType, DLDataTypeCode as C, DLPACK_FLAG_BITMASK_READ_ONLY};
-use crate::safe::borrow::guard::ReadSlice;
-use crate::safe::export::block::Readers;
-use crate::safe::export::tensor_info::Validated;
 use crate::safe::{
-    cpu_device, AlignedBuffer, Error, Kind, Managed, ManagedTensorVersioned, TensorInfo,
+    cpu_device, AlignedBuffer, Error, Kind, Managed, ManagedTensorVersioned, ReadSlice, Readers,
+    TensorInfo, Validated,
 };
 
 /// The DLPack dtype of each safetensors dtype (every one has a DLPack code).
@@ -230,7 +228,7 @@ impl SafeTensorsFile {
         // `READ_ONLY` (and so holding a shared borrow of them), the buffer is reached by nothing
         // but exports, and a mapped file is unchanged by `map`'s contract.
         Some(unsafe {
-            crate::safe::export::pack::pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
+            crate::safe::pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
                 Arc::clone(&self.bytes),
                 info,
                 DLPACK_FLAG_BITMASK_READ_ONLY,
@@ -333,7 +331,7 @@ fn unserializable(name: &str, reason: &str) -> Error {
 
 /// The bytes of a C-contiguous host tensor (any dtype), borrowed shared.
 fn contiguous_bytes<K: Kind>(t: &Managed<K>) -> Result<ReadSlice<'_, u8>, Error> {
-    crate::safe::import::views::host_viewable(t.device())?;
+    crate::safe::host_viewable(t.device())?;
     if !t.is_contiguous() {
         return Err(Error::NotContiguous);
     }

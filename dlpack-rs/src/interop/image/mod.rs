@@ -18,6 +18,9 @@
 //! # Ok::<(), dlpack_rs::safe::Error>(())
 //! ```
 
+#[cfg(feature = "pyo3")]
+mod views;
+
 use core::ffi::c_void;
 
 use image::{ImageBuffer, Pixel};

@@ -3,7 +3,7 @@
 
 use ::ndarray::{ArcArray, Array, ArrayBase, Data, Dimension};
 
-use super::super::{Buffer, Element, SharedBuffer};
+use crate::safe::{Buffer, Element, SharedBuffer};
 
 /// The lowest addressed element of an array and the number of elements up to its highest
 /// one (the whole span, gaps included).

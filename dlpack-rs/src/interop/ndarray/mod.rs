@@ -9,7 +9,7 @@
 //! size-1 dimensions with odd strides, and the `byte_offset`. [`Managed::as_array_mut`] hands
 //! out a [`WriteArray`] when the tensor is also writable (no `READ_ONLY` flag) and no two
 //! indices address the same element. Both are registered in the
-//! [borrow registry](super#the-borrow-registry) like slices. Either refuses, with a
+//! [borrow registry](crate::safe#the-borrow-registry) like slices. Either refuses, with a
 //! [`safe::Error`](Error), a dtype other than `T`'s, memory the CPU cannot address, and a
 //! first element that is not aligned for `T`.
 //!
@@ -61,6 +61,8 @@
 //! `shape` / `strides` fields for another layout; to export the array's own layout, use its
 //! [`IntoDLPack`](crate::IntoDLPack) implementation instead. An `ArcArray` field is always exported read-only,
 //! because the struct's other methods could clone it while a consumer writes.
+
+mod export;
 
 use core::ops::{Deref, DerefMut};
 
@@ -215,6 +217,3 @@ impl<T: core::fmt::Debug> core::fmt::Debug for WriteArray<'_, T> {
         self.array.fmt(f)
     }
 }
-
-#[path = "ndarray_export.rs"]
-mod export;

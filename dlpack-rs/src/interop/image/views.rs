@@ -4,9 +4,8 @@
 
 use image::{ImageBuffer, Pixel};
 
-use crate::image_interop::image_dims;
-use crate::pyo3_glue::import::constraints::{Cpu, Layout, Shape};
-use crate::pyo3_glue::import::typed::{TensorView, TensorViewMut};
+use super::image_dims;
+use crate::pyo3_glue::{Cpu, Layout, Shape, TensorView, TensorViewMut};
 
 impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
     /// The elements as an [`ImageBuffer`] of `P` pixels borrowing them, when the tensor is
