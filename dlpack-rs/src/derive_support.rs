@@ -5,15 +5,20 @@
 
 pub use alloc::sync::Arc;
 
+pub use crate::into_dlpack::DerivedData;
+/// The validated extent of a layout, for the export that follows the derive's bounds check.
+pub use crate::safe::import::layout::Extent;
+
 /// The class-side pieces of the Python methods the derive adds (feature `pyo3`): the
 /// `__dlpack__` method descriptor, the class's exchange-table capsule, and the trait that says
 /// how a class's exports keep it alive.
 #[cfg(feature = "pyo3")]
-pub use crate::pyo3_glue::{
-    export::class_export::ClassRoute, export::class_table::class_exchange_api_capsule,
-    export::dlpack_method::dlpack_method, export::dlpack_method::CapsuleObject,
-    export::dlpack_method::MethodDescriptor,
+pub use crate::pyo3_glue::export::{
+    class_export::ClassRoute,
+    class_table::class_exchange_api_capsule,
+    dlpack_method::{dlpack_method, CapsuleObject, MethodDescriptor},
 };
+
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
@@ -191,9 +196,6 @@ macro_rules! byte_offsets {
 }
 byte_offsets!(u64, usize, u32, u16, u8);
 
-/// The validated extent of a layout, for the export that follows the derive's bounds check.
-pub use crate::safe::import::layout::Extent;
-
 /// Returns `info` with its layout's extent (when valid: `info.extent()`'s answer) after
 /// checking that its device is the buffer's and that every byte it describes lies inside
 /// `buffer`: [`Error::DeviceMismatch`] or [`Error::OutsideBuffer`] otherwise, which every export
@@ -255,8 +257,6 @@ pub fn dlpack_device<T: crate::IntoDLPack>(this: &T) -> pyo3::PyResult<(i32, i32
     let (info, _) = this.__tensor_info_with_extent()?;
     Ok((info.device.device_type.0, info.device.device_id))
 }
-
-pub use crate::into_dlpack::DerivedData;
 
 /// Implemented by both ways of adding the Python protocol methods to a class, so that a class
 /// given both gets one error that names the fix (E0119, "conflicting implementations of trait
