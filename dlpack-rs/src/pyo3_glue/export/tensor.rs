@@ -243,7 +243,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The class's own exchange table (the tables of user classes are in `class_table.rs`)
+// The class's own exchange table (the tables of user classes are in `export/class_table.rs`)
 // ---------------------------------------------------------------------------------------------
 
 /// `managed_tensor_to_py_object_no_sync`: wraps the tensor in a new `dlpack_rs.Tensor`.

@@ -1,7 +1,7 @@
 //! Which C exchange table a producer type publishes: its `__dlpack_c_exchange_api__` found in
 //! the type's own method resolution order, cached per type (a mutex-held cache of strong
 //! references and a sequence-locked copy that hits read without a lock). The cache also keeps
-//! how the type's `requires_grad` is read (`requires_grad.rs`), found in the same look-up.
+//! how the type's `requires_grad` is read (`import/requires_grad.rs`), found in the same look-up.
 //!
 //! Trust: the table is looked up in the type's own method resolution order (the dictionaries
 //! of `type(obj).__mro__`, as the interpreter finds a special method), never through

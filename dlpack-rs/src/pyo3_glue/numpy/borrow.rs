@@ -14,7 +14,7 @@
 //! accepted, as rust-numpy itself does.
 //!
 //! When no module created the table yet, this crate creates it, version 1, with its own
-//! implementation (`numpy_table.rs`), so that a rust-numpy module loaded later sees the borrows
+//! implementation (`numpy/table.rs`), so that a rust-numpy module loaded later sees the borrows
 //! taken before it. Its borrows are entries of the shared borrow registry, so while it (or
 //! another copy's, marked so) is the process's table, this crate's views need nothing here:
 //! their registry borrow is what rust-numpy's views meet. Only rust-numpy's own table (a

@@ -1,5 +1,5 @@
 //! Our implementation of version 1 of rust-numpy's borrow-checking table, published when no
-//! module made one before (`numpy_borrow.rs` is its client, and every copy of this crate's).
+//! module made one before (`numpy/borrow.rs` is its client, and every copy of this crate's).
 //!
 //! Its borrows are entries of the borrow registry (the one every copy of this crate in the
 //! process shares, joined before the first): a borrow rust-numpy asks of an array is the

@@ -3,8 +3,8 @@
 //!
 //! Everything else in `pyo3_glue` goes through pyo3's safe API or through the functions here,
 //! each with the contract it needs. Two files keep raw calls of their own, because a C interface
-//! is their whole job: `dlpack_method.rs` (the vectorcall entry of a hand-written method
-//! descriptor) and `numpy_borrow.rs` (numpy's array struct and rust-numpy's C table).
+//! is their whole job: `export/dlpack_method.rs` (the vectorcall entry of a hand-written method
+//! descriptor) and `numpy/borrow.rs` (numpy's array struct and rust-numpy's C table).
 //! `tests/run-all.sh --step layers` checks that no other file calls `ffi::Py*` functions.
 
 use core::ffi::{c_char, CStr};

@@ -1,4 +1,4 @@
-//! Tests of `borrow.rs` through the process-wide registry: tokens, conflicts and releases.
+//! Tests of `safe/borrow/mod.rs` through the process-wide registry: tokens, conflicts and releases.
 
 use super::*;
 

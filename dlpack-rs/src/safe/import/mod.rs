@@ -100,7 +100,7 @@ pub struct Managed<K: Kind> {
     guard: Option<fn() -> bool>,
     /// A borrow checker outside this crate that every view must satisfy too (rust-numpy's, for
     /// an import of a numpy array), with the context it keys by; set by the Python glue
-    /// (`managed_views.rs`).
+    /// (`import/views.rs`).
     pub(super) external: Option<External>,
     _kind: PhantomData<K>,
 }

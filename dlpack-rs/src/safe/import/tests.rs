@@ -1,4 +1,4 @@
-//! Tests of `managed.rs`: the owner, its deleter and its views.
+//! Tests of `safe/import/mod.rs`: the owner, its deleter and its views.
 
 use super::*;
 use crate::safe::import::test_checker::{seen, TestChecker};

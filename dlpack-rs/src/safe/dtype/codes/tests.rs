@@ -1,4 +1,4 @@
-//! Tests of `dtype_codes.rs`: the table against the header's rules.
+//! Tests of `dtype/codes.rs`: the table against the header's rules.
 
 use super::*;
 use alloc::string::ToString;

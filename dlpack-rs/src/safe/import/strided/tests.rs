@@ -1,4 +1,4 @@
-//! Tests of `strided.rs`: the walk over reached offsets and the raw-pointer checks.
+//! Tests of `import/strided.rs`: the walk over reached offsets and the raw-pointer checks.
 
 use super::*;
 use alloc::collections::BTreeSet;
