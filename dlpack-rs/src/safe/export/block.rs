@@ -29,7 +29,7 @@ struct Header<M, K> {
 /// Who, besides the consumers of an export, may read its memory while they hold it: what
 /// decides, in [`build_validated`] (the one function every export of this crate passes
 /// through), whether the export holds a shared borrow of its bytes in the [borrow
-/// registry](super#the-borrow-registry) until its deleter runs.
+/// registry](crate::safe#the-borrow-registry) until its deleter runs.
 ///
 /// An export holds that borrow when Rust code elsewhere may still read the memory: when the
 /// caller says so ([`Readers::Rust`]: a frozen `#[pyclass]` reads its own field through

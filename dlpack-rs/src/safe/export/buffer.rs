@@ -26,7 +26,7 @@ use crate::safe::{Element, Error};
 ///   code that shares the value only ever reads them. The one exception is a type whose
 ///   `REGISTRY_GUARDED` is true (below).
 /// - `REGISTRY_GUARDED` may be true only if Rust code reaches the elements (other than through
-///   an export of the value) only under a registered [borrow](super#the-borrow-registry) of every byte it
+///   an export of the value) only under a registered [borrow](crate::safe#the-borrow-registry) of every byte it
 ///   touches, held for as long as the access: shared to read, exclusive to write, as
 ///   [`SharedMut`](crate::safe::SharedMut)'s guards do; `&self` methods may then write the elements
 ///   under the exclusive borrow. Exports of such a buffer hold no borrow unless read-only.

@@ -21,7 +21,7 @@ use crate::safe::{
 /// `pyo3_glue::export_dlpack_value`.
 ///
 /// **How it stays sound.** Rust never reaches the elements except through the guards, and each
-/// guard registers its bytes in the [borrow registry](super#the-borrow-registry): `read` a shared borrow,
+/// guard registers its bytes in the [borrow registry](crate::safe#the-borrow-registry): `read` a shared borrow,
 /// `write` an exclusive one, refused with [`Error::AlreadyBorrowed`] (Python: `BufferError`)
 /// while a conflicting view lives, whoever holds it: another guard of any clone, or a view of
 /// an import of an export (`as_slice`, `as_mut_slice`, `TensorView`, `TensorViewMut`, in any module of
