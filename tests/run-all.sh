@@ -19,9 +19,10 @@
 #                 each minor version gets its own venv (.venv for 3.11, .venv-3.X otherwise)
 #   FUZZ_SECONDS  how long the libFuzzer run lasts, one job per core (default 40, 10 with --quick)
 #   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
-#                 "safe/borrow.rs safe/overlap.rs safe/layout.rs safe/guard.rs safe/tensor_info.rs
-#                 safe/described.rs safe/managed_views.rs". Other files are run against every
-#                 test target (slower): "safe/export.rs ffi.rs"
+#                 "safe/borrow/mod.rs safe/borrow/overlap.rs safe/import/layout.rs
+#                 safe/borrow/guard.rs safe/export/tensor_info.rs safe/import/described.rs
+#                 safe/import/views.rs". Other files are run against every test target
+#                 (slower): "safe/export/mod.rs ffi.rs"
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 # Unoptimised builds keep line tables only (file and line in backtraces, sanitizer and valgrind
@@ -179,25 +180,35 @@ find_python() {
   return 1
 }
 
-PY=$(find_python)
-py_minor=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-case "$py_minor" in
-  3.9 | 3.10 | 3.11 | 3.12 | 3.13) ;;
-  *) echo "run-all: $PY is CPython $py_minor; the suite runs under 3.9-3.13" >&2; exit 1 ;;
-esac
-echo "run-all: using $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
-export PYTHON="$PY"
-if [[ $py_minor == 3.11 ]]; then venv=.venv; else venv=.venv-$py_minor; fi
-# pyo3 builds against `python3` unless told otherwise; point it at the same interpreter.
-if [[ -z "${PYO3_PYTHON:-}" ]]; then
-  export PYO3_PYTHON="$PY"
-fi
-# Test binaries built with the pyo3 feature link libpython; a shared one (pyenv's) lives
-# outside the default library path.
-py_libdir=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
-if [[ -n "$py_libdir" ]]; then
-  export LD_LIBRARY_PATH="$py_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+# The steps that need the interpreter: the Python suite's, and every cargo build with the pyo3
+# feature (pyo3's build script asks an interpreter; its test binaries link libpython). The other
+# steps (fmt, layers, no-std, abi, msrv, ...) run on a machine without CPython 3.9-3.13.
+PY_STEPS=" clippy test-all warnings cudarc doc package valgrind mutants python asan-python stubs newcomer instructions abi3 "
+py_ready=0
+# Finds the interpreter and points pyo3's builds and the test binaries at it, once.
+setup_python() {
+  [[ $py_ready -eq 1 ]] && return 0
+  PY=$(find_python)
+  py_minor=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  case "$py_minor" in
+    3.9 | 3.10 | 3.11 | 3.12 | 3.13) ;;
+    *) echo "run-all: $PY is CPython $py_minor; the suite runs under 3.9-3.13" >&2; return 1 ;;
+  esac
+  echo "run-all: using $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+  export PYTHON="$PY"
+  if [[ $py_minor == 3.11 ]]; then venv=.venv; else venv=.venv-$py_minor; fi
+  # pyo3 builds against `python3` unless told otherwise; point it at the same interpreter.
+  if [[ -z "${PYO3_PYTHON:-}" ]]; then
+    export PYO3_PYTHON="$PY"
+  fi
+  # Test binaries built with the pyo3 feature link libpython; a shared one (pyenv's) lives
+  # outside the default library path.
+  py_libdir=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR") or "")')
+  if [[ -n "$py_libdir" ]]; then
+    export LD_LIBRARY_PATH="$py_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  py_ready=1
+}
 
 # ---------------------------------------------------------------------------------------------
 # The steps: one function `step_ID` for each entry of STEPS, in tests/steps/
@@ -219,6 +230,7 @@ for s in "${plan[@]}"; do
   t_step=$(date +%s)
   echo
   echo "==> [$step_no/$total] $title  (--step $id)"
+  if [[ $PY_STEPS == *" $id "* ]]; then setup_python; fi
   "step_$id"
   took=$(($(date +%s) - t_step))
   results+=("[$step_no/$total] $id: ${step_result:-ok} (${took}s)")

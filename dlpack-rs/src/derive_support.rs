@@ -5,14 +5,20 @@
 
 pub use alloc::sync::Arc;
 
+pub use crate::into_dlpack::DerivedData;
+/// The validated extent of a layout, for the export that follows the derive's bounds check.
+pub use crate::safe::import::layout::Extent;
+
 /// The class-side pieces of the Python methods the derive adds (feature `pyo3`): the
 /// `__dlpack__` method descriptor, the class's exchange-table capsule, and the trait that says
 /// how a class's exports keep it alive.
 #[cfg(feature = "pyo3")]
-pub use crate::pyo3_glue::{
-    class_export::ClassRoute, class_table::class_exchange_api_capsule,
-    dlpack_method::dlpack_method, dlpack_method::CapsuleObject, dlpack_method::MethodDescriptor,
+pub use crate::pyo3_glue::export::{
+    class_export::ClassRoute,
+    class_table::class_exchange_api_capsule,
+    dlpack_method::{dlpack_method, CapsuleObject, MethodDescriptor},
 };
+
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
@@ -190,9 +196,6 @@ macro_rules! byte_offsets {
 }
 byte_offsets!(u64, usize, u32, u16, u8);
 
-/// The validated extent of a layout, for the export that follows the derive's bounds check.
-pub use crate::safe::layout::Extent;
-
 /// Returns `info` with its layout's extent (when valid: `info.extent()`'s answer) after
 /// checking that its device is the buffer's and that every byte it describes lies inside
 /// `buffer`: [`Error::DeviceMismatch`] or [`Error::OutsideBuffer`] otherwise, which every export
@@ -246,8 +249,6 @@ pub fn expect_within(checked: Result<(TensorInfo, Option<Extent>), Error>) -> Te
         Err(e) => panic!("#[derive(IntoDLPack)]: {e}"),
     }
 }
-
-pub use crate::into_dlpack::DerivedData;
 
 /// Implemented by both ways of adding the Python protocol methods to a class, so that a class
 /// given both gets one error that names the fix (E0119, "conflicting implementations of trait

@@ -123,7 +123,7 @@ pub unsafe trait IntoDLPack {
     #[allow(clippy::type_complexity)]
     fn __tensor_info_with_extent(
         &self,
-    ) -> Result<(TensorInfo, Option<crate::safe::layout::Extent>), safe::Error> {
+    ) -> Result<(TensorInfo, Option<crate::safe::import::layout::Extent>), safe::Error> {
         Ok((self.tensor_info(), None))
     }
 
@@ -197,7 +197,7 @@ pub unsafe trait IntoDLPack {
     where
         Self: Sized + Send + 'static,
     {
-        crate::pyo3_glue::capsule::into_capsule(py, self.into_managed_tensor()?)
+        crate::pyo3_glue::runtime::capsule::into_capsule(py, self.into_managed_tensor()?)
     }
 
     /// Moves `self` into a `"dltensor_versioned"` capsule (DLPack 1.3), flagged `READ_ONLY`
@@ -208,7 +208,7 @@ pub unsafe trait IntoDLPack {
     where
         Self: Sized + Send + 'static,
     {
-        crate::pyo3_glue::capsule::into_capsule(py, self.into_managed_tensor_versioned()?)
+        crate::pyo3_glue::runtime::capsule::into_capsule(py, self.into_managed_tensor_versioned()?)
     }
 }
 

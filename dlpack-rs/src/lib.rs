@@ -158,8 +158,10 @@ pub mod prelude {
 /// What `#[derive(IntoDLPack)]` expands to calls; a private interface whose path carries the
 /// release it belongs to (the derive crate is pinned to this exact release).
 #[doc(hidden)]
-#[path = "derive_support.rs"]
-pub mod __private_derive_v0_4;
+pub mod __private_derive_v0_4 {
+    pub use crate::derive_support::*;
+}
+mod derive_support;
 
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
@@ -167,10 +169,9 @@ pub mod pyo3_glue;
 
 #[cfg(feature = "cudarc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cudarc")))]
-pub mod cuda;
+pub use interop::cudarc as cuda;
 
-#[cfg(feature = "image")]
-mod image_interop;
+mod interop;
 
 /// The pyo3 version this crate is built against (feature `pyo3`), for generated code.
 #[cfg(feature = "pyo3")]

@@ -17,7 +17,7 @@ import sys
 
 
 def key(line):
-    """`dlpack-rs/src/safe/borrow.rs:94:27: replace == with != in Registry::with` without the
+    """`dlpack-rs/src/safe/borrow/mod.rs:94:27: replace == with != in Registry::with` without the
     line and column."""
     m = re.match(r"^(.*?):\d+:\d+: (.*)$", line.strip())
     return "%s: %s" % m.groups() if m else line.strip()

@@ -65,35 +65,62 @@ step_cudarc() {
 
 step_layers() {
   # ffi.rs and safe/ sit below the Python glue: no pyo3, no cfg(feature = "pyo3") or "abi3", no
-  # path into the layers above them (pyo3_glue, into_dlpack, derive_support, cuda).
-  local found
-  found=$(grep -nE 'feature *= *"(pyo3|abi3)"|pyo3::|pyo3_glue|into_dlpack|derive_support|__private_derive|crate::cuda|IntoDLPack' \
-    dlpack-rs/src/ffi.rs dlpack-rs/src/safe/*.rs | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+  # path into the layers above them (pyo3_glue, into_dlpack, derive_support, cuda, the Python
+  # or CUDA parts of interop/). So do the Rust-only parts of interop/ that safe/ re-exports
+  # (interop/ndarray/, interop/safetensors.rs).
+  local src=dlpack-rs/src found
+  found=$(grep -rnE 'feature *= *"(pyo3|abi3)"|pyo3::|pyo3_glue|into_dlpack|derive_support|__private_derive|crate::cuda|interop::(image|cudarc)|IntoDLPack' \
+    --include='*.rs' "$src/ffi.rs" "$src/safe" "$src/interop/ndarray" "$src/interop/safetensors.rs" \
+    | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
   if [[ -n "$found" ]]; then
-    echo "ffi.rs and safe/ must not reach Python or the layers above (ARCHITECTURE.md):" >&2
+    echo "ffi.rs, safe/ and interop's Rust-only parts must not reach Python or the layers above (ARCHITECTURE.md):" >&2
     echo "$found" >&2
     return 1
   fi
   echo "ffi.rs and safe/ stay below the Python glue"
   # Files above the derive's support module use the items it re-exports from where they live.
-  found=$(grep -nE '__private_derive|derive_support' dlpack-rs/src/into_dlpack.rs \
-    dlpack-rs/src/pyo3_glue/*.rs dlpack-rs/src/cuda.rs | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+  found=$(grep -rnE '__private_derive|derive_support' --include='*.rs' "$src/into_dlpack.rs" \
+    "$src/pyo3_glue" "$src/interop" | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
   if [[ -n "$found" ]]; then
     echo "derive_support.rs is the top layer: nothing below it imports from it (ARCHITECTURE.md):" >&2
     echo "$found" >&2
     return 1
   fi
-  # CPython's C API is called from pyo3_glue/cpython.rs only, but for the two C interfaces that
-  # are their files' whole job (ARCHITECTURE.md).
-  found=$(grep -nE '\bffi::_?Py[A-Za-z_]*\(' dlpack-rs/src/pyo3_glue/*.rs dlpack-rs/src/*.rs \
-    | grep -vE '^dlpack-rs/src/pyo3_glue/(cpython|dlpack_method|numpy_borrow)\.rs:' \
+  # CPython's C API is called from pyo3_glue/runtime/cpython.rs only, but for the two C
+  # interfaces that are their files' whole job (ARCHITECTURE.md).
+  found=$(grep -rnE '\bffi::_?Py[A-Za-z_]*\(' --include='*.rs' "$src" \
+    | grep -vE "^$src/pyo3_glue/(runtime/cpython|export/dlpack_method|numpy/borrow)\.rs:" \
     | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
   if [[ -n "$found" ]]; then
-    echo "raw CPython calls outside pyo3_glue/cpython.rs (ARCHITECTURE.md):" >&2
+    echo "raw CPython calls outside pyo3_glue/runtime/cpython.rs (ARCHITECTURE.md):" >&2
     echo "$found" >&2
     return 1
   fi
-  echo "CPython's C API is called from pyo3_glue/cpython.rs (and the two C interfaces)"
+  echo "CPython's C API is called from pyo3_glue/runtime/cpython.rs (and the two C interfaces)"
+  # The floors of pyo3_glue/: runtime/ below everything else of the glue, numpy/ above runtime/
+  # only (export/ and import/ use it, never the reverse), and none of them names interop/ (the
+  # foreign libraries sit above the glue). An edge upward, which any cycle between folders has,
+  # fails the step. export/ and import/ know each other (ARCHITECTURE.md: dlpack_rs.Tensor owns
+  # an import, and an import recognises that class), so no order between those two is checked.
+  local floor pattern
+  for floor in "runtime:export|import|numpy" "numpy:export|import"; do
+    pattern="(super::|crate::pyo3_glue::|pyo3_glue::\{[^}]*\b)(${floor#*:})\b"
+    found=$(grep -rnE "$pattern|crate::interop|crate::cuda" --include='*.rs' "$src/pyo3_glue/${floor%%:*}" \
+      | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+    if [[ -n "$found" ]]; then
+      echo "pyo3_glue/${floor%%:*}/ must not use the floors above it (${floor#*:}; ARCHITECTURE.md):" >&2
+      echo "$found" >&2
+      return 1
+    fi
+  done
+  found=$(grep -rnE 'crate::interop|crate::cuda' --include='*.rs' "$src/pyo3_glue" \
+    | grep -vE '^[^:]+:[0-9]+:\s*//' || true)
+  if [[ -n "$found" ]]; then
+    echo "pyo3_glue/ must not use interop/, which sits above it (ARCHITECTURE.md):" >&2
+    echo "$found" >&2
+    return 1
+  fi
+  echo "pyo3_glue/: runtime/ < numpy/ < export/, import/; interop/ above the glue"
 }
 
 step_no-std() {
@@ -194,7 +221,10 @@ step_msrv() {
   # features newer than it are not caught by a build.
   local declared
   declared=$(sed -nE 's/^rust-version = "([0-9.]+)"/\1/p' Cargo.toml)
-  cargo metadata --format-version 1 --all-features -q | "$PY" -c '
+  # Any python3 reads the metadata (this step needs no CPython 3.9-3.13 of the Python suite).
+  local py=${PY:-python3}
+  need "$py" "install python3 (it reads cargo metadata)" || return 0
+  cargo metadata --format-version 1 --all-features -q | "$py" -c '
 import json, sys
 declared = tuple(int(x) for x in sys.argv[1].split("."))
 m = json.load(sys.stdin)

@@ -1,7 +1,7 @@
 //! dlpack-rs 0.3's import accessors that 0.4 names otherwise, kept as deprecated bridges so that
 //! a 0.3 user's code compiles while it moves (docs/migrating-from-0.3.md).
 
-use super::PyTensor;
+use crate::pyo3_glue::PyTensor;
 
 /// dlpack-rs 0.3's answer to "which capsule did the producer hand over".
 #[deprecated(

@@ -64,60 +64,35 @@
 //! });
 //! ```
 
-mod any_of;
-pub(crate) mod capsule;
-pub(crate) mod class_export;
-pub(crate) mod class_table;
 mod compat_0_3;
-mod constraints;
-mod cpython;
-pub(crate) mod dlpack_method;
-mod errors;
-mod exchange_export;
-mod exchange_import;
-mod exchange_lookup;
-mod framework;
-#[cfg(feature = "image")]
-mod image_view;
+pub(crate) mod export;
 mod import;
-mod keepalive;
-mod negative;
-mod numpy_array;
-mod numpy_borrow;
-mod numpy_direct;
-mod once;
-mod protocol;
-mod requires_grad;
-mod shared_registry;
-mod source;
-mod tensor;
-#[cfg(feature = "inspect")]
-mod type_hints;
-mod typed;
+mod numpy;
+pub(crate) mod runtime;
 
 /// The export trait at the seed's path (`dlpack_rs::pyo3_glue::IntoDLPack`): the very trait of
 /// [`dlpack_rs::IntoDLPack`](crate::IntoDLPack), which also exists without feature `pyo3`.
 pub use crate::into_dlpack::IntoDLPack;
-pub use any_of::{AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut};
-pub use capsule::into_capsule;
-pub use class_export::{export_dlpack, export_dlpack_device, export_dlpack_value};
-pub use class_table::{exchange_api, exchange_api_capsule};
 #[allow(deprecated)]
 pub use compat_0_3::DLPackVariant;
-pub use constraints::{
+pub use export::class_export::{export_dlpack, export_dlpack_device, export_dlpack_value};
+pub use export::class_table::{exchange_api, exchange_api_capsule};
+pub use export::framework::{Framework, Jax, Numpy, ReturnTo, Returned, Torch};
+pub use export::protocol::DLPackArgs;
+pub use export::tensor::{register, DLPackTensor};
+pub use import::any_of::{AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut};
+pub use import::constraints::{
     AnyDevice, CContig, Cpu, Device, FContig, Layout, Ndim, Shape, Shape1, Shape2, Shape3, Shape4,
     Strided, ANY,
 };
-pub use errors::dtype_name;
-pub use framework::{Framework, Jax, Numpy, ReturnTo, Returned, Torch};
-pub use import::{ImportOptions, PyTensor};
-pub use keepalive::PyKeepalive;
-#[cfg(feature = "test-counters")]
-#[doc(hidden)]
-pub use keepalive::{keepalive_counts, KeepaliveCounts};
-pub use protocol::DLPackArgs;
-pub use tensor::{register, DLPackTensor};
 #[cfg(feature = "inspect")]
 #[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
-pub use type_hints::TYPING_STUB;
-pub use typed::{TensorView, TensorViewMut};
+pub use import::type_hints::TYPING_STUB;
+pub use import::typed::{TensorView, TensorViewMut};
+pub use import::{ImportOptions, PyTensor};
+pub use runtime::capsule::into_capsule;
+pub use runtime::errors::dtype_name;
+pub use runtime::keepalive::PyKeepalive;
+#[cfg(feature = "test-counters")]
+#[doc(hidden)]
+pub use runtime::keepalive::{keepalive_counts, KeepaliveCounts};

@@ -21,7 +21,7 @@ pub enum Error {
     },
     /// `ndim` is negative.
     NegativeNdim(i32),
-    /// `ndim` is larger than [`MAX_NDIM`](super::MAX_NDIM).
+    /// `ndim` is larger than [`MAX_NDIM`](crate::safe::MAX_NDIM).
     TooManyDims(i32),
     /// `ndim > 0` but the shape pointer is NULL.
     NullShape,
@@ -156,7 +156,7 @@ impl fmt::Display for Error {
                 write!(
                     f,
                     "ndim {n} exceeds the supported maximum of {}",
-                    super::MAX_NDIM
+                    crate::safe::MAX_NDIM
                 )
             }
             Error::NullShape => f.write_str("shape pointer is NULL but ndim > 0"),
@@ -175,7 +175,7 @@ impl fmt::Display for Error {
                     "invalid dtype: code {:?}, bits {}, lanes {}",
                     d.code, d.bits, d.lanes
                 )?;
-                match super::dtype_rule(d.code) {
+                match crate::safe::dtype_rule(d.code) {
                     Some(rule) => write!(f, " ({:?} must be {rule})", d.code),
                     None => Ok(()),
                 }
@@ -183,14 +183,14 @@ impl fmt::Display for Error {
             Error::DtypeMismatch { expected, found } => write!(
                 f,
                 "dtype mismatch: asked for {} ({expected}), tensor holds {} ({found})",
-                super::DtypeName(*expected),
-                super::DtypeName(*found)
+                crate::safe::DtypeName(*expected),
+                crate::safe::DtypeName(*found)
             ),
             Error::PaddedSubByte(d) => write!(
                 f,
                 "sub-byte dtype {} ({d}) flagged IS_SUBBYTE_TYPE_PADDED: only packed sub-byte \
                  data is read (ask the producer for packed data)",
-                super::DtypeName(*d)
+                crate::safe::DtypeName(*d)
             ),
             Error::PackedLength {
                 bytes,
@@ -203,7 +203,7 @@ impl fmt::Display for Error {
             Error::NotPacked(d) => write!(
                 f,
                 "dtype {} ({d}) has values wider than 8 bits: view it typed, not packed",
-                super::DtypeName(*d)
+                crate::safe::DtypeName(*d)
             ),
             Error::NotContiguous => f.write_str("tensor is not C-contiguous"),
             Error::NotHostAccessible(d) => write!(

@@ -47,70 +47,50 @@
 //! The lock is a spin lock held only for a scan of the live borrows (no allocation of unbounded
 //! size, no foreign code, no Python), so it cannot deadlock and needs no GIL.
 
-mod aligned;
-mod block;
 pub(crate) mod borrow;
-mod buffer;
-mod copy;
-mod described;
 mod dtype;
 mod error;
-mod export;
-mod guard;
-pub(crate) mod layout;
-mod managed;
-mod managed_views;
-#[cfg(feature = "ndarray")]
-#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub mod ndarray;
-pub(crate) mod overlap;
-mod pack;
-mod packed;
-#[cfg(feature = "safetensors")]
-mod safetensors_file;
-mod shared_mut;
-/// The strided-layout engine of the views of any layout (the pyo3 arguments, ndarray views).
-#[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // crate API for the layers above safe/
-pub(crate) mod strided;
-mod tensor_info;
-#[cfg(test)]
-mod test_checker;
+pub(crate) mod export;
+pub(crate) mod import;
 
-pub use aligned::AlignedBuffer;
-pub(crate) use block::Readers;
-pub use buffer::{Buffer, Dim, SharedBuffer, StreamOrder};
-pub(crate) use copy::{copy_described, AlignedBytes};
+pub use export::aligned::AlignedBuffer;
+pub(crate) use export::block::Readers;
+pub use export::buffer::{Buffer, Dim, SharedBuffer, StreamOrder};
+pub(crate) use export::copy::{copy_described, AlignedBytes};
 #[allow(unused_imports)]
 // crate API for the layers above safe/, none of which a featureless build has
-pub(crate) use described::Described;
+pub(crate) use import::described::Described;
 // Named one by one, so that what is public is a decision: the element traits, the dtype and
 // device constructors, and the dtype rules (each with a doctest).
+#[cfg(feature = "ndarray")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+pub use crate::interop::ndarray;
+#[cfg(feature = "safetensors")]
+#[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
+pub use crate::interop::safetensors::{serialize_safetensors, SafeTensorsFile};
+pub use borrow::guard::{ReadSlice, WriteSlice};
+pub use dtype::packed::{PackedExport, PackedSlice, Packing};
 pub use dtype::{
     cpu_device, cuda_device, dtype_bool, dtype_f32, dtype_f64, dtype_i32, dtype_i64, dtype_rule,
     dtype_u16, dtype_u8, element_bits, validate_dtype, AnyBitPattern, DtypeName, Element,
 };
 pub use error::Error;
-pub use export::Export;
-pub use guard::{ReadSlice, WriteSlice};
+pub use export::pack::{pack, pack_versioned, try_pack, try_pack_versioned};
+#[allow(unused_imports)] // the export routes above this layer
+pub(crate) use export::pack::{pack_owned, pack_validated, PackAs};
+pub use export::shared_mut::SharedMut;
+pub use export::tensor_info::TensorInfo;
 #[allow(unused_imports)]
 // crate API for the layers above safe/, none of which a featureless build has
-pub(crate) use layout::Extent;
-pub use layout::{compact_strides, is_c_contiguous, MAX_NDIM};
-pub use managed::{
+pub(crate) use export::tensor_info::Validated;
+pub use export::Export;
+#[allow(unused_imports)]
+// crate API for the layers above safe/, none of which a featureless build has
+pub(crate) use import::layout::Extent;
+pub use import::layout::{compact_strides, is_c_contiguous, MAX_NDIM};
+#[allow(unused_imports)]
+// crate API for the layers above safe/, none of which a featureless build has
+pub(crate) use import::views::{host_viewable, External, ExternalApi};
+pub use import::{
     AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
 };
-#[allow(unused_imports)]
-// crate API for the layers above safe/, none of which a featureless build has
-pub(crate) use managed_views::{External, ExternalApi};
-pub use pack::{pack, pack_versioned, try_pack, try_pack_versioned};
-#[allow(unused_imports)] // the export routes above this layer
-pub(crate) use pack::{pack_owned, pack_validated, PackAs};
-pub use packed::{PackedExport, PackedSlice, Packing};
-#[cfg(feature = "safetensors")]
-#[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
-pub use safetensors_file::{serialize_safetensors, SafeTensorsFile};
-pub use shared_mut::SharedMut;
-pub use tensor_info::TensorInfo;
-#[allow(unused_imports)]
-// crate API for the layers above safe/, none of which a featureless build has
-pub(crate) use tensor_info::Validated;

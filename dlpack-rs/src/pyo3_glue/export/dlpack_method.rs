@@ -1,0 +1,273 @@
+//! The `__dlpack__` method of derived classes, written by hand: a method descriptor whose C entry
+//! reads the four keyword-only arguments straight from the call (vectorcall: `METH_FASTCALL |
+//! METH_KEYWORDS`; `METH_VARARGS | METH_KEYWORDS` under the stable ABI), instead of pyo3's generic
+//! argument extraction. Consumers call `__dlpack__` once per import, almost always with at most
+//! `max_version` (and `stream=None`), so this is the per-call path of every export.
+
+use core::ffi::CStr;
+use core::marker::PhantomData;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use pyo3::{Borrowed, PyClass};
+
+use crate::pyo3_glue::export::class_export::{export_object_capsule, ClassRoute};
+use crate::pyo3_glue::export::protocol::DLPackArgs;
+use crate::IntoDLPack;
+
+const NAME: &CStr = c"__dlpack__";
+const DOC: &CStr =
+    c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
+--
+
+Exports the data as a DLPack capsule (the array API's __dlpack__ protocol).";
+
+/// A `PyMethodDef` in a `static`: never written after initialisation (CPython only reads it),
+/// its pointers are to static strings and code.
+#[repr(transparent)]
+struct StaticDef(ffi::PyMethodDef);
+
+// SAFETY: immutable, and every pointer in it is to static, immutable data or to code.
+unsafe impl Sync for StaticDef {}
+
+struct Defs<T>(PhantomData<T>);
+
+impl<T> Defs<T>
+where
+    T: IntoDLPack + PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    #[cfg(not(feature = "abi3"))]
+    const DEF: StaticDef = StaticDef(ffi::PyMethodDef {
+        ml_name: NAME.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: fastcall::<T>,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: DOC.as_ptr(),
+    });
+
+    #[cfg(feature = "abi3")]
+    const DEF: StaticDef = StaticDef(ffi::PyMethodDef {
+        ml_name: NAME.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionWithKeywords: varargs::<T>,
+        },
+        ml_flags: ffi::METH_VARARGS | ffi::METH_KEYWORDS,
+        ml_doc: DOC.as_ptr(),
+    });
+}
+
+/// The `__dlpack__` method of class `T` (a method descriptor of `T`): what the derive's class
+/// attribute `__dlpack__` is. Behaves as the pyo3 method with signature
+/// `(*, stream=None, max_version=None, dl_device=None, copy=None)` would, errors included
+/// (`TypeError` for a positional or unknown argument), and exports as [`export_dlpack`] does.
+///
+/// [`export_dlpack`]: crate::pyo3_glue::export_dlpack
+#[doc(hidden)]
+pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<MethodDescriptor<'_>>
+where
+    T: IntoDLPack + PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    let def: &'static StaticDef = &Defs::<T>::DEF;
+    let ty = T::type_object(py);
+    // SAFETY: `def` is a static method definition whose entry point matches its flags; CPython
+    // keeps the pointer and never writes through it. The type is `T`'s, alive while we hold `py`.
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyDescr_NewMethod(ty.as_type_ptr(), (&raw const def.0).cast_mut()),
+        )
+    }
+    .map(MethodDescriptor)
+}
+
+/// The `__dlpack__` method descriptor of a derived class, as the class attribute's value: in
+/// generated stubs (feature `inspect`) it reads as the array API standard's `__dlpack__`.
+#[doc(hidden)]
+pub struct MethodDescriptor<'py>(Bound<'py, PyAny>);
+
+impl<'py> IntoPyObject<'py> for MethodDescriptor<'py> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = core::convert::Infallible;
+
+    #[cfg(feature = "inspect")]
+    const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr =
+        crate::pyo3_glue::import::type_hints::DLPACK_METHOD;
+
+    fn into_pyobject(self, _py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(self.0)
+    }
+}
+
+/// Which of the four keywords `name` is, comparing the interned names by identity first.
+fn slot(py: Python<'_>, name: Borrowed<'_, '_, PyAny>) -> PyResult<usize> {
+    // The four interned names, fetched as one (keyword names are interned by CPython and by
+    // numpy and torch, so the identity test almost always decides).
+    static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 4]> = pyo3::sync::PyOnceLock::new();
+    let names = crate::pyo3_glue::runtime::once::get_or_init(&NAMES, py, || {
+        ["stream", "max_version", "dl_device", "copy"].map(|n| PyString::intern(py, n).unbind())
+    });
+    if let Some(i) = names.iter().position(|n| n.as_ptr() == name.as_ptr()) {
+        return Ok(i);
+    }
+    let name = name.cast::<PyString>()?;
+    let text = name.to_cow()?;
+    match text.as_ref() {
+        "stream" => Ok(0),
+        "max_version" => Ok(1),
+        "dl_device" => Ok(2),
+        "copy" => Ok(3),
+        other => Err(PyTypeError::new_err(format!(
+            "__dlpack__() got an unexpected keyword argument '{other}'"
+        ))),
+    }
+}
+
+type Values<'py> = [Option<Bound<'py, PyAny>>; 4];
+
+fn set<'py>(values: &mut Values<'py>, i: usize, value: Bound<'py, PyAny>) -> PyResult<()> {
+    const NAMES: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
+    if values[i].is_some() {
+        return Err(PyTypeError::new_err(format!(
+            "__dlpack__() got multiple values for argument '{}'",
+            NAMES[i]
+        )));
+    }
+    values[i] = Some(value);
+    Ok(())
+}
+
+fn positional_error(given: isize) -> PyErr {
+    PyTypeError::new_err(format!(
+        "__dlpack__() takes 0 positional arguments but {given} were given (its arguments are \
+         keyword-only)"
+    ))
+}
+
+/// The export, once the arguments are read.
+fn export<'py, T>(
+    py: Python<'py>,
+    slf: *mut ffi::PyObject,
+    values: Values<'py>,
+) -> PyResult<*mut ffi::PyObject>
+where
+    T: IntoDLPack + PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    // SAFETY: CPython passes the live object the method was looked up on.
+    let slf = unsafe { Borrowed::from_ptr(py, slf) };
+    let slf = slf.cast::<T>()?;
+    let [stream, max_version, dl_device, copy] = values;
+    let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
+    export_object_capsule(&slf, &args, true).map(Bound::into_ptr)
+}
+
+/// Runs `f` as the body of a C entry point: errors become the pending exception, a panic a
+/// `PanicException`; both return NULL (the crate's one guard, `cpython::attached_entry`).
+///
+/// # Safety
+///
+/// The thread is attached (CPython calls methods attached).
+#[inline(always)]
+unsafe fn entry(f: impl FnOnce(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
+    // SAFETY: attached, by this function's contract.
+    unsafe {
+        crate::pyo3_glue::runtime::cpython::attached_entry(
+            core::ptr::null_mut(),
+            "a Rust panic in __dlpack__",
+            f,
+        )
+    }
+}
+
+/// `METH_FASTCALL | METH_KEYWORDS`: `args` holds `nargs` positional values, then one value per
+/// name of the `kwnames` tuple (NULL when there are none).
+#[cfg(not(feature = "abi3"))]
+unsafe extern "C" fn fastcall<T>(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: IntoDLPack + PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    // SAFETY: CPython calls methods attached, with the vectorcall arguments described above.
+    unsafe {
+        entry(|py| {
+            // The vectorcall flag bit may be set in `nargs`.
+            let positional = ffi::PyVectorcall_NARGS(nargs as usize);
+            if positional != 0 {
+                return Err(positional_error(positional));
+            }
+            let mut values: Values<'_> = [None, None, None, None];
+            if !kwnames.is_null() {
+                let names = Borrowed::from_ptr(py, kwnames);
+                let n = ffi::PyTuple_GET_SIZE(names.as_ptr());
+                for k in 0..n {
+                    let name = Borrowed::from_ptr(py, ffi::PyTuple_GET_ITEM(names.as_ptr(), k));
+                    let value = Borrowed::from_ptr(py, *args.add(k as usize));
+                    set(&mut values, slot(py, name)?, value.to_owned())?;
+                }
+            }
+            export::<T>(py, slf, values)
+        })
+    }
+}
+
+/// `METH_VARARGS | METH_KEYWORDS` (the stable ABI's entry): a tuple and a dict (or NULL).
+#[cfg(feature = "abi3")]
+unsafe extern "C" fn varargs<T>(
+    slf: *mut ffi::PyObject,
+    args: *mut ffi::PyObject,
+    kwargs: *mut ffi::PyObject,
+) -> *mut ffi::PyObject
+where
+    T: IntoDLPack + PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    // SAFETY: CPython calls methods attached, with a tuple and a dict or NULL.
+    unsafe {
+        entry(|py| {
+            let args = Borrowed::from_ptr(py, args).cast::<pyo3::types::PyTuple>()?;
+            if !args.is_empty() {
+                return Err(positional_error(args.len() as isize));
+            }
+            let mut values: Values<'_> = [None, None, None, None];
+            if !kwargs.is_null() {
+                let kwargs = Borrowed::from_ptr(py, kwargs).cast::<pyo3::types::PyDict>()?;
+                for (name, value) in kwargs.iter() {
+                    set(&mut values, slot(py, name.as_borrowed())?, value)?;
+                }
+            }
+            export::<T>(py, slf, values)
+        })
+    }
+}
+
+/// A capsule as a Python method's or class attribute's value (`__dlpack__`'s result, the
+/// exchange table's capsule): in generated stubs (feature `inspect`) it reads as
+/// `typing_extensions.CapsuleType`, which every supported Python has (`types.CapsuleType`, pyo3's
+/// own hint, is new in 3.13).
+#[doc(hidden)]
+pub struct CapsuleObject<'py>(pub Bound<'py, pyo3::types::PyCapsule>);
+
+impl<'py> IntoPyObject<'py> for CapsuleObject<'py> {
+    type Target = pyo3::types::PyCapsule;
+    type Output = Bound<'py, pyo3::types::PyCapsule>;
+    type Error = core::convert::Infallible;
+
+    #[cfg(feature = "inspect")]
+    const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr =
+        pyo3::type_hint_identifier!("typing_extensions", "CapsuleType");
+
+    fn into_pyobject(self, _py: Python<'py>) -> Result<Self::Output, Self::Error> {
+        Ok(self.0)
+    }
+}

@@ -1,0 +1,301 @@
+//! The C exchange API as a producer: the building blocks of our classes' static
+//! `DLPackExchangeAPI` tables (export of a frozen `#[pyclass]` instance, the allocator, the work
+//! stream), each an `extern "C"` function that lets no panic unwind into its caller.
+//!
+//! Contract (from `dlpack.h`): every function except the allocator is called attached to the
+//! interpreter and reports failure by returning -1 with a Python exception set; the allocator
+//! reports through its `SetError` callback and touches no Python state.
+
+use alloc::ffi::CString;
+use alloc::vec::Vec;
+use core::ffi::{c_char, c_int, c_void, CStr};
+use core::ptr::NonNull;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::{Borrowed, PyClass};
+
+use crate::ffi::{
+    DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
+    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
+    DLPackSetError, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::pyo3_glue::export::class_export::ClassRoute;
+use crate::pyo3_glue::export::protocol::DLPackArgs;
+use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
+
+/// Runs the body of one of our `extern "C"` functions: a `PyErr` is restored as the pending
+/// Python exception and a panic becomes a `PanicException`; both return -1.
+///
+/// Every entry point that hands out or takes in memory (an export, a lend, a hand-off) runs
+/// here, so this is where the table joins the shared borrow registry: the caller may be another
+/// copy of this crate, which must see this copy's live borrows before it gets any of its memory
+/// (ARCHITECTURE.md: the routes to another copy).
+///
+/// # Safety
+///
+/// The calling thread must be attached to the interpreter (hold the GIL): the contract under
+/// which a consumer calls every exchange function but the allocator.
+#[inline(always)]
+pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        crate::pyo3_glue::runtime::cpython::attached_entry(
+            -1,
+            "a Rust panic in a DLPack exchange API function",
+            |py| {
+                crate::pyo3_glue::runtime::shared_registry::join(py)?;
+                f(py).map(|()| 0)
+            },
+        )
+    }
+}
+
+/// Exports a pyclass instance as a versioned managed tensor kept alive as its [`ClassRoute`]
+/// says (the zero-copy `__dlpack__(max_version=(1, 3))`).
+fn export_object<T, const RUST_READS: bool>(
+    obj: &Bound<'_, T>,
+) -> PyResult<NonNull<DLManagedTensorVersioned>>
+where
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    // The table's consumers order their work after `current_work_stream`, the default
+    // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
+    // Versioned only: a legacy sharing opt-in does not apply.
+    let crate::pyo3_glue::export::class_export::ClassExport {
+        validated,
+        read_only,
+        readers,
+        keepalive,
+        ..
+    } = crate::pyo3_glue::export::class_export::class_export(
+        obj,
+        RUST_READS,
+        &DLPackArgs::default(),
+    )?;
+    let flags = if read_only {
+        DLPACK_FLAG_BITMASK_READ_ONLY
+    } else {
+        0
+    };
+    // SAFETY: the route's contract: the keepalive keeps the memory the metadata describes valid
+    // and in place (writable unless read-only) until the deleter drops it; Rust reads outside
+    // the export are declared by `readers`.
+    let owned = unsafe {
+        safe::pack_validated::<DLManagedTensorVersioned, _>(
+            keepalive, validated, flags, readers, None,
+        )
+    }?;
+    // SAFETY: `into_raw` of an owner never returns NULL.
+    Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
+}
+
+/// The instance of `T` an exchange function was called with; `ValueError` for a NULL object or
+/// out pointer, `TypeError` for an object of another class.
+///
+/// # Safety
+///
+/// `py_object` is NULL or a live Python object, borrowed for the call.
+pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
+    py: Python<'py>,
+    py_object: *mut c_void,
+    out_is_null: bool,
+    function: &str,
+) -> PyResult<Borrowed<'a, 'py, T>> {
+    if py_object.is_null() || out_is_null {
+        return Err(PyValueError::new_err(format!(
+            "{function}_no_sync: NULL argument"
+        )));
+    }
+    // SAFETY: non-NULL and live, by this function's contract.
+    let obj = unsafe { Borrowed::from_ptr(py, py_object.cast::<ffi::PyObject>()) };
+    Ok(obj.cast::<T>()?)
+}
+
+/// `managed_tensor_from_py_object_no_sync` for class `T` (see
+/// [`export_object_capsule`](crate::pyo3_glue::export::class_export::export_object_capsule) for `RUST_READS`).
+pub(crate) unsafe extern "C" fn from_py_object<T, const RUST_READS: bool>(
+    py_object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int
+where
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    // SAFETY: dlpack.h calls this with the GIL held.
+    unsafe {
+        guarded(|py| {
+            // SAFETY: the caller passes a live Python object (or NULL), borrowed for the call.
+            let obj = instance::<T>(
+                py,
+                py_object,
+                out.is_null(),
+                "managed_tensor_from_py_object",
+            )?;
+            let ptr = export_object::<T, RUST_READS>(&obj)?;
+            // SAFETY: `out` is a valid, non-NULL out pointer (checked above).
+            *out = ptr.as_ptr();
+            Ok(())
+        })
+    }
+}
+
+/// `current_work_stream`: the default stream, before which our exports order device data (as
+/// `__dlpack__(stream=None)` does). For CUDA that is named `CU_STREAM_LEGACY` (0x1), which a
+/// consumer built for per-thread default streams cannot take for its own NULL stream; NULL
+/// for every other device, which for the CPU means "nothing to synchronise".
+pub(crate) unsafe extern "C" fn current_work_stream(
+    device_type: DLDeviceType,
+    device_id: i32,
+    out_current_stream: *mut *mut c_void,
+) -> c_int {
+    // The stream `__dlpack__(stream=None)` orders before (CU_STREAM_LEGACY, ROCm's 0), as a
+    // handle value, never dereferenced; none for devices without streams.
+    let device = DLDevice {
+        device_type,
+        device_id,
+    };
+    let handle = crate::pyo3_glue::export::protocol::ordered_stream(device, None).unwrap_or(0);
+    let stream = core::ptr::without_provenance_mut(handle as usize);
+    if !out_current_stream.is_null() {
+        // SAFETY: a non-NULL out pointer from the caller.
+        unsafe { *out_current_stream = stream };
+    }
+    0
+}
+
+/// Allocates a zeroed, compact CPU tensor shaped like `prototype`.
+///
+/// # Safety
+///
+/// `prototype` is NULL or points at a `DLTensor` whose shape holds `ndim` values.
+unsafe fn allocate_like(
+    prototype: *const DLTensor,
+) -> Result<*mut DLManagedTensorVersioned, (&'static CStr, CString)> {
+    let msg = |s: &str| CString::new(s).unwrap_or_default();
+    // SAFETY: NULL or valid, by this function's contract.
+    let Some(p) = (unsafe { prototype.as_ref() }) else {
+        return Err((c"ValueError", msg("prototype is NULL")));
+    };
+    if p.device != cpu_device() {
+        return Err((
+            c"BufferError",
+            msg(&format!(
+                "this allocator only allocates CPU memory, not {}",
+                p.device
+            )),
+        ));
+    }
+    if p.ndim < 0 || p.ndim as usize > MAX_NDIM || (p.ndim > 0 && p.shape.is_null()) {
+        return Err((c"ValueError", msg("prototype has an invalid ndim or shape")));
+    }
+    let shape: Vec<i64> = if p.ndim == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: non-NULL and `ndim` long, by this function's contract.
+        unsafe { core::slice::from_raw_parts(p.shape, p.ndim as usize) }.to_vec()
+    };
+    let dtype: DLDataType = p.dtype;
+    // Validate the metadata before sizing anything (negative extents, overflow, bad dtype).
+    let probe = TensorInfo::contiguous(
+        NonNull::<u64>::dangling().as_ptr().cast(),
+        cpu_device(),
+        dtype,
+        shape,
+    );
+    let numel = probe
+        .numel()
+        .map_err(|e| (c"ValueError", msg(&e.to_string())))?;
+    let bits = safe::element_bits(dtype) as u128;
+    let nbytes = (numel as u128 * bits).div_ceil(8);
+    let nbytes = usize::try_from(nbytes).map_err(|_| (c"MemoryError", msg("tensor too large")))?;
+    let mut storage = AlignedBytes::zeroed(nbytes)
+        .map_err(|_| (c"MemoryError", msg("out of memory allocating the tensor")))?;
+    let info = TensorInfo {
+        data: storage.as_mut_ptr(),
+        ..probe
+    };
+    // SAFETY: `info` describes the new zeroed storage (validated above), which the keepalive
+    // owns alone; the pointer is taken again from it in its final place.
+    let owned = unsafe {
+        safe::pack_owned::<DLManagedTensorVersioned, _>(
+            storage,
+            info,
+            0,
+            safe::Readers::ExportOnly,
+            Some(AlignedBytes::as_mut_ptr),
+        )
+    }
+    .map_err(|e| (c"ValueError", msg(&e.to_string())))?;
+    Ok(owned.into_raw())
+}
+
+/// `managed_tensor_allocator`: a zeroed, compact, 64-byte aligned CPU tensor. Touches no
+/// Python state; errors go through `set_error`.
+pub(crate) unsafe extern "C" fn allocator(
+    prototype: *mut DLTensor,
+    out: *mut *mut DLManagedTensorVersioned,
+    error_ctx: *mut c_void,
+    set_error: DLPackSetError,
+) -> c_int {
+    let result = crate::pyo3_glue::runtime::cpython::no_unwind(|| {
+        if out.is_null() {
+            return Err((c"ValueError", CString::from(c"out is NULL")));
+        }
+        // SAFETY: the caller passes NULL or a valid prototype (the dlpack.h contract).
+        unsafe { allocate_like(prototype) }
+    });
+    let (kind, message) = match result {
+        Some(Ok(ptr)) => {
+            // SAFETY: `out` is non-NULL (checked inside the closure).
+            unsafe { *out = ptr };
+            return 0;
+        }
+        Some(Err(e)) => e,
+        None => (
+            c"RuntimeError",
+            CString::from(c"a Rust panic in the DLPack allocator"),
+        ),
+    };
+    if let Some(set_error) = set_error {
+        let _ = crate::pyo3_glue::runtime::cpython::no_unwind(|| {
+            // SAFETY: the consumer's callback, called with its own context and two
+            // NUL-terminated strings that outlive the call.
+            unsafe { set_error(error_ctx, kind.as_ptr(), message.as_ptr().cast::<c_char>()) }
+        });
+    }
+    -1
+}
+
+/// A `DLPackExchangeAPI` in a `static`: the table is immutable and its only pointer
+/// (`prev_api`) is NULL, so sharing it between threads is sound.
+#[repr(transparent)]
+pub(crate) struct StaticApi(pub(crate) DLPackExchangeAPI);
+
+// SAFETY: the table is never written after initialisation; its pointer field is NULL and its
+// function pointers are plain code addresses.
+unsafe impl Sync for StaticApi {}
+
+/// A table whose `managed_tensor_from_py_object_no_sync` exports instances of `T`.
+pub(crate) const fn table<T, const RUST_READS: bool>(
+    to_py: DLPackManagedTensorToPyObjectNoSync,
+    dltensor: DLPackDLTensorFromPyObjectNoSync,
+) -> DLPackExchangeAPI
+where
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    DLPackExchangeAPI {
+        header: DLPackExchangeAPIHeader {
+            version: DLPackVersion::CURRENT,
+            prev_api: core::ptr::null_mut(),
+        },
+        managed_tensor_allocator: Some(allocator),
+        managed_tensor_from_py_object_no_sync: Some(from_py_object::<T, RUST_READS>),
+        managed_tensor_to_py_object_no_sync: to_py,
+        dltensor_from_py_object_no_sync: dltensor,
+        current_work_stream: Some(current_work_stream),
+    }
+}

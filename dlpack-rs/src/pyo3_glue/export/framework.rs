@@ -1,0 +1,373 @@
+//! Which framework gets a tensor Rust made, as its own type: [`Returned`] hands an owned tensor
+//! over (through the framework type's C exchange table, `managed_tensor_to_py_object_no_sync`,
+//! without a capsule or a Python call; where it has none, its `from_dlpack`), and [`Framework`]
+//! remembers a caller's framework so a result goes back in kind.
+
+use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+use crate::ffi::DLDeviceType;
+use crate::pyo3_glue::import::exchange_lookup::type_table;
+use crate::pyo3_glue::DLPackTensor;
+use crate::safe::ManagedTensorVersioned;
+
+/// Hands `tensor` to the framework whose tensor type is `ty`, zero-copy: through `ty`'s
+/// exchange table where it has one that makes tensors (the result is an object of the type that
+/// defined the table; the framework takes ownership and calls the deleter when it lets go), else
+/// through the `from_dlpack` of `ty`'s top-level package (`jax.numpy`'s for jax) when it has one,
+/// called with a `dlpack_rs.Tensor`, else as that `dlpack_rs.Tensor`, which every DLPack consumer
+/// takes (and which carries `READ_ONLY`).
+///
+/// A tensor a framework cannot be expected to represent (lanes other than 1, sub-byte elements,
+/// a device other than the CPU, CUDA or ROCm) skips the table, since a table that refuses a
+/// tensor owns it all the same (dlpack.h: ownership is stolen) and may leak it. A read-only
+/// tensor is refused with `BufferError` when it would go to a table or a `from_dlpack`: torch's
+/// table ignores `READ_ONLY`, and a framework that imports through its own `from_dlpack` may
+/// too. No stream synchronisation is done (the `_no_sync` of the table).
+fn hand_to_type<'py>(
+    ty: &Bound<'py, PyType>,
+    tensor: ManagedTensorVersioned,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = ty.py();
+    crate::pyo3_glue::runtime::shared_registry::join(py)?;
+    let representable = tensor.dtype().lanes == 1
+        && crate::safe::element_bits(tensor.dtype()) % 8 == 0
+        && [DLDeviceType::CPU, DLDeviceType::CUDA, DLDeviceType::ROCM]
+            .contains(&tensor.device().device_type);
+    let table = type_table(ty).and_then(|api| api.managed_tensor_to_py_object_no_sync);
+    let to_py = table.filter(|_| representable);
+    let from_dlpack = match to_py {
+        Some(_) => None,
+        None => importer(ty)?,
+    };
+    if tensor.is_read_only() && (to_py.is_some() || from_dlpack.is_some()) {
+        // torch's table ignores READ_ONLY: the framework would write memory that must not be
+        // written (a Rust owner's shared data, bool bytes Rust reads back).
+        return Err(PyBufferError::new_err(
+            "Returned: the tensor is read-only, and a framework's exchange table need not \
+             honour the flag; hand over a copy (`tensor.copy()`)",
+        ));
+    }
+    if let Some(to_py) = to_py {
+        let raw = tensor.into_raw();
+        let mut out: *mut core::ffi::c_void = core::ptr::null_mut();
+        // SAFETY: `to_py` comes from the static table of `ty` itself, found in its own MRO as the
+        // interpreter finds a special method; it is called as dlpack.h says: attached (we hold
+        // `py`), with an owned managed tensor (ownership is stolen, on failure too) and a valid
+        // out pointer.
+        let rc = unsafe { to_py(raw, &mut out) };
+        if rc != 0 {
+            return Err(PyErr::take(py).unwrap_or_else(|| {
+                PySystemError::new_err(
+                    "managed_tensor_to_py_object_no_sync failed without setting an exception",
+                )
+            }));
+        }
+        if out.is_null() {
+            return Err(PySystemError::new_err(
+                "managed_tensor_to_py_object_no_sync returned NULL",
+            ));
+        }
+        // SAFETY: on success the table hands back a new (owned) reference to a Python object.
+        return Ok(unsafe { Bound::from_owned_ptr(py, out.cast()) });
+    }
+    match from_dlpack {
+        Some(from_dlpack) => {
+            let dtype = tensor.dtype();
+            from_dlpack
+                .call1((DLPackTensor::new(tensor),))
+                .map_err(|err| numpy_dtype_hint(&from_dlpack, dtype, err))
+        }
+        None => Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any()),
+    }
+}
+
+/// The `from_dlpack` of the package `ty` comes from (`numpy.from_dlpack`, `torch.from_dlpack`,
+/// `jax.numpy.from_dlpack` for jax, `cupy.from_dlpack`, ...), looked up at each call, or `None`
+/// when that package has none. Only numpy, torch and jax are imported here (their packages are
+/// loaded already wherever one of their types lives); any other package is taken from
+/// `sys.modules` or not at all, so that no module is imported on a type's word.
+fn importer<'py>(ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = ty.py();
+    let module: String = ty
+        .getattr(pyo3::intern!(py, "__module__"))
+        .and_then(|m| m.extract())
+        .unwrap_or_default();
+    let package = match module.split('.').next().unwrap_or_default() {
+        "numpy" => py.import("numpy")?.into_any(),
+        "torch" => py.import("torch")?.into_any(),
+        "jax" | "jaxlib" => py.import("jax.numpy")?.into_any(),
+        "" | "builtins" => return Ok(None),
+        other => match py
+            .import("sys")?
+            .getattr(pyo3::intern!(py, "modules"))?
+            .get_item(other)
+        {
+            Ok(package) => package,
+            Err(_) => return Ok(None),
+        },
+    };
+    Ok(package.getattr(pyo3::intern!(py, "from_dlpack")).ok())
+}
+
+/// numpy 2.4 refuses every dtype but int, uint, float, complex and bool over DLPack (bfloat16,
+/// FP8 and FP4 included, `ml_dtypes` or not) with a bare `RuntimeError`; numpy 2.5 takes
+/// bfloat16 and FP8 when `ml_dtypes` is installed and raises `BufferError` otherwise. When the
+/// fallback was numpy's and it refused such a dtype, says so and names the fixes (the error as
+/// the cause).
+fn numpy_dtype_hint(
+    from_dlpack: &Bound<'_, PyAny>,
+    dtype: crate::ffi::DLDataType,
+    err: PyErr,
+) -> PyErr {
+    let py = from_dlpack.py();
+    let is_numpy = from_dlpack
+        .getattr("__module__")
+        .and_then(|m| m.extract::<String>())
+        .is_ok_and(|m| m == "numpy" || m.starts_with("numpy."));
+    if !is_numpy || crate::safe::DtypeName::numpy_has(dtype) {
+        return err;
+    }
+    let hint = PyTypeError::new_err(format!(
+        "numpy cannot import {} over DLPack (numpy 2.4 takes int, uint, float, complex and bool \
+         only; numpy 2.5 also bfloat16 and FP8 once ml_dtypes is installed): hand the tensor to \
+         torch.from_dlpack or jax.numpy.from_dlpack instead, or convert it to a dtype numpy has \
+         first",
+        crate::pyo3_glue::dtype_name(dtype)
+    ));
+    hint.set_cause(py, Some(err));
+    hint
+}
+
+/// The framework a tensor argument came from, to hand a result back as the caller's kind of
+/// array with [`Returned::like`]: numpy for a numpy caller, torch for torch, jax for jax.
+///
+/// [`TensorView::framework`](crate::pyo3_glue::TensorView::framework) captures it at extraction;
+/// [`Framework::of`] captures it from any object, [`Framework::of_type`] from a tensor type. A
+/// type whose DLPack 1.3 `__dlpack_c_exchange_api__` has `managed_tensor_to_py_object_no_sync`
+/// gets results through that table (as objects of the type that defined the table: a torch
+/// subclass gets a `torch.Tensor`); another type through its package's `from_dlpack` (cupy's,
+/// say), else as a `dlpack_rs.Tensor`. It holds a strong reference to the type (released as a
+/// [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is, from any thread).
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{CContig, Framework, Ndim, Returned, TensorView, ANY};
+/// use dlpack_rs::safe::Export;
+/// use pyo3::prelude::*;
+///
+/// /// `x * 2` as a new tensor of the caller's framework.
+/// #[pyfunction]
+/// fn doubled(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Returned<Framework>> {
+///     let x: TensorView<f64, Ndim<ANY>, CContig> = obj.extract()?;
+///     let out: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
+///     let tensor = Export::new(out).shape(x.shape()).versioned()?;
+///     Ok(Returned::like(py, &Framework::of(&obj), tensor))
+/// }
+/// # fn main() {}
+/// ```
+pub struct Framework {
+    ty: crate::pyo3_glue::PyKeepalive,
+}
+
+impl Framework {
+    /// The framework of `obj` (its type).
+    pub fn of(obj: &Bound<'_, PyAny>) -> Framework {
+        Framework::of_type(&obj.get_type())
+    }
+
+    /// The framework whose tensor type is `ty` (`numpy.ndarray`, `torch.Tensor`, `jax.Array`).
+    pub fn of_type(ty: &Bound<'_, PyType>) -> Framework {
+        Framework {
+            ty: crate::pyo3_glue::PyKeepalive::new(ty.py(), ty.clone().into_any().unbind()),
+        }
+    }
+
+    /// Another handle on the same framework.
+    pub fn clone_ref(&self, py: Python<'_>) -> Framework {
+        Framework {
+            ty: crate::pyo3_glue::PyKeepalive::new(
+                py,
+                self.ty
+                    .object()
+                    .map(|ty| ty.clone_ref(py))
+                    .unwrap_or_else(|| py.None()),
+            ),
+        }
+    }
+}
+
+impl core::fmt::Debug for Framework {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Framework").finish_non_exhaustive()
+    }
+}
+
+/// Where a [`Returned`] tensor goes: a framework fixed in the signature ([`Numpy`], [`Torch`],
+/// [`Jax`]) or the one an argument came from (a [`Framework`]).
+pub trait ReturnTo {
+    /// What the result is, in generated stubs (feature `inspect`): the framework's own type, or
+    /// an array with the standard's DLPack methods (see [`TYPING_STUB`](crate::pyo3_glue::TYPING_STUB)).
+    #[cfg(feature = "inspect")]
+    const TYPE_HINT: pyo3::inspect::PyStaticExpr =
+        crate::pyo3_glue::import::type_hints::DLPACK_ARRAY;
+
+    /// Hands `tensor` over: a torch tensor for torch (through torch's exchange table), a numpy
+    /// array for numpy (`numpy.from_dlpack`), a jax array for jax (`jax.numpy.from_dlpack`), an
+    /// object of the type that defined the exchange table of any other type with one that makes
+    /// tensors, else whatever the type's package's `from_dlpack` makes; where there is neither
+    /// (or a table cannot take the tensor and the package has no `from_dlpack`) a
+    /// `dlpack_rs.Tensor` ([`DLPackTensor`]), which every DLPack consumer takes. A read-only
+    /// tensor is refused with `BufferError` on its way to a table or a `from_dlpack` (neither
+    /// need honour `READ_ONLY`); a `dlpack_rs.Tensor` keeps it read-only. `from_dlpack` is looked
+    /// up at each call.
+    fn hand_over<'py>(
+        &self,
+        py: Python<'py>,
+        tensor: ManagedTensorVersioned,
+    ) -> PyResult<Bound<'py, PyAny>>;
+}
+
+impl ReturnTo for Framework {
+    fn hand_over<'py>(
+        &self,
+        py: Python<'py>,
+        tensor: ManagedTensorVersioned,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let Some(ty) = self
+            .ty
+            .object()
+            .and_then(|ty| ty.bind(py).cast::<PyType>().ok().cloned())
+        else {
+            return Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any());
+        };
+        hand_to_type(&ty, tensor)
+    }
+}
+
+macro_rules! fixed_frameworks {
+    ($($(#[$doc:meta])* $name:ident => $module:literal . $attr:literal;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name;
+
+        impl ReturnTo for $name {
+            #[cfg(feature = "inspect")]
+            const TYPE_HINT: pyo3::inspect::PyStaticExpr =
+                pyo3::type_hint_identifier!($module, $attr);
+
+            fn hand_over<'py>(
+                &self,
+                py: Python<'py>,
+                tensor: ManagedTensorVersioned,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                static TYPE: pyo3::sync::PyOnceLock<Py<PyType>> = pyo3::sync::PyOnceLock::new();
+                let ty = crate::pyo3_glue::runtime::once::get_or_try_init(&TYPE, py, || -> PyResult<_> {
+                    Ok(py.import($module)?.getattr($attr)?.cast_into::<PyType>()?.unbind())
+                })?;
+                hand_to_type(ty.bind(py), tensor)
+            }
+        }
+    )*};
+}
+
+fixed_frameworks! {
+    /// numpy: a returned tensor becomes a `numpy.ndarray` (`numpy.from_dlpack`).
+    Numpy => "numpy"."ndarray";
+    /// torch: a returned tensor becomes a `torch.Tensor` (torch's exchange table, no capsule).
+    Torch => "torch"."Tensor";
+    /// jax: a returned tensor becomes a `jax.Array` (`jax.numpy.from_dlpack`; zero-copy for
+    /// 64-byte aligned data, as `Export` and `AlignedBuffer` make).
+    Jax => "jax"."Array";
+}
+
+/// A tensor a `#[pyfunction]` returns, handed to the framework its type names, zero-copy: the
+/// framework is part of the signature.
+///
+/// - `Returned<Torch>` (or [`Numpy`], [`Jax`]): always that framework;
+/// - `Returned<Framework>`: the framework an argument came from, made with
+///   [`Returned::like`] from the argument's [`framework()`](crate::pyo3_glue::TensorView::framework) (numpy
+///   in, numpy out; torch in, torch out), as nanobind's `nb::ndarray<nb::pytorch>` and "the
+///   same framework as the argument" are.
+///
+/// The tensor must be writable (a framework's table need not honour `READ_ONLY`): `Export`
+/// makes writable tensors. Errors are [`ReturnTo::hand_over`]'s: the table's own, or, where
+/// the framework has no table, its `from_dlpack`'s (for numpy, a note on the dtypes it lacks).
+/// For device memory, the work that produced the data must be complete (or ordered before the
+/// framework's) when the function returns: no stream synchronisation is done.
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{Framework, Returned, TensorView, Torch};
+/// use dlpack_rs::safe::Export;
+/// use pyo3::prelude::*;
+///
+/// /// The squares of `x`, always as a torch tensor.
+/// #[pyfunction]
+/// fn squares(x: TensorView<f32>) -> PyResult<Returned<Torch>> {
+///     let out: Vec<f32> = x.view().iter().map(|v| v * v).collect();
+///     Ok(Returned::new(Export::new(out).shape(x.shape()).versioned()?))
+/// }
+///
+/// /// `x + 1`, in the caller's framework.
+/// #[pyfunction]
+/// fn plus_one(py: Python<'_>, x: TensorView<f32>) -> PyResult<Returned<Framework>> {
+///     let out: Vec<f32> = x.view().iter().map(|v| v + 1.0).collect();
+///     let tensor = Export::new(out).shape(x.shape()).versioned()?;
+///     Ok(Returned::like(py, x.framework(), tensor))
+/// }
+/// # fn main() {}
+/// ```
+#[must_use = "a Returned value hands its tensor over only when returned to Python"]
+pub struct Returned<F: ReturnTo> {
+    tensor: ManagedTensorVersioned,
+    to: F,
+}
+
+impl<F: ReturnTo + Default> Returned<F> {
+    /// `tensor`, for the framework `F` names.
+    pub fn new(tensor: ManagedTensorVersioned) -> Self {
+        Returned {
+            tensor,
+            to: F::default(),
+        }
+    }
+
+    /// Exports `value` (an ndarray `Array`, a derived struct, ...) for the framework `F` names.
+    pub fn from_value<V>(value: V) -> Result<Self, crate::safe::Error>
+    where
+        V: crate::pyo3_glue::IntoDLPack + Send + 'static,
+    {
+        Ok(Returned::new(value.into_managed_tensor_versioned()?))
+    }
+}
+
+impl Returned<Framework> {
+    /// `tensor`, for the framework `framework` stands for (an argument's).
+    pub fn like(py: Python<'_>, framework: &Framework, tensor: ManagedTensorVersioned) -> Self {
+        Returned {
+            tensor,
+            to: framework.clone_ref(py),
+        }
+    }
+}
+
+impl<'py, F: ReturnTo> IntoPyObject<'py> for Returned<F> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    #[cfg(feature = "inspect")]
+    const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr = F::TYPE_HINT;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.to.hand_over(py, self.tensor)
+    }
+}
+
+impl<F: ReturnTo> core::fmt::Debug for Returned<F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Returned")
+            .field("tensor", &self.tensor)
+            .finish_non_exhaustive()
+    }
+}

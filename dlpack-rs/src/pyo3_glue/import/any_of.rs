@@ -1,0 +1,109 @@
+//! Typed arguments of one of several element types: [`AnyOf2`] / [`AnyOf3`] (read-only) and
+//! [`AnyOf2Mut`] / [`AnyOf3Mut`] (writable), whose variants are the [`TensorView`]s /
+//! [`TensorViewMut`]s of each type (host memory; shape `S`, layout `L`).
+
+use pyo3::prelude::*;
+use pyo3::Borrowed;
+
+use crate::pyo3_glue::import::constraints::{Layout, Ndim, Shape, Strided, ANY};
+use crate::pyo3_glue::import::source::{dtype_error, Source};
+use crate::pyo3_glue::import::typed::{view_mut_of, view_of, TensorView, TensorViewMut};
+use crate::safe::AnyBitPattern;
+
+macro_rules! any_of {
+    ($(#[$doc:meta])* $name:ident { $($v:ident),* }) => {
+        any_of!(@ $(#[$doc])* $name { $($v),* } TensorView, false, view_of);
+    };
+    ($(#[$doc:meta])* mut $name:ident { $($v:ident),* }) => {
+        any_of!(@ $(#[$doc])* $name { $($v),* } TensorViewMut, true, view_mut_of);
+    };
+    (@ $(#[$doc:meta])* $name:ident { $($v:ident),* } $view:ident, $exclusive:expr, $of:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub enum $name<$($v: AnyBitPattern),*, S: Shape = Ndim<ANY>, L: Layout = Strided> {
+            $(
+                #[doc = concat!("A tensor of the element type `", stringify!($v), "`.")]
+                $v($view<$v, S, L>),
+            )*
+        }
+
+        impl<'a, 'py, $($v: AnyBitPattern),*, S: Shape, L: Layout> FromPyObject<'a, 'py>
+            for $name<$($v),*, S, L>
+        {
+            type Error = PyErr;
+
+            #[cfg(feature = "inspect")]
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
+
+            fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
+                let source = Source::import(&obj, $exclusive)?;
+                let dtype = source.dtype();
+                $(
+                    if dtype == $v::DTYPE {
+                        return $of::<$v, S, L>(source).map($name::$v);
+                    }
+                )*
+                Err(dtype_error(&[$($v::DTYPE),*], dtype))
+            }
+        }
+    };
+}
+
+any_of! {
+    /// A read-only tensor argument of one of two element types, `A` or `B` (shape `S`, layout
+    /// `L`): the variant says which came. Extraction imports once; any other dtype raises
+    /// `TypeError` naming both (`expected a tensor of uint8 or float32, got int64`).
+    AnyOf2 { A, B }
+}
+
+any_of! {
+    /// A read-only tensor argument of one of three element types (shape `S`, layout `L`): the
+    /// variant says which came. Extraction imports once; any other dtype raises `TypeError`
+    /// naming all three (`expected a tensor of uint8, uint16 or float32, got float64`).
+    ///
+    /// ```
+    /// use dlpack_rs::pyo3_glue::{AnyOf3, Shape3, ANY};
+    /// use pyo3::prelude::*;
+    ///
+    /// /// The brightest value of an 8-bit, 16-bit or float image with three channels, as a float.
+    /// #[pyfunction]
+    /// fn peak(image: AnyOf3<u8, u16, f32, Shape3<ANY, ANY, 3>>) -> f64 {
+    ///     match image {
+    ///         AnyOf3::A(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
+    ///         AnyOf3::B(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
+    ///         AnyOf3::C(v) => v.view().iter().copied().fold(f32::MIN, f32::max) as f64,
+    ///     }
+    /// }
+    /// # fn main() {}
+    /// ```
+    AnyOf3 { A, B, C }
+}
+
+any_of! {
+    /// A writable tensor argument of one of two element types, `A` or `B` (shape `S`, layout
+    /// `L`), as [`AnyOf2`] but each variant a [`TensorViewMut`] (exclusive borrow, writable
+    /// memory, no element addressed twice).
+    mut AnyOf2Mut { A, B }
+}
+
+any_of! {
+    /// A writable tensor argument of one of three element types, as [`AnyOf3`] but each variant
+    /// a [`TensorViewMut`]: an in-place kernel over `uint8 | uint16 | float32` images.
+    ///
+    /// ```
+    /// use dlpack_rs::pyo3_glue::{AnyOf3Mut, Shape3, ANY};
+    /// use pyo3::prelude::*;
+    ///
+    /// /// Inverts an 8-bit, 16-bit or float (0..1) RGB image in place.
+    /// #[pyfunction]
+    /// fn invert(image: AnyOf3Mut<u8, u16, f32, Shape3<ANY, ANY, 3>>) {
+    ///     match image {
+    ///         AnyOf3Mut::A(mut v) => v.view_mut().mapv_inplace(|x| u8::MAX - x),
+    ///         AnyOf3Mut::B(mut v) => v.view_mut().mapv_inplace(|x| u16::MAX - x),
+    ///         AnyOf3Mut::C(mut v) => v.view_mut().mapv_inplace(|x| 1.0 - x),
+    ///     }
+    /// }
+    /// # fn main() {}
+    /// ```
+    mut AnyOf3Mut { A, B, C }
+}

@@ -1,0 +1,233 @@
+//! What a typed argument's signature can demand of a tensor besides its element type: the
+//! shape ([`Ndim`], [`Shape1`] .. [`Shape4`]), the layout ([`Strided`], [`CContig`],
+//! [`FContig`]) and the device ([`Cpu`], [`AnyDevice`]), and the checks that refuse the rest
+//! with the exception and message a Python user can act on.
+
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::PyErr;
+use pyo3::PyResult;
+
+use crate::ffi::DLDataType;
+use crate::pyo3_glue::import::source::{dtype_error, Source};
+use crate::pyo3_glue::runtime::errors::{tuple_of, tuple_str};
+use crate::safe::Error;
+
+/// An extent of a [`Shape1`] .. [`Shape4`], or the `N` of [`Ndim`], that accepts any size.
+pub const ANY: usize = usize::MAX;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The shape a [`TensorView`](crate::pyo3_glue::TensorView) / [`TensorViewMut`](crate::pyo3_glue::TensorViewMut)
+/// argument must have: [`Ndim<N>`](Ndim) (`N` dimensions of any extent, `N` up to 6, or
+/// [`Ndim<ANY>`](Ndim), the default: any shape), or [`Shape1`] .. [`Shape4`] with fixed extents
+/// ([`ANY`] for a free one). Sealed.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tensor shape",
+    label = "not a `Shape`",
+    note = "use a number of dimensions (`Ndim<2>`, `Ndim<ANY>`) or fixed extents (`Shape3<ANY, ANY, 3>`)"
+)]
+pub trait Shape: sealed::Sealed + 'static {
+    /// The ndarray dimension type of the views (feature `ndarray`).
+    #[cfg(feature = "ndarray")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+    type Dim: ndarray::Dimension;
+    /// The extent of each dimension ([`ANY`] for a free one), or `None` for any number of
+    /// dimensions.
+    const EXTENTS: Option<&'static [usize]>;
+}
+
+/// A [`Shape`] of `N` dimensions of any extent (`N` from 0 to 6), or of any shape for
+/// `Ndim<ANY>` (the default shape of every typed argument).
+#[derive(Debug)]
+pub enum Ndim<const N: usize> {}
+
+macro_rules! ndims {
+    ($($n:literal $ix:ident),*) => {$(
+        impl sealed::Sealed for Ndim<$n> {}
+        impl Shape for Ndim<$n> {
+            #[cfg(feature = "ndarray")]
+            type Dim = ndarray::$ix;
+            const EXTENTS: Option<&'static [usize]> = Some(&[ANY; $n]);
+        }
+    )*};
+}
+ndims!(0 Ix0, 1 Ix1, 2 Ix2, 3 Ix3, 4 Ix4, 5 Ix5, 6 Ix6);
+
+impl sealed::Sealed for Ndim<ANY> {}
+impl Shape for Ndim<ANY> {
+    #[cfg(feature = "ndarray")]
+    type Dim = ndarray::IxDyn;
+    const EXTENTS: Option<&'static [usize]> = None;
+}
+
+macro_rules! fixed_shapes {
+    ($($(#[$doc:meta])* $name:ident $ix:ident [$($e:ident),*];)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub enum $name<$(const $e: usize),*> {}
+        impl<$(const $e: usize),*> sealed::Sealed for $name<$($e),*> {}
+        impl<$(const $e: usize),*> Shape for $name<$($e),*> {
+            #[cfg(feature = "ndarray")]
+            type Dim = ndarray::$ix;
+            const EXTENTS: Option<&'static [usize]> = Some(&[$($e),*]);
+        }
+    )*};
+}
+fixed_shapes! {
+    /// A 1-d [`Shape`] of extent `A` ([`ANY`]: any).
+    Shape1 Ix1 [A];
+    /// A 2-d [`Shape`] of extents `A`, `B` ([`ANY`]: any).
+    Shape2 Ix2 [A, B];
+    /// A 3-d [`Shape`] of extents `A`, `B`, `C` ([`ANY`]: any): an RGB image is
+    /// `Shape3<ANY, ANY, 3>`.
+    Shape3 Ix3 [A, B, C];
+    /// A 4-d [`Shape`] of extents `A` .. `D` ([`ANY`]: any).
+    Shape4 Ix4 [A, B, C, D];
+}
+
+/// The layout a typed argument must have: [`Strided`] (any, the default), [`CContig`]
+/// (row-major: the argument then derefs to a slice) or [`FContig`] (column-major). Sealed.
+pub trait Layout: sealed::Sealed + 'static {
+    /// Whether `shape` with `strides` (in elements) is accepted.
+    fn accepts(shape: &[i64], strides: &[i64]) -> bool;
+    /// What the error says is expected, and how to get it.
+    const EXPECTED: &'static str;
+    /// Whether the elements are one C-contiguous slice (taken by the slice route).
+    const SLICE: bool = false;
+}
+
+/// Any strides: transposed, sliced, negative, broadcast (shared views only).
+#[derive(Debug)]
+pub enum Strided {}
+/// Compact row-major (C order), as `np.ascontiguousarray` makes: the argument derefs to `[T]`.
+#[derive(Debug)]
+pub enum CContig {}
+/// Compact column-major (Fortran order), as `np.asfortranarray` makes.
+#[derive(Debug)]
+pub enum FContig {}
+
+impl sealed::Sealed for Strided {}
+impl sealed::Sealed for CContig {}
+impl sealed::Sealed for FContig {}
+
+impl Layout for Strided {
+    fn accepts(_: &[i64], _: &[i64]) -> bool {
+        true
+    }
+    const EXPECTED: &'static str = "a tensor";
+}
+
+impl Layout for CContig {
+    fn accepts(shape: &[i64], strides: &[i64]) -> bool {
+        crate::safe::is_c_contiguous(shape, strides)
+    }
+    const EXPECTED: &'static str = "a C-contiguous (row-major) tensor (pass \
+        np.ascontiguousarray(x) in numpy, x.contiguous() in torch)";
+    const SLICE: bool = true;
+}
+
+impl Layout for FContig {
+    fn accepts(shape: &[i64], strides: &[i64]) -> bool {
+        let shape: alloc::vec::Vec<i64> = shape.iter().rev().copied().collect();
+        let strides: alloc::vec::Vec<i64> = strides.iter().rev().copied().collect();
+        crate::safe::is_c_contiguous(&shape, &strides)
+    }
+    const EXPECTED: &'static str = "an F-contiguous (column-major) tensor (pass \
+        np.asfortranarray(x) in numpy, x.mT.contiguous().mT in torch)";
+}
+
+/// Where a typed argument's memory may live: [`Cpu`] (the default: host memory, read through
+/// safe views) or [`AnyDevice`] (any device, a GPU included: only the address is handed out).
+/// Sealed.
+pub trait Device: sealed::Sealed + 'static {}
+
+/// CPU memory (`kDLCPU` only: pinned and managed memory may still be written by pending device
+/// work, so they take [`AnyDevice`]): the argument hands out slices, elements and (feature
+/// `ndarray`) ndarray views.
+#[derive(Debug)]
+pub enum Cpu {}
+/// Memory on any device (CUDA, ROCm, Metal, ..., the CPU too): the argument hands out the
+/// address of its first element ([`data_ptr`](crate::pyo3_glue::TensorView::data_ptr)), never a host view.
+#[derive(Debug)]
+pub enum AnyDevice {}
+
+impl sealed::Sealed for Cpu {}
+impl sealed::Sealed for AnyDevice {}
+impl Device for Cpu {}
+impl Device for AnyDevice {}
+
+/// Checks `shape` against `S` (`TypeError` naming both shapes).
+fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
+    let Some(extents) = S::EXTENTS else {
+        return Ok(());
+    };
+    let fits = shape.len() == extents.len()
+        && shape
+            .iter()
+            .zip(extents)
+            .all(|(&got, &want)| want == ANY || got as u64 == want as u64);
+    if fits {
+        return Ok(());
+    }
+    let got = tuple_of(shape);
+    if extents.iter().all(|&e| e == ANY) {
+        return Err(PyTypeError::new_err(format!(
+            "expected a {}-dimensional tensor, got {} dimension(s) (shape {got})",
+            extents.len(),
+            shape.len(),
+        )));
+    }
+    let want = tuple_str(extents.iter().map(|&e| (e != ANY).then_some(e as i64)));
+    Err(PyTypeError::new_err(format!(
+        "expected shape {want}, got {got}"
+    )))
+}
+
+/// Checks an imported tensor's dtype (against `dtype`: an `AnyOf3` has already matched it),
+/// shape (against `S`) and, unless the slice route checks it, layout (against `L`), each
+/// refusal naming what was expected, what came and the fix.
+pub(in crate::pyo3_glue) fn check_meta<S: Shape, L: Layout>(
+    source: &Source,
+    dtype: DLDataType,
+    slice_route: bool,
+) -> PyResult<()> {
+    // One look at the source's metadata (each accessor matches on the source's kind).
+    let (shape, _, got, _) = source.meta();
+    if got != dtype {
+        return Err(dtype_error(&[dtype], got));
+    }
+    check_shape::<S>(shape)?;
+    if !slice_route && !L::accepts(shape, &source.strides()) {
+        return Err(layout_mismatch::<L>(source));
+    }
+    Ok(())
+}
+
+/// The `BufferError` for a tensor whose layout `L` refuses.
+fn layout_mismatch<L: Layout>(source: &Source) -> PyErr {
+    PyBufferError::new_err(format!(
+        "expected {}, got shape {} with strides {}",
+        L::EXPECTED,
+        tuple_of(source.shape()),
+        tuple_of(&source.strides()),
+    ))
+}
+
+/// The Python exception for an error of the layout checks and borrow that follow
+/// [`check_meta`]: a layout the slice route refused says what `L` expects; two indices reaching
+/// one element of a writable tensor says so and the fix.
+pub(in crate::pyo3_glue) fn layout_error<L: Layout>(source: &Source, err: Error) -> PyErr {
+    match err {
+        Error::NotContiguous => layout_mismatch::<L>(source),
+        Error::Overlapping => PyBufferError::new_err(format!(
+            "expected a writable tensor whose elements are distinct, got shape {} with \
+             strides {}, where two indices reach one element (a broadcast or expanded \
+             view): pass a copy (x.copy() in numpy, x.clone() in torch)",
+            tuple_of(source.shape()),
+            tuple_of(&source.strides()),
+        )),
+        e => e.into(),
+    }
+}

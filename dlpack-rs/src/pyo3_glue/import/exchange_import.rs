@@ -1,0 +1,177 @@
+//! The C exchange API as a consumer: importing through a producer type's table
+//! (`managed_tensor_from_py_object_no_sync`, or a non-owning `dltensor_from_py_object_no_sync`
+//! view for shared typed arguments), with the same refusals as the producer's `__dlpack__`.
+//!
+//! The exchange API is a table of C function pointers that a Python type publishes in a capsule
+//! named `"dlpack_exchange_api"` (found by [`crate::pyo3_glue::import::exchange_lookup`]). A consumer that finds it
+//! calls `managed_tensor_from_py_object_no_sync(obj, &out)` instead of the Python-level
+//! `obj.__dlpack__(...)`: no method lookup, no keyword arguments, no capsule. Every function
+//! but the allocator is called attached to the interpreter and reports failure by returning -1
+//! with a Python exception set.
+
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
+use pyo3::prelude::*;
+
+use crate::ffi::{DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
+use crate::pyo3_glue::import::exchange_lookup::lookup;
+use crate::pyo3_glue::import::requires_grad::{requires_grad, Grad};
+use crate::safe::ManagedTensorVersioned;
+
+/// Imports `obj` through its type's exchange API, if it has one: `Ok(None)` when it has none
+/// (the caller falls back to `__dlpack__`), `Err` when the producer raised.
+///
+/// The table hands out what the producer's `__dlpack__` refuses: a tensor that requires grad
+/// is refused here with `BufferError` (as torch's `__dlpack__` does), a complex tensor is
+/// released and fetched through `__dlpack__` (which refuses one whose conjugate bit is set),
+/// and a `RuntimeError` of the table (a tensor DLPack cannot describe) becomes `BufferError`.
+pub(crate) fn import(
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<(ManagedTensorVersioned, &'static DLPackExchangeAPI)>> {
+    let Some((api, grad)) = lookup(obj) else {
+        return Ok(None);
+    };
+    let py = obj.py();
+    if requires_grad(obj, grad) {
+        return Err(requires_grad_error());
+    }
+    if !matches!(grad, Grad::Absent) {
+        // A type with `requires_grad` (torch's): the negative bit too.
+        crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
+    }
+    let Some(from_py) = api.managed_tensor_from_py_object_no_sync else {
+        return Ok(None);
+    };
+    let mut out: *mut DLManagedTensorVersioned = core::ptr::null_mut();
+    // SAFETY: `from_py` comes from the table of `obj`'s own type, called as dlpack.h says: with
+    // the GIL held (we hold `py`), a live object of that type, and a valid out pointer.
+    let rc = unsafe { from_py(obj.as_ptr().cast(), &mut out) };
+    if rc != 0 {
+        return Err(table_error(py, "managed_tensor_from_py_object_no_sync"));
+    }
+    if out.is_null() {
+        return Err(PySystemError::new_err(
+            "__dlpack_c_exchange_api__: managed_tensor_from_py_object_no_sync returned NULL",
+        ));
+    }
+    // SAFETY: on success the producer hands us an owned, valid managed tensor; from_raw checks
+    // the major version before anything else and calls the deleter on any error.
+    // An unsupported major version becomes BufferError (the safe layer's conversion).
+    let tensor = unsafe { ManagedTensorVersioned::from_raw(out) }?;
+    if tensor.dtype().code == crate::ffi::DLDataTypeCode::COMPLEX {
+        // torch's table exports a complex tensor whose conjugate bit is set without resolving
+        // it (its `__dlpack__` refuses such tensors with BufferError): take `__dlpack__`.
+        return Ok(None);
+    }
+    Ok(Some((tensor, api)))
+}
+
+/// The exception a failed table call left, as the producer's `__dlpack__` would report it: a
+/// `RuntimeError` (a tensor DLPack cannot describe) becomes `BufferError`.
+fn table_error(py: Python<'_>, function: &str) -> PyErr {
+    let err = PyErr::take(py).unwrap_or_else(|| {
+        PySystemError::new_err(format!(
+            "__dlpack_c_exchange_api__: {function} failed without setting an exception"
+        ))
+    });
+    if err.is_instance_of::<PyRuntimeError>(py) {
+        let message = err.value(py).to_string();
+        let first_line = message.lines().next().unwrap_or_default();
+        let buffer = PyBufferError::new_err(format!("cannot export this tensor: {first_line}"));
+        buffer.set_cause(py, Some(err));
+        return buffer;
+    }
+    err
+}
+
+/// A non-owning view of `obj`'s CPU tensor through its type's exchange table
+/// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), its metadata validated
+/// and copied; valid while the caller keeps `obj` alive (the memory then lives as long as it
+/// would for an owned import: torch's managed tensor holds the very tensor the object holds).
+/// `Lent::Nothing` when the type has no table, or no such function, or the table declines, or
+/// the tensor is not a plain CPU one, or is complex: the caller takes the owned route, which
+/// handles all of them; `Lent::Ours` for `dlpack_rs.Tensor`'s own table. Refuses a tensor that
+/// requires grad, as the owned route does.
+///
+/// The view carries no flags: it says nothing of read-only memory, so it serves shared views
+/// only.
+pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
+    let Some((api, grad)) = lookup(obj) else {
+        return Ok(Lent::Nothing);
+    };
+    if crate::pyo3_glue::export::tensor::is_tensor_api(api) {
+        return Ok(Lent::Ours);
+    }
+    let Some(dltensor) = api.dltensor_from_py_object_no_sync else {
+        return Ok(Lent::Nothing);
+    };
+    let py = obj.py();
+    if requires_grad(obj, grad) {
+        return Err(requires_grad_error());
+    }
+    if !matches!(grad, Grad::Absent) {
+        crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
+    }
+    let mut out = core::mem::MaybeUninit::<DLTensor>::zeroed();
+    // SAFETY: a function of the table of `obj`'s own type, called as dlpack.h says: attached
+    // (we hold `py`), a live object of that type, and a valid out pointer.
+    let rc = unsafe { dltensor(obj.as_ptr().cast(), out.as_mut_ptr()) };
+    if rc != 0 {
+        // A table may lend fewer tensors than it exports (ours lends no read-only one): the
+        // owned route decides, and raises what the producer raises there.
+        drop(PyErr::take(py));
+        return Ok(Lent::Nothing);
+    }
+    // SAFETY: on success the producer filled the whole struct (all-zero before: a valid bit
+    // pattern for every field in any case).
+    let t = unsafe { out.assume_init() };
+    if !t.device.device_type.is_host_viewable()
+        || t.dtype.code == crate::ffi::DLDataTypeCode::COMPLEX
+    {
+        // Device memory needs stream ordering; a complex tensor may carry torch's conjugate
+        // bit, which only `__dlpack__` refuses: the owned route decides both.
+        return Ok(Lent::Nothing);
+    }
+    // SAFETY: the producer's DLTensor, whose shape and strides point at `ndim` integers owned by
+    // `obj`, alive while we hold it (and unchanged: no Python code runs meanwhile).
+    Ok(Lent::View(unsafe { crate::safe::Described::new(&t) }?))
+}
+
+/// What [`borrowed_view`] lends.
+pub(crate) enum Lent {
+    /// Nothing: take the owned route.
+    Nothing,
+    /// The object's type publishes `dlpack_rs.Tensor`'s own table: view its tensor in place.
+    Ours,
+    /// A validated copy of the producer's non-owning `DLTensor`.
+    View(crate::safe::Described),
+}
+
+/// The `BufferError` for a tensor that requires grad.
+fn requires_grad_error() -> PyErr {
+    PyBufferError::new_err(
+        "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
+         too): use tensor.detach()",
+    )
+}
+
+/// The producer's current work stream on `device` (`current_work_stream`), or `None` when the
+/// table has no such function. Called attached; a failure raises.
+pub(crate) fn current_stream(
+    py: Python<'_>,
+    api: &'static DLPackExchangeAPI,
+    device: DLDevice,
+) -> PyResult<Option<*mut core::ffi::c_void>> {
+    let Some(current) = api.current_work_stream else {
+        return Ok(None);
+    };
+    let mut stream: *mut core::ffi::c_void = core::ptr::null_mut();
+    // SAFETY: a function of the producer's static table, called as dlpack.h says: attached
+    // (we hold `py`), with a device and a valid out pointer.
+    let rc = unsafe { current(device.device_type, device.device_id, &mut stream) };
+    if rc != 0 {
+        return Err(PyErr::take(py).unwrap_or_else(|| {
+            PySystemError::new_err("current_work_stream failed without setting an exception")
+        }));
+    }
+    Ok(Some(stream))
+}

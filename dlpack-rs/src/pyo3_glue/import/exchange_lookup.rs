@@ -1,0 +1,505 @@
+//! Which C exchange table a producer type publishes: its `__dlpack_c_exchange_api__` found in
+//! the type's own method resolution order, cached per type (a mutex-held cache of strong
+//! references and a sequence-locked copy that hits read without a lock). The cache also keeps
+//! how the type's `requires_grad` is read (`import/requires_grad.rs`), found in the same look-up.
+//!
+//! Trust: the table is looked up in the type's own method resolution order (the dictionaries
+//! of `type(obj).__mro__`, as the interpreter finds a special method), never through
+//! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
+//! is trusted. An entry holds while the type's version tag is the one it was found under
+//! (CPython >= 3.11 resets the tag on any change to the type, its dictionary or its bases, and
+//! never reuses one): a class changed after its first import is looked up again.
+//!
+//! A table speaks for the class that defines it (its owner: the most basic class of the order
+//! whose own dictionary holds a capsule of that table), and only for objects whose
+//! `__dlpack__`, `__dlpack_device__` and `__torch_function__` (through which torch's
+//! `__dlpack__` dispatches) are the owner's own: a subclass that overrides any (to refuse, to
+//! copy, to export read-only) is imported through its own `__dlpack__`, as `torch.from_dlpack`
+//! and `np.from_dlpack` do. Looked up on the type only: an instance attribute `__dlpack__` and a
+//! custom `__getattribute__` are outside the model (SAFETY.md), and so are a class changed after
+//! its first import where version tags cannot be read (the stable ABI, CPython < 3.11) and a
+//! class dictionary written behind the interpreter's back (through `gc.get_referents`), which
+//! leaves the tag as it was. A type whose metaclass defines its own `mro()` has no usable tag
+//! and is looked up on every import. The answer is cached with the table, per type; [`lookup`] (imports)
+//! gives no table for such a type, [`type_table`] (a framework's constructor, which never reads
+//! an object's memory) still gives it.
+
+use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict, PyTuple, PyType};
+
+use crate::ffi::{
+    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPACK_EXCHANGE_API_CAPSULE_NAME,
+    DLPACK_MAJOR_VERSION,
+};
+use crate::pyo3_glue::import::requires_grad::Grad;
+
+/// How many types the consumer cache remembers (round-robin replacement). Programs exchange
+/// tensors of a handful of types; a miss costs one attribute look-up on the type.
+const CACHE_SLOTS: usize = 8;
+
+/// One remembered type. The strong references keep the type (whose address is the key) and
+/// the capsule (which owns nothing, but may be the only thing naming the table) alive, so a
+/// key can never be reused by a new type while it sits in the cache.
+struct Slot {
+    key: usize,
+    /// The table (0 when the type has no usable exchange API), its low bit set when the type
+    /// overrides its owner's `__dlpack__` or `__dlpack_device__` (see the module docs).
+    api: usize,
+    /// How the type's `requires_grad` (torch tensors) is read, which an import must check as
+    /// the producer's `__dlpack__` would.
+    grad: Grad,
+    /// The type's version tag before the answer was found (see [`tracked`]).
+    tag: u32,
+    /// The `requires_grad` descriptor, kept with the type (its getter is called directly).
+    _grad_descr: Option<Py<PyAny>>,
+    _ty: Py<PyType>,
+    _capsule: Option<Py<PyAny>>,
+}
+
+struct Cache {
+    slots: [Option<Slot>; CACHE_SLOTS],
+    next: usize,
+}
+
+/// A lock-free copy of the cache's entries, for the hit path (every import): one sequence lock
+/// per slot, written only under the cache's mutex, before an evicted entry's references are
+/// dropped. A reader that sees an odd or changed sequence number takes the mutex path. A hit's
+/// type stays alive while the reader uses the answer: the reader holds the type (its object, or
+/// the type itself), so its address cannot be reused meanwhile.
+struct Mirror {
+    seq: AtomicUsize,
+    key: AtomicUsize,
+    api: AtomicUsize,
+    /// 0: no `requires_grad`; 1: through `getattr`; 2: through the direct getter below.
+    grad: AtomicUsize,
+    get: AtomicPtr<()>,
+    closure: AtomicUsize,
+    version: AtomicUsize,
+    tag: AtomicU32,
+}
+
+impl Mirror {
+    const fn empty() -> Mirror {
+        Mirror {
+            seq: AtomicUsize::new(0),
+            // No type lives at address 0.
+            key: AtomicUsize::new(0),
+            api: AtomicUsize::new(0),
+            grad: AtomicUsize::new(0),
+            get: AtomicPtr::new(core::ptr::null_mut()),
+            closure: AtomicUsize::new(0),
+            version: AtomicUsize::new(0),
+            tag: AtomicU32::new(0),
+        }
+    }
+
+    /// The entry for `key`, if this slot holds it and no write overlapped the read.
+    fn read(&self, key: usize) -> Option<(usize, Grad, u32)> {
+        let before = self.seq.load(Ordering::Acquire);
+        if before & 1 == 1 || self.key.load(Ordering::Relaxed) != key {
+            return None;
+        }
+        let api = self.api.load(Ordering::Relaxed);
+        let grad = self.grad.load(Ordering::Relaxed);
+        let get = self.get.load(Ordering::Relaxed);
+        let closure = self.closure.load(Ordering::Relaxed);
+        let version = self.version.load(Ordering::Relaxed);
+        let tag = self.tag.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed) != before {
+            return None;
+        }
+        // SAFETY: the four words were written by `write` from one `Grad::to_words`, under this
+        // very sequence number (checked above).
+        let grad = unsafe { Grad::from_words(grad, get, closure, version) };
+        Some((api, grad, tag))
+    }
+
+    /// Publishes an entry. Only under the cache's mutex (one writer at a time).
+    fn write(&self, key: usize, api: usize, grad: Grad, tag: u32) {
+        let (kind, get, closure, version) = grad.to_words();
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.key.store(key, Ordering::Relaxed);
+        self.api.store(api, Ordering::Relaxed);
+        self.grad.store(kind, Ordering::Relaxed);
+        self.get.store(get, Ordering::Relaxed);
+        self.closure.store(closure, Ordering::Relaxed);
+        self.version.store(version, Ordering::Relaxed);
+        self.tag.store(tag, Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+}
+
+static MIRROR: [Mirror; CACHE_SLOTS] = [const { Mirror::empty() }; CACHE_SLOTS];
+
+/// Shared by all threads: a `Mutex` rather than the GIL, so that free-threaded builds are
+/// correct too. No Python code runs while it is held (look-ups and reference drops happen
+/// outside), so it cannot deadlock against the interpreter.
+static CACHE: Mutex<Cache> = Mutex::new(Cache {
+    slots: [const { None }; CACHE_SLOTS],
+    next: 0,
+});
+
+/// Walks a header chain to the first table whose major version this crate reads (1.x).
+///
+/// # Safety
+///
+/// `header` must be NULL or point at a live `DLPackExchangeAPIHeader` whose `prev_api` chain
+/// consists of live headers (the producer's tables are static).
+unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLPackExchangeAPI {
+    // A bound on the walk, in case a broken producer links its tables in a cycle.
+    for _ in 0..16 {
+        if header.is_null() {
+            break;
+        }
+        // SAFETY: non-NULL and live by this function's contract.
+        let h = unsafe { &*header };
+        if h.version.major == DLPACK_MAJOR_VERSION {
+            let api = header.cast::<DLPackExchangeAPI>();
+            // SAFETY: a 1.x header starts a full DLPackExchangeAPI (newer minors only append).
+            if unsafe { (*api).managed_tensor_from_py_object_no_sync.is_some() } {
+                return api;
+            }
+            return core::ptr::null();
+        }
+        header = h.prev_api;
+    }
+    core::ptr::null()
+}
+
+/// The low bit of a slot's `api` word: the type overrides its table owner's `__dlpack__` or
+/// `__dlpack_device__` (tables are pointer-aligned, so the bit is free).
+const OVERRIDDEN: usize = 1;
+
+/// The exchange table an import of `obj` may use instead of its `__dlpack__` (cached per type):
+/// `None` when the type has none this crate can use, or overrides the owner's `__dlpack__` or
+/// `__dlpack_device__` (see the module docs).
+pub(crate) fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, Grad)> {
+    // The type is read once, as a strong reference: the cache key and the type a new entry
+    // keeps alive are then the same object even if another thread assigns `__class__`
+    // meanwhile (free-threaded builds).
+    let ty = obj.get_type();
+    let (word, grad) = lookup_type(obj.py(), ty.as_ptr() as usize, move || ty);
+    if word & OVERRIDDEN != 0 {
+        return None;
+    }
+    // SAFETY: a non-zero word (with its low bit clear) was selected from a producer's static
+    // table chain, which lives for the rest of the process (the dlpack.h contract).
+    unsafe { (word as *const DLPackExchangeAPI).as_ref() }.map(|api| (api, grad))
+}
+
+/// The exchange table type `ty` publishes, if it has one this crate can use (cached per type),
+/// whether or not the type overrides its owner's `__dlpack__`: for making objects of the type
+/// (`managed_tensor_to_py_object_no_sync`), never for reading one.
+pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
+    let (word, _) = lookup_type(ty.py(), ty.as_ptr() as usize, || ty.clone());
+    // SAFETY: as in `lookup`, with the flag bit cleared.
+    unsafe { ((word & !OVERRIDDEN) as *const DLPackExchangeAPI).as_ref() }
+}
+
+/// Whether this process's type version tags say when a type changed (CPython >= 3.11, not
+/// under the stable ABI, which hides the tag): then a cached answer holds only under the tag it
+/// was found under. Elsewhere the first answer is kept (SAFETY.md: outside the model).
+fn tracked(py: Python<'_>) -> bool {
+    #[cfg(not(feature = "abi3"))]
+    {
+        crate::pyo3_glue::runtime::cpython::minor_version(py) >= 11
+    }
+    #[cfg(feature = "abi3")]
+    {
+        let _ = py;
+        false
+    }
+}
+
+/// The version tag of the live type at `key` now (0: none), where [`tracked`].
+fn tag_now(key: usize) -> u32 {
+    #[cfg(not(feature = "abi3"))]
+    {
+        // SAFETY: attached (the caller's `Python`), and `key` is the address of a live type:
+        // the caller holds it, or an object of it.
+        unsafe {
+            crate::pyo3_glue::runtime::cpython::type_version(key as *mut pyo3::ffi::PyTypeObject)
+        }
+    }
+    #[cfg(feature = "abi3")]
+    {
+        let _ = key;
+        0
+    }
+}
+
+/// `ty`'s version tag, given one first if it has none (0: it cannot have one), where
+/// [`tracked`].
+fn tag_assigned(ty: &Bound<'_, PyType>) -> u32 {
+    #[cfg(not(feature = "abi3"))]
+    {
+        let name = pyo3::intern!(ty.py(), "__dlpack__");
+        // SAFETY: attached (the `Bound`s prove it), a live type and string.
+        unsafe {
+            crate::pyo3_glue::runtime::cpython::assign_type_version(ty.as_type_ptr(), name.as_ptr())
+        }
+    }
+    #[cfg(feature = "abi3")]
+    {
+        let _ = ty;
+        0
+    }
+}
+
+/// [`lookup`] by type: `key` is the type's address, `ty` makes the type when it is not cached.
+/// Answers the slot's `api` word (see [`Slot::api`]) and how `requires_grad` is read.
+fn lookup_type<'py>(
+    py: Python<'py>,
+    key: usize,
+    ty: impl FnOnce() -> Bound<'py, PyType>,
+) -> (usize, Grad) {
+    let tracked = tracked(py);
+    let now = if tracked { tag_now(key) } else { 0 };
+    // A cached answer holds under the tag it was found under; a type without a tag (0) is
+    // looked up every time.
+    let holds = |tag: u32| !tracked || (tag != 0 && tag == now);
+    for mirror in &MIRROR {
+        if let Some((api, grad, tag)) = mirror.read(key) {
+            if holds(tag) {
+                return (api, grad);
+            }
+        }
+    }
+    {
+        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        for slot in cache.slots.iter().flatten() {
+            if slot.key == key && holds(slot.tag) {
+                return (slot.api, slot.grad);
+            }
+        }
+    }
+    let ty = ty();
+    // The tag first, then the answer: a change meanwhile resets the tag, and the entry stored
+    // under the old one is looked up again next time. A metaclass's own `mro()` may put classes
+    // in the order that are not bases, whose changes leave the tag alone: no tag then (0).
+    let custom_mro = tracked && !plain_mro(&ty);
+    let tag = if tracked && !custom_mro {
+        tag_assigned(&ty)
+    } else {
+        0
+    };
+    let found = type_lookup(&ty, pyo3::intern!(py, "__dlpack_c_exchange_api__"));
+    let overridden = found
+        .as_ref()
+        .is_some_and(|(capsule, holder)| overrides_owner(&ty, &table_owner(capsule, holder)));
+    let capsule = found.map(|(capsule, _)| capsule);
+    let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad")).map(|(d, _)| d);
+    let grad = match &grad_descr {
+        None => Grad::Absent,
+        // The direct getter holds while the type's tag does: not for such an order.
+        Some(_) if custom_mro => Grad::Getattr,
+        Some(descr) => Grad::of_descriptor(&ty, descr, tag),
+    };
+    let api = capsule
+        .as_ref()
+        .and_then(|c| c.cast::<PyCapsule>().ok())
+        .and_then(|c| {
+            c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
+                .ok()
+        })
+        // SAFETY: a "dlpack_exchange_api" capsule points at a producer's static table, which
+        // starts with a header whose prev_api chain is static too.
+        .map(|p| unsafe { select_table(p.as_ptr().cast()) })
+        .unwrap_or(core::ptr::null());
+    let word = if api.is_null() {
+        0
+    } else {
+        api as usize | if overridden { OVERRIDDEN } else { 0 }
+    };
+    if tracked && tag == 0 {
+        // An entry that could never hold: not cached (it would only evict one that does).
+        return (word, grad);
+    }
+    let evicted = {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        // One entry per type: a stale one is replaced in place; a fresh one another thread
+        // stored meanwhile is kept.
+        let same = cache
+            .slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.key == key));
+        match same {
+            Some(i) if cache.slots[i].as_ref().is_some_and(|s| s.tag == tag) => None,
+            _ => {
+                let i = same.unwrap_or_else(|| {
+                    let i = cache.next;
+                    cache.next = (i + 1) % CACHE_SLOTS;
+                    i
+                });
+                // Published before the evicted entry's references are dropped (below).
+                MIRROR[i].write(key, word, grad, tag);
+                cache.slots[i].replace(Slot {
+                    key,
+                    api: word,
+                    grad,
+                    tag,
+                    _grad_descr: grad_descr.map(Bound::unbind),
+                    _ty: ty.unbind(),
+                    _capsule: capsule.map(Bound::unbind),
+                })
+            }
+        }
+    };
+    // Dropped with the lock released: a type's deallocation may run arbitrary Python code.
+    drop(evicted);
+    (word, grad)
+}
+
+/// Whether `ty`'s metaclass orders its bases with `type.mro` (not an `mro()` of its own, which
+/// may list classes that are not bases: their changes do not reset `ty`'s version tag). A
+/// look-up that fails counts as not plain.
+fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
+    let py = ty.py();
+    static TYPE_MRO: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let Ok(type_mro) = crate::pyo3_glue::runtime::once::get_or_try_init(
+        &TYPE_MRO,
+        py,
+        || -> PyResult<Py<PyAny>> {
+            Ok(py
+                .get_type::<PyType>()
+                .getattr(pyo3::intern!(py, "__dict__"))?
+                .get_item(pyo3::intern!(py, "mro"))?
+                .unbind())
+        },
+    ) else {
+        return false;
+    };
+    type_lookup(&ty.get_type(), pyo3::intern!(py, "mro"))
+        .is_some_and(|(found, _)| found.is(type_mro.bind(py)))
+}
+
+/// Whether `f` is torch's `torch._C._disabled_torch_function_impl` (torch already imported: the
+/// type being asked about is one of its tensors' subclasses).
+fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
+    let py = f.py();
+    let Ok(modules) = py
+        .import(pyo3::intern!(py, "sys"))
+        .and_then(|sys| sys.getattr("modules"))
+    else {
+        return false;
+    };
+    modules
+        .get_item(pyo3::intern!(py, "torch._C"))
+        .and_then(|c| c.getattr(pyo3::intern!(py, "_disabled_torch_function_impl")))
+        .is_ok_and(|disabled| disabled.is(f))
+}
+
+/// The class a table speaks for: of the classes in `holder`'s method resolution order whose own
+/// dictionary holds a capsule of the same table (`holder` first), the most basic one. A
+/// subclass that copies its base's capsule into its own body is then compared with the base
+/// that made it (`class S(torch.Tensor)` with torch's capsule and its own `__dlpack__` is
+/// imported through that `__dlpack__`).
+fn table_owner<'py>(
+    capsule: &Bound<'py, PyAny>,
+    holder: &Bound<'py, PyType>,
+) -> Bound<'py, PyType> {
+    let py = holder.py();
+    let name = pyo3::intern!(py, "__dlpack_c_exchange_api__");
+    let table = |c: &Bound<'py, PyAny>| {
+        c.cast::<PyCapsule>()
+            .ok()
+            .and_then(|c| {
+                c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
+                    .ok()
+            })
+            .map(|p| p.as_ptr() as usize)
+    };
+    let ours = table(capsule);
+    let mut owner = holder.clone();
+    for base in holder.mro().iter().skip(1) {
+        let Ok(base) = base.cast_into::<PyType>() else {
+            continue;
+        };
+        if let Some((found, at)) = type_lookup(&base, name) {
+            if at.is(&base) && (found.is(capsule) || (ours.is_some() && table(&found) == ours)) {
+                owner = base;
+            }
+        }
+    }
+    owner
+}
+
+/// Whether `ty` (a subclass of `owner`, the class whose dictionary holds the table, or `owner`
+/// itself) finds another `__dlpack__` or `__dlpack_device__` than `owner` does: then the
+/// object's own methods decide what an import gets, not the owner's table. A look-up that
+/// fails counts as overridden (the table is then not used: never more than `__dlpack__`).
+fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> bool {
+    if ty.is(owner) {
+        return false;
+    }
+    let py = ty.py();
+    // torch's `__dlpack__` dispatches through `__torch_function__`: a subclass may refuse
+    // there too (nn.Parameter's disabled one counts as well: it then takes `__dlpack__`).
+    [
+        pyo3::intern!(py, "__dlpack__"),
+        pyo3::intern!(py, "__dlpack_device__"),
+        pyo3::intern!(py, "__torch_function__"),
+    ]
+    .into_iter()
+    .any(|name| {
+        let ours = type_lookup(ty, name).map(|(m, _)| m);
+        if ours.as_ref().is_some_and(|m| is_disabled_torch_function(m)) {
+            // torch's own "no `__torch_function__`" (nn.Parameter's): dispatches nothing.
+            return false;
+        }
+        let owners = type_lookup(owner, name).map(|(m, _)| m);
+        match (ours, owners) {
+            (Some(a), Some(b)) => !a.is(&b),
+            (None, None) => false,
+            _ => true,
+        }
+    })
+}
+
+/// `name` as the interpreter finds a special method, and the class whose dictionary holds it:
+/// in the dictionaries of the type's `__mro__` (both read through `type`'s own descriptors),
+/// without running descriptors, `__getattr__` or the metaclass. (A class body may still copy
+/// another type's table: what it points to must then check the objects it is called with, as
+/// torch's and ours do; [`table_owner`] then finds the base that made the table.)
+fn type_lookup<'py>(
+    ty: &Bound<'py, PyType>,
+    name: &Bound<'py, pyo3::types::PyString>,
+) -> Option<(Bound<'py, PyAny>, Bound<'py, PyType>)> {
+    let py = ty.py();
+    // `type`'s own `__mro__` and `__dict__` descriptors, applied to the type: a metaclass
+    // cannot override them (as it could plain attribute look-ups of `__mro__` / `__dict__`).
+    static DESCRIPTORS: pyo3::sync::PyOnceLock<(Py<PyAny>, Py<PyAny>)> =
+        pyo3::sync::PyOnceLock::new();
+    let (mro_of, dict_of) =
+        crate::pyo3_glue::runtime::once::get_or_try_init(&DESCRIPTORS, py, || -> PyResult<_> {
+            let dict = py
+                .get_type::<PyType>()
+                .getattr(pyo3::intern!(py, "__dict__"))?;
+            Ok((
+                dict.get_item(pyo3::intern!(py, "__mro__"))?.unbind(),
+                dict.get_item(pyo3::intern!(py, "__dict__"))?.unbind(),
+            ))
+        })
+        .ok()?;
+    let get = pyo3::intern!(py, "__get__");
+    let mro = mro_of.bind(py).call_method1(get, (ty,)).ok()?;
+    let mro = mro.cast::<PyTuple>().ok()?;
+    for base in mro.iter() {
+        let dict = dict_of.bind(py).call_method1(get, (&base,)).ok()?;
+        // `type.__dict__` is a read-only mapping proxy: look the name up through it.
+        let found = match dict.cast::<PyDict>() {
+            Ok(d) => d.get_item(name).ok().flatten(),
+            Err(_) => dict.get_item(name).ok(),
+        };
+        if let Some(found) = found {
+            return Some((found, base.cast_into::<PyType>().ok()?));
+        }
+    }
+    None
+}

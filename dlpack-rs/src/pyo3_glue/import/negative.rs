@@ -1,0 +1,98 @@
+//! torch's negative bit: a lazily negated view (`x._neg_view()`, the imaginary part of a
+//! conjugated complex tensor) shares its base's memory un-negated, and torch's `__dlpack__` and
+//! exchange table both export that memory as it is: every import of a `torch.Tensor` asks the
+//! bit and refuses such a view.
+
+use pyo3::exceptions::PyBufferError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+/// What the check needs of torch, found once torch is imported (nothing here imports it:
+/// without torch in `sys.modules` no object can be a torch tensor).
+struct Torch {
+    /// `torch._C.TensorBase`: a static type (C code made it; Python code can only make heap
+    /// types), so a module posing as torch cannot stand in for it.
+    base: Py<PyType>,
+    /// `torch.Tensor`, a subclass of `base`.
+    tensor: Py<PyType>,
+    /// `TensorBase.is_neg`, the method descriptor: neither an instance attribute nor a patch of
+    /// `torch.Tensor.is_neg` stands in for it.
+    is_neg: Py<PyAny>,
+    /// `torch._C._disabled_torch_function_impl`: calls a function as torch's default
+    /// `__torch_function__` does, past a subclass's own.
+    disabled: Py<PyAny>,
+}
+
+fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
+    static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+    if let Some(found) = TORCH.get(py) {
+        return Ok(Some(found));
+    }
+    let modules = py
+        .import(pyo3::intern!(py, "sys"))?
+        .getattr(pyo3::intern!(py, "modules"))?;
+    let Ok(torch) = modules.get_item(pyo3::intern!(py, "torch")) else {
+        return Ok(None);
+    };
+    let found = (|| -> PyResult<Option<Torch>> {
+        let c = torch.getattr("_C")?;
+        let base = c.getattr("TensorBase")?.cast_into::<PyType>()?;
+        let tensor = torch.getattr("Tensor")?.cast_into::<PyType>()?;
+        // SAFETY: attached, a live type.
+        let genuine =
+            unsafe { crate::pyo3_glue::runtime::cpython::is_static_type(base.as_type_ptr()) };
+        if !genuine || !tensor.is_subclass(&base)? {
+            return Ok(None);
+        }
+        let is_neg = base.getattr("is_neg")?;
+        let disabled = c.getattr("_disabled_torch_function_impl")?;
+        Ok(Some(Torch {
+            base: base.unbind(),
+            tensor: tensor.unbind(),
+            is_neg: is_neg.unbind(),
+            disabled: disabled.unbind(),
+        }))
+    })();
+    // A module that is not torch, or torch halfway through its import (no tensor exists yet):
+    // nothing is kept, and the next import asks again.
+    let Ok(Some(found)) = found else {
+        return Ok(None);
+    };
+    Ok(Some(crate::pyo3_glue::runtime::once::get_or_init(
+        &TORCH,
+        py,
+        || found,
+    )))
+}
+
+/// `BufferError` for a torch tensor (a subclass's too) whose negative bit is set; `Ok` for
+/// every other object. The cost on a plain tensor: a type comparison and one call of the
+/// `is_neg` method descriptor. A subclass's own `__torch_function__` is not asked (it may
+/// refuse `is_neg`, as torch's `ReadOnlyTensorWrapper` does). An active torch function mode
+/// is, as it is for torch's own `__dlpack__`: like the producer, it is trusted.
+pub(crate) fn refuse_negative_view(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = obj.py();
+    let Some(torch) = torch(py)? else {
+        return Ok(());
+    };
+    let negative = if obj.get_type_ptr() == torch.tensor.as_ptr().cast() {
+        crate::pyo3_glue::runtime::cpython::call_one(torch.is_neg.bind(py), obj)?
+    } else {
+        let ty = obj.get_type();
+        if !ty.is_subclass(torch.base.bind(py))? {
+            return Ok(());
+        }
+        torch
+            .disabled
+            .bind(py)
+            .call1((torch.is_neg.bind(py), (ty,), (obj,)))?
+    };
+    if negative.is_truthy()? {
+        return Err(PyBufferError::new_err(
+            "cannot import a torch tensor whose negative bit is set: torch exports its memory \
+             un-negated; call resolve_neg() first",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,275 @@
+//! Where a typed argument's elements come from ([`Source`]: an owned import, one of this
+//! crate's own tensors viewed in place, or a non-owning view through a producer's exchange
+//! table), and the refusals every typed argument shares (a read-only tensor for a writable
+//! argument, a dtype mismatch).
+
+use pyo3::exceptions::{PyBufferError, PyTypeError};
+use pyo3::prelude::*;
+
+use alloc::borrow::Cow;
+
+use crate::ffi::{DLDataType, DLDevice};
+use crate::pyo3_glue::export::tensor::DLPackTensor;
+use crate::pyo3_glue::import::exchange_import::Lent;
+use crate::pyo3_glue::import::{ImportOptions, PyTensor};
+use crate::pyo3_glue::runtime::errors::dtype_message;
+use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
+use crate::safe::borrow::BorrowToken;
+use crate::safe::{AnyBitPattern, AnyManaged, Described, Error};
+
+/// Where a typed argument's elements come from.
+pub(in crate::pyo3_glue) enum Source {
+    /// An import that owns its managed tensor (every producer; a writable argument always),
+    /// and the object it came from (for the argument's framework).
+    Owned {
+        tensor: PyTensor,
+        _object: PyKeepalive,
+    },
+    /// The tensor of one of this crate's own `dlpack_rs.Tensor` objects, viewed in place: the
+    /// class is frozen, so the tensor it owns never changes or moves while the object, held
+    /// here, lives; its views are the owner's own (with its rust-numpy coordination, for a numpy
+    /// import it wraps, and whatever its read-only state).
+    Ours {
+        tensor: *const AnyManaged,
+        _object: PyKeepalive,
+    },
+    /// A non-owning view (no managed tensor, no deleter) through the producer's exchange table
+    /// (`dltensor_from_py_object_no_sync`), or of a numpy array's own struct (with rust-numpy's
+    /// borrows), valid while the object, held here, lives (as long as an owned import of it
+    /// would be: torch's managed tensor holds the very tensor its object holds, numpy's the
+    /// array).
+    Borrowed {
+        view: Described,
+        _object: PyKeepalive,
+    },
+}
+
+impl Source {
+    /// Imports `obj` for a typed argument: a numpy array is viewed through its own struct (as
+    /// [`PyTensor`] would read it directly), a shared argument that is one of this crate's
+    /// `dlpack_rs.Tensor` objects in place, one of a type whose exchange table fills a
+    /// non-owning `DLTensor` (torch) through that; everything else as [`PyTensor`]. An exclusive
+    /// argument must be writable (`BufferError` saying why it is not).
+    pub(in crate::pyo3_glue) fn import(
+        obj: &Bound<'_, PyAny>,
+        exclusive: bool,
+    ) -> PyResult<Source> {
+        // A numpy array: a view of its own struct (the tensor its `__dlpack__` would give), with
+        // rust-numpy's borrows; no managed tensor, no table look-up.
+        if crate::pyo3_glue::numpy::direct::may_be_array(obj) {
+            if let Some(source) = Self::numpy_view(obj, exclusive)? {
+                return Ok(source);
+            }
+        }
+        if !exclusive {
+            match crate::pyo3_glue::import::exchange_import::borrowed_view(obj)? {
+                Lent::Ours => {
+                    // A class body may copy our table's capsule: only a real `dlpack_rs.Tensor`
+                    // is viewed in place (the table itself refuses other objects).
+                    if let Ok(ours) = obj.cast::<DLPackTensor>() {
+                        crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
+                        return Ok(Source::Ours {
+                            tensor: ours.get().tensor(),
+                            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+                        });
+                    }
+                }
+                Lent::View(view) => {
+                    crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
+                    let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
+                    // A table's non-owning tensor carries no flags: shared views only (the
+                    // view refuses exclusive borrows unless told writes are allowed).
+                    return Ok(Source::Borrowed {
+                        view,
+                        _object: keep,
+                    });
+                }
+                Lent::Nothing => {}
+            }
+        }
+        let tensor = ImportOptions::new().import(obj)?;
+        if exclusive && tensor.is_read_only() {
+            return Err(read_only_error(&tensor));
+        }
+        Ok(Source::Owned {
+            tensor,
+            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
+        })
+    }
+
+    /// [`Source::import`] of a numpy array the direct read takes (`None` otherwise).
+    #[inline(never)]
+    fn numpy_view(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Option<Source>> {
+        // The argument's reference to the array, taken before its struct is read: the view
+        // addresses the array's memory as it is now, and Python code may run before the view is
+        // handed out (joining the registry, the first look-up of rust-numpy's table, rust-numpy's
+        // private views: any allocation may run a garbage collection's finalizers and
+        // `gc.callbacks`, and on a free-threaded build another thread runs meanwhile). numpy's
+        // `resize` (with its reference check, the default) reallocates an array only while
+        // nothing but its caller holds it, so with this reference held it refuses (found in
+        // review: `f(*t)` with a finalizer calling `t[0].resize(...)` during the first typed
+        // call freed the memory the view then addressed; an owned import holds the array from
+        // the moment it reads the struct).
+        let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
+        let Some((mut view, writable)) = crate::pyo3_glue::numpy::direct::view(obj)? else {
+            return Ok(None);
+        };
+        if !writable && exclusive {
+            // Refused at once, before the work below (asked again after it, as Python code may
+            // clear the flag meanwhile). numpy >= 2.1 (the direct read's condition) exports
+            // versioned tensors.
+            return Err(read_only_message(true));
+        }
+        crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
+        crate::pyo3_glue::numpy::borrow::coordinate_view(obj, &mut view)?;
+        // Joining and rust-numpy's private views may have run Python code (a finalizer setting
+        // `x.flags.writeable = False`): numpy is asked again, and nothing from here to the
+        // argument's borrow runs Python code.
+        if crate::pyo3_glue::numpy::direct::writeable(obj) {
+            // SAFETY: numpy flags the array `WRITEABLE` now: its export would not be READ_ONLY.
+            unsafe { view.allow_writes() };
+        } else if exclusive {
+            return Err(read_only_message(true));
+        }
+        Ok(Some(Source::Borrowed {
+            view,
+            _object: object,
+        }))
+    }
+
+    /// The object the tensor came from, held while the source lives.
+    pub(in crate::pyo3_glue) fn object(&self) -> &PyKeepalive {
+        match self {
+            Source::Owned { _object, .. }
+            | Source::Ours { _object, .. }
+            | Source::Borrowed { _object, .. } => _object,
+        }
+    }
+
+    /// The owner of an `Owned` or `Ours` source (`None` for a borrowed one).
+    fn owner(&self) -> Option<&AnyManaged> {
+        match self {
+            Source::Borrowed { .. } => None,
+            Source::Owned { tensor, .. } => Some(tensor),
+            // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `_object`), which
+            // the object never changes nor moves before it is deallocated.
+            Source::Ours { tensor, .. } => Some(unsafe { &**tensor }),
+        }
+    }
+
+    /// Shape, strides as given, dtype and device.
+    pub(in crate::pyo3_glue) fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
+        match (self.owner(), self) {
+            (Some(t), _) => (t.shape(), t.raw_strides(), t.dtype(), t.device()),
+            (None, Source::Borrowed { view, .. }) => (
+                view.shape(),
+                view.raw_strides(),
+                view.dtype(),
+                view.device(),
+            ),
+            (None, _) => (
+                &[],
+                None,
+                crate::safe::dtype_u8(),
+                crate::safe::cpu_device(),
+            ),
+        }
+    }
+
+    /// The checks and borrow of a contiguous slice of `T` (see `Managed::slice_parts`).
+    pub(in crate::pyo3_glue) fn slice_parts<T: AnyBitPattern>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, usize, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.slice_parts::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) => {
+                // SAFETY: the view's memory is its object's, which `self` keeps alive while the
+                // pointer is used (the held argument owns both).
+                unsafe { view.slice_parts::<T>(exclusive) }
+            }
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
+    /// The checks and borrow of a strided view of `T` (see `Managed::borrowed_layout`).
+    pub(in crate::pyo3_glue) fn strided_parts<T: AnyBitPattern>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.borrowed_layout::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) => {
+                // SAFETY: as in `slice_parts`.
+                unsafe { view.strided_parts::<T>(exclusive) }
+            }
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
+    /// The checks and borrow of a raw pointer to the elements on any device (see
+    /// `safe::strided::raw_parts`): no host view is made.
+    pub(in crate::pyo3_glue) fn raw_parts<T: crate::safe::Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, BorrowToken), Error> {
+        match (self.owner(), self) {
+            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+            (Some(t), _) => t.raw_parts::<T>(exclusive),
+            (None, Source::Borrowed { view, .. }) => view.raw_parts::<T>(exclusive),
+            (None, _) => Err(Error::ReadOnly),
+        }
+    }
+
+    pub(in crate::pyo3_glue) fn shape(&self) -> &[i64] {
+        self.meta().0
+    }
+
+    pub(in crate::pyo3_glue) fn dtype(&self) -> DLDataType {
+        self.meta().2
+    }
+
+    pub(in crate::pyo3_glue) fn device(&self) -> DLDevice {
+        self.meta().3
+    }
+
+    pub(in crate::pyo3_glue) fn strides(&self) -> Cow<'_, [i64]> {
+        let (shape, strides, _, _) = self.meta();
+        match strides {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(crate::safe::compact_strides(shape)),
+        }
+    }
+}
+
+/// The `BufferError` for a writable argument given a read-only tensor, saying why it is
+/// read-only: a legacy capsule cannot say whether it may be written, a versioned producer
+/// flagged it `READ_ONLY`.
+pub(in crate::pyo3_glue) fn read_only_error(tensor: &PyTensor) -> PyErr {
+    read_only_message(tensor.is_versioned())
+}
+
+/// [`read_only_error`] for a versioned (`true`) or legacy export.
+fn read_only_message(versioned: bool) -> PyErr {
+    if versioned {
+        PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one: its producer exported it \
+             READ_ONLY (a numpy array whose flags.writeable is False, from np.frombuffer, a \
+             broadcast or a read-only memory map, say): pass a writable copy (x.copy())",
+        )
+    } else {
+        PyBufferError::new_err(
+            "expected a writable tensor, got a read-only one: it came as a legacy (unversioned) \
+             DLPack capsule, which cannot say whether it may be written: ask its producer for \
+             DLPack >= 1.0 (__dlpack__(max_version=(1, 0))), or pass a copy",
+        )
+    }
+}
+
+/// The `TypeError` for a tensor of `got` where one of `wanted` was expected, in the names
+/// Python users write (`float32`), with a conversion hint for the first wanted dtype.
+pub(in crate::pyo3_glue) fn dtype_error(wanted: &[DLDataType], got: DLDataType) -> PyErr {
+    PyTypeError::new_err(dtype_message(wanted, got))
+}

@@ -1,0 +1,558 @@
+//! The typed `#[pyfunction]` arguments: [`TensorView`] (shared) and [`TensorViewMut`]
+//! (exclusive), one family whose parameters say what the signature demands: the element type
+//! `T`, the shape `S` ([`Ndim`], [`Shape3`](crate::pyo3_glue::Shape3), ...), the layout `L` ([`Strided`],
+//! [`CContig`], [`FContig`]) and the device `D` ([`Cpu`], [`AnyDevice`]).
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::ops::{Deref, DerefMut};
+use pyo3::sync::PyOnceLock;
+
+use pyo3::prelude::*;
+use pyo3::Borrowed;
+
+use alloc::borrow::Cow;
+
+use crate::ffi::{DLDataType, DLDevice};
+use crate::pyo3_glue::export::framework::Framework;
+use crate::pyo3_glue::import::constraints::{
+    check_meta, layout_error, AnyDevice, CContig, Cpu, Device, Layout, Ndim, Shape, Strided, ANY,
+};
+use crate::pyo3_glue::import::source::Source;
+use crate::safe::borrow::BorrowToken;
+use crate::safe::import::strided::Normalized;
+use crate::safe::{AnyBitPattern, Element, Error};
+
+/// How the checked elements are reached.
+enum Parts<T> {
+    /// `len` C-contiguous elements from the first (a [`CContig`] argument on the CPU).
+    Slice(usize),
+    /// Any strides on the CPU: the layout rewritten from its lowest addressed element (what
+    /// the ndarray views are made from).
+    Strided(#[cfg_attr(not(feature = "ndarray"), allow(dead_code))] Normalized<T>),
+    /// Any device: the first element's address only.
+    Raw,
+}
+
+/// What every typed argument holds: the first element, how the others are reached, their
+/// borrow, the tensor (with the object it came from), and the caller's framework once asked.
+struct Held<T> {
+    first: *mut T,
+    parts: Parts<T>,
+    // Dropped before the source (fields drop in order).
+    _borrow: BorrowToken,
+    source: Source,
+    framework: PyOnceLock<Framework>,
+}
+
+impl<T: Element> Held<T> {
+    /// Imports `obj` for an argument of host memory and checks it against `T`, `S` and `L`, then
+    /// borrows every byte its elements address (exclusively or not).
+    fn host<S: Shape, L: Layout>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self>
+    where
+        T: AnyBitPattern,
+    {
+        let source = Source::import(obj, exclusive)?;
+        Self::host_from::<S, L>(source, exclusive)
+    }
+
+    /// [`Held::host`] for an imported `source` (an `AnyOf3` has matched its dtype to `T`).
+    fn host_from<S: Shape, L: Layout>(source: Source, exclusive: bool) -> PyResult<Self>
+    where
+        T: AnyBitPattern,
+    {
+        check_meta::<S, L>(&source, T::DTYPE, L::SLICE)?;
+        let parts = if L::SLICE {
+            source
+                .slice_parts::<T>(exclusive)
+                .and_then(|(first, len, token)| {
+                    if len == 0 {
+                        // The strided route's check: an ndarray view of the shape must exist.
+                        let shape: alloc::vec::Vec<usize> =
+                            source.shape().iter().map(|&d| d as usize).collect();
+                        crate::safe::import::strided::viewable_empty(&shape)?;
+                    }
+                    Ok((first, Parts::Slice(len), token))
+                })
+        } else {
+            source
+                .strided_parts::<T>(exclusive)
+                .map(|(n, token)| (n.first(), Parts::Strided(n), token))
+        };
+        Self::new::<L>(parts, source)
+    }
+
+    /// Imports `obj` for an argument on any device and checks it against `T`, `S` and `L`,
+    /// then borrows every byte its elements address (no host view is made).
+    fn raw<S: Shape, L: Layout>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self> {
+        let source = Source::import(obj, exclusive)?;
+        check_meta::<S, L>(&source, T::DTYPE, false)?;
+        let parts = source
+            .raw_parts::<T>(exclusive)
+            .map(|(first, token)| (first, Parts::Raw, token));
+        Self::new::<L>(parts, source)
+    }
+
+    fn new<L: Layout>(
+        parts: Result<(*mut T, Parts<T>, BorrowToken), Error>,
+        source: Source,
+    ) -> PyResult<Self> {
+        match parts {
+            Ok((first, parts, borrow)) => Ok(Held {
+                first,
+                parts,
+                _borrow: borrow,
+                source,
+                framework: PyOnceLock::new(),
+            }),
+            Err(e) => Err(layout_error::<L>(&source, e)),
+        }
+    }
+}
+
+impl<T> Held<T> {
+    /// The framework of the object the tensor came from (its type), made on first use, attached
+    /// (first attach, then the cell: a thread never waits on the cell while it keeps another
+    /// from attaching).
+    fn framework(&self) -> &Framework {
+        Python::attach(|py| {
+            crate::pyo3_glue::runtime::once::get_or_init(&self.framework, py, || {
+                match self.source.object().object() {
+                    Some(obj) => Framework::of(obj.bind(py)),
+                    None => Framework::of(&py.None().into_bound(py)),
+                }
+            })
+        })
+    }
+
+    /// The number of elements, when they form one C-contiguous run from the first: from what
+    /// extraction checked and borrowed (the slice's length, the layout's copy), never from the
+    /// producer's metadata read again.
+    fn contiguous_len(&self) -> Option<usize> {
+        match &self.parts {
+            Parts::Slice(len) => Some(*len),
+            Parts::Strided(n) => n.contiguous_len(),
+            Parts::Raw => None,
+        }
+    }
+
+    /// The address of the element at `index`, if `index` is within the shape: within what
+    /// extraction borrowed, whatever the producer's metadata says now (a C-contiguous slice's
+    /// index is checked against its length, a strided layout's against its own copy).
+    fn element(&self, index: &[usize]) -> Option<*mut T> {
+        match &self.parts {
+            Parts::Slice(len) => {
+                let shape = self.source.shape();
+                if index.len() != shape.len()
+                    || index.iter().zip(shape).any(|(&i, &d)| i as u64 >= d as u64)
+                {
+                    return None;
+                }
+                let linear = index.iter().zip(shape).try_fold(0usize, |acc, (&i, &d)| {
+                    acc.checked_mul(d as usize)?.checked_add(i)
+                })?;
+                (linear < *len).then(|| self.first.wrapping_add(linear))
+            }
+            Parts::Strided(n) => n.element(index),
+            Parts::Raw => None,
+        }
+    }
+
+    /// # Safety
+    /// The parts are host parts (not `Raw`) and no mutable view made from them is alive.
+    unsafe fn slice(&self) -> Option<&[T]> {
+        let len = self.contiguous_len()?;
+        if len == 0 {
+            return Some(&[]);
+        }
+        // SAFETY: `len` C-contiguous elements from the first, checked (dtype, host memory,
+        // alignment, values) and borrowed by `host_from`; the memory lives while `source`, which
+        // `self` owns, does; the slice borrows `self`.
+        Some(unsafe { core::slice::from_raw_parts(self.first, len) })
+    }
+
+    /// # Safety
+    /// As [`Held::slice`], and the borrow is exclusive of writable memory with no element
+    /// addressed twice (a `TensorViewMut`'s).
+    unsafe fn slice_mut(&mut self) -> Option<&mut [T]> {
+        let len = self.contiguous_len()?;
+        if len == 0 {
+            return Some(&mut []);
+        }
+        // SAFETY: as in `slice`; exclusive and writable by this function's contract, and the
+        // slice borrows `self` mutably.
+        Some(unsafe { core::slice::from_raw_parts_mut(self.first, len) })
+    }
+
+    /// # Safety
+    /// As [`Held::slice`].
+    unsafe fn get(&self, index: &[usize]) -> Option<&T> {
+        let element = self.element(index)?;
+        // SAFETY: `element` is one of the checked and borrowed elements of a host tensor
+        // (aligned and valid for `T`), alive while `self` is.
+        Some(unsafe { &*element })
+    }
+
+    /// # Safety
+    /// As [`Held::slice_mut`].
+    unsafe fn get_mut(&mut self, index: &[usize]) -> Option<&mut T> {
+        let element = self.element(index)?;
+        // SAFETY: as in `get`; exclusive and writable by this function's contract.
+        Some(unsafe { &mut *element })
+    }
+
+    /// The ndarray view of host parts with `D`'s dimensions.
+    ///
+    /// # Safety
+    /// As [`Held::slice`]; `D` has as many dimensions as the tensor (any, for `IxDyn`).
+    #[cfg(feature = "ndarray")]
+    unsafe fn view<'a, D: ndarray::Dimension>(&'a self) -> ndarray::ArrayView<'a, T, D> {
+        match &self.parts {
+            // SAFETY: forwarded from this function's contract.
+            Parts::Strided(n) => unsafe { n.view::<D>() },
+            // SAFETY: `len` elements in C order from the first, checked and borrowed; the
+            // shape is the tensor's (validated: its product is `len`; for an empty tensor the
+            // product of its non-zero extents fits in `isize`, checked by `host_from`).
+            Parts::Slice(_) => unsafe {
+                ndarray::ArrayView::from_shape_ptr(self.dims::<D>(), self.first)
+            },
+            Parts::Raw => unreachable!("a host view of an any-device argument"),
+        }
+    }
+
+    /// The mutable ndarray view of host parts with `D`'s dimensions.
+    ///
+    /// # Safety
+    /// As [`Held::slice_mut`]; `D` as for [`Held::view`].
+    #[cfg(feature = "ndarray")]
+    unsafe fn view_mut<'a, D: ndarray::Dimension>(&'a mut self) -> ndarray::ArrayViewMut<'a, T, D> {
+        match &self.parts {
+            // SAFETY: forwarded from this function's contract.
+            Parts::Strided(n) => unsafe { n.view_mut::<D>() },
+            // SAFETY: as in `view`; exclusive and writable by this function's contract.
+            Parts::Slice(_) => unsafe {
+                ndarray::ArrayViewMut::from_shape_ptr(self.dims::<D>(), self.first)
+            },
+            Parts::Raw => unreachable!("a host view of an any-device argument"),
+        }
+    }
+
+    /// The tensor's shape as `D` (C order), which must still describe the slice's `len`
+    /// elements (a producer that changed the shape of a tensor it handed over panics here).
+    #[cfg(feature = "ndarray")]
+    fn dims<D: ndarray::Dimension>(&self) -> D {
+        let shape = self.source.shape();
+        if let Parts::Slice(len) = self.parts {
+            let now = shape
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d as usize));
+            assert!(
+                now == Some(len) || (len == 0 && shape.contains(&0)),
+                "the producer changed the shape of a tensor it handed over"
+            );
+        }
+        let mut dims = D::zeros(shape.len());
+        for (d, &e) in dims.slice_mut().iter_mut().zip(shape) {
+            *d = e as usize;
+        }
+        dims
+    }
+}
+
+/// A read-only tensor argument of element type `T`, shape `S` (any by default), layout `L`
+/// (any strides by default: transposed, sliced, negative, broadcast) and device `D` (host
+/// memory by default), from any DLPack producer.
+///
+/// Extraction imports the object without a copy (through the producer's non-owning exchange
+/// table where it has one, torch's; one of this crate's own `dlpack_rs.Tensor` objects is viewed
+/// in place; everything else as [`PyTensor`](crate::pyo3_glue::PyTensor) imports it), then checks, each
+/// with a Python exception naming what was expected, what came and the fix: the element type
+/// (`TypeError`: `expected a tensor of float32, got float64`), the shape (`TypeError`:
+/// `expected shape (*, *, 3), got (480, 640, 4)`), the layout (`BufferError`) and the device
+/// (`BufferError` for [`Cpu`]: host memory only). It then takes a shared borrow of exactly the
+/// bytes the elements address in the [borrow registry](crate::safe#the-borrow-registry), held
+/// until the argument drops: while it lives no mutable view of that memory exists anywhere.
+/// (Writes by Python or C code to memory it was given writable are outside that guarantee, as
+/// for every view. On the CPU `T` is an [`AnyBitPattern`] element, so such a write can never
+/// make Rust read an invalid value: `bool`, whose bytes must stay 0 or 1, is viewed as `u8`.)
+///
+/// What the argument hands out:
+///
+/// - Every argument: [`shape`](Self::shape), [`strides`](Self::strides), [`dtype`](Self::dtype),
+///   [`device`](Self::device), [`data_ptr`](Self::data_ptr) and [`framework`](Self::framework),
+///   to hand a result back as the caller's kind of array ([`Returned::like`](crate::pyo3_glue::Returned::like)).
+/// - On the CPU ([`Cpu`]): elements by index ([`get`](Self::get)), the elements as a slice when
+///   they are C-contiguous ([`as_slice`](Self::as_slice)), and with feature `ndarray` an
+///   [`ndarray::ArrayView`] of the exact layout ([`view`](Self::view)). A [`CContig`] argument
+///   derefs to `[T]`.
+/// - On any device ([`AnyDevice`]): the address only, whose use is `unsafe` code's business
+///   (see [`data_ptr`](Self::data_ptr)).
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{CContig, Ndim, Shape3, TensorView, TensorViewMut, ANY};
+/// use pyo3::prelude::*;
+///
+/// /// `out[i] = a[i] + b[i]` for C-contiguous float32 matrices of one size.
+/// #[pyfunction]
+/// fn add(
+///     a: TensorView<f32, Ndim<2>, CContig>,
+///     b: TensorView<f32, Ndim<2>, CContig>,
+///     mut out: TensorViewMut<f32, Ndim<2>, CContig>,
+/// ) -> PyResult<()> {
+///     if a.shape() != b.shape() || a.shape() != out.shape() {
+///         return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
+///     }
+///     for ((o, x), y) in out.iter_mut().zip(a.iter()).zip(b.iter()) {
+///         *o = x + y;
+///     }
+///     Ok(())
+/// }
+///
+/// /// The red value of pixel (y, x) of an RGB image of any layout.
+/// #[pyfunction]
+/// fn red(image: TensorView<u8, Shape3<ANY, ANY, 3>>, y: usize, x: usize) -> Option<u8> {
+///     image.get(&[y, x, 0]).copied()
+/// }
+/// # fn main() {}
+/// ```
+pub struct TensorView<T, S: Shape = Ndim<ANY>, L: Layout = Strided, D: Device = Cpu> {
+    held: Held<T>,
+    _constraints: PhantomData<(S, L, D)>,
+}
+
+/// A writable tensor argument of element type `T`, shape `S`, layout `L` and device `D`, from
+/// any DLPack producer.
+///
+/// As [`TensorView`], and: the tensor must be writable (`BufferError` saying why it is not: a
+/// legacy capsule, or a producer's `READ_ONLY` flag such as a read-only numpy array's); no two
+/// indices may reach one element (`BufferError`: a broadcast view cannot be written); and the
+/// borrow is exclusive: extraction raises `BufferError` while any other view of those bytes
+/// exists (so `f(x, x)` or `f(x, x.T)` with two writable arguments is refused). On the CPU it
+/// hands out [`get_mut`](Self::get_mut), [`as_slice_mut`](Self::as_slice_mut),
+/// [`view_mut`](Self::view_mut) (feature `ndarray`), and a [`CContig`] argument derefs mutably
+/// to `[T]`; on any device [`data_ptr_mut`](Self::data_ptr_mut).
+pub struct TensorViewMut<T, S: Shape = Ndim<ANY>, L: Layout = Strided, D: Device = Cpu> {
+    held: Held<T>,
+    _constraints: PhantomData<(S, L, D)>,
+}
+
+// SAFETY: a `TensorView` is an owner plus a shared view of its elements (or, off the CPU, a
+// pointer safe code cannot dereference), like `(PyTensor, &[T])`.
+unsafe impl<T: Sync, S: Shape, L: Layout, D: Device> Send for TensorView<T, S, L, D> {}
+// SAFETY: as above.
+unsafe impl<T: Sync, S: Shape, L: Layout, D: Device> Sync for TensorView<T, S, L, D> {}
+// SAFETY: a `TensorViewMut` is an owner plus an exclusive view, like `(PyTensor, &mut [T])`.
+unsafe impl<T: Send, S: Shape, L: Layout, D: Device> Send for TensorViewMut<T, S, L, D> {}
+// SAFETY: as above; `&TensorViewMut` gives only shared views and a `*const T`.
+unsafe impl<T: Sync, S: Shape, L: Layout, D: Device> Sync for TensorViewMut<T, S, L, D> {}
+
+macro_rules! extract {
+    ($ty:ident, $exclusive:expr) => {
+        impl<'a, 'py, T: AnyBitPattern, S: Shape, L: Layout> FromPyObject<'a, 'py>
+            for $ty<T, S, L, Cpu>
+        {
+            type Error = PyErr;
+
+            #[cfg(feature = "inspect")]
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
+                crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
+
+            fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
+                Held::host::<S, L>(&obj, $exclusive).map(|held| $ty {
+                    held,
+                    _constraints: PhantomData,
+                })
+            }
+        }
+
+        impl<'a, 'py, T: Element, S: Shape, L: Layout> FromPyObject<'a, 'py>
+            for $ty<T, S, L, AnyDevice>
+        {
+            type Error = PyErr;
+
+            #[cfg(feature = "inspect")]
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
+                crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
+
+            fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
+                Held::raw::<S, L>(&obj, $exclusive).map(|held| $ty {
+                    held,
+                    _constraints: PhantomData,
+                })
+            }
+        }
+    };
+}
+extract!(TensorView, false);
+extract!(TensorViewMut, true);
+
+macro_rules! accessors {
+    ($ty:ident) => {
+        impl<T, S: Shape, L: Layout, D: Device> $ty<T, S, L, D> {
+            /// Extent of each dimension.
+            pub fn shape(&self) -> &[i64] {
+                self.held.source.shape()
+            }
+
+            /// Strides in elements, as the producer gave them (compact row-major strides when it
+            /// gave none).
+            pub fn strides(&self) -> Cow<'_, [i64]> {
+                self.held.source.strides()
+            }
+
+            /// Number of dimensions.
+            pub fn ndim(&self) -> usize {
+                self.shape().len()
+            }
+
+            /// The element type as DLPack describes it (`T::DTYPE`).
+            pub fn dtype(&self) -> DLDataType {
+                self.held.source.dtype()
+            }
+
+            /// Where the memory lives (host memory for [`Cpu`], any device for [`AnyDevice`]).
+            pub fn device(&self) -> DLDevice {
+                self.held.source.device()
+            }
+
+            /// The framework the argument came from, to hand results back in kind. The first
+            /// call attaches to the interpreter (as `Python::attach`: do not call it from a thread
+            /// another one joins while attached).
+            pub fn framework(&self) -> &Framework {
+                self.held.framework()
+            }
+
+            /// The address of the element at index 0 of every axis (`data + byte_offset`),
+            /// on [`device`](Self::device). Getting it is safe; using it is `unsafe` code's
+            /// business, under these rules:
+            ///
+            /// - It is non-NULL and aligned for `T` unless the tensor is empty (then it means
+            ///   nothing: a dangling pointer on the CPU, the producer's on any device); element `i` is
+            ///   at `ptr + sum(i[k] * strides[k])` (strides in elements, possibly negative). On
+            ///   devices whose `data` is an opaque handle rather than an address (OpenCL,
+            ///   Vulkan) it means nothing as an address.
+            /// - The memory stays valid while the argument lives: dropping it hands the tensor
+            ///   back to its producer, which may free it. Device work that uses the memory must
+            ///   be complete before the argument drops (on CUDA: synchronise the stream that
+            ///   used it).
+            /// - Ordering: the import calls `__dlpack__()` with no `stream`, which on CUDA means
+            ///   the legacy default stream: work queued there (or on a stream that synchronises
+            ///   with it) sees the data; work on a non-blocking stream must wait for an event
+            ///   recorded there first. For a CUDA tensor as a cudarc view on a stream of your
+            ///   choice, use `dlpack_rs::cuda::import` (feature `cudarc`).
+            /// - The borrow the argument holds covers every byte the elements address: nothing
+            ///   may write through this pointer of a [`TensorView`]
+            ///   ([`TensorViewMut::data_ptr_mut`] may).
+            pub fn data_ptr(&self) -> *const T {
+                self.held.first
+            }
+        }
+
+        impl<T, S: Shape, L: Layout, D: Device> fmt::Debug for $ty<T, S, L, D> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("device", &self.device())
+                    .field("dtype", &self.dtype())
+                    .field("shape", &self.shape())
+                    .field("strides", &self.strides())
+                    .field("data_ptr", &self.data_ptr())
+                    .finish()
+            }
+        }
+
+        impl<T, S: Shape, L: Layout> $ty<T, S, L, Cpu> {
+            /// The element at `index` (one index per dimension), or `None` outside the shape.
+            pub fn get(&self, index: &[usize]) -> Option<&T> {
+                // SAFETY: host parts (a `Cpu` argument); a mutable view needs `&mut self`, so
+                // none is alive now.
+                unsafe { self.held.get(index) }
+            }
+
+            /// The elements as a slice in row-major order when they are C-contiguous (always,
+            /// for a [`CContig`] argument), else `None`.
+            pub fn as_slice(&self) -> Option<&[T]> {
+                // SAFETY: as in `get`.
+                unsafe { self.held.slice() }
+            }
+
+            /// The elements as an ndarray view with the tensor's exact layout (feature
+            /// `ndarray`; ndarray 0.17, re-exported as [`dlpack_rs::ndarray`](crate::ndarray)).
+            #[cfg(feature = "ndarray")]
+            #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+            pub fn view(&self) -> ndarray::ArrayView<'_, T, S::Dim> {
+                // SAFETY: as in `get`; the checked shape has `S`'s dimensions.
+                unsafe { self.held.view::<S::Dim>() }
+            }
+        }
+
+        impl<T, S: Shape> Deref for $ty<T, S, CContig, Cpu> {
+            type Target = [T];
+            fn deref(&self) -> &[T] {
+                // SAFETY: as in `get`; a `CContig` argument's parts are a slice.
+                unsafe { self.held.slice() }.unwrap_or(&[])
+            }
+        }
+    };
+}
+accessors!(TensorView);
+accessors!(TensorViewMut);
+
+impl<T, S: Shape, L: Layout> TensorViewMut<T, S, L, Cpu> {
+    /// The element at `index`, for writing, or `None` outside the shape.
+    pub fn get_mut(&mut self, index: &[usize]) -> Option<&mut T> {
+        // SAFETY: host parts checked writable, elements distinct, borrowed exclusively at
+        // extraction; `&mut self` keeps every other view away while this one lives.
+        unsafe { self.held.get_mut(index) }
+    }
+
+    /// The elements as a mutable slice in row-major order when they are C-contiguous.
+    pub fn as_slice_mut(&mut self) -> Option<&mut [T]> {
+        // SAFETY: as in `get_mut`.
+        unsafe { self.held.slice_mut() }
+    }
+
+    /// The elements as a mutable ndarray view with the tensor's exact layout (feature
+    /// `ndarray`).
+    #[cfg(feature = "ndarray")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
+    pub fn view_mut(&mut self) -> ndarray::ArrayViewMut<'_, T, S::Dim> {
+        // SAFETY: as in `get_mut`; the checked shape has `S`'s dimensions.
+        unsafe { self.held.view_mut::<S::Dim>() }
+    }
+}
+
+impl<T, S: Shape> DerefMut for TensorViewMut<T, S, CContig, Cpu> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `get_mut`; a `CContig` argument's parts are a slice.
+        unsafe { self.held.slice_mut() }.unwrap_or(&mut [])
+    }
+}
+
+impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<T, S, L, D> {
+    /// The address of the first element, for writing (see [`TensorView::data_ptr`]'s rules; the
+    /// borrow is exclusive and the tensor was checked writable): what a kernel on the tensor's
+    /// device writes through.
+    pub fn data_ptr_mut(&mut self) -> *mut T {
+        self.held.first
+    }
+}
+
+/// The read-only view of an imported `source` whose dtype an `AnyOf3` matched to `T`.
+pub(in crate::pyo3_glue) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
+    source: Source,
+) -> PyResult<TensorView<T, S, L, Cpu>> {
+    Held::host_from::<S, L>(source, false).map(|held| TensorView {
+        held,
+        _constraints: PhantomData,
+    })
+}
+
+/// As [`view_of`], writable.
+pub(in crate::pyo3_glue) fn view_mut_of<T: AnyBitPattern, S: Shape, L: Layout>(
+    source: Source,
+) -> PyResult<TensorViewMut<T, S, L, Cpu>> {
+    Held::host_from::<S, L>(source, true).map(|held| TensorViewMut {
+        held,
+        _constraints: PhantomData,
+    })
+}

@@ -1,0 +1,248 @@
+//! What a numpy array's own struct says, read directly (both borrow tables key by it): numpy's
+//! `ndarray` type once someone imported numpy, the fields of `PyArrayObject` this crate reads
+//! and its flags.
+
+use core::ffi::{c_char, c_int};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyCapsule, PyDict, PyType};
+
+use crate::ffi::DLPACK_VERSIONED_CAPSULE_NAME;
+use crate::pyo3_glue::runtime::cpython;
+
+/// numpy's `ndarray` type, once found.
+pub(in crate::pyo3_glue) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
+pub(in crate::pyo3_glue) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> =
+    AtomicPtr::new(core::ptr::null_mut());
+/// `sys.modules`, where numpy is looked for.
+static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+/// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
+/// 2.1), which can say read-only; older numpy exports legacy capsules only.
+static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
+/// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (numpy 2.1 to 2.3).
+static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
+
+/// `sys.modules`, where numpy is looked for (never imported by this crate).
+fn sys_modules(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
+    crate::pyo3_glue::runtime::once::get_or_try_init(
+        &SYS_MODULES,
+        py,
+        || -> PyResult<Py<PyDict>> {
+            Ok(py
+                .import("sys")?
+                .getattr("modules")?
+                .cast_into::<PyDict>()?
+                .unbind())
+        },
+    )
+    .map(|m| m.bind(py))
+}
+
+/// Takes `ty` (numpy's own `ndarray`, of the `numpy` module given) as the type, once numpy's
+/// major version (read from `numpy.__version__`) is one whose layout this crate knows and numpy
+/// said, once, whether it exports versioned tensors ([`exports_versioned`]: a static type's
+/// methods cannot be replaced).
+fn adopt<'py>(
+    numpy: &Bound<'py, PyAny>,
+    ty: Bound<'py, PyType>,
+) -> PyResult<Option<&'py Bound<'py, PyType>>> {
+    let py = ty.py();
+    let major = numpy
+        .getattr(pyo3::intern!(py, "__version__"))
+        .and_then(|v| v.extract::<String>())
+        .ok()
+        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
+    if !matches!(major, Some(1 | 2)) {
+        return Ok(None);
+    }
+    let Some((versioned, null_strides)) = exports_versioned(&ty) else {
+        return Ok(None);
+    };
+    // Stored before the type is published, so that whoever sees the type sees them.
+    VERSIONED_EXPORT.store(versioned, Ordering::Release);
+    NULL_CONTIGUOUS_STRIDES.store(null_strides, Ordering::Release);
+    let ty = ty.unbind();
+    Ok(Some(
+        crate::pyo3_glue::runtime::once::get_or_init(&NDARRAY, py, || ty).bind(py),
+    ))
+}
+
+/// Whether `ty` is numpy's own `ndarray` (see [`known_ndarray`]): a static type (only C code
+/// makes one, and its name is fixed there) named `numpy.ndarray`, as large as the fields read.
+fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
+    let py = ty.py();
+    // SAFETY: attached; `ty` is a live type.
+    if !unsafe { cpython::is_static_type(ty.as_type_ptr()) } {
+        return false;
+    }
+    let named = |attr: &Bound<'_, pyo3::types::PyString>, want: &str| {
+        ty.getattr(attr)
+            .and_then(|v| v.extract::<String>())
+            .is_ok_and(|v| v == want)
+    };
+    named(pyo3::intern!(py, "__module__"), "numpy")
+        && named(pyo3::intern!(py, "__name__"), "ndarray")
+        && ty
+            .getattr(pyo3::intern!(py, "__basicsize__"))
+            .and_then(|v| v.extract::<usize>())
+            .is_ok_and(|size| size >= core::mem::size_of::<ArrayFields>())
+}
+
+/// Whether numpy's `__dlpack__(max_version=(1, 3))` exports a versioned tensor (numpy >= 2.1),
+/// and whether it gives a C-contiguous array NULL strides (numpy 2.1 to 2.3 do; later ones
+/// write them out), asked of a small C-contiguous array; `None` when the question cannot be
+/// asked now.
+fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
+    let py = ty.py();
+    let probe = ty.call1(((2usize,),)).ok()?;
+    let kwargs = PyDict::new(py);
+    kwargs
+        .set_item(pyo3::intern!(py, "max_version"), (1u32, 3u32))
+        .ok()?;
+    match probe.call_method(pyo3::intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(capsule) => {
+            let capsule = capsule.cast_into::<PyCapsule>().ok()?;
+            let Ok(managed) = capsule.pointer_checked(Some(DLPACK_VERSIONED_CAPSULE_NAME)) else {
+                return Some((false, false));
+            };
+            let managed = managed.cast::<crate::ffi::DLManagedTensorVersioned>();
+            // SAFETY: the versioned managed tensor numpy's own `__dlpack__` (of its static type,
+            // whose methods cannot be replaced) just returned, alive (unconsumed) while the
+            // capsule, which we hold, is; only its strides pointer is read.
+            let null_strides = unsafe { managed.as_ref() }.dl_tensor.strides.is_null();
+            Some((true, null_strides))
+        }
+        // numpy < 2.1 knows no `max_version`.
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => Some((false, false)),
+        Err(_) => None,
+    }
+}
+
+/// The last type seen that is not numpy's `ndarray` nor derives from it, so that imports of
+/// other producers look at their type's bases once, not at every import. A type's address
+/// cannot later be numpy's: numpy's type is static (in numpy's extension module, which is never
+/// unloaded), at its address from the moment numpy loads.
+static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
+
+/// numpy's `ndarray` type object, once numpy has been imported by someone (this crate never
+/// imports it), and only numpy's own: `numpy.ndarray` is an attribute Python code can replace,
+/// so a type is taken only if it is a static type (made by C code; Python code can neither make
+/// one nor rename one) named `numpy.ndarray`, whose instances are at least as large as the
+/// fields this crate reads ([`is_numpy_own`]). It is recognised on `obj`'s own type or one of
+/// its bases (whatever `numpy.ndarray` says now), else at `numpy.ndarray`, and adopted for
+/// numpy 1 or 2 only ([`adopt`]). Anything missing, half imported or not numpy's own is "not
+/// yet": nothing is cached and `None` is answered. No pointer that numpy's modules publish is
+/// followed.
+#[inline]
+pub(in crate::pyo3_glue) fn known_ndarray(
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<*mut ffi::PyTypeObject>> {
+    let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
+    if !ndarray.is_null() {
+        return Ok(Some(ndarray));
+    }
+    find_ndarray(obj)
+}
+
+/// [`known_ndarray`] before the type is known.
+#[inline(never)]
+fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
+    let py = obj.py();
+    let Ok(Some(numpy)) = sys_modules(py)?.get_item("numpy") else {
+        return Ok(None);
+    };
+    let ty = obj.get_type();
+    let own = if NOT_NDARRAY.load(Ordering::Acquire) == ty.as_type_ptr() {
+        None
+    } else {
+        let base = ty
+            .mro()
+            .iter()
+            .filter_map(|b| b.cast_into_exact::<PyType>().ok())
+            .find(is_numpy_own);
+        if base.is_none() {
+            NOT_NDARRAY.store(ty.as_type_ptr(), Ordering::Release);
+        }
+        base
+    };
+    let own = own.or_else(|| {
+        numpy
+            .getattr(pyo3::intern!(py, "ndarray"))
+            .ok()
+            .and_then(|t| t.cast_into_exact::<PyType>().ok())
+            .filter(is_numpy_own)
+    });
+    let Some(found) = own.map(|own| adopt(&numpy, own)).transpose()?.flatten() else {
+        return Ok(None);
+    };
+    let ndarray = found.as_ptr().cast();
+    NDARRAY_PTR.store(ndarray, Ordering::Release);
+    Ok(Some(ndarray))
+}
+
+/// Whether numpy exports versioned tensors (see [`VERSIONED_EXPORT`]); meaningful once
+/// [`known_ndarray`] found the type.
+pub(in crate::pyo3_glue) fn versioned_export() -> bool {
+    VERSIONED_EXPORT.load(Ordering::Acquire)
+}
+
+/// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (see
+/// [`NULL_CONTIGUOUS_STRIDES`]); meaningful once [`known_ndarray`] found the type.
+pub(in crate::pyo3_glue) fn null_contiguous_strides() -> bool {
+    NULL_CONTIGUOUS_STRIDES.load(Ordering::Acquire)
+}
+
+/// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same
+/// in numpy 1 and 2). The object header is in an `UnsafeCell`: a `&ArrayFields` does not claim
+/// it unchanging (reference counts move under it: this crate's own `incref`, and other threads
+/// on a free-threaded build). The other fields are numpy's to write (`arr.shape = ...`,
+/// `arr.flags.writeable = False`): a `&ArrayFields` is held only while no Python code can run
+/// (nothing between the read and its last use calls into Python), so with the GIL nothing
+/// writes them meanwhile; on a free-threaded build another thread's write races the read
+/// exactly as it races numpy's own `__dlpack__`.
+#[repr(C)]
+pub(in crate::pyo3_glue) struct ArrayFields {
+    ob_base: core::cell::UnsafeCell<ffi::PyObject>,
+    pub(in crate::pyo3_glue) data: *mut c_char,
+    pub(in crate::pyo3_glue) nd: c_int,
+    pub(in crate::pyo3_glue) dimensions: *mut isize,
+    pub(in crate::pyo3_glue) strides: *mut isize,
+    pub(in crate::pyo3_glue) base: *mut ffi::PyObject,
+    pub(in crate::pyo3_glue) descr: *mut ffi::PyObject,
+    pub(in crate::pyo3_glue) flags: c_int,
+}
+
+impl ArrayFields {
+    /// The array's extents and byte strides (`nd` of each), or `None` for a negative `nd`.
+    ///
+    /// # Safety
+    ///
+    /// `self` is the struct of a live numpy array, read attached: its `dimensions` and
+    /// `strides` point at `nd` values each (or `nd` is 0).
+    #[inline]
+    pub(in crate::pyo3_glue) unsafe fn dims(&self) -> Option<(&[isize], &[isize])> {
+        let nd = usize::try_from(self.nd).ok()?;
+        if nd == 0 {
+            return Some((&[], &[]));
+        }
+        // SAFETY: the caller's contract: a live array's dimensions and strides hold `nd` values
+        // each, alive as long as the array (which `self` borrows).
+        Some(unsafe {
+            (
+                core::slice::from_raw_parts(self.dimensions, nd),
+                core::slice::from_raw_parts(self.strides, nd),
+            )
+        })
+    }
+}
+
+/// numpy's `NPY_ARRAY_C_CONTIGUOUS` flag.
+pub(in crate::pyo3_glue) const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
+/// numpy's `NPY_ARRAY_F_CONTIGUOUS` flag.
+pub(in crate::pyo3_glue) const NPY_ARRAY_F_CONTIGUOUS: c_int = 0x0002;
+/// numpy's `NPY_ARRAY_WRITEABLE` flag.
+pub(in crate::pyo3_glue) const NPY_ARRAY_WRITEABLE: c_int = 0x0400;

@@ -1,0 +1,579 @@
+//! Borrows shared with rust-numpy: every view of an import of a numpy array also takes the
+//! matching borrow in rust-numpy's borrow table, so that a `PyReadwriteArray` of rust-numpy and a
+//! mutable view of this crate never alias one array in one process.
+//!
+//! rust-numpy publishes its borrow checking as a versioned C table in a capsule named
+//! `_RUST_NUMPY_BORROW_CHECKING_API`, an attribute of numpy's `multiarray` module
+//! (`numpy._core.multiarray` from numpy 2, `numpy.core.multiarray` before), created by the first
+//! extension module that needs it; every later module uses the one it finds. Its functions take
+//! the table's state and a numpy array object, and are called attached (with the GIL):
+//! `acquire` / `acquire_mut` answer 0 (taken), -1 (a conflicting borrow), or, for `acquire_mut`,
+//! -2 (the array is not writeable); `release` / `release_mut` give one back. Versions only
+//! append fields: version 1's layout, written below, was checked against rust-numpy 0.30's source
+//! (`src/borrow/shared.rs`), the version the test suite builds against; any version >= 1 is
+//! accepted, as rust-numpy itself does.
+//!
+//! When no module created the table yet, this crate creates it, version 1, with its own
+//! implementation (`numpy/table.rs`), so that a rust-numpy module loaded later sees the borrows
+//! taken before it. Its borrows are entries of the shared borrow registry, so while it (or
+//! another copy's, marked so) is the process's table, this crate's views need nothing here:
+//! their registry borrow is what rust-numpy's views meet. Only rust-numpy's own table (a
+//! rust-numpy module needed one first) is given a borrow of its own by every view. The table
+//! lives for the rest of the process.
+
+use core::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyCapsule, PyDict, PyTuple};
+
+use super::table::{key_of_array, key_of_import, key_of_layout, Shared, OURS};
+use crate::pyo3_glue::numpy::array::{
+    known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
+    NPY_ARRAY_F_CONTIGUOUS,
+};
+use crate::pyo3_glue::runtime::cpython;
+use crate::pyo3_glue::runtime::keepalive::{
+    current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
+};
+use crate::safe::borrow::overlap::Span;
+use crate::safe::Error;
+
+/// The capsule's name (and the attribute's).
+const NAME: &core::ffi::CStr = c"_RUST_NUMPY_BORROW_CHECKING_API";
+
+/// The table found (or made) in this process, as an address (it lives for the rest of the
+/// process: a capsule of numpy's module that we hold a reference to, or our own static), and
+/// whether it is marked as a copy of this crate's (its borrows are the registry's).
+struct Table {
+    ptr: *const Shared,
+    registry_backed: bool,
+}
+// SAFETY: the table is immutable and its functions synchronise their own state.
+unsafe impl Send for Table {}
+// SAFETY: as above.
+unsafe impl Sync for Table {}
+
+static TABLE: PyOnceLock<Table> = PyOnceLock::new();
+/// The same table, for the view hooks, which run without a `Python` token.
+static TABLE_PTR: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
+/// Whether the table is an implementation of this crate (ours or another copy's, see [`marks`]):
+/// its borrows are the shared registry's, which every view of this crate takes anyway, so views
+/// take none in it.
+static REGISTRY_BACKED: AtomicBool = AtomicBool::new(false);
+
+/// The name of the capsule (attribute `_DLPACK_RS_REGISTRY_BORROWS` of numpy's module) by which
+/// a copy of this crate says that the table it published is its own implementation, whose
+/// borrows are entries of the borrow registry all copies share: it points at that very table.
+/// Python code can copy a capsule but not make one point elsewhere, so a mark cannot be forged
+/// for rust-numpy's own table.
+const MARK: &core::ffi::CStr = c"dlpack_rs._registry_numpy_borrows";
+
+/// Whether `table` (rust-numpy's capsule found in `module`) is an implementation of this crate:
+/// the mark names the same table.
+fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
+    let py = module.py();
+    let Ok(mark) = module.getattr(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS")) else {
+        return false;
+    };
+    let Ok(mark) = mark.cast_into::<PyCapsule>() else {
+        return false;
+    };
+    match (
+        mark.pointer_checked(Some(MARK)),
+        table.pointer_checked(Some(NAME)),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+/// numpy's `multiarray` module, where rust-numpy keeps its table.
+fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    // By `numpy.__version__`, as rust-numpy itself finds it (both must find the same table).
+    let version: String = py.import("numpy")?.getattr("__version__")?.extract()?;
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(2);
+    py.import(if major >= 2 {
+        "numpy._core.multiarray"
+    } else {
+        "numpy.core.multiarray"
+    })
+}
+
+/// rust-numpy's table: the one some module published, or ours, published now.
+fn table(py: Python<'_>) -> PyResult<&'static Shared> {
+    // Idempotent (re-entered, the inner look-up publishes first and the outer adopts it); what
+    // the cell keeps is published below, never what a look-up that lost found.
+    let table =
+        crate::pyo3_glue::runtime::once::get_or_try_init(&TABLE, py, || -> PyResult<Table> {
+            let module = multiarray(py)?;
+            let name = pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API");
+            let dict = module.dict();
+            let capsule = match dict.get_item(name)? {
+                Some(found) => found,
+                None => {
+                    // SAFETY: `OURS` is a static that lives for the rest of the process; the
+                    // capsules have no destructor, and their names are static strings.
+                    let (capsule, mark) = unsafe {
+                        let ours = core::ptr::NonNull::from(&OURS).cast();
+                        (
+                            PyCapsule::new_with_pointer(py, ours, NAME)?,
+                            PyCapsule::new_with_pointer(py, ours, MARK)?,
+                        )
+                    };
+                    // Each inserted only where absent (another copy of this crate, or rust-numpy,
+                    // may publish meanwhile on a free-threaded build): what is there is adopted.
+                    // The mark first, so that a copy that finds our table finds it marked (a mark
+                    // and a table of two different copies point apart: not marked).
+                    dict.set_default(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS"), &mark)?;
+                    dict.set_default_with_result(name, &capsule)?.1
+                }
+            };
+            let capsule = capsule.cast_into::<PyCapsule>()?;
+            let registry_backed = marks(&module, &capsule);
+            let ptr = capsule
+                .pointer_checked(Some(NAME))?
+                .as_ptr()
+                .cast::<Shared>();
+            // SAFETY: every version of the table starts with its version (a u64).
+            let version = unsafe { ptr.cast::<u64>().read() };
+            if version < 1 {
+                return Err(PyTypeError::new_err(format!(
+                    "rust-numpy's borrow checking table has version {version}, which this crate \
+                 cannot share borrows with"
+                )));
+            }
+            // The table must outlive every use: keep the capsule (and so the table) for good.
+            core::mem::forget(capsule);
+            Ok(Table {
+                ptr,
+                registry_backed,
+            })
+        })?;
+    // Decided once, from the table the cell keeps, here and nowhere else (a failed look-up
+    // leaves both unset, and the next one decides again); the flag before the pointer, so that
+    // whoever sees the pointer sees the flag. Two threads may both store: the same values.
+    if TABLE_PTR.load(Ordering::Acquire).is_null() {
+        REGISTRY_BACKED.store(table.registry_backed, Ordering::Release);
+        TABLE_PTR.store(table.ptr.cast_mut(), Ordering::Release);
+    }
+    // SAFETY: a table of version >= 1 that lives for the rest of the process (above).
+    Ok(unsafe { &*table.ptr })
+}
+
+/// Whether the process's table (found already) is this crate's, this copy's or another's,
+/// marked: rust-numpy's borrows there are the shared registry's, which every view takes anyway.
+fn registry_backed() -> bool {
+    let table = TABLE_PTR.load(Ordering::Acquire);
+    !table.is_null() && (core::ptr::eq(table, &OURS) || REGISTRY_BACKED.load(Ordering::Acquire))
+}
+
+/// The interpreter this crate's imports run in: pyo3 refuses to load the module in a
+/// sub-interpreter, so every array it coordinates belongs to the main one (ID 0).
+const MAIN_INTERPRETER: i64 = 0;
+
+/// Makes every view of `tensor` (imported from `obj`) also take rust-numpy's borrow of `obj`,
+/// when `obj` is a numpy array. Nothing to do for any other producer (torch's `from_numpy`
+/// tensors and other foreign owners of numpy memory are invisible to rust-numpy's table, which
+/// keys by numpy objects: outside the model), nor with this crate's table (its borrows are the
+/// registry's, which the views take); with rust-numpy's own the owner keeps a strong reference
+/// to a private view of the array (that table keys by it) until it drops. Whatever layout the
+/// import has (a subclass's `__dlpack__` may hand over the array's memory transposed, or reshape
+/// the array in place after exporting it), its borrow covers the bytes the import addresses;
+/// an import of memory wholly outside the array's base (a subclass exporting another array's)
+/// is not coordinated (SAFETY.md: outside the model). Answers whether `obj` is a numpy array.
+pub(crate) fn coordinate(
+    obj: &Bound<'_, PyAny>,
+    tensor: &mut crate::safe::AnyManaged,
+) -> PyResult<bool> {
+    // numpy not seen yet (or not imported at all): looked up until it is.
+    let Some(ndarray) = known_ndarray(obj)? else {
+        return Ok(false);
+    };
+    // SAFETY: both are live objects (numpy's type is kept by `NDARRAY` for good) and we are
+    // attached.
+    let is_array = unsafe { cpython::type_check(obj.as_ptr(), ndarray) };
+    if !is_array {
+        return Ok(false);
+    }
+    if registry_backed() {
+        return Ok(true);
+    }
+    if let Some(external) = external_for(obj, || key_of_import(tensor), Foreign::Uncoordinated)? {
+        // SAFETY: `external_for`'s context, owned by this owner alone.
+        unsafe { tensor.set_external(external) };
+    }
+    Ok(true)
+}
+
+/// As [`coordinate`], for a non-owning view of the numpy array `obj` that
+/// `numpy_direct::view` made from the array's own struct (so it addresses the array's own
+/// memory, with its layout).
+pub(crate) fn coordinate_view(
+    obj: &Bound<'_, PyAny>,
+    view: &mut crate::safe::Described,
+) -> PyResult<()> {
+    let key = || key_of_layout(view.data_ptr(), view.shape(), &view.strides(), view.dtype());
+    if let Some(external) = external_for(obj, key, Foreign::Refused)? {
+        // SAFETY: `external_for`'s context, owned by this view alone.
+        unsafe { view.set_external(external) };
+    }
+    Ok(())
+}
+
+/// What [`external_for`] does with bytes that lie wholly outside the memory of `obj`'s base.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Foreign {
+    /// Nothing (`None`): an import that a subclass's `__dlpack__` made of other memory.
+    Uncoordinated,
+    /// `BufferError`: a view of the array's own struct cannot address such bytes.
+    Refused,
+}
+
+/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj` when the
+/// process's table is rust-numpy's own; `None` when it is this crate's (its borrows are the
+/// registry's, which every view takes anyway), outside the main interpreter (no table there),
+/// and for bytes wholly outside the memory of `obj`'s base when `foreign` says so. Bytes
+/// partly outside it are refused (`BufferError`). The table is published now when there is
+/// none. The caller owns the context (`drop_ctx` once).
+///
+/// `obj` is a live numpy array, and `key` computes the key of a validated layout.
+fn external_for(
+    obj: &Bound<'_, PyAny>,
+    key: impl FnOnce() -> Option<Span>,
+    foreign: Foreign,
+) -> PyResult<Option<crate::safe::External>> {
+    let py = obj.py();
+    if TABLE_PTR.load(Ordering::Acquire).is_null() {
+        if current_interpreter() != MAIN_INTERPRETER {
+            return Ok(None);
+        }
+        table(py)?;
+    }
+    if registry_backed() {
+        return Ok(None);
+    }
+    // rust-numpy's table keys a borrow by the array's layout (shape, strides, dtype) as it is
+    // when the borrow is taken and again when it is released; Python may change `obj`'s in
+    // place (`shape =`, `strides =`, `dtype =`) while a view lives, and a release under another
+    // key would give back some other view's borrow. So its borrows are taken on arrays of
+    // `obj`'s base that no other code can reach. And its rule decides overlap by the gcd of the
+    // strides and the distance between data pointers, ignoring the element width (an int32
+    // view of a buffer and every fourth byte from the second never "conflict"): the borrow is
+    // taken on the bytes the import addresses as a 1-D uint8 array (stride 1, so the gcd is 1
+    // and any overlap of ranges conflicts).
+    let key = key().ok_or_else(|| {
+        pyo3::exceptions::PyBufferError::new_err(
+            "cannot take rust-numpy's borrow of this array: it addresses memory beyond the \
+             address space",
+        )
+    })?;
+    let Some(bytes) = byte_view(obj, &key, foreign)? else {
+        return Ok(None);
+    };
+    // rust-numpy's table gives a 0-d array an empty range at its element, which meets no range
+    // that starts there, only another 0-d key at the same address (its key holds no dtype):
+    // every view is also borrowed as a 0-d array of its first byte, which meets rust-numpy's
+    // borrow of a 0-d array there (`x[0, ...]`, `x[0:1].reshape(())`); a 0-d array anywhere
+    // after the first byte lies inside the bytes' range and meets them.
+    let array0 = if bytes.len()? > 0 {
+        let first = bytes.get_item(pyo3::types::PySlice::new(py, 0, 1, 1))?;
+        first
+            .call_method1(pyo3::intern!(py, "reshape"), (PyTuple::empty(py),))?
+            .into_ptr()
+    } else {
+        core::ptr::null_mut()
+    };
+    let ctx = Box::new(Ctx {
+        array: bytes.into_ptr(),
+        array0,
+    });
+    let external = crate::safe::External {
+        api: &NUMPY_API,
+        ctx: Box::into_raw(ctx).cast(),
+    };
+    // What `set_external` asks of its caller: the context owns strong references to live numpy
+    // arrays of the main interpreter, valid until `drop_ctx` releases them.
+    Ok(Some(external))
+}
+
+/// The bytes `key` names (those an import of the numpy array `obj` addresses), as a private
+/// 1-D `uint8` array of `obj`'s base: a slice of a flat byte view of the last array of `obj`'s
+/// base chain. rust-numpy keys by the base, so its borrows of any array of that base meet this
+/// one wherever the ranges overlap (its gcd is 1). `BufferError` when that array is not
+/// contiguous (its bytes cannot be viewed flat without a copy) or holds only part of the
+/// range; `None` when it holds none of it and `foreign` allows that. No borrow that
+/// rust-numpy's rule could miss is ever taken.
+fn byte_view<'py>(
+    obj: &Bound<'py, PyAny>,
+    key: &Span,
+    foreign: Foreign,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = obj.py();
+    // SAFETY: attached, and `obj` is a live numpy array (the caller checked).
+    let root = unsafe { root_array(obj.as_ptr()) };
+    // SAFETY: `root` is a live numpy array (a strong reference is taken just below).
+    let root = unsafe { Bound::from_borrowed_ptr(py, root) };
+    // A plain ndarray of the root's memory first (a subclass such as np.matrix keeps its own
+    // shape rules). It is this function's alone: no other code can change its layout, which is
+    // read once here and holds until it is flattened below. The root's may change meanwhile
+    // (`root.strides = ...` by a finalizer, or another thread), and a flat view of an array no
+    // longer contiguous in the order read would be a copy, whose borrow meets nothing.
+    let ndarray_ty = NDARRAY
+        .get(py)
+        .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
+        .bind(py);
+    let plain = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (&root, ndarray_ty))?;
+    // SAFETY: `plain` is a live numpy array (just made); its fields are read in place, and no
+    // reference to them is kept.
+    let (flags, root_start) = unsafe {
+        let fields = &*plain.as_ptr().cast::<ArrayFields>();
+        (fields.flags, fields.data as usize)
+    };
+    if foreign == Foreign::Uncoordinated {
+        // SAFETY: `plain` is a live numpy array (just made); attached.
+        if let Some(base) = unsafe { key_of_array(plain.as_ptr()) } {
+            if key.end <= base.start || key.start >= base.end {
+                // Outside the span of the bytes the base addresses, contiguous or not: other
+                // memory.
+                return Ok(None);
+            }
+        }
+    }
+    let order = if flags & NPY_ARRAY_C_CONTIGUOUS != 0 {
+        pyo3::intern!(py, "C")
+    } else if flags & NPY_ARRAY_F_CONTIGUOUS != 0 {
+        pyo3::intern!(py, "F")
+    } else {
+        return Err(pyo3::exceptions::PyBufferError::new_err(
+            "cannot take rust-numpy's borrow of this array: its memory belongs to a \
+             non-contiguous array (np.lib.stride_tricks.as_strided, say), which rust-numpy's \
+             table cannot be told about exactly; pass a copy",
+        ));
+    };
+    // Flat in its memory order: a view, never a copy, of a contiguous array.
+    let kwargs = PyDict::new(py);
+    kwargs.set_item(pyo3::intern!(py, "order"), order)?;
+    let flat = plain.call_method(pyo3::intern!(py, "reshape"), (-1,), Some(&kwargs))?;
+    let bytes = flat.call_method1(pyo3::intern!(py, "view"), (pyo3::intern!(py, "uint8"),))?;
+    let nbytes: usize = bytes.len()?;
+    let (lo, hi) = (
+        key.start.wrapping_sub(root_start),
+        key.end.wrapping_sub(root_start),
+    );
+    if key.start < root_start || lo > hi || hi > nbytes {
+        return Err(pyo3::exceptions::PyBufferError::new_err(
+            "cannot take rust-numpy's borrow of this array: it addresses memory outside its \
+             base array",
+        ));
+    }
+    let slice = pyo3::types::PySlice::new(py, lo as isize, hi as isize, 1);
+    bytes.get_item(slice).map(Some)
+}
+
+/// The last numpy array of `array`'s base chain (the one whose base is NULL or not an array).
+///
+/// # Safety
+///
+/// Attached, and `array` is a live numpy array (numpy's `ndarray` type is known).
+unsafe fn root_array(array: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
+    let mut a = array;
+    loop {
+        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
+        let base = unsafe { (*a.cast::<ArrayFields>()).base };
+        // SAFETY: `base` is a live object (an array's base is a strong reference); attached.
+        if base.is_null() || !unsafe { cpython::type_check(base, ndarray) } {
+            return a;
+        }
+        a = base;
+    }
+}
+
+/// Gives `tensor` (an import of `wrapper`) the rust-numpy coordination of the numpy import
+/// `wrapper` holds, when `wrapper` is one of this crate's `dlpack_rs.Tensor` objects wrapping
+/// one: both view the array's memory, so views of either take its rust-numpy borrows.
+pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyManaged) {
+    let Ok(ours) = wrapper.cast::<crate::pyo3_glue::DLPackTensor>() else {
+        return;
+    };
+    let Some(external) = ours.get().tensor().external() else {
+        return;
+    };
+    if !core::ptr::eq(external.api, &NUMPY_API) || tensor.external().is_some() {
+        return;
+    }
+    // SAFETY: a context `external_for` made, alive while the wrapper's tensor owns it (the
+    // wrapper is alive: we hold it).
+    let from = unsafe { &*external.ctx.cast::<Ctx>() };
+    for array in [from.array, from.array0] {
+        if !array.is_null() {
+            // SAFETY: attached (we hold `wrapper`'s token); the array is alive (the context's
+            // reference), and the new context takes a reference of its own.
+            unsafe { cpython::incref(array) };
+        }
+    }
+    let ctx = Box::new(Ctx {
+        array: from.array,
+        array0: from.array0,
+    });
+    let external = crate::safe::External {
+        api: &NUMPY_API,
+        ctx: Box::into_raw(ctx).cast(),
+    };
+    // SAFETY: the new context owns its own strong references to the live private views (of
+    // the main interpreter), valid until `drop_ctx` releases them, owned by this owner alone.
+    unsafe { tensor.set_external(external) };
+}
+
+/// An import's context for the external checker with rust-numpy's own table: the private views
+/// its functions are given.
+struct Ctx {
+    /// The private view (a strong reference).
+    array: *mut ffi::PyObject,
+    /// A private 0-d `uint8` array of the first byte `array` holds (a strong reference; see
+    /// `external_for`), or NULL when `array` is empty.
+    array0: *mut ffi::PyObject,
+}
+
+static NUMPY_API: crate::safe::ExternalApi = crate::safe::ExternalApi {
+    acquire: numpy_acquire,
+    release: numpy_release,
+    drop_ctx: numpy_drop_ctx,
+};
+
+/// Runs `f` attached to the interpreter: directly on an attached thread (by CPython's own thread
+/// state), else after `PyGILState_Ensure`; `None` once shutdown has begun on a thread that is not
+/// attached (nothing may attach then).
+fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
+    if this_thread_is_attached() {
+        return Some(f());
+    }
+    if exiting_unattached() {
+        return None;
+    }
+    // SAFETY: the interpreter is not shutting down (checked above), and `f` keeps nothing of
+    // Python past its return (its callers' contract).
+    Some(unsafe { cpython::with_attached(f) })
+}
+
+/// `ExternalApi::acquire`: rust-numpy's `acquire` / `acquire_mut` of the array.
+///
+/// # Safety
+///
+/// `ctx` is a context `external_for` (or `inherit`) made, not yet released.
+unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
+    // SAFETY: a live context (this function's contract).
+    let ctx = unsafe { &*ctx.cast::<Ctx>() };
+    let array = ctx.array;
+    // SAFETY: set before any context was made (`coordinate`), to a table that lives for good.
+    let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
+        return Err(Error::AlreadyBorrowed { exclusive });
+    };
+    let take = |array: *mut ffi::PyObject| {
+        attached(|| {
+            // SAFETY: attached; a table of version >= 1 and a live numpy array (a strong
+            // reference of the context).
+            unsafe {
+                if exclusive {
+                    (t.acquire_mut)(t.flags, array)
+                } else {
+                    (t.acquire)(t.flags, array)
+                }
+            }
+        })
+    };
+    // A 0-d array: first the borrow rust-numpy itself takes of it (its empty range, which only
+    // that very key meets), then the one of its element (which meets windows of the base).
+    if !ctx.array0.is_null() {
+        match take(ctx.array0) {
+            Some(0) => {}
+            rc => return Err(refusal(rc, exclusive)),
+        }
+    }
+    match take(array) {
+        Some(0) => Ok(()),
+        rc => {
+            if !ctx.array0.is_null() {
+                // SAFETY: gives back the borrow of `array0` taken just above.
+                unsafe { foreign_release(t, ctx.array0, exclusive) };
+            }
+            Err(refusal(rc, exclusive))
+        }
+    }
+}
+
+/// The error for a table's answer other than 0: -2 (not writeable), else (-1, a conflicting
+/// borrow in rust-numpy, an unknown answer, or shutdown) refused.
+fn refusal(rc: Option<c_int>, exclusive: bool) -> Error {
+    match rc {
+        Some(-2) => Error::ReadOnly,
+        _ => Error::AlreadyBorrowed { exclusive },
+    }
+}
+
+/// Gives back one borrow of `array` in rust-numpy's table `t`.
+///
+/// # Safety
+///
+/// `array` is a live numpy array a borrow of this kind was taken of through `t`.
+unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool) {
+    // Once shutdown has begun on an unattached thread the borrow stays in the table: the
+    // process is exiting, and a stale borrow only refuses.
+    let _ = attached(|| {
+        // SAFETY: attached; releases a borrow taken with the same kind (the contract).
+        unsafe {
+            if exclusive {
+                (t.release_mut)(t.flags, array)
+            } else {
+                (t.release)(t.flags, array)
+            }
+        }
+    });
+}
+
+/// `ExternalApi::release`: rust-numpy's `release` / `release_mut` of the array.
+///
+/// # Safety
+///
+/// As `numpy_acquire`, for a borrow it took with the same `exclusive`.
+unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
+    // SAFETY: a live context (as in `numpy_acquire`).
+    let ctx = unsafe { &*ctx.cast::<Ctx>() };
+    let array = ctx.array;
+    // SAFETY: as in `numpy_acquire`.
+    let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
+        return;
+    };
+    // SAFETY: the borrows `numpy_acquire` took with the same kind, in reverse order.
+    unsafe {
+        foreign_release(t, array, exclusive);
+        if !ctx.array0.is_null() {
+            foreign_release(t, ctx.array0, exclusive);
+        }
+    }
+}
+
+/// `ExternalApi::drop_ctx`: releases the array the way every keepalive of this crate does, on
+/// any thread.
+///
+/// # Safety
+///
+/// `ctx` was made by `external_for` (or `inherit`) and is released once.
+unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
+    // SAFETY: made by `Box::into_raw` in `external_for` or `inherit`, released once.
+    let ctx = unsafe { Box::from_raw(ctx.cast::<Ctx>()) };
+    for array in [ctx.array, ctx.array0] {
+        if !array.is_null() {
+            // SAFETY: a strong reference `external_for` (or `inherit`) took, to an object of the
+            // main interpreter.
+            unsafe { release_owned(array, MAIN_INTERPRETER) };
+        }
+    }
+}

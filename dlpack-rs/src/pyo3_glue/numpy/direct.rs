@@ -1,0 +1,388 @@
+//! A numpy array imported by reading its struct: the managed tensor numpy's own
+//! `__dlpack__(max_version=(1, 3))` would hand over (the same data pointer, shape, strides in
+//! elements, dtype, `READ_ONLY` flag and device, the array kept alive until the deleter), made
+//! here without the method call, the capsule and numpy's allocation. Whatever numpy would answer
+//! otherwise (a refusal, another device, a dtype this table does not know) takes the DLPack
+//! route, which raises what numpy raises.
+
+use core::ffi::{c_char, c_int, c_long};
+use std::sync::atomic::Ordering;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::ffi::{
+    DLDataType, DLDevice, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DLPACK_FLAG_BITMASK_READ_ONLY,
+};
+use crate::pyo3_glue::numpy::array::{
+    known_ndarray, null_contiguous_strides, versioned_export, ArrayFields, NDARRAY_PTR,
+    NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
+};
+use crate::pyo3_glue::runtime::cpython;
+use crate::pyo3_glue::runtime::keepalive::{current_interpreter, release_owned};
+use crate::safe::{Described, ManagedTensorVersioned};
+
+/// The head of numpy's `PyArray_Descr`, as far as this crate reads it: these offsets are the
+/// same in numpy 1 and 2 (numpy 2 changed the fields after `type_num`). The object header is
+/// in an `UnsafeCell`, as in `ArrayFields`.
+#[repr(C)]
+struct DescrHead {
+    ob_base: core::cell::UnsafeCell<ffi::PyObject>,
+    typeobj: *mut ffi::PyTypeObject,
+    kind: c_char,
+    type_char: c_char,
+    byteorder: c_char,
+    flags: c_char,
+    type_num: c_int,
+}
+
+/// numpy's byte-order character of the opposite byte order (`NPY_OPPBYTE`): a descriptor with it
+/// is byte-swapped, which numpy's `__dlpack__` refuses.
+#[cfg(target_endian = "little")]
+const OPPOSITE_BYTE_ORDER: c_char = b'>' as c_char;
+#[cfg(target_endian = "big")]
+const OPPOSITE_BYTE_ORDER: c_char = b'<' as c_char;
+
+/// The DLPack type numpy's `__dlpack__` gives a built-in type number (`NPY_BOOL` ... `NPY_HALF`),
+/// for the types whose size the number fixes; `None` for every other number (`long double`,
+/// whose export depends on the platform, strings, objects, datetimes, user and registered
+/// dtypes): the DLPack route decides those.
+fn dtype_of(type_num: c_int) -> Option<DLDataType> {
+    let c_long_bits = (8 * core::mem::size_of::<c_long>()) as u8;
+    let int = |bits| DLDataType::new(crate::ffi::DLDataTypeCode::INT, bits, 1);
+    let uint = |bits| DLDataType::new(crate::ffi::DLDataTypeCode::UINT, bits, 1);
+    Some(match type_num {
+        0 => DLDataType::BOOL,
+        1 => DLDataType::INT8,
+        2 => DLDataType::UINT8,
+        3 => DLDataType::INT16,
+        4 => DLDataType::UINT16,
+        5 => int(8 * core::mem::size_of::<c_int>() as u8),
+        6 => uint(8 * core::mem::size_of::<c_int>() as u8),
+        7 => int(c_long_bits),
+        8 => uint(c_long_bits),
+        9 => DLDataType::INT64,
+        10 => DLDataType::UINT64,
+        11 => DLDataType::FLOAT32,
+        12 => DLDataType::FLOAT64,
+        14 => DLDataType::COMPLEX64,
+        15 => DLDataType::COMPLEX128,
+        23 => DLDataType::FLOAT16,
+        _ => return None,
+    })
+}
+
+/// The size in bytes of the elements of an array whose descriptor is `descr`, from its type
+/// number, for the built-in types whose size the number fixes (those [`dtype_of`] knows); `None`
+/// for every other descriptor (ask numpy).
+///
+/// # Safety
+///
+/// `descr` is a live numpy dtype object.
+pub(in crate::pyo3_glue) unsafe fn builtin_itemsize(descr: *mut ffi::PyObject) -> Option<isize> {
+    // SAFETY: a live dtype object's head has this layout (this function's contract).
+    let head = unsafe { &*descr.cast::<DescrHead>() };
+    dtype_of(head.type_num).map(|d| isize::from(d.bits / 8))
+}
+
+/// Dimensions held in the block itself (shape and strides side by side); more take a second
+/// allocation.
+const INLINE: usize = 4;
+
+/// The one allocation of a direct import: the managed struct first (a pointer to it is a
+/// pointer to the block), the array's strong reference and interpreter, then the dimensions the
+/// struct points into (the block never moves: it is boxed).
+#[repr(C)]
+struct Block {
+    managed: DLManagedTensorVersioned,
+    array: *mut ffi::PyObject,
+    interp: i64,
+    inline: [i64; 2 * INLINE],
+    heap: Option<Box<[i64]>>,
+}
+
+/// The deleter: frees the block, then releases the array from whatever thread runs it (as every
+/// keepalive of this crate does).
+unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: `ptr` is the first field of a `Block` made by `Box::into_raw` in `import`; the
+    // DLPack contract lets the deleter run once.
+    let block = unsafe { Box::from_raw(ptr.cast::<Block>()) };
+    let (array, interp) = (block.array, block.interp);
+    drop(block);
+    // SAFETY: the strong reference `import` took, of an object of interpreter `interp`.
+    unsafe { release_owned(array, interp) };
+}
+
+/// The managed tensor of `obj` when it is exactly numpy's `ndarray` (a subclass may override
+/// `__dlpack__`) and numpy's `__dlpack__(max_version=(1, 3))` would export it as a versioned CPU
+/// tensor of a built-in dtype in native byte order, with strides in whole elements. `None`
+/// otherwise (the DLPack route then asks numpy).
+///
+/// The fields read are the ones numpy's `__dlpack__` reads, attached, as it reads them (on a
+/// free-threaded build a concurrent `arr.shape = ...` races this read exactly as it races
+/// numpy's own export).
+#[inline]
+pub(in crate::pyo3_glue) fn import(
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<ManagedTensorVersioned>> {
+    if !may_be_array(obj) {
+        return Ok(None);
+    }
+    import_array(obj)
+}
+
+/// Whether `obj` may be an array the direct read takes: `false` is the common answer for every
+/// other producer, without a call (numpy's type is known and `obj` is not of it).
+#[inline]
+pub(in crate::pyo3_glue) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
+    let known = NDARRAY_PTR.load(Ordering::Acquire);
+    // SAFETY: `obj` is a live object; reading its type needs nothing more.
+    known.is_null() || unsafe { cpython::is_exactly(obj.as_ptr(), known) }
+}
+
+/// What the direct read established of an array: its struct, the DLPack type of its elements,
+/// its extents and byte strides (read from the struct).
+struct Checked<'a> {
+    fields: &'a ArrayFields,
+    dtype: DLDataType,
+    dims: &'a [isize],
+    byte_strides: &'a [isize],
+}
+
+impl Checked<'_> {
+    /// Writes the extents, then the strides in elements, into `dims` (`2 * ndim` values).
+    ///
+    /// # Safety
+    ///
+    /// `dims` is valid for `2 * ndim` writes.
+    unsafe fn write_dims(&self, dims: *mut i64) {
+        let ndim = self.dims.len();
+        let itemsize = (self.dtype.bits / 8) as isize;
+        for (i, (&d, &s)) in self.dims.iter().zip(self.byte_strides).enumerate() {
+            // SAFETY: `i < ndim` (this function's contract).
+            unsafe {
+                dims.add(i).write(d as i64);
+                // Strides in elements, truncated as numpy's own export truncates them (exact
+                // wherever the extent is not 1, checked in `checked`).
+                dims.add(ndim + i).write((s / itemsize) as i64);
+            }
+        }
+    }
+
+    /// Whether numpy's export gives strides (NULL, compact row-major, where numpy gives NULL
+    /// for a C-contiguous array).
+    fn has_strides(&self) -> bool {
+        self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides()
+    }
+}
+
+/// The checks of the direct read: `obj` is exactly numpy's `ndarray` and numpy's
+/// `__dlpack__(max_version=(1, 3))` would export it as a versioned CPU tensor of a built-in dtype
+/// in native byte order, with strides in whole elements. `None` otherwise.
+#[inline(always)]
+fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
+    let Some(ndarray) = known_ndarray(obj)? else {
+        return Ok(None);
+    };
+    // SAFETY: `obj` is a live object; reading its type needs nothing more.
+    if !unsafe { cpython::is_exactly(obj.as_ptr(), ndarray) } || !versioned_export() {
+        return Ok(None);
+    }
+    // SAFETY: attached; `obj` is a live numpy array. Asked before the struct is read (no
+    // reference into it is held across the capsule calls of the base chain).
+    if !unsafe { on_the_cpu(obj.as_ptr(), ndarray) } {
+        return Ok(None);
+    }
+    // SAFETY: attached, and `obj` is a live numpy array (its type is exactly `ndarray`); no
+    // Python code runs from here to the last use of what is read.
+    let fields = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
+    // SAFETY: a live array's descriptor is a live dtype object, whose head has this layout.
+    let descr = unsafe { &*fields.descr.cast::<DescrHead>() };
+    let Some(dtype) = dtype_of(descr.type_num) else {
+        return Ok(None);
+    };
+    if descr.byteorder == OPPOSITE_BYTE_ORDER {
+        return Ok(None);
+    }
+    // SAFETY: attached, and `fields` is the struct of the live array `obj`.
+    let Some((dims, byte_strides)) = (unsafe { fields.dims() }) else {
+        return Ok(None);
+    };
+    let itemsize = (dtype.bits / 8) as isize;
+    let one_element = dims.iter().try_fold(1isize, |n, &d| n.checked_mul(d)) == Some(1);
+    if fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0
+        && !one_element
+        && dims
+            .iter()
+            .zip(byte_strides)
+            .any(|(&d, &s)| d != 1 && s % itemsize != 0)
+    {
+        // numpy refuses strides that are not whole elements.
+        return Ok(None);
+    }
+    Ok(Some(Checked {
+        fields,
+        dtype,
+        dims,
+        byte_strides,
+    }))
+}
+
+/// [`import`] past its first check.
+#[inline(never)]
+fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
+    let Some(c) = checked(obj)? else {
+        return Ok(None);
+    };
+    let ndim = c.dims.len();
+    let block = Box::new(Block {
+        managed: DLManagedTensorVersioned {
+            // numpy's own answer to `max_version=(1, 3)`.
+            version: DLPackVersion { major: 1, minor: 0 },
+            manager_ctx: core::ptr::null_mut(),
+            deleter: Some(delete_block),
+            flags: if c.fields.flags & NPY_ARRAY_WRITEABLE == 0 {
+                DLPACK_FLAG_BITMASK_READ_ONLY
+            } else {
+                0
+            },
+            dl_tensor: DLTensor {
+                data: c.fields.data.cast(),
+                device: DLDevice::CPU,
+                ndim: ndim as i32,
+                dtype: c.dtype,
+                shape: core::ptr::null_mut(),
+                strides: core::ptr::null_mut(),
+                byte_offset: 0,
+            },
+        },
+        array: obj.as_ptr(),
+        interp: current_interpreter(),
+        inline: [0; 2 * INLINE],
+        heap: (ndim > INLINE).then(|| alloc::vec![0i64; 2 * ndim].into_boxed_slice()),
+    });
+    // Every pointer into the block is made from the raw pointer the box gives up, after it gave
+    // it up (the block is not reached through the box again until the deleter rebuilds it).
+    let raw = Box::into_raw(block);
+    // SAFETY: `raw` is the live, uniquely owned block just made; `heap`, when present, holds
+    // `2 * ndim` values, else `inline` holds `2 * INLINE >= 2 * ndim`.
+    unsafe {
+        let dims: *mut i64 = match &mut (*raw).heap {
+            Some(heap) => heap.as_mut_ptr(),
+            None => (&raw mut (*raw).inline).cast(),
+        };
+        c.write_dims(dims);
+        if ndim > 0 {
+            (*raw).managed.dl_tensor.shape = dims;
+            if c.has_strides() {
+                (*raw).managed.dl_tensor.strides = dims.add(ndim);
+            }
+        }
+        (*raw).managed.manager_ctx = raw.cast();
+    }
+    // SAFETY: attached; the block's reference to the array, released by its deleter.
+    unsafe { cpython::incref(obj.as_ptr()) };
+    // SAFETY: a managed tensor this function owns, valid until its deleter runs: its shape and
+    // strides point at `ndim` values each inside the block (or its heap part), its data is the
+    // array's, laid out as the array's own metadata says, alive while the array, which the
+    // block holds, lives (numpy never frees or moves an array's data before the array).
+    let tensor = unsafe { ManagedTensorVersioned::from_raw(raw.cast()) }?;
+    Ok(Some(tensor))
+}
+
+/// A non-owning view of `obj` when [`import`] would read it directly (after [`may_be_array`]):
+/// the tensor numpy's `__dlpack__` would describe, without a managed tensor (no block, no
+/// deleter, no reference of its own: the caller keeps `obj` alive while the view is used, and
+/// the array's memory lives as long as the array), and whether numpy lets it be written (the
+/// export's `READ_ONLY` flag unset). `None` where [`import`] would answer `None`.
+pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
+    let Some(c) = checked(obj)? else {
+        return Ok(None);
+    };
+    let ndim = c.dims.len();
+    let mut inline = [0i64; 2 * INLINE];
+    let mut heap = alloc::vec::Vec::new();
+    let dims: *mut i64 = if ndim <= INLINE {
+        inline.as_mut_ptr()
+    } else {
+        heap.resize(2 * ndim, 0);
+        heap.as_mut_ptr()
+    };
+    // SAFETY: `dims` holds `2 * ndim` values (either buffer).
+    unsafe { c.write_dims(dims) };
+    let t = DLTensor {
+        data: c.fields.data.cast(),
+        device: DLDevice::CPU,
+        ndim: ndim as i32,
+        dtype: c.dtype,
+        shape: if ndim > 0 {
+            dims
+        } else {
+            core::ptr::null_mut()
+        },
+        strides: if ndim > 0 && c.has_strides() {
+            // SAFETY: the second half of the `2 * ndim` values.
+            unsafe { dims.add(ndim) }
+        } else {
+            core::ptr::null_mut()
+        },
+        byte_offset: 0,
+    };
+    // SAFETY: `t.shape` and `t.strides` point at `ndim` values each, alive for the call.
+    let view = unsafe { Described::new(&t) }?;
+    Ok(Some((view, c.fields.flags & NPY_ARRAY_WRITEABLE != 0)))
+}
+
+/// Whether numpy lets `obj`, an array [`view`] read, be written now: its `WRITEABLE` flag read
+/// again (Python code may have cleared it since).
+pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `obj` is a live numpy array (one `view` read, which the caller holds), attached
+    // (the `Bound` proves it); its flags are read in place, no reference kept.
+    unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags & NPY_ARRAY_WRITEABLE != 0 }
+}
+
+/// Whether numpy says `array` lives on the CPU (`__dlpack_device__` is `(1, 0)`), as numpy
+/// decides it: by the device of the managed tensor in the capsule at the end of the array's base
+/// chain when it is one of numpy's own (`numpy_dltensor` or `numpy_dltensor_versioned`: an array
+/// made by `np.from_dlpack`), else the CPU.
+///
+/// # Safety
+///
+/// Attached; `array` is a live numpy array and `ndarray` numpy's type.
+unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject) -> bool {
+    let mut base = array;
+    loop {
+        // SAFETY: `base` is a live numpy array (the first by contract, later ones checked).
+        let next = unsafe { (*base.cast::<ArrayFields>()).base };
+        if next.is_null() {
+            return true;
+        }
+        // SAFETY: an array's base is a strong reference to a live object; attached.
+        if unsafe { cpython::type_check(next, ndarray) } {
+            base = next;
+            continue;
+        }
+        // SAFETY: as above.
+        if !unsafe { cpython::is_capsule(next) } {
+            return true;
+        }
+        // SAFETY: a live capsule; a capsule of one of these names is numpy's own, made by
+        // `np.from_dlpack` around the producer's managed tensor, which it keeps until the
+        // capsule goes (numpy reads the device from it the same way).
+        unsafe {
+            if let Some(m) = cpython::pointer_if_named(next, c"numpy_dltensor_versioned") {
+                let m = m.cast::<DLManagedTensorVersioned>().as_ptr();
+                return (*m).dl_tensor.device == DLDevice::CPU;
+            }
+            if let Some(m) = cpython::pointer_if_named(next, c"numpy_dltensor") {
+                let m = m.cast::<crate::ffi::DLManagedTensor>().as_ptr();
+                return (*m).dl_tensor.device == DLDevice::CPU;
+            }
+        }
+        return true;
+    }
+}

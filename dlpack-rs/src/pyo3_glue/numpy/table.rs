@@ -1,0 +1,315 @@
+//! Our implementation of version 1 of rust-numpy's borrow-checking table, published when no
+//! module made one before (`numpy/borrow.rs` is its client, and every copy of this crate's).
+//!
+//! Its borrows are entries of the borrow registry (the one every copy of this crate in the
+//! process shares, joined before the first): a borrow rust-numpy asks of an array is the
+//! registry's borrow of the bytes the array's elements address, decided as every view of this
+//! crate is decided, against every other borrow of those bytes (this crate's views and exports,
+//! rust-numpy's views of any base). So this crate's own views, once this table is the process's,
+//! take no borrow in it: their registry borrow is the one rust-numpy's views meet. A release
+//! gives back a borrow taken for the same array object (rust-numpy releases with the array it
+//! acquired with, and holds it meanwhile), never by the key its layout gives then: Python may
+//! change an array's shape and strides in place while rust-numpy holds it, so neither the key
+//! nor the order tells which of an array's shared borrows a release is for. They all go back
+//! together, at the array's last shared release (until then they only refuse more).
+
+use core::ffi::{c_int, c_void};
+use std::sync::Mutex;
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::pyo3_glue::numpy::array::{ArrayFields, NPY_ARRAY_WRITEABLE};
+use crate::pyo3_glue::runtime::cpython;
+use crate::safe::borrow::overlap::Span;
+use crate::safe::borrow::BorrowToken;
+
+/// Version 1 of rust-numpy's table (later versions append fields).
+#[repr(C)]
+pub(super) struct Shared {
+    pub(super) version: u64,
+    pub(super) flags: *mut c_void,
+    pub(super) acquire: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject) -> c_int,
+    pub(super) acquire_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject) -> c_int,
+    pub(super) release: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
+    pub(super) release_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
+}
+
+// SAFETY: immutable (ours, or one some module published); its functions synchronise their own
+// state (ours through `FLAGS`).
+unsafe impl Sync for Shared {}
+
+/// The bytes a borrow names, its key: those of the array's elements, as the borrow registry
+/// names a strided view's (a `Span`: the range from the lowest to the highest element, on the
+/// progression of the gcd of the byte strides of the axes it steps along), for elements of
+/// `itemsize` bytes at `data` with this shape and these byte strides; `None` where the addressed
+/// range does not fit the address space (an array whose strides numpy never checked, from
+/// `as_strided`: it is refused). A 0-d array holds one element (rust-numpy's own table gives it
+/// an empty range, which conflicts with nothing that starts at its element).
+fn key_of_axes(
+    data: usize,
+    axes: impl Iterator<Item = (isize, isize)> + Clone,
+    itemsize: isize,
+) -> Option<Span> {
+    if axes.clone().any(|(d, _)| d == 0) {
+        return Some(Span::range(data, data));
+    }
+    let (mut low, mut high) = (0isize, 0isize);
+    let mut period = 0usize;
+    for (d, s) in axes {
+        let span = (d - 1).checked_mul(s)?;
+        if span >= 0 {
+            high = high.checked_add(span)?;
+        } else {
+            low = low.checked_add(span)?;
+        }
+        if d > 1 {
+            period = crate::safe::borrow::overlap::gcd(period, s.unsigned_abs());
+        }
+    }
+    high = high.checked_add(itemsize)?;
+    Some(Span::strided(
+        data.checked_add_signed(low)?,
+        data.checked_add_signed(high)?,
+        period,
+        itemsize.unsigned_abs(),
+    ))
+}
+
+/// A borrow rust-numpy took.
+struct Entry {
+    /// The array object it was taken for.
+    array: usize,
+    exclusive: bool,
+    /// Not released yet (a shared borrow released while others of its array live stays until
+    /// the last of them is released).
+    live: bool,
+    /// The registry's borrow of the bytes the array addressed when it was taken.
+    token: BorrowToken,
+}
+
+/// The borrows rust-numpy took: a short list scanned whole (a process holds a handful of views
+/// at a time).
+type Flags = Vec<Entry>;
+
+struct OurFlags(Mutex<Flags>);
+
+static FLAGS: OurFlags = OurFlags(Mutex::new(Vec::new()));
+
+/// Our version-1 table.
+pub(super) static OURS: Shared = Shared {
+    version: 1,
+    flags: core::ptr::null_mut(),
+    acquire: ours_acquire,
+    acquire_mut: ours_acquire_mut,
+    release: ours_release,
+    release_mut: ours_release_mut,
+};
+
+/// The key of an import of a numpy array, from the import's metadata (the array's layout as
+/// numpy exported it, strides in elements; numpy's itemsize is the exported dtype's size).
+pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Option<Span> {
+    key_of_layout(
+        tensor.data_ptr(),
+        tensor.shape(),
+        &tensor.strides(),
+        tensor.dtype(),
+    )
+}
+
+/// The key of a tensor's layout: its first element, extents, strides in elements and dtype
+/// (`None` only where the layout was never validated).
+pub(super) fn key_of_layout(
+    first: *mut core::ffi::c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: crate::ffi::DLDataType,
+) -> Option<Span> {
+    let itemsize = crate::safe::element_bits(dtype).div_ceil(8) as isize;
+    let axes = shape
+        .iter()
+        .zip(strides.iter())
+        .map(|(&d, &s)| (d as isize, (s as isize).wrapping_mul(itemsize)));
+    key_of_axes(first as usize, axes, itemsize)
+}
+
+/// The key of `array`'s elements as its layout is now; `None` where its addressed range does
+/// not fit the address space.
+///
+/// # Safety
+///
+/// Attached, and `array` is a live numpy array.
+pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
+    // SAFETY: attached (this function's contract), so `Python` may be assumed.
+    let py = unsafe { Python::assume_attached() };
+    // The element size first: where the type number does not fix it, numpy is asked (a call
+    // into Python, during which nothing may be borrowed from the array's struct: the struct is
+    // numpy's to change, `arr.shape = ...` frees the extents).
+    // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out (read in
+    // place, no reference kept).
+    let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
+    // The descriptor asked, held to the comparison below: it cannot be freed (and another made
+    // at its address) meanwhile.
+    let mut held = None;
+    // SAFETY: `descr` is the array's live dtype object.
+    let itemsize = match unsafe { crate::pyo3_glue::numpy::direct::builtin_itemsize(descr) } {
+        Some(itemsize) => itemsize,
+        None => held
+            // SAFETY: `descr` is the array's live dtype object; attached.
+            .insert(unsafe { Bound::from_borrowed_ptr(py, descr) })
+            .getattr(pyo3::intern!(py, "itemsize"))
+            .ok()?
+            .extract()
+            .ok()?,
+    };
+    // SAFETY: as above (read in place).
+    if unsafe { (*array.cast::<ArrayFields>()).descr } != descr {
+        // Changed while numpy was asked (a finalizer's `arr.dtype = ...`): refused.
+        return None;
+    }
+    // Still the array's: giving this reference back frees nothing (no Python code runs).
+    drop(held);
+    // SAFETY: as above; no Python code runs from here to the key's last use of the struct.
+    let f = unsafe { &*array.cast::<ArrayFields>() };
+    // SAFETY: attached, and `f` is the struct of the live array `array`.
+    let (shape, strides) = unsafe { f.dims() }?;
+    key_of_axes(
+        f.data as usize,
+        shape.iter().copied().zip(strides.iter().copied()),
+        itemsize,
+    )
+}
+
+fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
+    let mut guard = FLAGS.0.lock().unwrap_or_else(|e| e.into_inner());
+    f(&mut guard)
+}
+
+/// rust-numpy's `acquire`: 0, or -1 on a conflict (and on a panic, which must not unwind into
+/// rust-numpy's C-ABI call).
+unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
+    // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
+    cpython::no_unwind(|| unsafe { ours_acquire_any(array, false) }).unwrap_or(-1)
+}
+
+/// rust-numpy's `acquire_mut`: 0, -1 on a conflict (or a panic), -2 for a read-only array.
+unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
+    cpython::no_unwind(|| {
+        // SAFETY: rust-numpy's contract: a live numpy array.
+        if unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
+            return -2;
+        }
+        // SAFETY: as in `ours_acquire`.
+        unsafe { ours_acquire_any(array, true) }
+    })
+    .unwrap_or(-1)
+}
+
+/// Takes the registry's borrow of the bytes `array` addresses: 0, or -1 on a conflict (or
+/// when the shared registry cannot be joined), or, for an exclusive borrow, -2 when numpy no
+/// longer lets the array be written.
+///
+/// # Safety
+///
+/// Attached, and `array` is a live numpy array.
+unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int {
+    // SAFETY: attached (this function's contract).
+    let py = unsafe { Python::assume_attached() };
+    // The registry every copy of this crate shares, so that a borrow taken here meets theirs
+    // (a no-op once joined, which the first view of any copy did).
+    if crate::pyo3_glue::runtime::shared_registry::join(py).is_err() {
+        return -1;
+    }
+    // SAFETY: forwarded.
+    let Some(span) = (unsafe { key_of_array(array) }) else {
+        return -1;
+    };
+    // Joining and the key may have run Python code (a first join, numpy asked for an element
+    // size): a writable borrow asks again whether numpy lets the array be written.
+    // SAFETY: a live numpy array (this function's contract), read in place.
+    if exclusive && unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
+        return -2;
+    }
+    let Ok(token) =
+        BorrowToken::acquire_strided(span.start, span.end, span.period, span.width, exclusive)
+    else {
+        return -1;
+    };
+    with_flags(|flags| {
+        flags.push(Entry {
+            array: array as usize,
+            exclusive,
+            live: true,
+            token,
+        })
+    });
+    0
+}
+
+/// The registry borrows a release gives back: the first without an allocation (a release gives
+/// back one, mostly), the others in a list.
+#[derive(Default)]
+struct Back {
+    first: Option<BorrowToken>,
+    more: Vec<BorrowToken>,
+}
+
+impl Back {
+    fn push(&mut self, token: BorrowToken) {
+        if self.first.is_none() {
+            self.first = Some(token);
+        } else {
+            self.more.push(token);
+        }
+    }
+}
+
+/// Releases one borrow of `array` (`exclusive`: its exclusive one), taken for this array object.
+/// An exclusive one goes back at once (an object has at most one with bytes: every layout of it
+/// addresses its first element). A shared one is marked released, and the array's shared
+/// borrows all go back when none of them is live any more: which holder a release is for cannot
+/// be told, as the array's layout may have changed between them.
+fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
+    let array = array as usize;
+    let tokens = with_flags(|flags| {
+        let mut back = Back::default();
+        let Some(i) = flags
+            .iter()
+            .rposition(|e| e.array == array && e.exclusive == exclusive && e.live)
+        else {
+            return back;
+        };
+        if exclusive {
+            back.push(flags.swap_remove(i).token);
+            return back;
+        }
+        flags[i].live = false;
+        if flags
+            .iter()
+            .any(|e| e.array == array && !e.exclusive && e.live)
+        {
+            return back;
+        }
+        let mut j = 0;
+        while j < flags.len() {
+            if flags[j].array == array && !flags[j].exclusive {
+                back.push(flags.swap_remove(j).token);
+            } else {
+                j += 1;
+            }
+        }
+        back
+    });
+    // The registry's borrows are given back outside the table's lock.
+    drop(tokens);
+}
+
+/// rust-numpy's `release` (a panic is caught: it must not unwind into rust-numpy's call).
+unsafe extern "C" fn ours_release(_: *mut c_void, array: *mut ffi::PyObject) {
+    let _ = cpython::no_unwind(|| ours_release_any(array, false));
+}
+
+/// rust-numpy's `release_mut` (a panic is caught, as in `ours_release`).
+unsafe extern "C" fn ours_release_mut(_: *mut c_void, array: *mut ffi::PyObject) {
+    let _ = cpython::no_unwind(|| ours_release_any(array, true));
+}

@@ -1,0 +1,562 @@
+//! Which functions of CPython's C API the Python glue calls itself, and the one panic guard of
+//! every `extern "C"` function that CPython or a DLPack consumer calls.
+//!
+//! Everything else in `pyo3_glue` goes through pyo3's safe API or through the functions here,
+//! each with the contract it needs. Two files keep raw calls of their own, because a C interface
+//! is their whole job: `export/dlpack_method.rs` (the vectorcall entry of a hand-written method
+//! descriptor) and `numpy/borrow.rs` (numpy's array struct and rust-numpy's C table).
+//! `tests/run-all.sh --step layers` checks that no other file calls `ffi::Py*` functions.
+
+use core::ffi::{c_char, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pyo3::ffi;
+use pyo3::panic::PanicException;
+use pyo3::prelude::*;
+
+// ---------------------------------------------------------------------------------------------
+// The panic guard
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `f`, catching a panic (`None`): no unwind leaves an `extern "C"` function, whose caller
+/// is C. Dropping the panic's payload is user code too, and is kept from unwinding as well.
+#[inline(always)]
+pub(crate) fn no_unwind<R>(f: impl FnOnce() -> R) -> Option<R> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(value) => Some(value),
+        Err(payload) => {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            None
+        }
+    }
+}
+
+/// Runs the body of an `extern "C"` function called on an attached thread: a `PyErr` becomes the
+/// pending Python exception and a panic a `PanicException` (`on_panic` its message); both
+/// return `failed`.
+///
+/// # Safety
+///
+/// The calling thread is attached to the interpreter (holds the GIL on GIL builds).
+#[inline(always)]
+pub(crate) unsafe fn attached_entry<R>(
+    failed: R,
+    on_panic: &'static str,
+    f: impl FnOnce(Python<'_>) -> PyResult<R>,
+) -> R {
+    // SAFETY: attached, by this function's contract.
+    let py = unsafe { Python::assume_attached() };
+    match no_unwind(|| f(py)) {
+        Some(Ok(value)) => value,
+        Some(Err(err)) => {
+            err.restore(py);
+            failed
+        }
+        None => {
+            PanicException::new_err(on_panic).restore(py);
+            failed
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The interpreter and this thread
+// ---------------------------------------------------------------------------------------------
+
+/// Whether the interpreter is initialized (callable at any time, from any thread).
+#[inline]
+pub(crate) fn is_initialized() -> bool {
+    // SAFETY: `Py_IsInitialized` reads a flag; it may be called attached or not.
+    unsafe { ffi::Py_IsInitialized() != 0 }
+}
+
+/// This thread's current thread state as CPython records it (NULL when none), read without any
+/// check that could abort, and the thread state `PyGILState` keeps for this thread: callable at
+/// any time from any thread. Not in the stable ABI.
+#[cfg(not(feature = "abi3"))]
+#[inline]
+pub(crate) fn thread_states() -> (*mut ffi::PyThreadState, *mut ffi::PyThreadState) {
+    // SAFETY: `PyThreadState_GetUnchecked` reads the current thread state (NULL when none) and
+    // `PyGILState_GetThisThreadState` this thread's entry in a thread-specific slot: both may be
+    // called from any thread, attached or not, once the interpreter is initialized (checked).
+    unsafe {
+        if ffi::Py_IsInitialized() == 0 {
+            return (core::ptr::null_mut(), core::ptr::null_mut());
+        }
+        (
+            ffi::compat::PyThreadState_GetUnchecked(),
+            ffi::PyGILState_GetThisThreadState(),
+        )
+    }
+}
+
+/// The ID of the interpreter this thread runs (IDs, unlike addresses, are never reused).
+///
+/// # Safety
+///
+/// The thread is attached.
+#[inline]
+pub(crate) unsafe fn interpreter_id() -> i64 {
+    // SAFETY: attached, by this function's contract: there is a current interpreter.
+    unsafe { ffi::PyInterpreterState_GetID(ffi::PyInterpreterState_Get()) }
+}
+
+/// The current interpreter's state dictionary, borrowed (NULL, with no exception, if CPython
+/// has none).
+///
+/// # Safety
+///
+/// The thread is attached; the reference is borrowed from the interpreter, which keeps it.
+#[inline]
+pub(crate) unsafe fn interpreter_dict() -> *mut ffi::PyObject {
+    // SAFETY: attached, by this function's contract.
+    unsafe { ffi::PyInterpreterState_GetDict(ffi::PyInterpreterState_Get()) }
+}
+
+/// Runs `f` after attaching this thread for real (`PyGILState_Ensure`, whatever pyo3's own
+/// attach count says), and puts the thread back exactly as it was afterwards, also when `f`
+/// panics (`PyGILState_Release`).
+///
+/// # Safety
+///
+/// The interpreter is initialized and not finalizing (attaching then could hang or end the
+/// thread), and `f` keeps nothing of Python past its return.
+pub(crate) unsafe fn with_attached<R>(f: impl FnOnce() -> R) -> R {
+    struct Release(ffi::PyGILState_STATE);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            // SAFETY: pairs with the `PyGILState_Ensure` below, on the same thread.
+            unsafe { ffi::PyGILState_Release(self.0) };
+        }
+    }
+    // SAFETY: initialized and not finalizing, by this function's contract.
+    let _release = Release(unsafe { ffi::PyGILState_Ensure() });
+    f()
+}
+
+// ---------------------------------------------------------------------------------------------
+// References and types
+// ---------------------------------------------------------------------------------------------
+
+/// Releases a strong reference.
+///
+/// # Safety
+///
+/// The thread is attached to the object's interpreter and the caller owns (and gives up) the
+/// reference.
+#[inline]
+pub(crate) unsafe fn decref(obj: *mut ffi::PyObject) {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::Py_DecRef(obj) }
+}
+
+/// Takes a new strong reference to `obj`, which the caller then owns.
+///
+/// # Safety
+///
+/// The thread is attached and `obj` is a live object.
+#[inline]
+pub(crate) unsafe fn incref(obj: *mut ffi::PyObject) {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::Py_IncRef(obj) }
+}
+
+/// Whether `obj` is an instance of `ty` or of a subtype (`PyObject_TypeCheck`; no Python code
+/// runs, nothing can fail).
+///
+/// # Safety
+///
+/// The thread is attached; `obj` and `ty` are live.
+#[inline]
+pub(crate) unsafe fn type_check(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::PyObject_TypeCheck(obj, ty) != 0 }
+}
+
+/// Whether the type of `obj` is exactly `ty` (no subtype).
+///
+/// # Safety
+///
+/// `obj` is live.
+#[inline]
+pub(crate) unsafe fn is_exactly(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::Py_TYPE(obj) == ty }
+}
+
+/// Whether `obj` is a capsule (exactly `PyCapsule`).
+///
+/// # Safety
+///
+/// The thread is attached; `obj` is live.
+#[inline]
+pub(crate) unsafe fn is_capsule(obj: *mut ffi::PyObject) -> bool {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::PyCapsule_CheckExact(obj) != 0 }
+}
+
+/// Whether `ty` is a static type (made by C code: Python code can only make heap types).
+///
+/// # Safety
+///
+/// The thread is attached; `ty` is a live type.
+pub(crate) unsafe fn is_static_type(ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::PyType_GetFlags(ty) & ffi::Py_TPFLAGS_HEAPTYPE == 0 }
+}
+
+/// Whether `sub` is `ty` or a subtype of it.
+///
+/// # Safety
+///
+/// The thread is attached; both types are live.
+#[cfg(not(feature = "abi3"))]
+#[inline]
+pub(crate) unsafe fn is_subtype(sub: *mut ffi::PyTypeObject, ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::PyType_IsSubtype(sub, ty) != 0 }
+}
+
+/// The C getter of `descr` and the closure it is called with, when `descr` is exactly a getset
+/// descriptor (an attribute of a C type written in C, as torch's `requires_grad`) whose owning
+/// type is static and is `ty` or a base of it. A static type's getset table lives as long as
+/// the process, so the pair stays valid after the descriptor is gone (another thread may drop
+/// the last reference to it between a cache read and the call); a heap type's table dies with
+/// the type. Not in the stable ABI, which hides the descriptor's layout.
+///
+/// # Safety
+///
+/// The thread is attached; `descr` and `ty` are live.
+#[cfg(not(feature = "abi3"))]
+pub(crate) unsafe fn getset_getter(
+    descr: *mut ffi::PyObject,
+    ty: *mut ffi::PyTypeObject,
+) -> Option<(ffi::getter, *mut core::ffi::c_void)> {
+    // SAFETY: reading the type of a live object; the exact-type check makes the cast to
+    // CPython's getset descriptor layout valid, whose `d_getset` points at the owning type's
+    // getset table and `d_type` at that type, both alive as long as the descriptor.
+    unsafe {
+        if ffi::Py_TYPE(descr) != &raw mut ffi::PyGetSetDescr_Type {
+            return None;
+        }
+        let descr = &*descr.cast::<ffi::PyGetSetDescrObject>();
+        if !is_static_type(descr.d_common.d_type) {
+            return None;
+        }
+        let def = descr.d_getset.as_ref()?;
+        // The getter may only be given instances of the descriptor's owning type (a class body
+        // may copy a descriptor of another type).
+        if !is_subtype(ty, descr.d_common.d_type) {
+            return None;
+        }
+        Some((def.get?, def.closure))
+    }
+}
+
+/// Calls a getset descriptor's C getter on `obj`, as attribute access would.
+///
+/// # Safety
+///
+/// `get` and `closure` are what [`getset_getter`] returned (a static type's, valid for the
+/// process), and `obj` is an instance of the descriptor's owning type.
+#[cfg(not(feature = "abi3"))]
+#[inline]
+pub(crate) unsafe fn call_getter<'py>(
+    obj: &Bound<'py, PyAny>,
+    get: ffi::getter,
+    closure: *mut core::ffi::c_void,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: by this function's contract; called attached (the `Bound` proves it), the getter
+    // returns a new reference or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure)) }
+}
+
+/// A type's version tag, read atomically (free-threaded builds update it from any thread), or 0
+/// where it is not valid. CPython >= 3.11 resets it to 0 on any change to the type, its
+/// dictionary or its bases, and never reuses one; before 3.13 a type may also keep a non-zero
+/// tag that CPython itself considers invalid (its `Py_TPFLAGS_VALID_VERSION_TAG` clear, when
+/// tagging a base failed), which a change then never resets: such a tag reads as 0 here.
+///
+/// # Safety
+///
+/// Attached; `ty` is a live type object.
+#[cfg(not(feature = "abi3"))]
+#[inline]
+pub(crate) unsafe fn type_version(ty: *mut ffi::PyTypeObject) -> u32 {
+    /// `Py_TPFLAGS_VALID_VERSION_TAG`, kept up to date by CPython before 3.13.
+    const VALID_VERSION_TAG: core::ffi::c_ulong = 1 << 19;
+    // SAFETY: a live type object's field, accessed only atomically here (CPython's writers use
+    // atomic stores on free-threaded builds, and hold the GIL otherwise, as we do).
+    let tag = unsafe {
+        core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
+            .load(core::sync::atomic::Ordering::Acquire)
+    };
+    // SAFETY: a live type object (its flags read as CPython's own API reads them).
+    if tag != 0 && !flag_unused() && unsafe { ffi::PyType_GetFlags(ty) } & VALID_VERSION_TAG == 0 {
+        return 0;
+    }
+    tag
+}
+
+/// The running interpreter's minor version (3.x), read once.
+#[cfg(not(feature = "abi3"))]
+pub(crate) fn minor_version(py: Python<'_>) -> u8 {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    // 0: not read yet (no supported CPython has minor version 0).
+    static MINOR: AtomicU8 = AtomicU8::new(0);
+    match MINOR.load(Ordering::Relaxed) {
+        0 => {
+            let minor = py.version_info().minor;
+            MINOR.store(minor, Ordering::Relaxed);
+            minor
+        }
+        minor => minor,
+    }
+}
+
+/// Whether this interpreter no longer keeps `Py_TPFLAGS_VALID_VERSION_TAG` (CPython >= 3.13).
+/// Called attached.
+#[cfg(not(feature = "abi3"))]
+#[inline]
+fn flag_unused() -> bool {
+    // SAFETY: attached (the callers' contract).
+    minor_version(unsafe { Python::assume_attached() }) >= 13
+}
+
+/// `ty`'s version tag after giving it one if it has none (a new type, or one changed since
+/// its last look-up), as the interpreter's own look-up of an attribute of the type does; 0 when
+/// it cannot have one. `name` is the attribute looked up for that (its answer is not used).
+///
+/// # Safety
+///
+/// Attached; `ty` is a live type object, `name` a live string.
+#[cfg(not(feature = "abi3"))]
+pub(crate) unsafe fn assign_type_version(
+    ty: *mut ffi::PyTypeObject,
+    name: *mut ffi::PyObject,
+) -> u32 {
+    unsafe extern "C" {
+        // CPython's type look-up (every version this crate supports exports it): a borrowed
+        // reference or NULL, never an exception; it gives the type a version tag first.
+        fn _PyType_Lookup(
+            ty: *mut ffi::PyTypeObject,
+            name: *mut ffi::PyObject,
+        ) -> *mut ffi::PyObject;
+    }
+    // SAFETY: attached, with a live type and string (this function's contract).
+    unsafe {
+        _PyType_Lookup(ty, name);
+        type_version(ty)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The error indicator
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `f` with the pending exception (if any) put aside and restored afterwards; a panic of
+/// `f` is caught (a capsule destructor may not unwind, and a keepalive's `Drop` is user code).
+///
+/// # Safety
+///
+/// The thread is attached.
+pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
+    let mut ptype = core::ptr::null_mut();
+    let mut pvalue = core::ptr::null_mut();
+    let mut ptrace = core::ptr::null_mut();
+    // SAFETY: attached (this function's contract); Fetch moves the (possibly NULL) indicator
+    // into the three owned references, which Restore below moves back.
+    #[allow(deprecated)]
+    unsafe {
+        ffi::PyErr_Fetch(&mut ptype, &mut pvalue, &mut ptrace)
+    };
+    let _ = no_unwind(f);
+    // SAFETY: still attached; this restores exactly what Fetch took.
+    #[allow(deprecated)]
+    unsafe {
+        ffi::PyErr_Restore(ptype, pvalue, ptrace)
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capsules
+// ---------------------------------------------------------------------------------------------
+
+/// Whether `capsule` is a valid capsule named `name` (never sets an exception).
+///
+/// # Safety
+///
+/// The thread is attached; `capsule` is a live object.
+#[inline]
+pub(crate) unsafe fn capsule_is_named(capsule: *mut ffi::PyObject, name: &CStr) -> bool {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 }
+}
+
+/// The capsule's name, or `None` (and no exception) when it has none or is no capsule.
+///
+/// # Safety
+///
+/// The thread is attached; `capsule` is a live object and outlives the returned name, which
+/// the caller compares and does not keep past a rename.
+pub(crate) unsafe fn capsule_name<'a>(capsule: *mut ffi::PyObject) -> Option<&'a CStr> {
+    // SAFETY: by this function's contract; a non-NULL name is a NUL-terminated string that
+    // lives as long as the capsule keeps it.
+    unsafe {
+        let raw: *const c_char = ffi::PyCapsule_GetName(capsule);
+        if raw.is_null() {
+            ffi::PyErr_Clear();
+            None
+        } else {
+            Some(CStr::from_ptr(raw))
+        }
+    }
+}
+
+/// The capsule's pointer when it is named `name` (NULL with an exception set otherwise).
+///
+/// # Safety
+///
+/// The thread is attached; `capsule` is a live object.
+#[inline]
+pub(crate) unsafe fn capsule_pointer(
+    capsule: *mut ffi::PyObject,
+    name: &CStr,
+) -> *mut core::ffi::c_void {
+    // SAFETY: by this function's contract.
+    unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) }
+}
+
+/// The capsule's pointer when it is named `name`, else `None`. No exception is ever set: the
+/// name is checked first (`PyCapsule_IsValid`), because setting one may allocate (CPython <= 3.11
+/// creates the exception at once while another is being handled), and an allocation may run a
+/// garbage collection, whose finalizers run Python code (found in review: one changed an array's
+/// dtype in the middle of the direct read of its struct).
+///
+/// # Safety
+///
+/// The thread is attached; `capsule` is a live capsule.
+pub(crate) unsafe fn pointer_if_named(
+    capsule: *mut ffi::PyObject,
+    name: &CStr,
+) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
+    // SAFETY: by this function's contract; a capsule valid under `name` answers its (non-NULL)
+    // pointer without an exception.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) != 1 {
+            return None;
+        }
+        core::ptr::NonNull::new(ffi::PyCapsule_GetPointer(capsule, name.as_ptr()))
+    }
+}
+
+/// Renames the capsule (`false`, with an exception set, on failure).
+///
+/// # Safety
+///
+/// The thread is attached; `capsule` is a live capsule.
+#[inline]
+pub(crate) unsafe fn capsule_rename(capsule: *mut ffi::PyObject, name: &'static CStr) -> bool {
+    // SAFETY: by this function's contract; the name is static, as CPython keeps the pointer.
+    unsafe { ffi::PyCapsule_SetName(capsule, name.as_ptr()) == 0 }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calls and exact values
+// ---------------------------------------------------------------------------------------------
+
+/// `obj.method(name=value)` as one `PyObject_VectorcallMethod` call (`kwnames`: a tuple holding
+/// the one keyword's name).
+#[cfg(not(feature = "abi3"))]
+#[inline]
+pub(crate) fn call_method_one_keyword<'py>(
+    obj: &Bound<'py, PyAny>,
+    method: &Bound<'py, pyo3::types::PyString>,
+    kwnames: &Bound<'py, pyo3::types::PyTuple>,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if kwnames.len() != 1 {
+        // CPython reads one value per name: the array below holds exactly one.
+        return Err(pyo3::exceptions::PySystemError::new_err(
+            "call_method_one_keyword: kwnames must hold exactly one name",
+        ));
+    }
+    // A free slot before the arguments (`PY_VECTORCALL_ARGUMENTS_OFFSET`), then `self` and the
+    // one keyword value; every pointer is borrowed for the call. Mutable: with the offset flag
+    // the callee may write `args[0]` for the duration of the call, so the pointer handed over
+    // must carry write permission.
+    let mut args = [core::ptr::null_mut(), obj.as_ptr(), value.as_ptr()];
+    // SAFETY: attached (the `Bound`s prove it); `args[1..]` holds `self` and the value of the
+    // one name in `kwnames`, all live for the call, and `args[0]` is ours to be overwritten (the
+    // offset flag); the result is a new reference or NULL with an exception set.
+    unsafe {
+        let result = ffi::PyObject_VectorcallMethod(
+            method.as_ptr(),
+            args.as_mut_ptr().add(1).cast_const(),
+            1 | ffi::PY_VECTORCALL_ARGUMENTS_OFFSET,
+            kwnames.as_ptr(),
+        );
+        Bound::from_owned_ptr_or_err(obj.py(), result)
+    }
+}
+
+/// `obj` read as an exact tuple of two exact ints that fit a C long, without conversions (a
+/// bool is not an exact int); `None` for anything else.
+#[cfg(not(feature = "abi3"))]
+#[inline]
+pub(crate) fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    let ptr = obj.as_ptr();
+    // SAFETY: `ptr` is a live object and we are attached (the `Bound` proves both). An exact
+    // tuple's items are live borrowed references for as long as the tuple (held by `obj`)
+    // lives; nothing here calls Python code or keeps a reference.
+    unsafe {
+        if ffi::PyTuple_CheckExact(ptr) == 0 || ffi::PyTuple_GET_SIZE(ptr) != 2 {
+            return None;
+        }
+        let read = |item: *mut ffi::PyObject| -> Option<i64> {
+            if ffi::PyLong_CheckExact(item) == 0 {
+                return None;
+            }
+            let mut overflow = 0;
+            let v = ffi::PyLong_AsLongAndOverflow(item, &mut overflow);
+            // An exact int cannot fail to convert except by overflow, which sets no error.
+            // `c_long` is 32 bits on Windows.
+            #[allow(clippy::useless_conversion)]
+            let v = i64::from(v);
+            (overflow == 0).then_some(v)
+        };
+        Some((
+            read(ffi::PyTuple_GET_ITEM(ptr, 0))?,
+            read(ffi::PyTuple_GET_ITEM(ptr, 1))?,
+        ))
+    }
+}
+
+/// `callable(arg)` as one vectorcall (no argument tuple): the cheap call of a method descriptor
+/// on its instance.
+#[cfg(not(feature = "abi3"))]
+#[inline]
+pub(crate) fn call_one<'py>(
+    callable: &Bound<'py, PyAny>,
+    arg: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let args = [arg.as_ptr()];
+    // SAFETY: attached (the `Bound`s prove it); one live argument in a buffer that outlives the
+    // call, no keywords; a new reference or NULL with an exception set comes back.
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            callable.py(),
+            ffi::PyObject_Vectorcall(callable.as_ptr(), args.as_ptr(), 1, core::ptr::null_mut()),
+        )
+    }
+}
+
+/// `callable(arg)` (the stable ABI has no vectorcall before 3.12).
+#[cfg(feature = "abi3")]
+#[inline]
+pub(crate) fn call_one<'py>(
+    callable: &Bound<'py, PyAny>,
+    arg: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    callable.call1((arg,))
+}

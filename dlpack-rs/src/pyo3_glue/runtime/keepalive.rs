@@ -1,0 +1,251 @@
+//! When a deleter may touch Python: the attached-thread probe, the interpreter-shutdown flag,
+//! and [`PyKeepalive`], the Python object an export holds from a deleter that may run on any
+//! thread.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::pyo3_glue::runtime::cpython;
+use pyo3::types::PyCFunction;
+
+/// Set by an `atexit` hook once the interpreter starts shutting down; from then on owners
+/// dropped on a thread that is not attached leak instead of attaching.
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// 0: hook not installed; 1: being installed by some thread; 2: installed (or given up).
+static HOOK_STATE: AtomicU8 = AtomicU8::new(0);
+
+/// Registers the `atexit` hook that sets the shutdown flag, once per process copy of this
+/// crate. No lock is held while Python code runs (a `Once` would deadlock if `atexit` itself
+/// re-entered us, or if another thread waited on it while holding the GIL): the thread that
+/// wins the flag installs the hook; the others go on and install nothing.
+pub(crate) fn install_shutdown_hook(py: Python<'_>) {
+    if HOOK_STATE.load(Ordering::Acquire) != 0 {
+        return;
+    }
+    if HOOK_STATE
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
+    // Once, like the hook (until then the attached probe uses the check right on every
+    // version).
+    learn_tstate_kind(py);
+    let hook = PyCFunction::new_closure(py, None, None, |_args, _kwargs| {
+        SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    });
+    let registered = hook.and_then(|hook| {
+        py.import("atexit")?
+            .call_method1("register", (hook,))
+            .map(drop)
+    });
+    if registered.is_err() {
+        // Without the hook we cannot tell shutdown apart: be conservative.
+        SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    }
+    HOOK_STATE.store(2, Ordering::Release);
+}
+
+/// 0: not known yet; 1: CPython <= 3.11, whose "current thread state" is the GIL holder's,
+/// process-wide; 2: CPython >= 3.12, where it is the calling thread's own.
+static TSTATE_PER_THREAD: AtomicU8 = AtomicU8::new(0);
+
+/// Records which kind of current-thread-state read this interpreter has (see
+/// [`this_thread_is_attached`]). Called once, attached, by the first export or import.
+fn learn_tstate_kind(py: Python<'_>) {
+    if TSTATE_PER_THREAD.load(Ordering::Relaxed) == 0 {
+        let kind = if py.version_info() >= (3, 12) { 2 } else { 1 };
+        TSTATE_PER_THREAD.store(kind, Ordering::Relaxed);
+    }
+}
+
+/// Whether this thread is attached to the interpreter (has a current thread state: holds the
+/// GIL on GIL builds). `PyGILState_Check` cannot answer this: CPython returns 1 on every thread
+/// once a sub-interpreter has been created. Before 3.12, CPython's unchecked current-thread-state
+/// read returns the thread state of whichever thread holds the GIL, not the caller's: a thread
+/// that never attached saw "attached" whenever another thread ran Python, and released objects
+/// without the GIL (a data race on the reference count, found by `test_lifetime.py`'s GIL-busy
+/// case). There the caller is attached only if that state is its own (`PyGILState`'s record of
+/// this thread); a thread attached to a sub-interpreter through a thread state of its own making
+/// is then taken for unattached, which on those versions only matters to embedders.
+///
+/// The stable ABI (feature `abi3`) offers no unchecked thread-state read: there the answer is
+/// always "no", which only makes callers take their conservative path.
+pub(crate) fn this_thread_is_attached() -> bool {
+    #[cfg(not(feature = "abi3"))]
+    {
+        let (current, own) = cpython::thread_states();
+        if current.is_null() {
+            return false;
+        }
+        match TSTATE_PER_THREAD.load(Ordering::Relaxed) {
+            2 => true,
+            // <= 3.11, or not known yet (the check is right on every version then).
+            _ => current == own,
+        }
+    }
+    #[cfg(feature = "abi3")]
+    {
+        false
+    }
+}
+
+/// Whether the interpreter is shutting down (our `atexit` hook ran) and this thread is not
+/// attached: from then on nothing may try to attach, so owners leak instead (a
+/// [`Managed::leak_on_drop_if`](crate::safe::Managed::leak_on_drop_if) predicate).
+pub(crate) fn exiting_unattached() -> bool {
+    SHUTTING_DOWN.load(Ordering::SeqCst) && !this_thread_is_attached()
+}
+
+/// How the keepalives dropped so far in this process let go of their object, one counter per
+/// path of [`PyKeepalive`]'s `Drop`: for tests that must prove which path ran (a relaxed
+/// atomic increment per drop; feature `test-counters` only). Not a stable API.
+#[cfg(feature = "test-counters")]
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeepaliveCounts {
+    /// Released at once: the dropping thread was attached.
+    pub attached: usize,
+    /// Released after attaching the dropping thread.
+    pub after_attaching: usize,
+    /// Leaked: shutdown had begun and the thread was not attached.
+    pub leaked_at_shutdown: usize,
+    /// Leaked: the object belongs to another (sub-)interpreter than the dropping thread's.
+    pub leaked_other_interpreter: usize,
+}
+
+static RELEASED_ATTACHED: AtomicUsize = AtomicUsize::new(0);
+static RELEASED_AFTER_ATTACHING: AtomicUsize = AtomicUsize::new(0);
+static LEAKED_AT_SHUTDOWN: AtomicUsize = AtomicUsize::new(0);
+static LEAKED_OTHER_INTERPRETER: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one drop on its path (feature `test-counters`; nothing otherwise).
+#[inline]
+fn count(counter: &AtomicUsize) {
+    #[cfg(feature = "test-counters")]
+    counter.fetch_add(1, Ordering::Relaxed);
+    #[cfg(not(feature = "test-counters"))]
+    let _ = counter;
+}
+
+/// The counts so far (see [`KeepaliveCounts`]).
+#[cfg(feature = "test-counters")]
+#[doc(hidden)]
+pub fn keepalive_counts() -> KeepaliveCounts {
+    KeepaliveCounts {
+        attached: RELEASED_ATTACHED.load(Ordering::Relaxed),
+        after_attaching: RELEASED_AFTER_ATTACHING.load(Ordering::Relaxed),
+        leaked_at_shutdown: LEAKED_AT_SHUTDOWN.load(Ordering::Relaxed),
+        leaked_other_interpreter: LEAKED_OTHER_INTERPRETER.load(Ordering::Relaxed),
+    }
+}
+
+/// A Python object held as the keepalive of an exported tensor.
+///
+/// DLPack deleters run on any thread, with or without the GIL, even during interpreter
+/// shutdown. Dropping a `PyKeepalive` is sound in all three cases:
+/// - on a thread that is attached, the reference is released at once;
+/// - on a thread that is not (by CPython's own thread state, never pyo3's attach count), the
+///   thread attaches for real (`PyGILState_Ensure`) to release it;
+/// - when the interpreter is shutting down or not attachable, the reference is leaked
+///   (never touching Python), which is what a process about to exit can afford.
+pub struct PyKeepalive {
+    obj: Option<Py<PyAny>>,
+    /// The interpreter the object belongs to (its ID: unlike its address, never reused).
+    interp: i64,
+}
+
+/// The ID of the interpreter this (attached) thread runs.
+pub(crate) fn current_interpreter() -> i64 {
+    // SAFETY: called on an attached thread (a `Python` token exists, or the probe said so).
+    unsafe { cpython::interpreter_id() }
+}
+
+impl PyKeepalive {
+    /// Holds `obj` until this value is dropped.
+    #[inline]
+    pub fn new(py: Python<'_>, obj: Py<PyAny>) -> Self {
+        install_shutdown_hook(py);
+        PyKeepalive {
+            obj: Some(obj),
+            interp: current_interpreter(),
+        }
+    }
+
+    /// The object held.
+    pub fn object(&self) -> Option<&Py<PyAny>> {
+        self.obj.as_ref()
+    }
+}
+
+impl Drop for PyKeepalive {
+    fn drop(&mut self) {
+        let Some(obj) = self.obj.take() else { return };
+        // SAFETY: a strong reference we own, of an object of interpreter `self.interp`.
+        unsafe { release_owned(obj.into_ptr(), self.interp) };
+    }
+}
+
+/// Releases a strong reference from any thread, as [`PyKeepalive`]'s `Drop` does: never through
+/// pyo3's `Drop for Py`, which decides from pyo3's own thread-local attach count. That count and
+/// the real thread state disagree on a thread inside a foreign deleter (torch drops storage with
+/// the GIL released, under our pyo3 frame) or inside `Py_BEGIN_ALLOW_THREADS`: every decision
+/// below reads CPython's real thread state.
+///
+/// # Safety
+///
+/// `ptr` is a strong reference the caller owns (and gives up), to an object of the interpreter
+/// whose ID is `interp`.
+pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
+    if this_thread_is_attached() {
+        if current_interpreter() != interp {
+            // Attached to another (sub-)interpreter: releasing the object needs its own
+            // interpreter's lock, which this thread cannot take from here. Leak it.
+            count(&LEAKED_OTHER_INTERPRETER);
+            return;
+        }
+        // SAFETY: this thread is attached (it has a current thread state, read from CPython
+        // itself) to the object's interpreter, and `ptr` is a strong reference we own, so it
+        // can be released directly (even during finalization, as CPython itself does).
+        unsafe { cpython::decref(ptr) };
+        count(&RELEASED_ATTACHED);
+        return;
+    }
+    if SHUTTING_DOWN.load(Ordering::SeqCst) || !cpython::is_initialized() {
+        // Attaching now could hang this thread (or end it) in a finalizing interpreter: a
+        // process about to exit can afford the leak.
+        count(&LEAKED_AT_SHUTDOWN);
+        return;
+    }
+    // Attach for real: `PyGILState_Ensure` restores this thread's own thread state (or makes
+    // one) whatever pyo3's count says, and `PyGILState_Release` puts the thread back exactly as
+    // it was (detached again inside `Py_BEGIN_ALLOW_THREADS`). Under `abi3`, where the probe
+    // above always says "no", it is also what an attached thread gets: `PyGILState_Ensure` is
+    // re-entrant there.
+    // SAFETY: the interpreter is initialized and not shutting down (checked just above; pyo3's
+    // wrapper makes a thread that meets a finalizing interpreter hang instead of unwinding
+    // through Rust frames).
+    unsafe {
+        cpython::with_attached(|| {
+            if current_interpreter() == interp {
+                // SAFETY: attached by `with_attached`, to the object's interpreter; `ptr` is a
+                // strong reference we own.
+                cpython::decref(ptr);
+                count(&RELEASED_AFTER_ATTACHING);
+            } else {
+                // `PyGILState_Ensure` attaches to the main interpreter: an object of another
+                // interpreter is leaked.
+                count(&LEAKED_OTHER_INTERPRETER);
+            }
+        })
+    }
+}
+
+impl core::fmt::Debug for PyKeepalive {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("PyKeepalive").field(&self.obj).finish()
+    }
+}

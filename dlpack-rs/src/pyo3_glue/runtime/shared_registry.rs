@@ -1,0 +1,145 @@
+//! How every extension module in the process shares one borrow registry: the first copy of
+//! this crate to touch Python publishes its table in a capsule, later copies adopt it.
+//!
+//! The capsule is named `"dlpack_rs.borrow_registry"` and sits in the interpreter's own state
+//! dictionary (`PyInterpreterState_GetDict`, out of reach of Python code) under the same key.
+//! It points at the C table of
+//! `safe::borrow` (`version: u64`, `state`, `acquire`, `release`; version 2 appends
+//! `acquire_strided` and `release_strided`; later versions only append), so modules built
+//! against different releases of this crate see each other's borrows. A table of version 0
+//! makes joining raise; one of version 1 is used for whole ranges.
+//!
+//! Joining fails closed: if the table cannot be found or published, the import or export that
+//! asked raises and this copy tries again next time (its borrows stay in its own table, which
+//! moves them over when it joins). Trust: the capsule is believed to be what its name says (as
+//! numpy's C API capsule is); native code that plants a forged one is outside the model. The
+//! dictionary is per interpreter: copies of the crate share one table per interpreter.
+
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+
+use pyo3::exceptions::{PyBufferError, PySystemError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict};
+
+use crate::safe::borrow::{self, BorrowApi, BORROW_API_VERSION};
+
+const KEY: &str = "dlpack_rs.borrow_registry";
+const CAPSULE_NAME: &core::ffi::CStr = c"dlpack_rs.borrow_registry";
+
+/// 0: not joined; 1: a thread is installing the table it found (Rust only); 2: joined (in
+/// interpreter `JOINED_IN`).
+static STATE: AtomicU8 = AtomicU8::new(0);
+/// The interpreter (its ID) whose dictionary this copy joined through.
+static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
+
+/// The ID of the interpreter this (attached) thread runs.
+fn interpreter_id() -> i64 {
+    // SAFETY: attached (callers hold a `Python` token).
+    unsafe { crate::pyo3_glue::runtime::cpython::interpreter_id() }
+}
+
+/// Makes this copy's borrows go to the registry shared by every copy of this crate in the
+/// interpreter, publishing the table this copy uses when there is none yet. Cheap after the
+/// first success (an atomic load and the interpreter's ID); raises (and joins nothing) when
+/// the table cannot be had, so that no copy runs with a table the others do not see.
+///
+/// A copy joins once per process. In another interpreter it checks that the table published
+/// there (or none, then it publishes its own) is the one it uses, and raises otherwise.
+pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
+    if STATE.load(Ordering::Acquire) != 2 {
+        // The table first, outside the claim below: finding it runs Python code (an
+        // allocation may start a garbage collection whose finalizers join again, on this very
+        // thread, which must not wait for itself). Idempotent: whichever table the interpreter
+        // holds (`setdefault`), found again by a re-entered or concurrent join.
+        let api = find_or_publish(py, borrow::current_api())?;
+        loop {
+            match STATE.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    // SAFETY: a table of a copy of this crate (the capsule's name; see the trust
+                    // note), of a version we read, in an extension module CPython never
+                    // unloads; a copy that published its own table never installs another, so
+                    // no cycle.
+                    let joined = unsafe { borrow::install(api) }.map_err(|e| {
+                        PyBufferError::new_err(format!(
+                            "dlpack-rs: cannot join the shared borrow registry ({e:?}): a live \
+                             view of this module conflicts with another module's"
+                        ))
+                    });
+                    if joined.is_ok() {
+                        JOINED_IN.store(interpreter_id(), Ordering::Relaxed);
+                    }
+                    STATE.store(if joined.is_ok() { 2 } else { 0 }, Ordering::Release);
+                    return joined;
+                }
+                Err(2) => break,
+                // Another thread is installing (Rust only, no Python code): let it finish.
+                Err(_) => py.detach(std::thread::yield_now),
+            }
+        }
+    }
+    if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
+        return Ok(());
+    }
+    check_other_interpreter(py)
+}
+
+/// In an interpreter other than the one this copy joined through: the table published there
+/// must be the one this copy uses (publishing it when there is none).
+fn check_other_interpreter(py: Python<'_>) -> PyResult<()> {
+    let ours = borrow::current_api();
+    let found = find_or_publish(py, ours)?;
+    if core::ptr::eq(found, ours) {
+        Ok(())
+    } else {
+        Err(PyBufferError::new_err(
+            "dlpack-rs: this interpreter's borrow registry is not the one this module uses \
+             (it was imported first in another interpreter): views refused",
+        ))
+    }
+}
+
+fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static BorrowApi> {
+    // SAFETY: attached (we hold `py`): the interpreter's state dictionary is a borrowed
+    // reference that lives as long as the interpreter.
+    let dict = unsafe {
+        let raw = crate::pyo3_glue::runtime::cpython::interpreter_dict();
+        if raw.is_null() {
+            return Err(PySystemError::new_err(
+                "dlpack-rs: no interpreter state dictionary for the borrow registry",
+            ));
+        }
+        Bound::from_borrowed_ptr(py, raw)
+    };
+    let dict = dict.cast::<PyDict>()?;
+    // SAFETY: `api` is a static table (this copy's own, or the one it joined), immutable, that
+    // lives for the process; the capsule owns nothing and has no destructor.
+    let ours = unsafe {
+        PyCapsule::new_with_pointer(py, core::ptr::NonNull::from(api).cast(), CAPSULE_NAME)
+    }?;
+    // `dict.setdefault` is atomic (also without the GIL): whichever copy got there first wins.
+    let shared = dict.call_method1("setdefault", (KEY, ours))?;
+    let capsule = shared.cast::<PyCapsule>()?;
+    let ptr = capsule.pointer_checked(Some(CAPSULE_NAME))?;
+    // SAFETY: a capsule of this name points at a live table of some version (see the module's
+    // trust note); its version field is valid in every version of the table.
+    let version = unsafe { ptr.cast::<u64>().read() };
+    if version == 1 {
+        // A version-1 table is shorter than ours: copy its prefix into a table of our layout
+        // (leaked: once per join that gets this far, and a copy joins once per process, unless a
+        // finalizer or another thread joins meanwhile) whose strided functions are never
+        // called (`BorrowApi::registered` registers whole ranges in a version-1 table).
+        // SAFETY: version 1's fields are the first four of ours, at the same offsets.
+        let v1 = unsafe { ptr.cast::<borrow::BorrowApiV1>().read() };
+        return Ok(borrow::from_v1(v1));
+    }
+    // SAFETY: a table of version 2 or later starts with every field of ours.
+    let table = unsafe { ptr.cast::<BorrowApi>().as_ref() };
+    // Version 1 (ranges only) is read as well: strided borrows go there as whole ranges.
+    if table.version < 1 {
+        return Err(PySystemError::new_err(format!(
+            "dlpack-rs: the shared borrow registry has version {}, this copy needs 1 to {}",
+            table.version, BORROW_API_VERSION
+        )));
+    }
+    Ok(table)
+}

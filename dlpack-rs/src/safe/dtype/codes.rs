@@ -1,0 +1,339 @@
+//! The one table of DLPack's type codes ([`CODES`]) and what reads it: which dtypes are well
+//! formed ([`validate_dtype`], [`dtype_rule`]), their Python names and whether numpy takes them
+//! ([`DtypeName`]).
+
+use crate::ffi::{DLDataType, DLDataTypeCode};
+#[cfg(doc)]
+use crate::safe::Element;
+
+/// The lanes a form of a [`CODES`] row allows.
+#[derive(Clone, Copy)]
+enum Lanes {
+    /// Any non-zero number (vector types); named only with 1 lane.
+    Any,
+    /// Exactly this many.
+    Exactly(u16),
+}
+
+/// What a type code allows, and what Python libraries call its dtypes.
+enum Rule {
+    /// Any non-zero bits and lanes: the name is `base` and the bits (`float32`) for one lane;
+    /// `numpy` lists the widths every supported numpy takes over DLPack.
+    Free {
+        base: Option<&'static str>,
+        numpy: &'static [u8],
+    },
+    /// Only these `(bits, lanes, name)` forms; `rule` says so in error messages; `numpy`:
+    /// whether numpy takes the (1-lane) dtype.
+    Fixed {
+        forms: &'static [(u8, Lanes, &'static str)],
+        rule: &'static str,
+        numpy: bool,
+    },
+}
+
+/// The one table of DLPack's type codes: adding a dtype is a row here (after its constant in
+/// [`ffi`](crate::ffi)) and, when Rust has a type for it, an [`Element`] impl. Codes not listed
+/// (newer than the table) are free.
+const CODES: &[(DLDataTypeCode, Rule)] = {
+    use DLDataTypeCode as C;
+    use Lanes::{Any, Exactly};
+    const FP8: &str = "8 bits, 1 lane";
+    const FP6: &str = "6 bits, 1 lane";
+    &[
+        (
+            C::INT,
+            Rule::Free {
+                base: Some("int"),
+                numpy: &[8, 16, 32, 64],
+            },
+        ),
+        (
+            C::UINT,
+            Rule::Free {
+                base: Some("uint"),
+                numpy: &[8, 16, 32, 64],
+            },
+        ),
+        (
+            C::FLOAT,
+            Rule::Free {
+                base: Some("float"),
+                numpy: &[16, 32, 64],
+            },
+        ),
+        (
+            C::OPAQUE_HANDLE,
+            Rule::Free {
+                base: None,
+                numpy: &[],
+            },
+        ),
+        (
+            C::BFLOAT,
+            Rule::Fixed {
+                forms: &[(16, Any, "bfloat16")],
+                rule: "16 bits",
+                numpy: false,
+            },
+        ),
+        (
+            C::COMPLEX,
+            Rule::Free {
+                base: Some("complex"),
+                numpy: &[64, 128],
+            },
+        ),
+        (
+            C::BOOL,
+            Rule::Fixed {
+                forms: &[(8, Any, "bool")],
+                rule: "8 bits",
+                numpy: true,
+            },
+        ),
+        (
+            C::FLOAT8_E3M4,
+            Rule::Fixed {
+                forms: &[(8, Exactly(1), "float8_e3m4")],
+                rule: FP8,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT8_E4M3,
+            Rule::Fixed {
+                forms: &[(8, Exactly(1), "float8_e4m3")],
+                rule: FP8,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT8_E4M3B11FNUZ,
+            Rule::Fixed {
+                forms: &[(8, Exactly(1), "float8_e4m3b11fnuz")],
+                rule: FP8,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT8_E4M3FN,
+            Rule::Fixed {
+                forms: &[(8, Exactly(1), "float8_e4m3fn")],
+                rule: FP8,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT8_E4M3FNUZ,
+            Rule::Fixed {
+                forms: &[(8, Exactly(1), "float8_e4m3fnuz")],
+                rule: FP8,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT8_E5M2,
+            Rule::Fixed {
+                forms: &[(8, Exactly(1), "float8_e5m2")],
+                rule: FP8,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT8_E5M2FNUZ,
+            Rule::Fixed {
+                forms: &[(8, Exactly(1), "float8_e5m2fnuz")],
+                rule: FP8,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT8_E8M0FNU,
+            Rule::Fixed {
+                forms: &[(8, Exactly(1), "float8_e8m0fnu")],
+                rule: FP8,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT6_E2M3FN,
+            Rule::Fixed {
+                forms: &[(6, Exactly(1), "float6_e2m3fn")],
+                rule: FP6,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT6_E3M2FN,
+            Rule::Fixed {
+                forms: &[(6, Exactly(1), "float6_e3m2fn")],
+                rule: FP6,
+                numpy: false,
+            },
+        ),
+        (
+            C::FLOAT4_E2M1FN,
+            Rule::Fixed {
+                forms: &[
+                    (4, Exactly(1), "float4_e2m1fn"),
+                    (4, Exactly(2), "float4_e2m1fn_x2"),
+                ],
+                rule: "4 bits, 1 lane (packed) or 2 lanes (x2)",
+                numpy: false,
+            },
+        ),
+    ]
+};
+
+/// The row of `code` in [`CODES`].
+const fn rule_of(code: DLDataTypeCode) -> Option<&'static Rule> {
+    let mut i = 0;
+    while i < CODES.len() {
+        if CODES[i].0 .0 == code.0 {
+            return Some(&CODES[i].1);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The form of a fixed code that `dtype` is, if any (lanes as the form allows them).
+const fn fixed_form(dtype: DLDataType) -> Option<(Lanes, &'static str)> {
+    let Some(Rule::Fixed { forms, .. }) = rule_of(dtype.code) else {
+        return None;
+    };
+    let mut i = 0;
+    while i < forms.len() {
+        let (bits, lanes, name) = forms[i];
+        let lanes_ok = match lanes {
+            Lanes::Any => dtype.lanes != 0,
+            Lanes::Exactly(n) => dtype.lanes == n,
+        };
+        if bits == dtype.bits && lanes_ok {
+            return Some((lanes, name));
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The `(bits, lanes)` a DLPack 1.3 type code allows, as a description for error messages, or
+/// `None` for the codes whose width is free (int, uint, float, opaque handle, complex: any
+/// non-zero bits and lanes, vector types included) and for codes newer than 1.3.
+///
+/// - bool: 8 bits (any lanes); bfloat16: 16 bits (any lanes);
+/// - FP8 (codes 7 to 14): 8 bits, 1 lane;
+/// - FP6 (15, 16): 6 bits, 1 lane (packed);
+/// - FP4 (17): 4 bits, 1 lane (packed two to a byte, as jax exports it) or 2 lanes (one byte
+///   per element holding two values, torch's `float4_e2m1fn_x2`).
+///
+/// ```
+/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
+/// use dlpack_rs::safe::{dtype_rule, validate_dtype};
+///
+/// let fp4x2 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
+/// assert!(validate_dtype(fp4x2).is_ok());
+/// let fp8x2 = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 8, lanes: 2 };
+/// assert!(validate_dtype(fp8x2).is_err());
+/// assert_eq!(dtype_rule(fp8x2.code), Some("8 bits, 1 lane"));
+/// ```
+pub const fn dtype_rule(code: DLDataTypeCode) -> Option<&'static str> {
+    match rule_of(code) {
+        Some(Rule::Fixed { rule, .. }) => Some(rule),
+        _ => None,
+    }
+}
+
+/// Checks that a dtype is well formed: non-zero bits and lanes, and for the codes with a fixed
+/// form (bool, bfloat16, FP8, FP6, FP4) the bits and lanes [`dtype_rule`] names. Codes whose
+/// width is free and codes newer than DLPack 1.3 are only checked for non-zero bits and lanes.
+pub fn validate_dtype(dtype: DLDataType) -> Result<(), crate::safe::Error> {
+    let ok = dtype.bits != 0
+        && dtype.lanes != 0
+        && match rule_of(dtype.code) {
+            Some(Rule::Fixed { .. }) => fixed_form(dtype).is_some(),
+            _ => true,
+        };
+    if ok {
+        Ok(())
+    } else {
+        Err(crate::safe::Error::InvalidDtype(dtype))
+    }
+}
+
+/// The name Python libraries give a dtype (numpy's, torch's and jax's: `float32`, `bool`,
+/// `bfloat16`, `float8_e4m3fn`, `float4_e2m1fn_x2`, ...), or `dtype(code=.., bits=.., lanes=..)`
+/// for one no library names. Formats without allocating (`Display`).
+///
+/// ```
+/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
+/// use dlpack_rs::safe::{dtype_f32, DtypeName};
+///
+/// assert_eq!(DtypeName(dtype_f32()).to_string(), "float32");
+/// let fp4 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
+/// assert_eq!(DtypeName(fp4).to_string(), "float4_e2m1fn_x2");
+/// let odd = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 16, lanes: 1 };
+/// assert_eq!(DtypeName(odd).to_string(), "dtype(code=kDLFloat8_e5m2, bits=16, lanes=1)");
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DtypeName(pub DLDataType);
+
+impl DtypeName {
+    /// The fixed name of a low-precision or special dtype (bool, bfloat16, FP8, FP6, FP4), or
+    /// `None` (the integer, float and complex names are built from the bits).
+    pub const fn fixed(dtype: DLDataType) -> Option<&'static str> {
+        match fixed_form(dtype) {
+            // A vector of a fixed code has no name of its own.
+            Some((Lanes::Any, _)) if dtype.lanes != 1 => None,
+            Some((_, name)) => Some(name),
+            None => None,
+        }
+    }
+
+    /// Whether every numpy this crate supports can take this dtype over DLPack: only int, uint,
+    /// float and complex of the widths it has, and 8-bit bool (numpy 2.4 refuses bfloat16, FP8,
+    /// FP6 and FP4, `ml_dtypes` or not; numpy 2.5 takes bfloat16 and FP8 once `ml_dtypes` is
+    /// installed, which this answer does not assume).
+    pub const fn numpy_has(dtype: DLDataType) -> bool {
+        if dtype.lanes != 1 {
+            return false;
+        }
+        match rule_of(dtype.code) {
+            Some(Rule::Free { numpy, .. }) => {
+                let mut i = 0;
+                while i < numpy.len() {
+                    if numpy[i] == dtype.bits {
+                        return true;
+                    }
+                    i += 1;
+                }
+                false
+            }
+            Some(Rule::Fixed { numpy, .. }) => *numpy && fixed_form(dtype).is_some(),
+            None => false,
+        }
+    }
+}
+
+impl core::fmt::Display for DtypeName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let d = self.0;
+        if let Some(name) = Self::fixed(d) {
+            return f.write_str(name);
+        }
+        match rule_of(d.code) {
+            Some(Rule::Free {
+                base: Some(base), ..
+            }) if d.lanes == 1 => write!(f, "{base}{}", d.bits),
+            _ => write!(
+                f,
+                "dtype(code={:?}, bits={}, lanes={})",
+                d.code, d.bits, d.lanes
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

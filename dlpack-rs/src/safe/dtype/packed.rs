@@ -1,0 +1,390 @@
+//! Low-precision data narrower than any Rust type: how its values sit in bytes ([`Packing`]),
+//! packed views of imported tensors ([`Managed::as_packed`], [`PackedSlice`]) and the export of
+//! packed bytes ([`PackedExport`]).
+//!
+//! DLPack stores sub-byte data packed, "little bit-endian": value `i` of the tensor (elements
+//! in row-major order, the lanes of each element in order) occupies bits `i * bits ..
+//! (i + 1) * bits` of the data read as one little-endian number. The byte count of `numel`
+//! elements is `ceil(numel * bits * lanes / 8)`. The two FP4 forms producers use:
+//!
+//! | producer | dtype | bits x lanes | bytes for 5 elements |
+//! |---|---|---|---|
+//! | jax `float4_e2m1fn` | [`DLDataType::FLOAT4_E2M1FN`] | 4 x 1: two elements per byte | 3 |
+//! | torch `float4_e2m1fn_x2` | [`DLDataType::FLOAT4_E2M1FN_X2`] | 4 x 2: one element (two values) per byte | 5 |
+
+use alloc::vec::Vec;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use crate::ffi::{DLDataType, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::safe::borrow::guard::ReadSlice;
+use crate::safe::borrow::BorrowToken;
+use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
+use crate::safe::export::pack::pack_validated;
+use crate::safe::export::tensor_info::Validated;
+use crate::safe::import::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
+use crate::safe::{validate_dtype, Buffer, Dim, Error, Readers, TensorInfo};
+
+/// How the values of a dtype of at most 8 bits per value sit in bytes: FP8, FP6, FP4, 4-bit
+/// integers, bool, 8-bit integers. Made by [`Packing::of`], which checks the dtype.
+///
+/// ```
+/// use dlpack_rs::ffi::DLDataType;
+/// use dlpack_rs::safe::Packing;
+///
+/// let jax = Packing::of(DLDataType::FLOAT4_E2M1FN)?; // 4 bits x 1 lane
+/// assert_eq!(jax.nbytes(5), Some(3)); // two elements per byte, the last half empty
+/// let torch = Packing::of(DLDataType::FLOAT4_E2M1FN_X2)?; // 4 bits x 2 lanes
+/// assert_eq!(torch.nbytes(5), Some(5)); // one byte (two values) per element
+///
+/// let bytes = jax.pack(&[1, 2, 3, 4, 5]);
+/// assert_eq!(bytes, [0x21, 0x43, 0x05]); // value 0 in the low nibble
+/// assert_eq!(jax.value(&bytes, 4), Some(5));
+/// # Ok::<(), dlpack_rs::safe::Error>(())
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Packing {
+    dtype: DLDataType,
+}
+
+impl Packing {
+    /// The packing of `dtype`: a valid dtype ([`validate_dtype`]) whose values are at most 8
+    /// bits wide ([`Error::NotPacked`] otherwise: view those typed).
+    pub fn of(dtype: DLDataType) -> Result<Self, Error> {
+        validate_dtype(dtype)?;
+        if dtype.bits > 8 {
+            return Err(Error::NotPacked(dtype));
+        }
+        Ok(Packing { dtype })
+    }
+
+    /// The dtype.
+    pub const fn dtype(&self) -> DLDataType {
+        self.dtype
+    }
+
+    /// Bits of one value (DLPack's `bits`).
+    pub const fn value_bits(&self) -> u32 {
+        self.dtype.bits as u32
+    }
+
+    /// Values per element (DLPack's `lanes`: 2 for torch's `float4_e2m1fn_x2`).
+    pub const fn lanes(&self) -> usize {
+        self.dtype.lanes as usize
+    }
+
+    /// Bits of one element (`bits * lanes`).
+    pub const fn element_bits(&self) -> u64 {
+        crate::safe::element_bits(self.dtype)
+    }
+
+    /// Bytes `numel` elements occupy packed: `ceil(numel * bits * lanes / 8)`, or `None` when
+    /// that overflows.
+    pub fn nbytes(&self, numel: usize) -> Option<usize> {
+        let bits = (numel as u128).checked_mul(self.element_bits() as u128)?;
+        usize::try_from(bits.div_ceil(8)).ok()
+    }
+
+    /// The most whole elements `nbytes` bytes hold.
+    pub fn elements_in(&self, nbytes: usize) -> usize {
+        ((nbytes as u128 * 8) / self.element_bits() as u128) as usize
+    }
+
+    /// The bit mask of one value (`0x0f` for 4 bits).
+    const fn mask(&self) -> u8 {
+        (((1u16) << self.dtype.bits) - 1) as u8
+    }
+
+    /// Value `i` (counting the lanes of every element in order) of packed `bytes`, in its low
+    /// bits; `None` when `bytes` does not hold it.
+    pub fn value(&self, bytes: &[u8], i: usize) -> Option<u8> {
+        let bit = i.checked_mul(self.dtype.bits as usize)?;
+        let (byte, shift) = (bit / 8, bit % 8);
+        let low = *bytes.get(byte)? as u16;
+        let bits = self.dtype.bits as usize;
+        let word = if shift + bits > 8 {
+            low | (*bytes.get(byte + 1)? as u16) << 8
+        } else {
+            low
+        };
+        Some((word >> shift) as u8 & self.mask())
+    }
+
+    /// Sets value `i` of packed `bytes` to the low bits of `value` (the other bits of the bytes
+    /// are kept); false, changing nothing, when `bytes` does not hold value `i`.
+    pub fn set_value(&self, bytes: &mut [u8], i: usize, value: u8) -> bool {
+        let bits = self.dtype.bits as usize;
+        let Some(bit) = i.checked_mul(bits) else {
+            return false;
+        };
+        let (byte, shift) = (bit / 8, bit % 8);
+        let spans = shift + bits > 8;
+        if byte >= bytes.len() || (spans && byte + 1 >= bytes.len()) {
+            return false;
+        }
+        let mask = (self.mask() as u16) << shift;
+        let value = ((value & self.mask()) as u16) << shift;
+        let mut word = bytes[byte] as u16;
+        if spans {
+            word |= (bytes[byte + 1] as u16) << 8;
+        }
+        word = (word & !mask) | value;
+        bytes[byte] = word as u8;
+        if spans {
+            bytes[byte + 1] = (word >> 8) as u8;
+        }
+        true
+    }
+
+    /// Packs `values` (the low bits of each; a whole number of elements, `lanes` values
+    /// each, or the last element's missing lanes are zero) into `ceil(len * bits / 8)` bytes,
+    /// the bits past the last value zero.
+    pub fn pack(&self, values: &[u8]) -> Vec<u8> {
+        let numel = values.len().div_ceil(self.lanes());
+        let mut bytes = alloc::vec![0u8; self.nbytes(numel).unwrap_or(0)];
+        for (i, &v) in values.iter().enumerate() {
+            self.set_value(&mut bytes, i, v);
+        }
+        bytes
+    }
+}
+
+/// A shared view of a contiguous low-precision tensor's packed bytes
+/// ([`Managed::as_packed`]): the bytes, their [`Packing`] and the element count. Holds a shared
+/// borrow of exactly the bytes the elements occupy, `ceil(numel * bits * lanes / 8)`.
+pub struct PackedSlice<'a> {
+    bytes: ReadSlice<'a, u8>,
+    packing: Packing,
+    numel: usize,
+}
+
+impl core::fmt::Debug for PackedSlice<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PackedSlice")
+            .field("dtype", &crate::safe::DtypeName(self.packing.dtype))
+            .field("numel", &self.numel)
+            .field("bytes", &self.bytes())
+            .finish()
+    }
+}
+
+impl PackedSlice<'_> {
+    /// The packed bytes: `ceil(numel * bits * lanes / 8)` of them.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// How the values sit in [`PackedSlice::bytes`].
+    pub fn packing(&self) -> Packing {
+        self.packing
+    }
+
+    /// Number of elements (the tensor's `numel`).
+    pub fn numel(&self) -> usize {
+        self.numel
+    }
+
+    /// Number of values: `numel * lanes`.
+    pub fn value_count(&self) -> usize {
+        self.numel * self.packing.lanes()
+    }
+
+    /// Value `i` (in its low bits), `None` past the last one.
+    pub fn value(&self, i: usize) -> Option<u8> {
+        if i >= self.value_count() {
+            return None;
+        }
+        self.packing.value(&self.bytes, i)
+    }
+
+    /// Every value in order, each in the low bits of a byte.
+    pub fn values(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..self.value_count()).filter_map(move |i| self.packing.value(&self.bytes, i))
+    }
+}
+
+impl<K: Kind> Managed<K> {
+    /// The packed bytes of a contiguous host tensor whose values are at most 8 bits wide (FP8,
+    /// FP6, FP4 in both forms, 4-bit integers, bytes): see [`Packing`]. Refused with
+    /// [`Error::NotPacked`] for wider dtypes, [`Error::NotContiguous`] for strided data and
+    /// [`Error::AlreadyBorrowed`] while a mutable view of these bytes exists.
+    ///
+    /// ```
+    /// use dlpack_rs::ffi::DLDataType;
+    /// use dlpack_rs::safe::PackedExport;
+    ///
+    /// // Five FP4 values (0.5, 1, 1.5, 2, 3) packed as jax exports them: three bytes.
+    /// let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], DLDataType::FLOAT4_E2M1FN)
+    ///     .shape(&[5])
+    ///     .versioned()?;
+    /// assert_eq!(t.nbytes(), 3);
+    /// let p = t.as_packed()?;
+    /// assert_eq!(p.values().collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    /// # Ok::<(), dlpack_rs::safe::Error>(())
+    /// ```
+    pub fn as_packed(&self) -> Result<PackedSlice<'_>, Error> {
+        let packing = Packing::of(self.dtype())?;
+        crate::safe::import::views::host_viewable(self.device())?;
+        if !self.is_contiguous() {
+            return Err(Error::NotContiguous);
+        }
+        let numel = self.numel();
+        if numel == 0 {
+            // SAFETY: no bytes: a dangling aligned pointer for an empty slice, nothing to borrow.
+            let bytes = unsafe {
+                ReadSlice::new(NonNull::<u8>::dangling().as_ptr(), 0, BorrowToken::EMPTY)
+            };
+            return Ok(PackedSlice {
+                bytes,
+                packing,
+                numel,
+            });
+        }
+        let ptr = self.data_ptr().cast::<u8>();
+        if ptr.is_null() {
+            return Err(Error::NullData);
+        }
+        // Contiguous: the elements occupy exactly `nbytes` bytes from the first, which is what
+        // the borrow covers (elements 0..numel at `bits * lanes` bits each, rounded up).
+        let token = self.borrow_addressed(false)?;
+        // SAFETY: host memory (checked), non-NULL, `nbytes` bytes validated at construction to
+        // lie within the producer's allocation, alive while `self` is (the guard borrows it),
+        // every byte a valid u8, and borrowed (shared) above so no view of this crate writes it.
+        let bytes = unsafe { ReadSlice::new(ptr, self.nbytes(), token) };
+        Ok(PackedSlice {
+            bytes,
+            packing,
+            numel,
+        })
+    }
+}
+
+/// The export of packed low-precision bytes with an explicit dtype: FP4 (either form), FP6,
+/// FP8 codes without a Rust element type (fnuz, e8m0), 4-bit integers. Compact row-major only;
+/// the byte count must be exactly what the shape needs, `ceil(numel * bits * lanes / 8)`
+/// ([`Error::PackedLength`] otherwise). The buffer is any [`Buffer`] of bytes (`Vec<u8>`,
+/// [`AlignedBuffer<u8>`](crate::safe::AlignedBuffer) for jax's zero-copy import, ...).
+///
+/// ```
+/// use dlpack_rs::ffi::DLDataType;
+/// use dlpack_rs::safe::{DtypeName, PackedExport};
+///
+/// // torch's float4_e2m1fn_x2: one byte per element, two values in it.
+/// let t = PackedExport::new(vec![0x21u8, 0x43, 0x65], DLDataType::FLOAT4_E2M1FN_X2).versioned()?;
+/// assert_eq!(t.shape(), &[3]);
+/// assert_eq!(DtypeName(t.dtype()).to_string(), "float4_e2m1fn_x2");
+/// # Ok::<(), dlpack_rs::safe::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct PackedExport<B> {
+    buffer: B,
+    dtype: DLDataType,
+    shape: Result<Option<Vec<i64>>, Error>,
+    read_only: bool,
+}
+
+impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
+    /// Starts an export of `buffer`'s bytes as elements of `dtype`, by default one-dimensional
+    /// over as many whole elements as the bytes hold.
+    pub fn new(buffer: B, dtype: DLDataType) -> Self {
+        PackedExport {
+            buffer,
+            dtype,
+            shape: Ok(None),
+            read_only: false,
+        }
+    }
+
+    /// Sets the shape (in elements).
+    pub fn shape<D: Dim>(mut self, shape: &[D]) -> Self {
+        self.shape = to_i64s(shape).map(Some);
+        self
+    }
+
+    /// Marks the export read-only even if the buffer is writable.
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// The buffer, its validated metadata (validated once: the pack below trusts it) and the
+    /// export's flags.
+    fn into_parts(self) -> Result<(B, Validated, u64), Error> {
+        let packing = Packing::of(self.dtype)?;
+        let len = self.buffer.num_elements();
+        let shape = match self.shape? {
+            Some(shape) => shape,
+            None => {
+                let numel = packing.elements_in(len);
+                alloc::vec![i64::try_from(numel).map_err(|_| Error::Overflow)?]
+            }
+        };
+        let info = TensorInfo {
+            data: self.buffer.data_ptr().cast::<c_void>(),
+            device: self.buffer.device(),
+            dtype: self.dtype,
+            shape,
+            strides: None,
+            byte_offset: 0,
+        };
+        let info = Validated::new(info)?;
+        let numel = info.extent().numel;
+        let needed = packing.nbytes(numel).ok_or(Error::Overflow)?;
+        if needed != len {
+            return Err(Error::PackedLength {
+                bytes: len,
+                numel,
+                needed,
+            });
+        }
+        let read_only = self.read_only || !self.buffer.is_writable();
+        let flags = if read_only {
+            DLPACK_FLAG_BITMASK_READ_ONLY
+        } else {
+            0
+        };
+        Ok((self.buffer, info, flags))
+    }
+
+    /// Builds a versioned managed tensor (DLPack 1.3; `READ_ONLY` when the buffer or the
+    /// builder says so).
+    pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
+        let (buffer, info, flags) = self.into_parts()?;
+        let data_of: fn(&mut B) -> *mut c_void = if flags & DLPACK_FLAG_BITMASK_READ_ONLY == 0 {
+            write_ptr::<B>
+        } else {
+            read_ptr::<B>
+        };
+        // SAFETY: `into_parts` checked that the compact layout covers exactly the buffer's
+        // bytes, which the `Buffer` contract keeps valid and in place while the keepalive (the
+        // buffer) lives; written through `data_ptr_mut` only when writable (as `Export`).
+        unsafe {
+            pack_validated::<crate::ffi::DLManagedTensorVersioned, _>(
+                buffer,
+                info,
+                flags,
+                Readers::ExportOnly,
+                Some(data_of),
+            )
+        }
+    }
+
+    /// Builds a legacy managed tensor (what jax imports). A read-only export cannot be legacy:
+    /// [`Error::ReadOnly`].
+    pub fn legacy(self) -> Result<ManagedTensor, Error> {
+        let (buffer, info, flags) = self.into_parts()?;
+        if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+            return Err(Error::ReadOnly);
+        }
+        // SAFETY: as in `versioned`; a legacy export is always writable.
+        unsafe {
+            pack_validated::<crate::ffi::DLManagedTensor, _>(
+                buffer,
+                info,
+                0,
+                Readers::ExportOnly,
+                Some(write_ptr::<B>),
+            )
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! How a tensor is copied: into zeroed, 64-byte aligned host storage this crate allocates
+//! itself, compact row-major, without aborting when the memory cannot be had.
+
+use alloc::vec::Vec;
+use core::ffi::c_void;
+
+use crate::safe::import::layout::{compact_strides, is_c_contiguous};
+use crate::safe::{cpu_device, element_bits, Error, TensorInfo, Validated};
+
+/// One 64-byte aligned unit (enough for every DLPack element type, and what jax needs to share
+/// memory instead of copying).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Chunk([u8; 64]);
+
+/// Zeroed, 64-byte aligned storage of at least the asked number of bytes (at least one chunk,
+/// so the pointer is never dangling). A keepalive for tensors this crate allocates.
+pub(crate) struct AlignedBytes(Vec<Chunk>);
+
+impl AlignedBytes {
+    /// `nbytes` zeroed bytes, or [`Error::OutOfMemory`].
+    pub(crate) fn zeroed(nbytes: usize) -> Result<Self, Error> {
+        let chunks = nbytes.div_ceil(64).max(1);
+        let mut storage = Vec::new();
+        storage
+            .try_reserve_exact(chunks)
+            .map_err(|_| Error::OutOfMemory)?;
+        storage.resize(chunks, Chunk([0; 64]));
+        Ok(AlignedBytes(storage))
+    }
+
+    /// The first byte, with write permission (from `&mut`).
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut c_void {
+        self.0.as_mut_ptr().cast()
+    }
+}
+
+/// Copies the elements `validated` describes into new, compact row-major, 64-byte aligned
+/// storage. Returns the storage and the (validated) metadata describing it, on the CPU.
+///
+/// # Safety
+///
+/// `validated` describes initialised host-readable memory that nobody writes during the call.
+pub(crate) unsafe fn copy_described(
+    validated: &Validated,
+) -> Result<(AlignedBytes, Validated), Error> {
+    let info = validated.info();
+    let numel = validated.extent().numel;
+    let bits = element_bits(info.dtype);
+    if bits % 8 != 0 {
+        return Err(Error::SubByteCopy);
+    }
+    let esize = (bits / 8) as usize;
+    // Validated not to overflow. A broadcast layout (stride 0) can describe far more elements
+    // than its memory holds: a copy that cannot be allocated is an error, not an abort.
+    let nbytes = numel * esize;
+    let mut storage = AlignedBytes::zeroed(nbytes)?;
+    let dst = storage.as_mut_ptr().cast::<u8>();
+    if numel > 0 {
+        // Validated: data + byte_offset stays within an isize of data.
+        let src = info
+            .data
+            .cast::<u8>()
+            .wrapping_add(info.byte_offset as usize);
+        let strides = info
+            .strides
+            .clone()
+            .unwrap_or_else(|| compact_strides(&info.shape));
+        if is_c_contiguous(&info.shape, &strides) {
+            // SAFETY: the source holds `numel` contiguous elements (caller's contract); the
+            // destination was just allocated with at least `nbytes` bytes; they do not overlap.
+            unsafe { core::ptr::copy_nonoverlapping(src, dst, nbytes) };
+        } else {
+            let ndim = info.shape.len();
+            let mut index = alloc::vec![0i64; ndim];
+            for i in 0..numel {
+                let offset: i64 = index.iter().zip(&strides).map(|(&k, &s)| k * s).sum();
+                // SAFETY: `index` is within `shape`, so the element at `offset` is one the
+                // validated layout addresses in the caller's memory; the destination slot
+                // `i` is inside the new allocation.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        src.offset(offset as isize * esize as isize),
+                        dst.add(i * esize),
+                        esize,
+                    )
+                };
+                for axis in (0..ndim).rev() {
+                    index[axis] += 1;
+                    if index[axis] < info.shape[axis] {
+                        break;
+                    }
+                    index[axis] = 0;
+                }
+            }
+        }
+    }
+    let copy = TensorInfo::contiguous(
+        dst.cast::<c_void>(),
+        cpu_device(),
+        info.dtype,
+        info.shape.clone(),
+    );
+    Ok((storage, Validated::new(copy)?))
+}

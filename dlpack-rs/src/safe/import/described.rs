@@ -1,0 +1,565 @@
+//! A tensor someone else keeps alive, viewed without owning it: [`Described`] is a non-owning
+//! `DLTensor` (what the exchange API's `dltensor_from_py_object_no_sync` fills) validated once,
+//! its shape and strides copied into storage of its own, with the owner's borrow-checked slice.
+
+use alloc::boxed::Box;
+use core::ffi::c_void;
+
+use crate::ffi::{DLDataType, DLDevice, DLTensor};
+use crate::safe::borrow::BorrowToken;
+use crate::safe::import::views::{contiguous_slice_parts, take_external, External};
+use crate::safe::import::{raw_shape, raw_strides, validate};
+use crate::safe::{Element, Error};
+
+/// Dimensions kept without a heap allocation (shape and strides side by side).
+const INLINE: usize = 4;
+
+/// Shape then strides, `ndim` of each.
+enum Dims {
+    Inline([i64; 2 * INLINE]),
+    Heap(Box<[i64]>),
+}
+
+/// A validated copy of a non-owning `DLTensor`'s metadata. It owns no memory: whoever made it
+/// keeps the memory alive (the Python object, for an exchange-table view) for as long as a
+/// pointer from [`Described::slice_parts`] is used. It may own an external checker's context
+/// (rust-numpy's table, for a numpy array viewed directly), whose borrow its views take too.
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+pub(crate) struct Described {
+    /// The first element (`data + byte_offset`).
+    first: *mut c_void,
+    dtype: DLDataType,
+    device: DLDevice,
+    /// At most `MAX_NDIM` (validated).
+    ndim: u16,
+    /// Whether the producer gave strides (NULL: compact row-major).
+    strided: bool,
+    /// Whether exclusive borrows may be taken ([`Described::allow_writes`]).
+    writable: bool,
+    dims: Dims,
+    /// A second borrow checker every view also satisfies (its context is this value's own).
+    external: Option<External>,
+}
+
+#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+impl Described {
+    /// Validates `t` (as an owner validates a producer's tensor) and copies its metadata.
+    ///
+    /// # Safety
+    ///
+    /// `t.shape` and `t.strides`, when non-NULL and `t.ndim > 0`, point at `t.ndim` readable
+    /// `i64`s (the DLPack contract).
+    #[inline]
+    pub(crate) unsafe fn new(t: &DLTensor) -> Result<Self, Error> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { validate(t) }?;
+        // SAFETY: validated: ndim is in range and the pointers are readable (the contract).
+        let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
+        let ndim = shape.len();
+        const _: () = assert!(crate::safe::MAX_NDIM <= u16::MAX as usize);
+        let dims = if ndim <= INLINE {
+            // Element by element over a fixed bound: a handful of moves, no `memcpy` call.
+            let mut dims = [0i64; 2 * INLINE];
+            for (i, &extent) in shape.iter().enumerate().take(INLINE) {
+                dims[i] = extent;
+            }
+            if let Some(strides) = strides {
+                for (i, &stride) in strides.iter().enumerate().take(INLINE) {
+                    dims[ndim + i] = stride;
+                }
+            }
+            Dims::Inline(dims)
+        } else {
+            let mut dims = alloc::vec![0i64; 2 * ndim];
+            dims[..ndim].copy_from_slice(shape);
+            if let Some(strides) = strides {
+                dims[ndim..].copy_from_slice(strides);
+            }
+            Dims::Heap(dims.into_boxed_slice())
+        };
+        let first = if t.data.is_null() {
+            core::ptr::null_mut()
+        } else {
+            // Validated: the offset fits in isize; never dereferenced here.
+            t.data
+                .cast::<u8>()
+                .wrapping_add(t.byte_offset as usize)
+                .cast()
+        };
+        Ok(Described {
+            first,
+            dtype: t.dtype,
+            device: t.device,
+            ndim: ndim as u16,
+            strided: strides.is_some(),
+            writable: false,
+            dims,
+            external: None,
+        })
+    }
+
+    /// Makes every view also take a borrow in `external` (after the registry's, released with
+    /// it), and hands its context to this value, which releases it once when dropped.
+    ///
+    /// # Safety
+    ///
+    /// `external.ctx` stays valid for `external.api`'s functions until `drop_ctx` is called on
+    /// it, and this value is the only one to call `drop_ctx` on it.
+    pub(crate) unsafe fn set_external(&mut self, external: External) {
+        if let Some(old) = self.external.replace(external) {
+            // SAFETY: the previous context was this value's alone (this function's contract).
+            unsafe { (old.api.drop_ctx)(old.ctx) };
+        }
+    }
+
+    fn ndim(&self) -> usize {
+        usize::from(self.ndim)
+    }
+
+    /// Lets views take exclusive borrows (refused with [`Error::ReadOnly`] otherwise).
+    ///
+    /// # Safety
+    ///
+    /// The memory's owner lets it be written (its producer would export it without
+    /// `READ_ONLY`) for as long as this value is used.
+    pub(crate) unsafe fn allow_writes(&mut self) {
+        self.writable = true;
+    }
+
+    /// [`Error::ReadOnly`] for an exclusive borrow of memory nobody said may be written.
+    fn check_writes(&self, exclusive: bool) -> Result<(), Error> {
+        if exclusive && !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        Ok(())
+    }
+
+    fn dims(&self) -> &[i64] {
+        match &self.dims {
+            Dims::Inline(d) => &d[..2 * self.ndim()],
+            Dims::Heap(d) => d,
+        }
+    }
+
+    /// Extent of each dimension.
+    pub(crate) fn shape(&self) -> &[i64] {
+        &self.dims()[..self.ndim()]
+    }
+
+    /// Strides in elements as the producer gave them (`None`: compact row-major).
+    pub(crate) fn raw_strides(&self) -> Option<&[i64]> {
+        self.strided.then(|| &self.dims()[self.ndim()..])
+    }
+
+    /// Strides in elements, compact row-major ones computed where the producer gave none.
+    pub(crate) fn strides(&self) -> alloc::borrow::Cow<'_, [i64]> {
+        match self.raw_strides() {
+            Some(s) => alloc::borrow::Cow::Borrowed(s),
+            None => alloc::borrow::Cow::Owned(crate::safe::compact_strides(self.shape())),
+        }
+    }
+
+    /// The element type.
+    pub(crate) fn dtype(&self) -> DLDataType {
+        self.dtype
+    }
+
+    /// Where the memory lives.
+    pub(crate) fn device(&self) -> DLDevice {
+        self.device
+    }
+
+    /// The address of the first element (NULL for a NULL data pointer).
+    pub(crate) fn data_ptr(&self) -> *mut c_void {
+        self.first
+    }
+
+    /// As `Managed::slice_parts`: checks that a slice of `T` over the tensor is sound and
+    /// borrows it in the registry, returning its first element, its length and the borrow (an
+    /// exclusive one only after [`Described::allow_writes`]).
+    ///
+    /// # Safety
+    ///
+    /// The memory `self` describes stays alive and in place while the returned pointer is used.
+    #[inline(always)]
+    pub(crate) unsafe fn slice_parts<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, usize, BorrowToken), Error> {
+        self.check_writes(exclusive)?;
+        let (shape, strides) = (self.shape(), self.raw_strides());
+        // SAFETY: validated in `new`; alive by this function's contract.
+        unsafe {
+            match self.external {
+                // Without a second checker, the registry's borrow alone (no hook to call).
+                None => contiguous_slice_parts::<T>(
+                    self.first,
+                    shape,
+                    strides,
+                    self.dtype,
+                    self.device,
+                    exclusive,
+                    Ok,
+                ),
+                Some(external) => contiguous_slice_parts::<T>(
+                    self.first,
+                    shape,
+                    strides,
+                    self.dtype,
+                    self.device,
+                    exclusive,
+                    // SAFETY: the context is this value's until it drops, after every token
+                    // (the caller keeps `self` alive while the pointer, and so its borrow, is
+                    // used).
+                    |token| take_external(Some(external), token, exclusive),
+                ),
+            }
+        }
+    }
+
+    /// As `Managed::borrowed_layout`'s checks: the layout of a strided view of `T` over the
+    /// tensor (any strides) and the borrow of every byte it addresses (an exclusive one refuses
+    /// a layout whose elements overlap).
+    ///
+    /// # Safety
+    ///
+    /// The memory `self` describes stays alive and in place while a view made from the
+    /// returned layout is used.
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    pub(crate) unsafe fn strided_parts<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
+        self.check_writes(exclusive)?;
+        let strides = self.strides();
+        // SAFETY: validated in `new`; alive by this function's contract.
+        unsafe {
+            match self.external {
+                None => crate::safe::import::strided::strided_parts::<T>(
+                    self.first,
+                    self.shape(),
+                    &strides,
+                    self.dtype,
+                    self.device,
+                    exclusive,
+                    Ok,
+                ),
+                Some(external) => crate::safe::import::strided::strided_parts::<T>(
+                    self.first,
+                    self.shape(),
+                    &strides,
+                    self.dtype,
+                    self.device,
+                    exclusive,
+                    // SAFETY: as in `slice_parts`.
+                    |token| take_external(Some(external), token, exclusive),
+                ),
+            }
+        }
+    }
+
+    /// As `Managed::raw_parts`: the checks and borrow of a raw pointer to the elements on any
+    /// device (no host view is made).
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    pub(crate) fn raw_parts<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, BorrowToken), Error> {
+        self.check_writes(exclusive)?;
+        let strides = self.strides();
+        crate::safe::import::strided::raw_parts::<T>(
+            self.first,
+            self.shape(),
+            &strides,
+            self.dtype,
+            exclusive,
+            // SAFETY: as in `slice_parts`.
+            |token| unsafe { take_external(self.external, token, exclusive) },
+        )
+    }
+}
+
+impl Drop for Described {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(external) = self.external.take() {
+            // SAFETY: this value's own context, released once (`set_external`); every token
+            // that used it was given back before (its holder drops the token first).
+            unsafe { (external.api.drop_ctx)(external.ctx) };
+        }
+    }
+}
+
+// SAFETY: plain metadata and an address; the memory it describes is reached only through
+// `slice_parts`, whose callers uphold its contract. An external checker's functions and
+// `drop_ctx` may run on any thread (`ExternalApi`'s contract).
+unsafe impl Send for Described {}
+// SAFETY: as above; `&Described` reads only the copied metadata (and takes borrows through the
+// external checker, whose functions synchronise their own state).
+unsafe impl Sync for Described {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::DLDeviceType;
+    use crate::safe::{cpu_device, dtype_f32};
+
+    fn tensor(data: *mut c_void, shape: &mut [i64], strides: Option<&mut [i64]>) -> DLTensor {
+        DLTensor {
+            data,
+            device: cpu_device(),
+            ndim: shape.len() as i32,
+            dtype: dtype_f32(),
+            shape: shape.as_mut_ptr(),
+            strides: strides.map_or(core::ptr::null_mut(), |s| s.as_mut_ptr()),
+            byte_offset: 0,
+        }
+    }
+
+    /// # Safety
+    /// `t`'s shape and strides point at `ndim` integers.
+    unsafe fn described(t: &DLTensor) -> Described {
+        // SAFETY: forwarded.
+        unsafe { Described::new(t) }.unwrap()
+    }
+
+    #[test]
+    fn metadata_is_copied_inline_and_on_the_heap() {
+        let mut data = [0f32; 64];
+        for ndim in [0usize, 1, 3, 4, 5, 7] {
+            let mut shape: alloc::vec::Vec<i64> = (0..ndim as i64).map(|i| i % 2 + 1).collect();
+            let mut strides = crate::safe::compact_strides(&shape);
+            let t = tensor(data.as_mut_ptr().cast(), &mut shape, Some(&mut strides));
+            // SAFETY: the vectors above hold `ndim` integers each.
+            let d = unsafe { described(&t) };
+            // The producer's storage changes afterwards: the copy does not.
+            let expected_shape = shape.clone();
+            let expected_strides = strides.clone();
+            shape.iter_mut().for_each(|e| *e = 99);
+            strides.iter_mut().for_each(|e| *e = 99);
+            assert_eq!(d.shape(), &expected_shape[..], "ndim {ndim}");
+            assert_eq!(d.raw_strides(), Some(&expected_strides[..]), "ndim {ndim}");
+            assert_eq!(d.dtype(), dtype_f32());
+            assert_eq!(d.device(), cpu_device());
+            assert_eq!(d.data_ptr(), data.as_mut_ptr().cast());
+        }
+    }
+
+    #[test]
+    fn null_strides_stay_none_and_byte_offset_moves_the_first_element() {
+        let mut data = [1f32, 2.0, 3.0, 4.0];
+        let mut shape = [3i64];
+        let mut t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        t.byte_offset = 4;
+        // SAFETY: `shape` holds one integer; no strides.
+        let d = unsafe { described(&t) };
+        assert_eq!(d.raw_strides(), None);
+        assert_eq!(d.data_ptr(), data[1..].as_mut_ptr().cast());
+        // SAFETY: `data` outlives every use of the slice below.
+        let (ptr, len, _token) = unsafe { d.slice_parts::<f32>(false) }.unwrap();
+        // SAFETY: checked and borrowed by `slice_parts`; `data` is alive.
+        let read = unsafe { core::slice::from_raw_parts(ptr, len) };
+        assert_eq!(read, &[2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn invalid_metadata_is_refused() {
+        let mut data = [0f32; 4];
+        let mut shape = [-1i64];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        // SAFETY: `shape` holds one integer.
+        let err = unsafe { Described::new(&t) }.err();
+        assert_eq!(
+            err,
+            Some(Error::NegativeDim {
+                axis: 0,
+                extent: -1
+            })
+        );
+        let mut shape = [2i64];
+        let mut t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        t.ndim = -1;
+        // SAFETY: a negative ndim is refused before anything is read.
+        let err = unsafe { Described::new(&t) }.err();
+        assert_eq!(err, Some(Error::NegativeNdim(-1)));
+        let mut t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        t.shape = core::ptr::null_mut();
+        // SAFETY: a NULL shape is refused before anything is read.
+        assert_eq!(unsafe { Described::new(&t) }.err(), Some(Error::NullShape));
+        let t = tensor(core::ptr::null_mut(), &mut shape, None);
+        // SAFETY: `shape` holds one integer.
+        assert_eq!(unsafe { Described::new(&t) }.err(), Some(Error::NullData));
+    }
+
+    #[test]
+    fn slices_make_every_check_of_an_owner() {
+        let mut data = [0f32; 8];
+        let base = data.as_mut_ptr();
+        let mut shape = [2i64, 2];
+        let mut strides = [1i64, 2];
+        let t = tensor(base.cast(), &mut shape, Some(&mut strides));
+        // SAFETY: two integers each; `data` outlives the checks.
+        let d = unsafe { described(&t) };
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(false) }.err(),
+            Some(Error::NotContiguous)
+        );
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<i32>(false) }.err(),
+            Some(Error::DtypeMismatch {
+                expected: crate::safe::dtype_i32(),
+                found: dtype_f32()
+            })
+        );
+        let mut shape = [2i64];
+        let mut t = tensor(base.cast(), &mut shape, None);
+        t.byte_offset = 1;
+        // SAFETY: one integer; `data` outlives the checks.
+        let d = unsafe { described(&t) };
+        assert!(matches!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(false) }.err(),
+            Some(Error::Misaligned { align: 4, .. })
+        ));
+        let mut t = tensor(base.cast(), &mut shape, None);
+        t.device.device_type = DLDeviceType::CUDA;
+        // SAFETY: as above.
+        let d = unsafe { described(&t) };
+        assert!(matches!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(false) }.err(),
+            Some(Error::NotHostAccessible(_))
+        ));
+        let mut empty = [0i64, 3];
+        let t = tensor(core::ptr::null_mut(), &mut empty, None);
+        // SAFETY: two integers; an empty tensor is never read.
+        let mut d = unsafe { described(&t) };
+        // SAFETY: a test's own (empty) tensor.
+        unsafe { d.allow_writes() };
+        // SAFETY: as above.
+        let (_, len, _) = unsafe { d.slice_parts::<f32>(true) }.unwrap();
+        assert_eq!(len, 0);
+    }
+
+    #[test]
+    fn exclusive_borrows_need_writes_allowed() {
+        let mut data = [0f32; 4];
+        let mut shape = [2i64, 2];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        // SAFETY: two integers; `data` outlives every use.
+        let mut d = unsafe { described(&t) };
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(true) }.err(),
+            Some(Error::ReadOnly)
+        );
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.strided_parts::<f32>(true) }.err(),
+            Some(Error::ReadOnly)
+        );
+        assert_eq!(d.raw_parts::<f32>(true).err(), Some(Error::ReadOnly));
+        // SAFETY: the test's own writable array.
+        unsafe { d.allow_writes() };
+        for exclusive in [true, false] {
+            // SAFETY: as above.
+            let (_, len, token) = unsafe { d.slice_parts::<f32>(exclusive) }.unwrap();
+            assert_eq!(len, 4);
+            drop(token);
+            // SAFETY: as above.
+            drop(unsafe { d.strided_parts::<f32>(exclusive) }.unwrap());
+            drop(d.raw_parts::<f32>(exclusive).unwrap());
+        }
+    }
+
+    #[test]
+    fn slices_hold_registry_borrows_of_their_bytes() {
+        let mut data = [0f32; 4];
+        let mut shape = [4i64];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, None);
+        // SAFETY: one integer; `data` outlives every use.
+        let mut d = unsafe { described(&t) };
+        // SAFETY: the test's own writable array.
+        unsafe { d.allow_writes() };
+        // SAFETY: as above.
+        let shared = unsafe { d.slice_parts::<f32>(false) }.unwrap();
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(true) }.err(),
+            Some(Error::AlreadyBorrowed { exclusive: true })
+        );
+        // SAFETY: as above.
+        let second = unsafe { d.slice_parts::<f32>(false) }.unwrap();
+        assert_eq!(second.1, 4);
+        drop((shared, second));
+        // SAFETY: as above.
+        let exclusive = unsafe { d.slice_parts::<f32>(true) }.unwrap();
+        assert_eq!(
+            // SAFETY: as above.
+            unsafe { d.slice_parts::<f32>(false) }.err(),
+            Some(Error::AlreadyBorrowed { exclusive: false })
+        );
+        drop(exclusive);
+    }
+
+    /// Every view of a `Described` with an external checker takes its borrow after the
+    /// registry's, of the same kind, and gives it back with the view; a refusal refuses the view
+    /// and leaves no registry borrow; the context is released once, when the value drops or
+    /// another replaces it.
+    #[test]
+    fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
+        use crate::safe::import::test_checker::{seen, TestChecker};
+        static CHECKER: TestChecker = TestChecker::new();
+        let mut data = [1f32, 2.0, 3.0, 4.0];
+        let mut shape = [2i64, 2];
+        let mut strides = [2i64, 1];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, Some(&mut strides));
+        // SAFETY: two integers each; `data` outlives every use.
+        let mut d = unsafe { described(&t) };
+        // SAFETY: the test's own writable array; the checker is static and keeps counts only.
+        unsafe {
+            d.allow_writes();
+            d.set_external(CHECKER.external());
+        }
+        // SAFETY: as above.
+        let (first, len, token) = unsafe { d.slice_parts::<f32>(false) }.unwrap();
+        assert_eq!((first.cast::<c_void>(), len), (d.data_ptr(), 4));
+        assert_eq!(CHECKER.seen(), seen([1, 0], [0, 0], 0));
+        drop(token);
+        assert_eq!(CHECKER.seen(), seen([1, 0], [1, 0], 0));
+        // SAFETY: as above.
+        drop(unsafe { d.slice_parts::<f32>(true) }.unwrap());
+        assert_eq!(CHECKER.seen(), seen([1, 1], [1, 1], 0));
+        for exclusive in [false, true] {
+            // SAFETY: as above.
+            drop(unsafe { d.strided_parts::<f32>(exclusive) }.unwrap());
+            drop(d.raw_parts::<f32>(exclusive).unwrap());
+        }
+        assert_eq!(CHECKER.seen(), seen([3, 3], [3, 3], 0));
+        CHECKER.refuse(true);
+        for exclusive in [false, true] {
+            let refused = Some(Error::AlreadyBorrowed { exclusive });
+            // SAFETY: as above.
+            assert_eq!(unsafe { d.slice_parts::<f32>(exclusive) }.err(), refused);
+            // SAFETY: as above.
+            assert_eq!(unsafe { d.strided_parts::<f32>(exclusive) }.err(), refused);
+            assert_eq!(d.raw_parts::<f32>(exclusive).err(), refused);
+        }
+        CHECKER.refuse(false);
+        // The refused views left no registry borrow behind.
+        // SAFETY: as above.
+        drop(unsafe { d.slice_parts::<f32>(true) }.unwrap());
+        assert_eq!(CHECKER.seen(), seen([3, 4], [3, 4], 0));
+        // SAFETY: as above.
+        unsafe { d.set_external(CHECKER.external()) };
+        assert_eq!(
+            CHECKER.seen().dropped,
+            1,
+            "the replaced context is released"
+        );
+        drop(d);
+        assert_eq!(CHECKER.seen(), seen([3, 4], [3, 4], 2));
+    }
+}

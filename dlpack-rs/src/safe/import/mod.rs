@@ -1,0 +1,590 @@
+//! The one owner of a managed tensor: [`Managed`] takes a producer's `DLManagedTensor` or
+//! `DLManagedTensorVersioned`, validates it once, answers for its metadata, hands out
+//! borrow-checked views of its data, and calls the producer's deleter exactly once.
+
+pub(super) mod described;
+pub(crate) mod layout;
+/// The strided-layout engine of the views of any layout (the pyo3 arguments, ndarray views).
+#[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // crate API for the layers above safe/
+pub(crate) mod strided;
+#[cfg(test)]
+pub(super) mod test_checker;
+pub(super) mod views;
+
+use alloc::borrow::Cow;
+use core::ffi::c_void;
+use core::fmt;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use crate::ffi::{
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+    DLPACK_FLAG_BITMASK_ALL_KNOWN, DLPACK_FLAG_BITMASK_IS_COPIED,
+    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
+};
+use crate::safe::import::layout::{check, compact_strides, is_c_contiguous};
+use crate::safe::import::views::External;
+use crate::safe::{Error, TensorInfo};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Legacy {}
+    impl Sealed for super::Versioned {}
+    impl Sealed for super::AnyKind {}
+}
+
+/// Which managed struct a [`Managed`] owns: [`Legacy`], [`Versioned`], or [`AnyKind`] (either,
+/// known at run time). Sealed: these three are all there are.
+pub trait Kind: sealed::Sealed + 'static {}
+
+/// A legacy `DLManagedTensor` (no version, no flags): [`ManagedTensor`].
+#[derive(Debug)]
+pub enum Legacy {}
+/// A `DLManagedTensorVersioned` (DLPack >= 1.0): [`ManagedTensorVersioned`].
+#[derive(Debug)]
+pub enum Versioned {}
+/// Either struct, as a Python import may deliver ([`AnyManaged`]).
+#[derive(Debug)]
+pub enum AnyKind {}
+
+impl Kind for Legacy {}
+impl Kind for Versioned {}
+impl Kind for AnyKind {}
+
+/// An owned legacy [`DLManagedTensor`].
+pub type ManagedTensor = Managed<Legacy>;
+/// An owned [`DLManagedTensorVersioned`].
+pub type ManagedTensorVersioned = Managed<Versioned>;
+/// An owned managed tensor of either kind.
+pub type AnyManaged = Managed<AnyKind>;
+
+/// An owned managed tensor: its `Drop` calls the producer's deleter exactly once.
+///
+/// Every accessor reads metadata validated when the owner was made ([`ManagedTensor::from_raw`],
+/// [`ManagedTensorVersioned::from_raw`], or one of this crate's exports). Data is reached only
+/// through views that are *borrows*: [`Managed::as_slice`] (shared) and
+/// [`Managed::as_mut_slice`] (exclusive) return guards registered in the process-wide
+/// [borrow registry](super#the-borrow-registry), so two owners of one memory (two imports of one numpy
+/// array, say) can never hand out a `&mut` that aliases another view.
+///
+/// `Send` and `Sync`: DLPack lets a consumer call the deleter from any thread, and shared access
+/// reads metadata that the producer keeps constant until the deleter runs; data views
+/// synchronise through the registry.
+///
+/// ```
+/// use dlpack_rs::safe::Export;
+///
+/// let mut t = Export::new(vec![1.0f32, 2.0, 3.0]).versioned()?;
+/// t.as_mut_slice::<f32>()?[0] = 10.0;
+/// let a = t.as_slice::<f32>()?;
+/// let b = t.as_slice::<f32>()?; // shared views coexist
+/// assert_eq!(*a, [10.0, 2.0, 3.0]);
+/// assert_eq!(a[1], b[1]);
+/// # Ok::<(), dlpack_rs::safe::Error>(())
+/// ```
+#[repr(C)]
+pub struct Managed<K: Kind> {
+    /// The `DLManagedTensor` (when `!versioned`) or `DLManagedTensorVersioned`.
+    ptr: NonNull<c_void>,
+    versioned: bool,
+    /// Read-only by the owner's decision (a legacy import, which cannot say), whatever the
+    /// producer's flags say.
+    read_only: bool,
+    /// When set and true at drop time, the tensor is leaked instead of calling the deleter (the
+    /// Python glue's "the interpreter is going away and this thread may not attach").
+    leak_if: Option<fn() -> bool>,
+    /// The same, set by this crate only (the Python glue's shutdown guard of an import): kept
+    /// apart from `leak_if` so that no safe call (`leak_on_drop_if`, reachable through
+    /// `PyTensor`'s `DerefMut`) can take it away.
+    guard: Option<fn() -> bool>,
+    /// A borrow checker outside this crate that every view must satisfy too (rust-numpy's, for
+    /// an import of a numpy array), with the context it keys by; set by the Python glue
+    /// (`import/views.rs`).
+    pub(super) external: Option<External>,
+    _kind: PhantomData<K>,
+}
+
+// SAFETY: see the type's documentation: the deleter may run on any thread per the protocol,
+// and nothing in the owner is tied to the thread that made it.
+unsafe impl<K: Kind> Send for Managed<K> {}
+// SAFETY: `&Managed` reads metadata the producer keeps constant; data views go through the
+// thread-safe borrow registry, and exclusive ones need `&mut`.
+unsafe impl<K: Kind> Sync for Managed<K> {}
+
+/// Validates a `DLTensor` a producer handed over.
+///
+/// # Safety
+///
+/// `t.shape` and `t.strides`, when non-NULL and `t.ndim > 0`, must point at `t.ndim` readable
+/// `i64`s (the DLPack contract).
+pub(crate) unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
+    if t.ndim < 0 {
+        return Err(Error::NegativeNdim(t.ndim));
+    }
+    if t.ndim as usize > crate::safe::MAX_NDIM {
+        return Err(Error::TooManyDims(t.ndim));
+    }
+    if t.ndim > 0 && t.shape.is_null() {
+        return Err(Error::NullShape);
+    }
+    // SAFETY: forwarded from this function's contract; ndim and NULL were checked above.
+    let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
+    check(shape, strides, t.dtype, t.byte_offset, t.data.is_null()).map(|_| ())
+}
+
+/// # Safety
+/// `t.ndim >= 0`, and `t.shape` points at `ndim` `i64`s when `ndim > 0`.
+pub(crate) unsafe fn raw_shape(t: &DLTensor) -> &[i64] {
+    if t.ndim <= 0 || t.shape.is_null() {
+        &[]
+    } else {
+        // SAFETY: forwarded from the caller.
+        unsafe { core::slice::from_raw_parts(t.shape, t.ndim as usize) }
+    }
+}
+
+/// # Safety
+/// `t.ndim >= 0`, and `t.strides` is NULL or points at `ndim` `i64`s.
+pub(crate) unsafe fn raw_strides(t: &DLTensor) -> Option<&[i64]> {
+    if t.strides.is_null() {
+        None
+    } else if t.ndim <= 0 {
+        Some(&[])
+    } else {
+        // SAFETY: forwarded from the caller.
+        Some(unsafe { core::slice::from_raw_parts(t.strides, t.ndim as usize) })
+    }
+}
+
+impl<K: Kind> Managed<K> {
+    /// # Safety
+    /// `ptr` is an owned, valid managed struct of the kind `versioned` says, whose metadata has
+    /// been validated; nobody else calls its deleter.
+    unsafe fn from_parts(ptr: NonNull<c_void>, versioned: bool) -> Self {
+        Managed {
+            ptr,
+            versioned,
+            read_only: false,
+            leak_if: None,
+            guard: None,
+            external: None,
+            _kind: PhantomData,
+        }
+    }
+
+    /// The underlying `DLTensor` (validated at construction).
+    pub fn raw_tensor(&self) -> &DLTensor {
+        // SAFETY: `ptr` is a live managed struct of the kind `versioned` says until Drop.
+        unsafe {
+            if self.versioned {
+                &self
+                    .ptr
+                    .cast::<DLManagedTensorVersioned>()
+                    .as_ref()
+                    .dl_tensor
+            } else {
+                &self.ptr.cast::<DLManagedTensor>().as_ref().dl_tensor
+            }
+        }
+    }
+
+    /// Whether the producer sent a versioned (DLPack >= 1.0) tensor.
+    pub fn is_versioned(&self) -> bool {
+        self.versioned
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.raw_tensor().ndim as usize
+    }
+
+    /// Extent of each dimension (empty for a 0-d tensor).
+    pub fn shape(&self) -> &[i64] {
+        // SAFETY: validated at construction (ndim >= 0, shape non-NULL when ndim > 0); the
+        // producer keeps its metadata alive until the deleter runs.
+        unsafe { raw_shape(self.raw_tensor()) }
+    }
+
+    /// Strides in elements; compact row-major strides are synthesised when the producer sent
+    /// NULL (allowed before DLPack 1.2).
+    pub fn strides(&self) -> Cow<'_, [i64]> {
+        match self.raw_strides() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(compact_strides(self.shape())),
+        }
+    }
+
+    /// The strides exactly as the producer sent them (`None` for NULL).
+    pub fn raw_strides(&self) -> Option<&[i64]> {
+        // SAFETY: as in `shape`.
+        unsafe { raw_strides(self.raw_tensor()) }
+    }
+
+    /// Offset in bytes from the data pointer to the first element.
+    pub fn byte_offset(&self) -> u64 {
+        self.raw_tensor().byte_offset
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DLDataType {
+        self.raw_tensor().dtype
+    }
+
+    /// Where the memory lives.
+    pub fn device(&self) -> DLDevice {
+        self.raw_tensor().device
+    }
+
+    /// The `DLPACK_FLAG_BITMASK_*` flags as this owner grants them: the producer's (0 for a
+    /// legacy tensor), plus `READ_ONLY` when the owner was made read-only
+    /// ([`Managed::into_read_only`]).
+    pub fn flags(&self) -> u64 {
+        let producer = if self.versioned {
+            // SAFETY: a live versioned struct until Drop.
+            unsafe { self.ptr.cast::<DLManagedTensorVersioned>().as_ref().flags }
+        } else {
+            0
+        };
+        if self.read_only {
+            producer | DLPACK_FLAG_BITMASK_READ_ONLY
+        } else {
+            producer
+        }
+    }
+
+    /// Whether writes are forbidden (by the producer, or by this owner).
+    pub fn is_read_only(&self) -> bool {
+        self.flags() & DLPACK_FLAG_BITMASK_READ_ONLY != 0
+    }
+
+    /// Whether the producer copied the data for this export.
+    pub fn is_copied(&self) -> bool {
+        self.flags() & DLPACK_FLAG_BITMASK_IS_COPIED != 0
+    }
+
+    /// The same tensor, from now on refused to mutable views and re-exported `READ_ONLY`.
+    pub fn into_read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Makes the owner leak the tensor instead of calling the deleter when `leak_if()` is true
+    /// at drop time: for a runtime whose deleters must not run once it is going away (the
+    /// Python glue uses it during interpreter shutdown). The setting travels with the owner
+    /// through every conversion of its kind.
+    ///
+    /// A later call replaces the predicate set by an earlier one; a guard this crate set itself
+    /// (the Python glue's, on every import) stays in force whatever is set here.
+    pub fn leak_on_drop_if(&mut self, leak_if: fn() -> bool) {
+        self.leak_if = Some(leak_if);
+    }
+
+    /// Releases the external checker's context (when the owner gives up the tensor).
+    fn drop_external(&mut self) {
+        if let Some(external) = self.external.take() {
+            // SAFETY: this owner's own context, released once (`set_external`).
+            unsafe { (external.api.drop_ctx)(external.ctx) };
+        }
+    }
+
+    /// Sets the crate's own leak guard (see `leak_on_drop_if`), which no public call removes.
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    pub(crate) fn set_leak_guard(&mut self, leak_if: fn() -> bool) {
+        self.guard = Some(leak_if);
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        // Validated at construction: the product does not overflow unless a zero extent makes
+        // the tensor empty (whatever the other extents multiply to).
+        let shape = self.shape();
+        if shape.contains(&0) {
+            return 0;
+        }
+        shape.iter().map(|&d| d as usize).product()
+    }
+
+    /// Bytes the elements occupy when packed densely (`ceil(numel * bits * lanes / 8)`);
+    /// validated at construction not to overflow.
+    pub fn nbytes(&self) -> usize {
+        let bits = crate::safe::dtype::element_bits(self.dtype()) as u128;
+        ((self.numel() as u128 * bits).div_ceil(8)) as usize
+    }
+
+    /// Whether the layout is compact row-major (size-1 dimensions may have any stride).
+    pub fn is_contiguous(&self) -> bool {
+        match self.raw_strides() {
+            None => true,
+            Some(strides) => is_c_contiguous(self.shape(), strides),
+        }
+    }
+
+    /// The address of the first element (`data + byte_offset`), or NULL for a NULL data pointer.
+    pub fn data_ptr(&self) -> *mut c_void {
+        let t = self.raw_tensor();
+        if t.data.is_null() {
+            return core::ptr::null_mut();
+        }
+        // Validated at construction: the offset fits in isize. wrapping_add keeps this safe
+        // even for device pointers, which are never dereferenced here.
+        t.data
+            .cast::<u8>()
+            .wrapping_add(t.byte_offset as usize)
+            .cast()
+    }
+
+    /// The metadata as a [`TensorInfo`] (for copying the same memory): shape and strides are
+    /// copied, strides stay `None` when the producer sent NULL.
+    pub fn tensor_info(&self) -> TensorInfo {
+        let t = self.raw_tensor();
+        TensorInfo {
+            data: t.data,
+            device: t.device,
+            dtype: t.dtype,
+            shape: self.shape().to_vec(),
+            strides: self.raw_strides().map(<[i64]>::to_vec),
+            byte_offset: t.byte_offset,
+        }
+    }
+
+    /// Gives up ownership without calling the deleter: the managed struct's pointer and whether
+    /// it is versioned. A read-only versioned owner hands the `READ_ONLY` flag on; a read-only
+    /// legacy one cannot (the caller decides whether that may go on).
+    pub(crate) fn into_raw_parts(mut self) -> (NonNull<c_void>, bool) {
+        self.drop_external();
+        let (ptr, versioned, read_only) = (self.ptr, self.versioned, self.read_only);
+        core::mem::forget(self);
+        if versioned && read_only {
+            // SAFETY: the struct is still ours alone: the pointer has not been returned yet, so
+            // nobody else reads or writes it during this write.
+            unsafe {
+                (*ptr.cast::<DLManagedTensorVersioned>().as_ptr()).flags |=
+                    DLPACK_FLAG_BITMASK_READ_ONLY
+            };
+        }
+        (ptr, versioned)
+    }
+
+    /// Drops an owner given back by [`Managed::into_raw_parts`]: calls the deleter once.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` and `versioned` come from `into_raw_parts`, and nobody else took the struct since.
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    pub(crate) unsafe fn drop_raw_parts(ptr: NonNull<c_void>, versioned: bool) {
+        // SAFETY: a valid, validated struct of that kind, owned here (the caller's contract).
+        drop(unsafe { Managed::<AnyKind>::from_parts(ptr, versioned) });
+    }
+}
+
+impl Managed<Legacy> {
+    /// Takes ownership of a producer's managed tensor and validates it. On a validation error
+    /// the deleter has already been called (ownership had passed).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be NULL or point at a `DLManagedTensor` that the caller owns (nobody else will
+    /// call its deleter), whose `shape` and `strides` point at `ndim` values when non-NULL,
+    /// whose `data` points at memory laid out as the metadata says (on its device), and which
+    /// stays valid until its deleter is called.
+    pub unsafe fn from_raw(ptr: *mut DLManagedTensor) -> Result<Self, Error> {
+        let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
+        // SAFETY: the caller hands over a valid, owned tensor; from here on `owned` calls the
+        // deleter exactly once, on success or on error.
+        let owned = unsafe { Self::from_raw_unchecked(ptr) };
+        // SAFETY: the caller guarantees shape and strides point at ndim values.
+        unsafe { validate(owned.raw_tensor()) }?;
+        Ok(owned)
+    }
+
+    /// # Safety
+    /// As [`ManagedTensor::from_raw`], and the tensor is known to be valid.
+    pub(crate) unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensor>) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::from_parts(ptr.cast(), false) }
+    }
+
+    /// Gives up ownership without calling the deleter: whoever receives the pointer must.
+    pub fn into_raw(self) -> *mut DLManagedTensor {
+        self.into_raw_parts().0.cast().as_ptr()
+    }
+
+    /// The managed struct, still owned by `self`.
+    pub fn as_raw(&self) -> *mut DLManagedTensor {
+        self.ptr.cast().as_ptr()
+    }
+}
+
+impl Managed<Versioned> {
+    /// Takes ownership of a producer's versioned managed tensor. The major version is checked
+    /// before anything else is read: on a mismatch only the deleter is called. Then flags
+    /// (bits undefined by the producer's version, when that is 1.3 or older, are an error) and
+    /// the tensor are validated. On any error the deleter has already been called.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be NULL or point at a `DLManagedTensorVersioned` that the caller owns, valid
+    /// until its deleter is called; for major version 1 its `shape` and `strides` must point at
+    /// `ndim` values when non-NULL and its `data` at memory laid out as the metadata says.
+    pub unsafe fn from_raw(ptr: *mut DLManagedTensorVersioned) -> Result<Self, Error> {
+        let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
+        // SAFETY: the caller hands over a valid, owned tensor; `owned` calls the deleter once.
+        let owned = unsafe { Self::from_raw_unchecked(ptr) };
+        // SAFETY: the version and flags fields are valid in every major version's layout
+        // prefix; the tensor is only read after the major version matched.
+        unsafe {
+            let m = ptr.as_ref();
+            if m.version.major != DLPACK_MAJOR_VERSION {
+                return Err(Error::UnsupportedVersion(m.version));
+            }
+            let unknown = m.flags & !DLPACK_FLAG_BITMASK_ALL_KNOWN;
+            if unknown != 0 && m.version.minor <= DLPACK_MINOR_VERSION {
+                return Err(Error::UnknownFlags {
+                    version: m.version,
+                    bits: unknown,
+                });
+            }
+            validate(&m.dl_tensor)?;
+            // Padded sub-byte data has another byte count than the packed layout validated
+            // above: refused rather than read (and borrowed) over the wrong bytes.
+            let dtype = m.dl_tensor.dtype;
+            if m.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0
+                && crate::safe::dtype::element_bits(dtype) % 8 != 0
+            {
+                return Err(Error::PaddedSubByte(dtype));
+            }
+        }
+        Ok(owned)
+    }
+
+    /// # Safety
+    /// As [`ManagedTensorVersioned::from_raw`], and the tensor is known to be valid.
+    pub(crate) unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensorVersioned>) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::from_parts(ptr.cast(), true) }
+    }
+
+    /// Gives up ownership without calling the deleter: whoever receives the pointer must. A
+    /// read-only owner ([`Managed::into_read_only`]) hands on the `READ_ONLY` flag.
+    pub fn into_raw(self) -> *mut DLManagedTensorVersioned {
+        self.into_raw_parts().0.cast().as_ptr()
+    }
+
+    /// The managed struct, still owned by `self`.
+    pub fn as_raw(&self) -> *mut DLManagedTensorVersioned {
+        self.ptr.cast().as_ptr()
+    }
+
+    /// The producer's DLPack version.
+    pub fn version(&self) -> DLPackVersion {
+        // SAFETY: a live versioned struct until Drop.
+        unsafe { self.ptr.cast::<DLManagedTensorVersioned>().as_ref().version }
+    }
+}
+
+impl Managed<AnyKind> {
+    /// The legacy owner inside, if the producer sent a legacy tensor.
+    pub fn as_legacy(&self) -> Option<&ManagedTensor> {
+        // SAFETY: `Managed` is `repr(C)` and its kind is only a `PhantomData`, so the two types
+        // have one layout; the run-time kind was checked.
+        (!self.versioned).then(|| unsafe { &*(self as *const Self).cast::<ManagedTensor>() })
+    }
+
+    /// The versioned owner inside, if the producer sent a versioned tensor.
+    pub fn as_versioned(&self) -> Option<&ManagedTensorVersioned> {
+        // SAFETY: as in `as_legacy`.
+        self.versioned
+            .then(|| unsafe { &*(self as *const Self).cast::<ManagedTensorVersioned>() })
+    }
+
+    /// The legacy owner, or `self` back for a versioned tensor.
+    pub fn into_legacy(self) -> Result<ManagedTensor, Self> {
+        if self.versioned {
+            return Err(self);
+        }
+        Ok(self.recast())
+    }
+
+    /// The versioned owner, or `self` back for a legacy tensor.
+    pub fn into_versioned(self) -> Result<ManagedTensorVersioned, Self> {
+        if !self.versioned {
+            return Err(self);
+        }
+        Ok(self.recast())
+    }
+}
+
+impl<K: Kind> Managed<K> {
+    /// The same owner, of a kind known at run time.
+    pub fn into_any(self) -> AnyManaged {
+        self.recast()
+    }
+
+    /// The same owner under another kind; callers check the run-time kind first.
+    fn recast<L: Kind>(self) -> Managed<L> {
+        let this = core::mem::ManuallyDrop::new(self);
+        Managed {
+            ptr: this.ptr,
+            versioned: this.versioned,
+            read_only: this.read_only,
+            leak_if: this.leak_if,
+            guard: this.guard,
+            external: this.external,
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl From<ManagedTensor> for AnyManaged {
+    fn from(t: ManagedTensor) -> Self {
+        t.recast()
+    }
+}
+
+impl From<ManagedTensorVersioned> for AnyManaged {
+    fn from(t: ManagedTensorVersioned) -> Self {
+        t.recast()
+    }
+}
+
+impl<K: Kind> Drop for Managed<K> {
+    fn drop(&mut self) {
+        if self.guard.is_some_and(|leak| leak()) || self.leak_if.is_some_and(|leak| leak()) {
+            // The external context is released by code that handles shutdown itself.
+            self.drop_external();
+            return;
+        }
+        // SAFETY: we own the tensor; reading `deleter` is valid until it runs, and it runs once.
+        unsafe {
+            if self.versioned {
+                let ptr = self.ptr.cast::<DLManagedTensorVersioned>();
+                if let Some(deleter) = ptr.as_ref().deleter {
+                    deleter(ptr.as_ptr());
+                }
+            } else {
+                let ptr = self.ptr.cast::<DLManagedTensor>();
+                if let Some(deleter) = ptr.as_ref().deleter {
+                    deleter(ptr.as_ptr());
+                }
+            }
+        }
+        self.drop_external();
+    }
+}
+
+impl<K: Kind> fmt::Debug for Managed<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape())
+            .field("strides", &self.raw_strides())
+            .field("dtype", &self.dtype())
+            .field("device", &self.device())
+            .field("byte_offset", &self.byte_offset())
+            .field("flags", &self.flags())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

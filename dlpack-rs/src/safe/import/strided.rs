@@ -1,0 +1,456 @@
+//! The strided-layout engine every view of any layout shares, with or without feature
+//! `ndarray`: a tensor's layout checked for a view of `T` and rewritten with non-negative
+//! strides from its lowest addressed element ([`Normalized`]), the test that no two indices
+//! reach one element, the walk over every element a layout reaches (bounded by the memory, not
+//! by the number of indices), and the checks and borrow of a strided or raw view
+//! ([`strided_parts`], [`raw_parts`]).
+
+use alloc::vec::Vec;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use crate::ffi::{DLDataType, DLDevice};
+
+use crate::safe::borrow::BorrowToken;
+use crate::safe::{Element, Error, Kind, Managed};
+
+/// A tensor's layout rewritten for a view: every stride non-negative, the pointer at the
+/// lowest addressed element, and the axes to invert afterwards (ndarray's constructors take
+/// it so, with feature `ndarray`).
+pub(crate) struct Normalized<T> {
+    pub(crate) ptr: *mut T,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) strides: Vec<usize>,
+    pub(crate) inverted: Vec<usize>,
+}
+
+impl<T> Normalized<T> {
+    /// The number of elements when they are one C-contiguous run from the lowest (no axis
+    /// inverted, each moving axis stepping over everything after it), else `None`.
+    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
+    pub(crate) fn contiguous_len(&self) -> Option<usize> {
+        if self.shape.contains(&0) {
+            return Some(0);
+        }
+        if !self.inverted.is_empty() {
+            return None;
+        }
+        let mut expected = 1usize;
+        for (&extent, &stride) in self.shape.iter().zip(&self.strides).rev() {
+            if extent > 1 && stride != expected {
+                return None;
+            }
+            expected *= extent;
+        }
+        Some(expected)
+    }
+
+    /// The address of the element at `index` (one index per axis), or `None` outside the
+    /// shape; from this layout's own copy of the shape and strides.
+    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
+    pub(crate) fn element(&self, index: &[usize]) -> Option<*mut T> {
+        if index.len() != self.shape.len() || index.iter().zip(&self.shape).any(|(&i, &d)| i >= d) {
+            return None;
+        }
+        let offset: usize = index
+            .iter()
+            .enumerate()
+            .map(|(axis, &i)| {
+                let i = if self.inverted.contains(&axis) {
+                    self.shape[axis] - 1 - i
+                } else {
+                    i
+                };
+                i * self.strides[axis]
+            })
+            .sum();
+        Some(self.ptr.wrapping_add(offset))
+    }
+
+    /// The address of the element at index 0 of every axis (the lowest addressed element moved
+    /// back along each inverted axis).
+    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
+    pub(crate) fn first(&self) -> *mut T {
+        self.inverted.iter().fold(self.ptr, |p, &axis| {
+            p.wrapping_add((self.shape[axis].saturating_sub(1)) * self.strides[axis])
+        })
+    }
+}
+
+/// Checks that an empty tensor's shape can be a view's: ndarray (and any view type that
+/// counts its elements) needs the product of the non-zero extents to fit in `isize`, even
+/// when another extent is zero, and DLPack does not bound it then (`(0, 2^62, 2^62)` is valid).
+pub(crate) fn viewable_empty(shape: &[usize]) -> Result<(), Error> {
+    shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize)
+        .map(drop)
+        .ok_or(Error::Overflow)
+}
+
+/// Checks that `T` may view a tensor's elements and rewrites its layout (see [`Normalized`]).
+fn normalize<T: Element>(
+    first: *mut c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    device: DLDevice,
+) -> Result<Normalized<T>, Error> {
+    crate::safe::import::views::dtype_is::<T>(dtype)?;
+    crate::safe::import::views::host_viewable(device)?;
+    // Validated: no negative extent.
+    let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    if shape.contains(&0) {
+        viewable_empty(&shape)?;
+        // Nothing is ever read: a dangling, aligned pointer and zero strides are enough.
+        let strides = shape.iter().map(|_| 0).collect();
+        return Ok(Normalized {
+            ptr: NonNull::<T>::dangling().as_ptr(),
+            shape,
+            strides,
+            inverted: Vec::new(),
+        });
+    }
+    let first = crate::safe::import::views::first_of::<T>(first)?;
+    let mut ptr = first;
+    let mut out = Vec::with_capacity(shape.len());
+    let mut inverted = Vec::new();
+    for (axis, (&extent, &stride)) in shape.iter().zip(strides.iter()).enumerate() {
+        if extent <= 1 {
+            // Never stepped along: any stride is legal in DLPack, ndarray only needs one that
+            // cannot overflow.
+            out.push(0);
+            continue;
+        }
+        let step = isize::try_from(stride).map_err(|_| Error::Overflow)?;
+        if step < 0 {
+            // Validated: `stride * (extent - 1)` elements stay within the addressed range,
+            // which fits in `isize` bytes.
+            ptr = ptr.wrapping_offset(step * (extent as isize - 1));
+            inverted.push(axis);
+        }
+        out.push(step.unsigned_abs());
+    }
+    Ok(Normalized {
+        ptr,
+        shape,
+        strides: out,
+        inverted,
+    })
+}
+
+/// The checks and the borrow of an ndarray view of `T` over a tensor with any strides, for an
+/// owner and for a non-owning view alike: `T`'s dtype, plain CPU memory, non-NULL and aligned
+/// (unless empty), for an exclusive view no element addressed twice; then the registry borrow
+/// of every addressed byte, `more` (a second checker's borrow on top of it), and, for elements
+/// with invalid bit patterns (`bool`), every element. Returns the layout and the borrow.
+///
+/// # Safety
+///
+/// `first` (the address of the first element), `shape`, `strides`, `dtype` and `device` describe
+/// a tensor validated by `layout::check` whose memory stays alive and in place while a view
+/// made from the returned layout is used.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn strided_parts<T: Element>(
+    first: *mut c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    device: DLDevice,
+    exclusive: bool,
+    more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
+) -> Result<(Normalized<T>, BorrowToken), Error> {
+    let n = normalize::<T>(first, shape, strides, dtype, device)?;
+    if exclusive && overlaps(&n.shape, &n.strides) {
+        return Err(Error::Overlapping);
+    }
+    let token =
+        crate::safe::import::views::addressed_token(first, shape, strides, dtype, exclusive)?;
+    let token = more(token)?;
+    check_values::<T>(&n)?;
+    Ok((n, token))
+}
+
+/// The checks and the borrow of a raw pointer to the elements of a tensor on any device (no
+/// host view is made, nothing is read): `T`'s dtype, non-NULL and aligned (unless empty), for
+/// an exclusive borrow no element addressed twice; then the registry borrow of every addressed
+/// byte (device addresses are registered as host ones are: CUDA and ROCm share one virtual
+/// address space with the host, and an address that collides can only refuse a view, never
+/// grant one) and `more`. Returns the first element and the borrow.
+pub(crate) fn raw_parts<T: Element>(
+    first: *mut c_void,
+    shape: &[i64],
+    strides: &[i64],
+    dtype: DLDataType,
+    exclusive: bool,
+    more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
+) -> Result<(*mut T, BorrowToken), Error> {
+    crate::safe::import::views::dtype_is::<T>(dtype)?;
+    let mut first = first.cast::<T>();
+    if !shape.contains(&0) {
+        first = crate::safe::import::views::first_of::<T>(first.cast())?;
+        let abs =
+            |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| d.unsigned_abs() as usize).collect() };
+        if exclusive && overlaps(&abs(shape), &abs(strides)) {
+            return Err(Error::Overlapping);
+        }
+    }
+    let token = crate::safe::import::views::addressed_token(
+        first.cast(),
+        shape,
+        strides,
+        dtype,
+        exclusive,
+    )?;
+    Ok((first, more(token)?))
+}
+
+/// Calls [`Element::is_valid_bytes`] once on every element address the layout reaches; nothing
+/// for types where every bit pattern is valid ([`for_each_reached`] bounds the work by the
+/// memory, never by the number of indices).
+fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
+    if T::ANY_BIT_PATTERN {
+        return Ok(());
+    }
+    for_each_reached(&n.shape, &n.strides, |offset| {
+        // SAFETY: a non-empty, validated tensor on host memory: every offset reached by indices
+        // within the shape addresses `size_of::<T>()` readable bytes of the producer's buffer
+        // (the normalised pointer is the lowest addressed element, the strides step towards
+        // higher addresses); `for_each_reached` passes only such offsets.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(
+                n.ptr.wrapping_add(offset).cast::<u8>(),
+                core::mem::size_of::<T>(),
+            )
+        };
+        if T::is_valid_bytes(bytes) {
+            Ok(())
+        } else {
+            Err(Error::InvalidBool)
+        }
+    })
+}
+
+/// Calls `f` with every element offset some index within `shape` reaches (strides in elements,
+/// none negative), each at least once, and with no other offset. The work is bounded by the
+/// memory, never by the number of indices: a broadcast or overlapping layout may name far more
+/// indices than its memory holds elements (2^62 indices of one byte), so axes that do not move
+/// (stride 0, extent 1) are dropped, and an overlapping rest with more indices than its span
+/// has bit-set words is walked as the set of offsets it reaches ([`for_each_reached_in_set`]).
+fn for_each_reached(
+    shape: &[usize],
+    strides: &[usize],
+    f: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<(), Error> {
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    let (shape, strides): (Vec<usize>, Vec<usize>) = shape
+        .iter()
+        .zip(strides)
+        .filter(|&(&extent, &stride)| extent > 1 && stride > 0)
+        .map(|(&extent, &stride)| (extent, stride))
+        .unzip();
+    let span = span_of(&shape, &strides);
+    let indices = shape
+        .iter()
+        .try_fold(1usize, |n, &e| n.checked_mul(e))
+        .unwrap_or(usize::MAX);
+    if !overlaps(&shape, &strides) || indices <= span / 64 {
+        // Every index a distinct element (at most as many as the memory holds), or fewer indices
+        // than the bit set would have words: a repeated offset is harmless.
+        return for_each_offset(&shape, &strides, f);
+    }
+    for_each_reached_in_set(&shape, &strides, f)
+}
+
+/// The number of elements from the lowest to the highest offset a non-empty layout reaches.
+fn span_of(shape: &[usize], strides: &[usize]) -> usize {
+    shape
+        .iter()
+        .zip(strides)
+        .map(|(&e, &s)| (e - 1) * s)
+        .sum::<usize>()
+        + 1
+}
+
+/// [`for_each_reached`] through a bit set over the span (in elements, at most the memory's
+/// size), each offset once, in increasing order: per axis, the set united with itself shifted
+/// by every multiple of the stride, by doubling (log2(extent) unions of the span per axis).
+/// Non-empty layouts only.
+fn for_each_reached_in_set(
+    shape: &[usize],
+    strides: &[usize],
+    f: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let span = span_of(shape, strides);
+    let mut reached = BitSet::new(span)?;
+    // Offset 0: the first element, before any axis moves.
+    reached.words[0] = 1;
+    for (&extent, &stride) in shape.iter().zip(strides) {
+        // The union of `reached` shifted by 0, 1, ..., extent - 1 strides, as consecutive
+        // blocks of 2^k multiples for the bits of `extent` (`pow`: the union over the first
+        // `pow_len` multiples).
+        let mut result = BitSet::new(span)?;
+        let mut pow = reached;
+        let (mut pow_len, mut placed, mut rest) = (1usize, 0usize, extent);
+        while rest > 0 {
+            if rest & 1 == 1 {
+                result.union_shifted(&pow, placed * stride);
+                placed += pow_len;
+            }
+            rest >>= 1;
+            if rest > 0 {
+                let copy = pow.clone();
+                pow.union_shifted(&copy, pow_len * stride);
+                pow_len *= 2;
+            }
+        }
+        reached = result;
+    }
+    reached.for_each(f)
+}
+
+/// Calls `f` with the element offset of every index within `shape` (odometer order).
+fn for_each_offset(
+    shape: &[usize],
+    strides: &[usize],
+    mut f: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut index = alloc::vec![0usize; shape.len()];
+    loop {
+        f(index.iter().zip(strides).map(|(i, s)| i * s).sum())?;
+        // Odometer increment, last axis fastest.
+        let mut axis = shape.len();
+        loop {
+            if axis == 0 {
+                return Ok(());
+            }
+            axis -= 1;
+            index[axis] += 1;
+            if index[axis] < shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+}
+
+/// A fixed-size set of offsets `0..len`.
+#[derive(Clone)]
+struct BitSet {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl BitSet {
+    /// The empty set (`OutOfMemory` rather than an abort: `len` is the span of memory the
+    /// producer describes).
+    fn new(len: usize) -> Result<Self, Error> {
+        let mut words = Vec::new();
+        words
+            .try_reserve_exact(len.div_ceil(64))
+            .map_err(|_| Error::OutOfMemory)?;
+        words.resize(len.div_ceil(64), 0);
+        Ok(BitSet { words, len })
+    }
+
+    /// `self |= other << shift`, dropping what falls past the end.
+    fn union_shifted(&mut self, other: &BitSet, shift: usize) {
+        let (words, bits) = (shift / 64, shift % 64);
+        for i in (words..self.words.len()).rev() {
+            let src = i - words;
+            let mut w = other.words[src] << bits;
+            if bits > 0 && src > 0 {
+                w |= other.words[src - 1] >> (64 - bits);
+            }
+            self.words[i] |= w;
+        }
+        if self.len % 64 != 0 {
+            let last = self.words.len() - 1;
+            self.words[last] &= (1u64 << (self.len % 64)) - 1;
+        }
+    }
+
+    fn for_each(&self, mut f: impl FnMut(usize) -> Result<(), Error>) -> Result<(), Error> {
+        for (i, &word) in self.words.iter().enumerate() {
+            let mut w = word;
+            while w != 0 {
+                f(i * 64 + w.trailing_zeros() as usize)?;
+                w &= w - 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether two different indices can address the same element. Sufficient test: sorted by
+/// stride, each dimension's stride must step over everything the smaller ones span.
+fn overlaps(shape: &[usize], strides: &[usize]) -> bool {
+    if shape.contains(&0) {
+        return false;
+    }
+    let mut axes: Vec<(usize, usize)> = shape
+        .iter()
+        .zip(strides)
+        .filter(|(&extent, _)| extent > 1)
+        .map(|(&extent, &stride)| (stride, extent))
+        .collect();
+    axes.sort_unstable();
+    let mut span: usize = 0; // highest offset reachable with the smaller dimensions
+    for (stride, extent) in axes {
+        if stride <= span {
+            return true;
+        }
+        span += stride * (extent - 1);
+    }
+    false
+}
+
+impl<K: Kind> Managed<K> {
+    /// The layout of a view of `T`s, checked (for an exclusive view: no element addressed
+    /// twice), then borrowed (with the owner's external checker), then (under the borrow)
+    /// every element checked valid for `T`.
+    pub(crate) fn borrowed_layout<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(Normalized<T>, BorrowToken), Error> {
+        // SAFETY: validated at construction; the memory lives until the deleter runs, after
+        // every view borrowing `self`.
+        unsafe {
+            strided_parts::<T>(
+                self.data_ptr(),
+                self.shape(),
+                &self.strides(),
+                self.dtype(),
+                self.device(),
+                exclusive,
+                |token| self.with_external(token, exclusive),
+            )
+        }
+    }
+}
+
+impl<K: Kind> Managed<K> {
+    /// The checks and borrow of a raw pointer to the elements on any device ([`raw_parts`],
+    /// with the owner's external checker).
+    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    pub(crate) fn raw_parts<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, BorrowToken), Error> {
+        raw_parts::<T>(
+            self.data_ptr(),
+            self.shape(),
+            &self.strides(),
+            self.dtype(),
+            exclusive,
+            |token| self.with_external(token, exclusive),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

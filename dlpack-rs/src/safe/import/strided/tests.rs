@@ -1,0 +1,137 @@
+//! Tests of `import/strided.rs`: the walk over reached offsets and the raw-pointer checks.
+
+use super::*;
+use alloc::collections::BTreeSet;
+
+/// Every offset an index reaches, by enumerating the indices.
+fn naive(shape: &[usize], strides: &[usize]) -> BTreeSet<usize> {
+    let mut set = BTreeSet::new();
+    if shape.contains(&0) {
+        return set;
+    }
+    for_each_offset(shape, strides, |o| {
+        set.insert(o);
+        Ok(())
+    })
+    .unwrap();
+    set
+}
+
+fn visits(
+    walk: impl FnOnce(&mut dyn FnMut(usize) -> Result<(), Error>) -> Result<(), Error>,
+) -> Vec<usize> {
+    let mut seen = Vec::new();
+    walk(&mut |o| {
+        seen.push(o);
+        Ok(())
+    })
+    .unwrap();
+    seen
+}
+
+/// Layouts of up to four axes, extents up to 9, strides 0 to 150 (spans of several bit-set
+/// words, overlapping and not), from a fixed pseudo-random sequence.
+fn layouts() -> impl Iterator<Item = (Vec<usize>, Vec<usize>)> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n) as usize
+    };
+    (0..3000).map(move |_| {
+        let ndim = 1 + next(4);
+        let shape: Vec<usize> = (0..ndim).map(|_| next(10)).collect();
+        let strides: Vec<usize> = (0..ndim)
+            .map(|_| match next(3) {
+                0 => next(3),
+                1 => next(12),
+                _ => next(151),
+            })
+            .collect();
+        (shape, strides)
+    })
+}
+
+#[test]
+fn the_bit_set_walk_reaches_exactly_the_addressed_offsets_once_in_order() {
+    for (shape, strides) in layouts() {
+        if shape.contains(&0) {
+            continue;
+        }
+        let want: Vec<usize> = naive(&shape, &strides).into_iter().collect();
+        let got = visits(|f| for_each_reached_in_set(&shape, &strides, f));
+        assert_eq!(got, want, "shape {shape:?} strides {strides:?}");
+    }
+}
+
+#[test]
+fn the_reached_walk_visits_every_addressed_offset_and_no_other() {
+    for (shape, strides) in layouts() {
+        let want = naive(&shape, &strides);
+        let got = visits(|f| for_each_reached(&shape, &strides, f));
+        assert_eq!(
+            got.iter().copied().collect::<BTreeSet<_>>(),
+            want,
+            "shape {shape:?} strides {strides:?}"
+        );
+    }
+}
+
+#[test]
+fn a_broadcast_walk_costs_one_visit_per_address() {
+    let visited = visits(|f| for_each_reached(&[1 << 40, 3, 1], &[0, 1, 7], f));
+    assert_eq!(visited, [0, 1, 2]);
+    // Overlapping, with many more indices than the span has words: the bit set, each
+    // offset once.
+    let visited = visits(|f| for_each_reached(&[1000, 1000], &[1, 1], f));
+    assert_eq!(visited, (0..1999).collect::<Vec<_>>());
+    assert!(visits(|f| for_each_reached(&[0, 5], &[1, 1], f)).is_empty());
+}
+
+#[test]
+fn a_walk_stops_at_the_first_error() {
+    let mut calls = 0;
+    let err = for_each_reached_in_set(&[4, 4], &[1, 1], |o| {
+        calls += 1;
+        if o == 2 {
+            Err(Error::InvalidBool)
+        } else {
+            Ok(())
+        }
+    });
+    assert_eq!((err, calls), (Err(Error::InvalidBool), 3));
+}
+
+#[test]
+fn raw_parts_checks_dtype_pointer_and_exclusive_overlap() {
+    let mut data = [0f32; 4];
+    let first = data.as_mut_ptr().cast::<c_void>();
+    let f32_ = <f32 as Element>::DTYPE;
+    let (ptr, token) = raw_parts::<f32>(first, &[2, 2], &[1, 1], f32_, false, Ok).unwrap();
+    assert_eq!(ptr, first.cast());
+    drop(token);
+    assert_eq!(
+        raw_parts::<f32>(first, &[2, 2], &[1, 1], f32_, true, Ok).unwrap_err(),
+        Error::Overlapping
+    );
+    let (_, token) = raw_parts::<f32>(first, &[2, 2], &[2, 1], f32_, true, Ok).unwrap();
+    drop(token);
+    assert!(matches!(
+        raw_parts::<f32>(first, &[4], &[1], <u32 as Element>::DTYPE, false, Ok),
+        Err(Error::DtypeMismatch { .. })
+    ));
+    assert_eq!(
+        raw_parts::<f32>(core::ptr::null_mut(), &[4], &[1], f32_, false, Ok).unwrap_err(),
+        Error::NullData
+    );
+    // An empty tensor needs no address: NULL, misaligned and overlapping are all fine.
+    let (ptr, _) =
+        raw_parts::<f32>(core::ptr::null_mut(), &[0, 2], &[1, 1], f32_, true, Ok).unwrap();
+    assert!(ptr.is_null());
+    let odd = first.cast::<u8>().wrapping_add(1).cast::<c_void>();
+    assert!(matches!(
+        raw_parts::<f32>(odd, &[2], &[1], f32_, false, Ok),
+        Err(Error::Misaligned { .. })
+    ));
+}
