@@ -1,21 +1,15 @@
-//! The DLPack 1.3 C ABI, written by hand: plain `#[repr(C)]` data and constants, no logic.
+//! The DLPack 1.3 C ABI, written by hand: `#[repr(C)]` data and constants, no logic.
 //!
-//! Every type here has the size, alignment and field offsets of its counterpart in the
-//! official `dlpack.h` (version 1.3); the test suite proves it with a C compiler.
-//!
-//! Enumerations of the C header (`DLDeviceType`, `DLDataTypeCode`) are integer newtypes, not
-//! Rust `enum`s: a foreign producer may send a value this crate does not know (a device type
-//! added by a newer header, say), and such a value must be holdable without undefined
-//! behaviour.
+//! Each type matches `dlpack.h` 1.3 in size, alignment and field offsets (tested with a C
+//! compiler). C enums are integer newtypes, not Rust `enum`s, so that a value this crate does
+//! not know (from a newer header) is still valid to hold.
 //!
 //! ```
-//! use dlpack_rs::ffi::{DLDataType, DLDevice, DLTensor, K_DL_CPU, K_DL_FLOAT};
+//! use dlpack_rs::ffi::{DLDataType, DLDevice, K_DL_CPU, K_DL_FLOAT};
 //!
 //! let device = DLDevice { device_type: K_DL_CPU, device_id: 0 };
-//! let dtype  = DLDataType { code: K_DL_FLOAT, bits: 32, lanes: 1 };
-//! assert_eq!(device.device_type.0, 1);
-//! assert_eq!(dtype.code.0, 2);
-//! # let _ = core::mem::size_of::<DLTensor>();
+//! let dtype = DLDataType { code: K_DL_FLOAT, bits: 32, lanes: 1 };
+//! assert_eq!((device.device_type.0, dtype.code.0), (1, 2));
 //! ```
 
 use core::ffi::{c_char, c_int, c_void};
@@ -30,8 +24,7 @@ pub const DLPACK_MINOR_VERSION: u32 = 3;
 pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
 /// Bit of [`DLManagedTensorVersioned::flags`]: the producer copied the data for this export.
 pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
-/// Bit of [`DLManagedTensorVersioned::flags`]: a sub-byte type whose elements are padded to a
-/// byte each instead of being packed.
+/// Bit of [`DLManagedTensorVersioned::flags`]: sub-byte elements padded to a byte each, not packed.
 pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
 /// All flag bits DLPack 1.3 defines.
 pub const DLPACK_FLAG_BITMASK_ALL_KNOWN: u64 = DLPACK_FLAG_BITMASK_READ_ONLY
@@ -62,16 +55,12 @@ impl fmt::Display for DLPackVersion {
     }
 }
 
-/// The kind of device a tensor lives on (the C enum `DLDeviceType`, a 32-bit integer).
-///
-/// Any `i32` is a valid value; the associated constants name the ones DLPack defines.
+/// The kind of device a tensor lives on (C `DLDeviceType`); any `i32` is a valid value.
 #[repr(transparent)]
 #[derive(Copy, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DLDeviceType(pub i32);
 
-/// The data type code of a tensor's elements (the C enum `DLDataTypeCode`, stored as `u8`).
-///
-/// Any `u8` is a valid value; the associated constants name the ones DLPack defines.
+/// The data type code of a tensor's elements (C `DLDataTypeCode`); any `u8` is a valid value.
 #[repr(transparent)]
 #[derive(Copy, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DLDataTypeCode(pub u8);
@@ -166,10 +155,8 @@ named_values! { DLDeviceType, i32,
 }
 
 impl DLDeviceType {
-    /// Whether the CPU can address memory of this device type at all (CPU, CUDA host, CUDA
-    /// managed and ROCm host memory). Addressable is not viewable: pinned and managed memory
-    /// may be written by device work the CPU does not wait for, so safe Rust views only
-    /// [`is_host_viewable`](Self::is_host_viewable) memory.
+    /// Whether the CPU can address this memory at all (CPU, CUDA/ROCm host, CUDA managed).
+    /// Unlike [`is_host_viewable`](Self::is_host_viewable), device work may still write it.
     pub const fn is_host_accessible(self) -> bool {
         matches!(
             self,
@@ -180,10 +167,7 @@ impl DLDeviceType {
         )
     }
 
-    /// Whether memory of this device type may be viewed from safe Rust as host memory (a
-    /// slice, an ndarray view) or copied on the host: the plain CPU only, the one device with
-    /// no work of its own that could race the view. Every host view, host copy and
-    /// synchronisation-free import of the crate asks this one question.
+    /// Whether safe Rust may view or copy this memory on the host: plain CPU memory only.
     ///
     /// ```
     /// use dlpack_rs::ffi::DLDeviceType;
@@ -237,15 +221,8 @@ named_values! { DLDataTypeCode, u8,
     BCOMPLEX = K_DL_BCOMPLEX = 18, "kDLBcomplex";
 }
 
-/// The names dlpack-rs 0.3 had (bindgen's: `DLDeviceType::kDLCPU`, `DLDataTypeCode::kDLFloat`),
-/// as deprecated associated constants of the 0.4 types, so that 0.3 code keeps compiling while it
-/// moves to the Rust names (`DLDeviceType::CPU`, `DLDataTypeCode::FLOAT`). A 0.3 cast
-/// (`DLDeviceType::kDLCPU as i32`, `DLDataTypeCode::kDLFloat as u8`) becomes `.0` or
-/// `i32::from(..)` / `u8::from(..)`.
-///
-/// Each entry names its replacement in its deprecation note. The note is written out per entry
-/// because `#[deprecated(note = ..)]` takes only a literal (a `concat!` there is refused, even in
-/// a macro expansion), while a `$note:literal` passed through is accepted.
+/// dlpack-rs 0.3's bindgen names (`DLDeviceType::kDLCPU`) as deprecated associated constants.
+/// Each note is spelled out: `#[deprecated(note = ..)]` refuses `concat!`, even in a macro.
 macro_rules! bindgen_names {
     ($ty:ident: $( $bindgen:ident = $assoc:ident => $note:literal, )*) => {
         #[allow(non_upper_case_globals)]
@@ -302,15 +279,14 @@ bindgen_names! { DLDataTypeCode:
     kDLBcomplex = BCOMPLEX => "use `DLDataTypeCode::BCOMPLEX`",
 }
 
-/// dlpack-rs 0.3 typed `DLDevice::device_type` as `u32` (bindgen's C enum): a 0.3 `u32` converts
-/// with `.into()`. Every `u32` maps to the `i32` of the same bits, as C stores the enum.
+/// A 0.3 `u32` device type: the `i32` of the same bits, as C stores the enum.
 impl From<u32> for DLDeviceType {
     fn from(value: u32) -> Self {
         DLDeviceType(value as i32)
     }
 }
 
-/// The 0.3 `u32` of a device type (the same bits as its `i32`).
+/// The 0.3 `u32` of a device type (the same bits).
 impl From<DLDeviceType> for u32 {
     fn from(value: DLDeviceType) -> Self {
         value.0 as u32
@@ -352,8 +328,7 @@ impl DLDevice {
     }
 }
 
-/// The dtypes that have a Rust name, as associated constants (`DLDataType::FLOAT32`); any other
-/// one is [`DLDataType::new`]. An element type's own is `<T as safe::Element>::DTYPE`.
+/// Named dtypes (`DLDataType::FLOAT32`); any other is [`DLDataType::new`].
 impl DLDataType {
     /// `code`, `bits` per lane and `lanes`.
     pub const fn new(code: DLDataTypeCode, bits: u8, lanes: u16) -> DLDataType {
@@ -390,11 +365,9 @@ impl DLDataType {
     pub const COMPLEX64: DLDataType = DLDataType::new(DLDataTypeCode::COMPLEX, 64, 1);
     /// `complex128`: two `float64`.
     pub const COMPLEX128: DLDataType = DLDataType::new(DLDataTypeCode::COMPLEX, 128, 1);
-    /// `float4_e2m1fn` as jax exports it: 4 bits, 1 lane, two elements packed into each byte
-    /// (element `2k` in the low nibble of byte `k`).
+    /// `float4_e2m1fn` as jax exports it: two per byte, element `2k` in byte `k`'s low nibble.
     pub const FLOAT4_E2M1FN: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT4_E2M1FN, 4, 1);
-    /// `float4_e2m1fn_x2` as torch exports it: 4 bits, 2 lanes: one byte per element holding
-    /// two FP4 values (lane 0 in the low nibble).
+    /// `float4_e2m1fn_x2` as torch exports it: 2 lanes, one byte each, lane 0 in the low nibble.
     pub const FLOAT4_E2M1FN_X2: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT4_E2M1FN, 4, 2);
 }
 
@@ -413,9 +386,6 @@ impl fmt::Display for DLDataType {
 }
 
 /// A tensor's memory and layout, without ownership (`DLTensor`).
-///
-/// `shape` and `strides` point at `ndim` elements each; `strides` counts elements, not bytes,
-/// and may be NULL (compact row-major, from producers older than 1.2).
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct DLTensor {
@@ -468,8 +438,7 @@ pub type DLPackSetError = Option<
     unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char),
 >;
 
-/// Allocates a new managed tensor shaped like `prototype` (`DLPackManagedTensorAllocator`).
-/// Returns 0 on success, -1 on failure after calling `set_error`.
+/// Allocates a managed tensor like `prototype`: 0 on success, -1 after calling `set_error`.
 pub type DLPackManagedTensorAllocator = Option<
     unsafe extern "C" fn(
         prototype: *mut DLTensor,
@@ -479,15 +448,12 @@ pub type DLPackManagedTensorAllocator = Option<
     ) -> c_int,
 >;
 
-/// Exports a Python object (a `PyObject*`) as a new managed tensor without stream
-/// synchronisation (`DLPackManagedTensorFromPyObjectNoSync`). 0 on success, -1 with a Python
-/// exception set on failure.
+/// Exports a `PyObject*` as a new managed tensor, unsynchronised: 0, or -1 with an exception set.
 pub type DLPackManagedTensorFromPyObjectNoSync = Option<
     unsafe extern "C" fn(py_object: *mut c_void, out: *mut *mut DLManagedTensorVersioned) -> c_int,
 >;
 
-/// Wraps a managed tensor in a new Python object (`DLPackManagedTensorToPyObjectNoSync`),
-/// taking ownership of it. 0 on success, -1 with a Python exception set on failure.
+/// Wraps (and takes) a managed tensor in a new Python object: 0, or -1 with an exception set.
 pub type DLPackManagedTensorToPyObjectNoSync = Option<
     unsafe extern "C" fn(
         tensor: *mut DLManagedTensorVersioned,
@@ -495,13 +461,11 @@ pub type DLPackManagedTensorToPyObjectNoSync = Option<
     ) -> c_int,
 >;
 
-/// Fills a non-owning `DLTensor` view of a Python object (`DLPackDLTensorFromPyObjectNoSync`).
-/// 0 on success, -1 with a Python exception set on failure.
+/// Fills a non-owning `DLTensor` view of a Python object: 0, or -1 with an exception set.
 pub type DLPackDLTensorFromPyObjectNoSync =
     Option<unsafe extern "C" fn(py_object: *mut c_void, out: *mut DLTensor) -> c_int>;
 
-/// Returns the producer's current work stream for a device (`DLPackCurrentWorkStream`);
-/// NULL for devices without streams. 0 on success, -1 with a Python exception set on failure.
+/// The producer's current work stream for a device (NULL if none): 0, or -1 with an exception.
 pub type DLPackCurrentWorkStream = Option<
     unsafe extern "C" fn(
         device_type: DLDeviceType,
@@ -510,8 +474,7 @@ pub type DLPackCurrentWorkStream = Option<
     ) -> c_int,
 >;
 
-/// Header of an exchange API table: its version and a link to an older table
-/// (`DLPackExchangeAPIHeader`).
+/// Header of an exchange API table: its version and a link to an older table.
 #[repr(C)]
 #[derive(Debug)]
 pub struct DLPackExchangeAPIHeader {
@@ -521,8 +484,7 @@ pub struct DLPackExchangeAPIHeader {
     pub prev_api: *mut DLPackExchangeAPIHeader,
 }
 
-/// The C exchange API a Python type exposes as `__dlpack_c_exchange_api__`
-/// (`DLPackExchangeAPI`, DLPack 1.3).
+/// The C exchange API a Python type exposes as `__dlpack_c_exchange_api__` (DLPack 1.3).
 #[repr(C)]
 #[derive(Debug)]
 pub struct DLPackExchangeAPI {

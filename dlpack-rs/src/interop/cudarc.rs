@@ -1,21 +1,17 @@
-//! CUDA device memory through [`cudarc`] (feature `cudarc`): export a [`CudaSlice`] zero-copy,
-//! import a CUDA tensor as a [`CudaView`] / [`CudaViewMut`], with stream ordering by events.
+//! CUDA memory through [`cudarc`] (feature `cudarc`): export a [`CudaSlice`] zero-copy, import
+//! a CUDA tensor as a [`CudaView`] / [`CudaViewMut`], with stream ordering by events.
 //!
-//! The feature loads the CUDA driver when it is first called (cudarc's dynamic loading), so a
-//! program built with it runs, and its CPU paths work, on a machine without CUDA. The CUDA
-//! version of cudarc's bindings: an application's own `cuda-*` feature of cudarc wins (cudarc
-//! allows one); otherwise the `nvcc --version` of the build machine, or the newest cudarc
-//! knows where there is no `nvcc`; `CUDARC_CUDA_VERSION=12080` (say) at build time overrides
-//! both, for an `nvcc` newer than cudarc knows. Needs Rust 1.88.
+//! The CUDA driver is loaded on first use, so CPU paths work on a machine without CUDA. The
+//! bindings' CUDA version is the application's own cudarc `cuda-*` feature, else the build
+//! machine's `nvcc --version` (or cudarc's newest); `CUDARC_CUDA_VERSION=12080` at build time
+//! overrides both. Needs Rust 1.88.
 //!
 //! # Export
 //!
-//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA` (its context's ordinal): [`Export`](crate::safe::Export) moves it
-//! into the managed tensor, whose deleter drops it (cudarc frees it on the slice's stream).
-//! Its [`StreamOrder`] records an event on the slice's stream and makes the consumer's stream
-//! wait for it, which is what `__dlpack__(stream=...)` asks of a producer (`None`: the legacy
-//! default stream; -1: nothing) and what this crate's C exchange table does before handing a
-//! tensor over (its `current_work_stream` is the default stream).
+//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`: [`Export`](crate::safe::Export) moves it into
+//! the managed tensor, whose deleter drops it (freed on the slice's stream). Its [`StreamOrder`]
+//! makes the consumer's stream wait for an event on the slice's stream, as
+//! `__dlpack__(stream=...)` and the C exchange table require.
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -31,19 +27,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Work on the slice from streams other than its own must be ordered before the slice's
-//! stream (cudarc's event tracking does so for its own operations) before the export. The
-//! slice is freed on its own stream when the consumer calls the deleter: a consumer that
-//! does so while its kernels that use the memory are still queued on another stream races the
-//! free (the DLPack contract: the deleter call says the consumer is done).
+//! Work on the slice from other streams must be ordered before the slice's stream before the
+//! export (cudarc's event tracking does so for its own operations). The slice is freed on its
+//! stream when the consumer calls the deleter, which per DLPack says the consumer is done.
 //!
 //! # Import
 //!
-//! [`CudaTensor`] owns an imported tensor on a CUDA device and hands out cudarc views of it
-//! bound to the consumer's stream. With the Python glue, [`import`] / [`import_mut`] take the
-//! tensor from any producer: through its C exchange table when it has one (torch), ordering the
-//! consumer's stream after the producer's current work stream by an event, or through
-//! `__dlpack__(stream=...)` with the consumer's stream, which the producer orders itself.
+//! [`CudaTensor`] owns an imported CUDA tensor and hands out cudarc views bound to the
+//! consumer's stream. With the Python glue, [`import`] / [`import_mut`] take it from any
+//! producer, ordering the consumer's stream after the producer's work.
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -54,18 +46,14 @@
 //! fn total(tensor: &Bound<'_, PyAny>) -> PyResult<f32> {
 //!     let stream = CudaContext::new(0).map_err(dlpack_rs::cuda::driver_error)?.default_stream();
 //!     let imported = dlpack_rs::cuda::import::<f32>(tensor, &stream)?;
-//!     // Ordered after the producer's work; the copy runs on `stream`.
 //!     let host = stream.clone_dtoh(&imported.as_view()).map_err(dlpack_rs::cuda::driver_error)?;
 //!     Ok(host.iter().sum())
 //! }
 //! # }
 //! ```
 //!
-//! Views of imports are checked as host views are: the element type must match the dtype and
-//! allow every bit pattern ([`AnyBitPattern`]: a copy to the host could otherwise produce an
-//! invalid value), the layout must be compact row-major, and the device that of the stream's
-//! context. Read-only tensors get no mutable view, and the crate's borrow registry keeps a
-//! mutable view from coexisting with any other view of the same memory, across owners.
+//! Views are checked as host views are (see [`CudaTensor::new`]), and the element type must be
+//! [`AnyBitPattern`]: a copy to the host could otherwise make an invalid value.
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -97,10 +85,8 @@ pub fn driver_error(err: DriverError) -> pyo3::PyErr {
     device_error("CUDA driver", err).into()
 }
 
-/// The `CUstream` a DLPack stream value names on CUDA: 1 is the legacy default stream
-/// (`CU_STREAM_LEGACY`), 2 the per-thread default stream (`CU_STREAM_PER_THREAD`), any other
-/// value a `cudaStream_t`. `None` for values DLPack does not allow on CUDA (0, below -1) and
-/// for -1 ("no synchronisation").
+/// The `CUstream` a DLPack stream value names on CUDA: 1 is `CU_STREAM_LEGACY`, 2
+/// `CU_STREAM_PER_THREAD`, any other positive value a handle; `None` for -1 and invalid values.
 ///
 /// ```
 /// use dlpack_rs::cuda::{cu_stream_of, dlpack_stream_of};
@@ -119,9 +105,8 @@ pub fn cu_stream_of(stream: i64) -> Option<sys::CUstream> {
     }
 }
 
-/// The DLPack stream value that names `stream` for `__dlpack__(stream=...)`: the NULL stream
-/// (the legacy default stream in the driver API) and `CU_STREAM_LEGACY` are 1,
-/// `CU_STREAM_PER_THREAD` is 2, any other stream its handle.
+/// The DLPack stream value naming `stream`: 1 for NULL and `CU_STREAM_LEGACY` (both the legacy
+/// default stream), 2 for `CU_STREAM_PER_THREAD`, any other stream its handle.
 pub fn dlpack_stream_of(stream: sys::CUstream) -> i64 {
     match stream as usize {
         0 | 1 => 1,
@@ -149,16 +134,12 @@ impl StreamOrder for SliceOrder {
             });
         }
         let own = self.stream.cu_stream() as usize;
-        // The consumer's stream is the slice's own: in order already. (Not for the per-thread
-        // default stream, 2, which is another stream on every thread.)
+        // The slice's own stream is in order already; not so the per-thread stream (2).
         if own != 2 && (handle as usize == own || (own == 0 && handle as usize == 1)) {
             return Ok(());
         }
-        // The protocol's contract, which every DLPack producer trusts: the consumer passes a
-        // stream of its own, on the tensor's device (in the primary context, which cudarc and the
-        // frameworks share), alive for the call.
-        // SAFETY: that stream, per the contract above; the wrapper does not outlive this call and
-        // destroys nothing when dropped.
+        // SAFETY: DLPack's contract: the consumer passes a live stream on the tensor's device (in
+        // the primary context, shared with the frameworks); the wrapper destroys nothing.
         let consumer = unsafe { self.stream.context().wrap_borrowed_stream(handle) };
         consumer
             .join(&self.stream)
@@ -166,20 +147,16 @@ impl StreamOrder for SliceOrder {
     }
 }
 
-// SAFETY: the device pointer is the slice's own allocation of `len` elements, which stays valid
-// and in place for as long as the slice lives (moving a `CudaSlice` does not move its memory)
-// and is freed only by its drop; it is an address on the slice's CUDA device, said so by
-// `device`, so the crate never makes host views of it. The address is read from the slice's
-// field (no reference to the elements is involved) and carries the permission the driver
-// gives, so `SHARED_PTR_WRITABLE` holds; no `&self` method of `CudaSlice` writes the memory;
-// pointer, length and device never change for a slice.
+// SAFETY: the pointer is the slice's own allocation of `len` elements, valid and in place while
+// the slice lives and freed only by its drop; `device` says CUDA, so no host views are made. The
+// address carries the driver's permissions (`SHARED_PTR_WRITABLE`); no `&self` method writes the
+// memory; pointer, length and device never change.
 unsafe impl<T: Element> Buffer for CudaSlice<T> {
     type Elem = T;
     const SHARED_PTR_WRITABLE: bool = true;
 
     fn data_ptr(&self) -> *mut T {
-        // Reading the address through its own stream: with cudarc's event tracking the stream
-        // waits for recorded writes (as it already does for its own work).
+        // On its own stream: with event tracking, it waits for recorded writes.
         let (ptr, _record) = self.device_ptr(self.stream());
         ptr as usize as *mut T
     }
@@ -201,17 +178,11 @@ unsafe impl<T: Element> Buffer for CudaSlice<T> {
 
 /// An imported tensor on a CUDA device, viewed through cudarc on the consumer's stream.
 ///
-/// Made by [`CudaTensor::new`] / [`CudaTensor::new_mut`] from any owned managed tensor, or
-/// with the Python glue by [`import`] / [`import_mut`]. It holds a borrow of the memory in the
-/// crate's registry for as long as it lives: shared for [`CudaTensor::new`], exclusive for
-/// [`CudaTensor::new_mut`] (a device export of a Rust owner holds a shared one, as host exports
-/// do). Dropping it waits for the device work that may still use the memory (the consumer's
-/// stream, and with cudarc's event tracking every stream that used the views; without event
-/// tracking, the whole device) and then releases the tensor to its producer; if that wait fails
-/// (a failed context), the producer's tensor is leaked rather than handed back in use.
+/// It holds a registry borrow of the memory while it lives: shared for [`CudaTensor::new`],
+/// exclusive for [`CudaTensor::new_mut`]. Dropping it waits for device work that may still use
+/// the memory, then releases the tensor; if that wait fails, the tensor is leaked instead.
 pub struct CudaTensor<T> {
-    /// The memory as a cudarc slice bound to the consumer's stream. Never dropped: it does not
-    /// own the memory (leaked in `drop`).
+    /// The memory, bound to the consumer's stream; leaked in `drop`, as it owns nothing.
     slice: ManuallyDrop<CudaSlice<T>>,
     writable: bool,
     /// The registered borrow, released before the owner.
@@ -221,13 +192,12 @@ pub struct CudaTensor<T> {
 }
 
 impl<T: AnyBitPattern> CudaTensor<T> {
-    /// Views `tensor` on `stream` for reading. The producer's work must already be ordered
-    /// before `stream` (as after `__dlpack__(stream=...)` with that stream); see
-    /// [`CudaTensor::order_after`] otherwise.
+    /// Views `tensor` on `stream` for reading; the producer's work must already be ordered
+    /// before `stream` (else see [`CudaTensor::order_after`]).
     ///
-    /// Refused with an [`Error`] unless the tensor is on `kDLCUDA` (or `kDLCUDAManaged`) with
-    /// the device of `stream`'s context, holds `T`'s dtype, is compact row-major and aligned
-    /// for `T`, and no mutable view of its memory exists.
+    /// Refused with an [`Error`] unless the tensor is on `kDLCUDA` (or `kDLCUDAManaged`) on
+    /// `stream`'s device, holds `T`'s dtype, is compact row-major, aligned for `T`, and no
+    /// mutable view of its memory exists.
     pub fn new(tensor: impl Into<AnyManaged>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
         Self::build(tensor.into(), stream, false)
     }
@@ -244,18 +214,14 @@ impl<T: AnyBitPattern> CudaTensor<T> {
         let (ptr, len) = check_cuda::<T>(&tensor, ordinal, exclusive)?;
         let bytes = len * core::mem::size_of::<T>();
         let borrow = BorrowToken::acquire(ptr, ptr.wrapping_add(bytes), exclusive)?;
-        // An error cudarc stored earlier (from a drop) would make the calls below fail, and
-        // `upgrade_device_ptr` panics when it cannot make its events: report it instead.
+        // A stored cudarc error would make `upgrade_device_ptr` panic: report it instead.
         ctx.check_err()
             .map_err(|e| device_error("an earlier CUDA call (stored by cudarc)", e))?;
         ctx.bind_to_thread()
             .map_err(|e| device_error("cuCtxSetCurrent", e))?;
-        // `ptr` is the first of `len` elements of `T`'s dtype in compact layout on the stream's
-        // device, aligned for `T`, in memory the producer keeps valid until `owner` is dropped
-        // (the managed tensor's contract, trusted at import).
         let upgrade = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            // SAFETY: a valid allocation of `len` `T`s (above), which the slice never frees: it is
-            // held in `ManuallyDrop` and leaked in `drop`, before the owner is released.
+            // SAFETY: `check_cuda`: `len` aligned `T`s on this device, kept valid by the owner
+            // until dropped; the slice never frees them (`ManuallyDrop`, leaked in `drop`).
             let slice = unsafe { stream.upgrade_device_ptr::<T>(ptr as sys::CUdeviceptr, len) };
             ManuallyDrop::new(slice)
         }));
@@ -272,10 +238,8 @@ impl<T: AnyBitPattern> CudaTensor<T> {
         })
     }
 
-    /// Orders the consumer's stream after the work queued on `producer_stream` (an event
-    /// recorded there, waited for on the consumer's stream): what a tensor taken without
-    /// synchronisation needs (from a C exchange table's `_no_sync` functions, whose
-    /// `current_work_stream` names the producer's stream) before its views are used.
+    /// Orders the consumer's stream after the work queued on `producer_stream`, by an event:
+    /// needed before using views of a tensor taken without synchronisation.
     ///
     /// # Safety
     ///
@@ -286,8 +250,8 @@ impl<T: AnyBitPattern> CudaTensor<T> {
         if producer_stream == stream.cu_stream() {
             return Ok(());
         }
-        // SAFETY: a valid stream of this device, alive for the call (this function's contract);
-        // the wrapper does not outlive the call and destroys nothing.
+        // SAFETY: a live stream of this device (this function's contract); the wrapper destroys
+        // nothing.
         let producer = unsafe { stream.context().wrap_borrowed_stream(producer_stream) };
         stream
             .join(&producer)
@@ -330,7 +294,7 @@ impl<T> CudaTensor<T> {
         self.owner.shape()
     }
 
-    /// The imported tensor (metadata; it has no host views, being on a device).
+    /// The imported tensor (for metadata: it has no host views).
     pub fn tensor(&self) -> &AnyManaged {
         &self.owner
     }
@@ -340,19 +304,16 @@ impl<T> Drop for CudaTensor<T> {
     fn drop(&mut self) {
         let stream = self.slice.stream().clone();
         let ctx = stream.context().clone();
-        // An error cudarc stored earlier makes every call below return early without waiting:
-        // take it out for now, and put it back at the end.
+        // A stored error would make the calls below return without waiting: put it back last.
         let stored = ctx.check_err();
         // SAFETY: each field is taken once, here, and not used again.
         let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
-        // Not ours to free: give the address back without freeing it. With cudarc's event
-        // tracking (several streams) this makes the consumer's stream wait for every recorded
-        // use of the views, on whatever stream it was queued.
+        // Not ours to free. With event tracking, this makes the consumer's stream wait for every
+        // recorded use of the views.
         let _ = slice.leak();
         let leak_error = ctx.check_err();
-        // Work that uses the memory may still be queued: it must finish before the producer
-        // may free or reuse it. With event tracking it is all ordered before the consumer's
-        // stream now; without it, uses on other streams are not known: wait for the device.
+        // Queued work must finish before the producer may reuse the memory; without event
+        // tracking, uses on other streams are unknown: wait for the whole device.
         let waited = if ctx.is_managing_stream_synchronization() {
             stream.synchronize()
         } else {
@@ -363,16 +324,14 @@ impl<T> Drop for CudaTensor<T> {
         ctx.record_err(leak_error);
         ctx.record_err(waited);
         if done {
-            // SAFETY: as above. The borrow ends first, then the producer's tensor goes back.
+            // SAFETY: as above; the borrow ends before the tensor goes back.
             unsafe {
                 ManuallyDrop::drop(&mut self.borrow);
                 ManuallyDrop::drop(&mut self.owner);
             }
         }
-        // Otherwise the device work could not be waited for (a failed context): the producer's
-        // tensor is leaked rather than handed back while queued work may still use it, and so is
-        // the borrow (both `ManuallyDrop`, left undropped): that work may still write the memory
-        // (a mutable view) or read it, so no other view of it may be granted ever after.
+        // Else queued work may still use the memory: leak the tensor and the borrow, so no
+        // other view of it is ever granted.
     }
 }
 
@@ -386,8 +345,7 @@ impl<T> core::fmt::Debug for CudaTensor<T> {
     }
 }
 
-/// Checks that `tensor` can be viewed as a cudarc slice of `T` on device `ordinal` (mutably
-/// when `exclusive`), returning the address of its first element and its length.
+/// Checks `tensor` as a cudarc slice of `T` on device `ordinal`: its first address and length.
 pub(crate) fn check_cuda<T: Element>(
     tensor: &AnyManaged,
     ordinal: usize,
@@ -419,17 +377,15 @@ pub(crate) fn check_cuda<T: Element>(
     if len == 0 {
         return Ok((0, 0));
     }
-    // Non-NULL and aligned for `T`, as for host views (the address is never dereferenced here).
+    // Non-NULL and aligned for `T`, as for host views (never dereferenced here).
     Ok((tensor.first_element::<T>()? as usize, len))
 }
 
 /// Imports `obj` (any object with `__dlpack__`) for reading on `stream`.
 ///
-/// A producer with a C exchange table (torch) hands the tensor over without synchronisation and
-/// names its current work stream, after which `stream` is ordered by an event
-/// ([`CudaTensor::order_after`]); any other producer is called as
-/// `obj.__dlpack__(stream=...)` with `stream`'s DLPack value and orders its work itself.
-/// Errors are `BufferError` (`TypeError` for a dtype mismatch), as for host imports.
+/// A producer with a C exchange table (torch) is ordered by an event after its current work
+/// stream; any other is called as `obj.__dlpack__(stream=...)` and orders itself. Errors are
+/// `BufferError` (`TypeError` for a dtype mismatch), as for host imports.
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub fn import<T: AnyBitPattern>(
@@ -439,8 +395,7 @@ pub fn import<T: AnyBitPattern>(
     import_impl(obj, stream, false)
 }
 
-/// As [`import`], with a mutable view: refused for read-only tensors (and, from a producer that
-/// only speaks legacy DLPack, which cannot say whether writes are allowed).
+/// As [`import`], with a mutable view: refused for read-only tensors and legacy-only producers.
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub fn import_mut<T: AnyBitPattern>(
@@ -456,8 +411,7 @@ fn import_impl<T: AnyBitPattern>(
     stream: &Arc<CudaStream>,
     exclusive: bool,
 ) -> pyo3::PyResult<CudaTensor<T>> {
-    // No `dl_device`: managed memory (kDLCUDAManaged) is welcome too, and a tensor elsewhere
-    // is refused by `check_cuda` with the device it is on.
+    // No `dl_device`: managed memory is welcome too; `check_cuda` refuses other devices.
     let tensor = crate::pyo3_glue::ImportOptions::new()
         .unsynchronized(true)
         .stream(dlpack_stream_of(stream.cu_stream()))
@@ -465,8 +419,7 @@ fn import_impl<T: AnyBitPattern>(
     let producer_stream = tensor.producer_stream();
     let imported = CudaTensor::<T>::build(tensor.into_inner(), stream, exclusive)?;
     if let Some(producer_stream) = producer_stream {
-        // SAFETY: the stream the producer's exchange table named as its current work stream on
-        // the tensor's device: the table is trusted as the import trusted it.
+        // SAFETY: the producer's current work stream, named by its trusted exchange table.
         unsafe { imported.order_after(producer_stream.cast()) }?;
     }
     Ok(imported)

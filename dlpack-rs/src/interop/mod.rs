@@ -1,7 +1,5 @@
-//! One place per foreign library, its Rust and Python sides together: `ndarray` (views of owners,
-//! `Array` export), `image` (`ImageBuffer` export, typed arguments as images), `safetensors`
-//! (a file's tensors, serialization), `cudarc` (CUDA memory). Each is reached at its public
-//! path: `dlpack_rs::safe::ndarray`, `dlpack_rs::safe::{SafeTensorsFile, serialize_safetensors}`,
+//! One module per foreign library, Rust and Python sides together. Public paths:
+//! `dlpack_rs::safe::ndarray`, `dlpack_rs::safe::{SafeTensorsFile, serialize_safetensors}`,
 //! `dlpack_rs::cuda`; `image` adds trait impls and `TensorView::as_image`.
 
 #[cfg(feature = "cudarc")]

@@ -1,7 +1,5 @@
-//! safetensors files as tensors (feature `safetensors`, safetensors 0.8): [`SafeTensorsFile`]
-//! opens a file (read into one 64-byte aligned allocation, or memory-mapped) and exports each
-//! named tensor read-only and zero-copy, every tensor keeping the file's bytes alive;
-//! [`serialize_safetensors`] writes imported tensors in the format.
+//! safetensors files (feature `safetensors`): [`SafeTensorsFile`] exports a file's tensors
+//! zero-copy; [`serialize_safetensors`] writes tensors in the format.
 
 use alloc::borrow::Cow;
 use alloc::collections::BTreeMap;
@@ -19,7 +17,7 @@ use crate::safe::{
     TensorInfo, Validated,
 };
 
-/// The DLPack dtype of each safetensors dtype (every one has a DLPack code).
+/// The DLPack dtype of a safetensors dtype.
 fn dlpack_dtype(dtype: Dtype) -> Option<DLDataType> {
     let (code, bits, lanes) = match dtype {
         Dtype::BOOL => (C::BOOL, 8, 1),
@@ -80,8 +78,7 @@ fn safetensors_dtype(dtype: DLDataType) -> Option<Dtype> {
     .find(|&d| dlpack_dtype(d) == Some(dtype))
 }
 
-/// The file's bytes: read into memory (from `start` on: placed so that the data section starts
-/// 64-byte aligned), or mapped.
+/// The file's bytes: read (from the offset that aligns the data section to 64 bytes), or mapped.
 enum Bytes {
     Read(AlignedBuffer<u8>, usize),
     Mapped(memmap2::MmapMut),
@@ -96,22 +93,17 @@ impl Bytes {
     }
 }
 
-/// A safetensors file whose tensors export read-only and zero-copy: each export is a view of
-/// the file's own bytes that keeps them alive (the `SafeTensorsFile` may go first).
+/// A safetensors file whose tensors export read-only and zero-copy, each keeping the bytes alive.
 ///
-/// [`read`](Self::read) reads the file into one 64-byte aligned allocation (safe; the file is
-/// read once); [`map`](Self::map) maps it (no read, pages come in as used; `unsafe`: the file
-/// must not change while mapped). The header is parsed and every tensor's dtype, shape and
-/// byte range checked when the file is opened.
+/// [`read`](Self::read) reads the file into memory; [`map`](Self::map) maps it. Every tensor's
+/// dtype, shape and byte range is checked when the file is opened.
 ///
 /// ```
 /// use dlpack_rs::safe::{serialize_safetensors, Export, SafeTensorsFile};
 ///
 /// let weights = Export::new(vec![1.0f32, 2.0, 3.0, 4.0]).shape(&[2, 2]).versioned()?;
-/// let bytes = serialize_safetensors([("weights", &weights)])?;
 /// let path = std::env::temp_dir().join(format!("dlpack-rs-doc-{}.safetensors", std::process::id()));
-/// std::fs::write(&path, bytes)?;
-///
+/// std::fs::write(&path, serialize_safetensors([("weights", &weights)])?)?;
 /// let file = SafeTensorsFile::read(&path)?;
 /// assert_eq!(file.names().collect::<Vec<_>>(), ["weights"]);
 /// let t = file.tensor("weights").unwrap()?;
@@ -126,16 +118,14 @@ pub struct SafeTensorsFile {
 }
 
 impl SafeTensorsFile {
-    /// Reads the file at `path` into memory and parses its header: `InvalidData` for a file
-    /// that is not safetensors or describes a tensor out of its bytes. The data section is
-    /// placed 64-byte aligned whatever the header's length, so each tensor is as aligned as its
-    /// offset in the section.
+    /// Reads the file at `path` into memory, its data section 64-byte aligned: `InvalidData`
+    /// for a file that is not safetensors or describes a tensor out of its bytes.
     pub fn read(path: impl AsRef<Path>) -> io::Result<Self> {
         use std::io::Read;
         let mut file = std::fs::File::open(path)?;
         let too_large = || io::Error::new(io::ErrorKind::OutOfMemory, "file too large");
         let len = usize::try_from(file.metadata()?.len()).map_err(|_| too_large())?;
-        // The header's length (8 bytes, little-endian) says where the data section starts.
+        // The header's length (8 bytes, little-endian) gives the data section's start.
         let mut head = [0u8; 8];
         let got = len.min(8);
         file.read_exact(&mut head[..got])?;
@@ -154,16 +144,13 @@ impl SafeTensorsFile {
         Self::parse(Bytes::Read(buffer, pad))
     }
 
-    /// Maps the file at `path` into memory and parses its header, as [`read`](Self::read) does
-    /// (tensors are then as aligned as their offsets in the file). The pages are private
-    /// copy-on-write: a consumer that writes a tensor despite `READ_ONLY` (torch does not honour
-    /// the flag) changes its own copy of the page, never the file, and does not fault.
+    /// Maps the file at `path` in private copy-on-write pages, checked as [`read`](Self::read)
+    /// checks: a consumer that ignores `READ_ONLY` (torch) writes its own copy, never the file.
     ///
     /// # Safety
     ///
-    /// The file must not be written or truncated, by this process or another, while the
-    /// `SafeTensorsFile` or any tensor exported from it lives: its tensors are views of the
-    /// mapped pages (a change would be a data race with every reader, a truncation a crash).
+    /// The file must not be written or truncated, by any process, while the `SafeTensorsFile`
+    /// or any tensor exported from it lives.
     pub unsafe fn map(path: impl AsRef<Path>) -> io::Result<Self> {
         let file = std::fs::File::open(path)?;
         // SAFETY: the caller's contract: nobody changes the file while the mapping is used.
@@ -191,8 +178,7 @@ impl SafeTensorsFile {
             let data = view.data();
             let info =
                 TensorInfo::contiguous(data.as_ptr().cast_mut().cast(), cpu_device(), dtype, shape);
-            // The tensor's bytes are exactly its data range (safetensors checked that the range
-            // lies in the file and matches the shape and dtype; checked here again).
+            // The tensor's bytes are exactly its data range (safetensors checks it too).
             let validated = Validated::new(info.clone()).map_err(|e| named(name, e))?;
             let packed_len = crate::safe::element_bits(dtype)
                 .checked_mul(validated.extent().numel as u64)
@@ -218,15 +204,13 @@ impl SafeTensorsFile {
         self.tensors.keys().map(String::as_str)
     }
 
-    /// The tensor `name` as a read-only managed tensor over the file's bytes (which it keeps
-    /// alive), or `None` if the file has no such tensor. Its alignment is the file's: typed
-    /// views of a misaligned tensor are refused, as for any producer.
+    /// The tensor `name` as a read-only managed tensor keeping the file's bytes alive, or `None`.
+    /// Typed views of a misaligned tensor are refused, as for any producer.
     pub fn tensor(&self, name: &str) -> Option<Result<ManagedTensorVersioned, Error>> {
         let info = self.tensors.get(name)?.clone();
-        // SAFETY: `info` describes bytes of the file's buffer (checked when parsed), which the
-        // `Arc` (the keepalive) keeps valid and in place; nobody writes them: exported
-        // `READ_ONLY` (and so holding a shared borrow of them), the buffer is reached by nothing
-        // but exports, and a mapped file is unchanged by `map`'s contract.
+        // SAFETY: `info` lies in the file's bytes (checked when parsed), kept in place by the
+        // `Arc`; nobody writes them: exported `READ_ONLY` under a shared borrow, reached only by
+        // exports, and a mapped file is unchanged by `map`'s contract.
         Some(unsafe {
             crate::safe::pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
                 Arc::clone(&self.bytes),
@@ -277,12 +261,12 @@ impl View for &Bytewise<'_> {
     }
 }
 
-/// Serializes `tensors` (name, tensor: any owner, an import or an export) in the safetensors
-/// format, reading each under a shared borrow: every tensor must be a C-contiguous host tensor
-/// (`NotContiguous`, `NotHostAccessible`) of a dtype the format has, under a name given once
-/// that is not `__metadata__` (`Unserializable`, naming the tensor), with no mutable view of it
-/// alive (`AlreadyBorrowed`). In Python these raise `BufferError`, `ValueError` for the names
-/// and dtypes.
+/// Serializes `(name, tensor)` pairs in the safetensors format.
+///
+/// Each tensor must be C-contiguous on the host (`NotContiguous`, `NotHostAccessible`), of a
+/// dtype the format has, under a unique name other than `__metadata__` (`Unserializable`), and
+/// not mutably borrowed (`AlreadyBorrowed`). Python raises `BufferError` (`ValueError` for names
+/// and dtypes).
 pub fn serialize_safetensors<'a, S, K, I>(tensors: I) -> Result<Vec<u8>, Error>
 where
     S: AsRef<str>,
@@ -293,8 +277,7 @@ where
     let mut names = alloc::collections::BTreeSet::new();
     for (name, t) in tensors {
         let name = name.as_ref();
-        // safetensors' own serializer would panic on a repeated name, and writes a file no
-        // loader reads for `__metadata__` (the header's metadata key).
+        // safetensors panics on a repeated name, and `__metadata__` is the header's own key.
         if name == "__metadata__" {
             return Err(unserializable(name, "reserved for the header's metadata"));
         }
@@ -346,7 +329,7 @@ fn contiguous_bytes<K: Kind>(t: &Managed<K>) -> Result<ReadSlice<'_, u8>, Error>
     }
     let len = t.nbytes();
     if len == 0 {
-        // SAFETY: no bytes: a dangling aligned pointer for an empty slice, nothing to borrow.
+        // SAFETY: an empty slice at a dangling aligned pointer, nothing to borrow.
         return Ok(unsafe {
             ReadSlice::new(
                 core::ptr::NonNull::<u8>::dangling().as_ptr(),
@@ -360,8 +343,7 @@ fn contiguous_bytes<K: Kind>(t: &Managed<K>) -> Result<ReadSlice<'_, u8>, Error>
         return Err(Error::NullData);
     }
     let token = t.borrow_addressed(false)?;
-    // SAFETY: host memory, non-NULL, contiguous: the elements occupy exactly `nbytes` bytes from
-    // the first (validated at construction to lie in the producer's allocation), alive while
-    // `t` is (the guard borrows it), every byte a valid u8, and borrowed shared above.
+    // SAFETY: non-NULL contiguous host memory of `nbytes` (validated to lie in the producer's
+    // allocation), alive while `t` is, any byte a valid u8, and borrowed shared above.
     Ok(unsafe { ReadSlice::new(ptr, len, token) })
 }

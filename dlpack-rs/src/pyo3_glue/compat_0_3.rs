@@ -1,5 +1,4 @@
-//! dlpack-rs 0.3's import accessors that 0.4 names otherwise, kept as deprecated bridges so that
-//! a 0.3 user's code compiles while it moves (docs/migrating-from-0.3.md).
+//! dlpack-rs 0.3's import accessors, kept as deprecated bridges (docs/migrating-from-0.3.md).
 
 use crate::pyo3_glue::PyTensor;
 
@@ -18,8 +17,7 @@ pub enum DLPackVariant {
 
 #[allow(deprecated)]
 impl PyTensor {
-    /// dlpack-rs 0.3's name of [`is_versioned`](crate::safe::AnyManaged::is_versioned), as an
-    /// enum.
+    /// dlpack-rs 0.3's name of [`is_versioned`](crate::safe::AnyManaged::is_versioned), as an enum.
     ///
     /// ```
     /// # #![allow(deprecated)]
@@ -43,9 +41,8 @@ impl PyTensor {
         }
     }
 
-    /// dlpack-rs 0.3's size of one element in bytes: `ceil(bits / 8) * lanes` (for packed
-    /// sub-byte dtypes 0.3 rounded each element up to a byte; the bytes the tensor spans are
-    /// [`nbytes`](crate::safe::AnyManaged::nbytes)).
+    /// dlpack-rs 0.3's element size in bytes, `ceil(bits / 8) * lanes` (a packed sub-byte
+    /// element counts a byte; [`nbytes`](crate::safe::AnyManaged::nbytes) is the span).
     #[deprecated(
         since = "0.4.0",
         note = "use `dtype()`: `usize::from(d.bits).div_ceil(8) * usize::from(d.lanes)`"

@@ -12,7 +12,7 @@ pub enum Error {
     NullPointer,
     /// The producer's ABI major version is not one this crate reads (only 1 is).
     UnsupportedVersion(DLPackVersion),
-    /// A producer of version `version` set flag bits that version does not define.
+    /// The producer set flag bits its version does not define.
     UnknownFlags {
         /// The producer's version.
         version: DLPackVersion,
@@ -43,12 +43,11 @@ pub enum Error {
     Overflow,
     /// The data pointer is NULL but the tensor has elements.
     NullData,
-    /// The data type is malformed (zero bits or lanes, or bits that do not fit the type code).
+    /// The dtype is malformed (zero bits or lanes, or bits the type code forbids).
     InvalidDtype(DLDataType),
-    /// A producer flagged a sub-byte dtype (FP4, FP6, or any whose `bits * lanes` is not a
-    /// whole number of bytes) `IS_SUBBYTE_TYPE_PADDED`: the crate reads packed data only.
+    /// A sub-byte dtype was flagged `IS_SUBBYTE_TYPE_PADDED`; only packed data is read.
     PaddedSubByte(DLDataType),
-    /// A packed view or export was asked for a dtype whose values are wider than 8 bits.
+    /// A packed view or export was asked for a dtype wider than 8 bits.
     NotPacked(DLDataType),
     /// A packed export's bytes are not the number its shape needs.
     PackedLength {
@@ -59,7 +58,7 @@ pub enum Error {
         /// Bytes those elements need, packed: `ceil(numel * bits * lanes / 8)`.
         needed: usize,
     },
-    /// A typed view asked for one element type, the tensor holds another.
+    /// A typed view asked for another element type than the tensor holds.
     DtypeMismatch {
         /// The element type asked for.
         expected: DLDataType,
@@ -68,9 +67,8 @@ pub enum Error {
     },
     /// A slice view needs compact row-major layout.
     NotContiguous,
-    /// The memory is not plain CPU memory: on a device the CPU cannot address, or pinned or
-    /// managed memory that queued device work may still write (views and copies are for
-    /// `kDLCPU` memory only).
+    /// The memory is not `kDLCPU` memory, which views and copies need (pinned or managed
+    /// memory may still be written by queued device work).
     NotHostAccessible(DLDevice),
     /// A mutable view of a read-only tensor was asked for.
     ReadOnly,
@@ -92,19 +90,16 @@ pub enum Error {
         /// Highest element index addressed.
         max: i64,
     },
-    /// A mutable view was asked for, but the strides let two indices address the same element
-    /// (a zero stride on a dimension longer than 1, or interleaved dimensions).
+    /// A mutable view was asked for, but two indices address the same element.
     Overlapping,
-    /// Another view holds the same memory (or part of it): an exclusive borrow conflicts with
-    /// every overlapping borrow, a shared one with an overlapping exclusive borrow. See
-    /// [the borrow registry](super#the-borrow-registry).
+    /// Another view holds overlapping memory; see [the borrow registry](super#the-borrow-registry).
     AlreadyBorrowed {
         /// Whether the refused borrow was exclusive (a mutable view).
         exclusive: bool,
     },
     /// Memory could not be allocated (for a copy, or a registry entry).
     OutOfMemory,
-    /// A copy of a tensor whose elements are not whole bytes (sub-byte types) was asked for.
+    /// A copy of a tensor of sub-byte elements was asked for.
     SubByteCopy,
     /// The tensor is not on the device asked for.
     DeviceMismatch {
@@ -120,17 +115,15 @@ pub enum Error {
         /// The runtime's error code.
         code: i64,
     },
-    /// Tensors the safetensors format cannot hold (a name given twice or reserved, a dtype the
-    /// format lacks): the message says which tensor and why.
+    /// Tensors the safetensors format cannot hold; the message says which and why.
     Unserializable(alloc::string::String),
-    /// A derived struct's shape, strides and byte offset address bytes outside its data field
-    /// (`#[derive(IntoDLPack)]`): an export would hand out memory the struct does not own.
+    /// A `#[derive(IntoDLPack)]` struct's layout addresses bytes outside its data field.
     OutsideBuffer {
         /// The struct.
         type_name: &'static str,
         /// Its data field.
         field: &'static str,
-        /// The first byte addressed, counted from the field's first (negative: before it).
+        /// The first byte addressed, relative to the field (negative: before it).
         first: i64,
         /// One past the last byte addressed.
         end: i64,

@@ -1,6 +1,4 @@
-//! Typed arguments viewed as `image` buffers (features `pyo3` and `image`):
-//! [`TensorView::as_image`] and [`TensorViewMut::as_image_mut`], zero-copy over the borrow the
-//! argument holds.
+//! Typed arguments viewed zero-copy as `image` buffers (features `pyo3` and `image`).
 
 use image::{ImageBuffer, Pixel};
 
@@ -8,21 +6,16 @@ use super::image_dims;
 use crate::pyo3_glue::{Cpu, Layout, Shape, TensorView, TensorViewMut};
 
 impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
-    /// The elements as an [`ImageBuffer`] of `P` pixels borrowing them, when the tensor is
-    /// C-contiguous of shape `(height, width, channels)` with `P`'s channel count (or
-    /// `(height, width)` for a one-channel `P`), with sides that fit in `u32`, else `None`.
-    /// `P`'s subpixel is the element
-    /// type, so an `Rgb<u8>` image needs a `TensorView<u8, ..>`; `Shape3<ANY, ANY, 3>` checks
-    /// the channels at extraction.
+    /// The elements as an [`ImageBuffer`] of `P` pixels borrowing them.
     ///
-    /// For an owned image, copy: `ImageBuffer::from_raw(w, h, view.to_vec())`.
+    /// `None` unless the tensor is C-contiguous of shape `(height, width, channels)` with `P`'s
+    /// channel count (or `(height, width)` for one channel) and sides that fit in `u32`.
     ///
     /// ```
     /// use dlpack_rs::pyo3_glue::{CContig, Shape3, TensorView, ANY};
     /// use dlpack_rs::image::Rgb;
     /// use pyo3::prelude::*;
     ///
-    /// /// The mean red value of an RGB `uint8` image.
     /// #[pyfunction]
     /// fn mean_red(img: TensorView<u8, Shape3<ANY, ANY, 3>, CContig>) -> Option<f64> {
     ///     let img = img.as_image::<Rgb<u8>>()?;
@@ -38,8 +31,7 @@ impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
 }
 
 impl<T, S: Shape, L: Layout> TensorViewMut<T, S, L, Cpu> {
-    /// The elements as a mutable [`ImageBuffer`] of `P` pixels, under the same conditions as
-    /// [`TensorView::as_image`]: edits go to the caller's tensor in place.
+    /// The elements as a mutable [`ImageBuffer`], as [`TensorView::as_image`]; edits are in place.
     pub fn as_image_mut<P: Pixel<Subpixel = T>>(&mut self) -> Option<ImageBuffer<P, &mut [T]>> {
         let (width, height) = image_dims::<P>(self.shape())?;
         ImageBuffer::from_raw(width, height, self.as_slice_mut()?)

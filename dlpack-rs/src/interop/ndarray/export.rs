@@ -1,12 +1,10 @@
-//! `Array` and `ArcArray` as export buffers (feature `ndarray`): the span of elements an
-//! array's layout reaches, which its `Buffer` implementation hands over whole.
+//! `Array` and `ArcArray` as export buffers: the whole span of elements the layout reaches.
 
 use ::ndarray::{ArcArray, Array, ArrayBase, Data, Dimension};
 
 use crate::safe::{Buffer, Element, SharedBuffer};
 
-/// The lowest addressed element of an array and the number of elements up to its highest
-/// one (the whole span, gaps included).
+/// An array's lowest addressed element and the count up to its highest one, gaps included.
 pub(crate) fn span<A, S: Data<Elem = A>, D: Dimension>(array: &ArrayBase<S, D>) -> (*mut A, usize) {
     if array.is_empty() {
         return (array.as_ptr().cast_mut(), 0);
@@ -28,11 +26,9 @@ pub(crate) fn span<A, S: Data<Elem = A>, D: Dimension>(array: &ArrayBase<S, D>) 
     )
 }
 
-// SAFETY: an `Array` owns its elements in one heap allocation (a Vec) that moving the array
-// does not move; every element between the lowest and the highest one the array addresses is
-// an initialised element of that allocation. The pointer comes from the array's raw data
-// pointer, not from a reference, and the array owns the data uniquely, so consumer writes are
-// writes to memory nothing else relies on.
+// SAFETY: an `Array` owns its elements in one heap allocation that does not move with it, and
+// every element of the span is an initialised element of it. The pointer is the raw data
+// pointer, and the data is owned uniquely, so consumer writes touch nothing else relies on.
 unsafe impl<A: Element, D: Dimension> Buffer for Array<A, D> {
     type Elem = A;
     const SHARED_PTR_WRITABLE: bool = true;
@@ -44,8 +40,8 @@ unsafe impl<A: Element, D: Dimension> Buffer for Array<A, D> {
     }
 }
 
-// SAFETY: as for `Array`: the elements live in one shared heap allocation that no clone
-// moves. Exported read-only: the owner of the field could clone the array at any time.
+// SAFETY: as for `Array`, in a shared allocation no clone moves. Read-only: the field's owner
+// could clone the array at any time.
 unsafe impl<A: Element, D: Dimension> Buffer for ArcArray<A, D> {
     type Elem = A;
     fn data_ptr(&self) -> *mut A {
@@ -59,7 +55,6 @@ unsafe impl<A: Element, D: Dimension> Buffer for ArcArray<A, D> {
     }
 }
 
-// SAFETY: a clone of an `ArcArray` shares its allocation, pointer, dimensions and strides, and
-// keeps the allocation alive; every mutable access of ndarray's shared arrays first makes the
-// data unique (copy-on-write), so no owner writes the elements while another owner exists.
+// SAFETY: a clone shares the allocation, pointer and layout and keeps it alive; ndarray's
+// copy-on-write keeps any owner from writing while another exists.
 unsafe impl<A: Element, D: Dimension + 'static> SharedBuffer for ArcArray<A, D> {}

@@ -1,22 +1,17 @@
-//! How tensors and ndarray arrays meet (feature `ndarray`): imported tensors viewed as
-//! [`ArrayViewD`] / [`ArrayViewMutD`], and [`Array`] / [`ArcArray`] exported without a copy.
+//! Tensors as ndarray arrays (feature `ndarray`): imports viewed as [`ArrayViewD`] /
+//! [`ArrayViewMutD`], and [`Array`] / [`ArcArray`] exported without a copy.
 //!
 //! # Import
 //!
-//! [`Managed::as_array`] (on every owner: `ManagedTensor`, `ManagedTensorVersioned` and, with
-//! feature `pyo3`, `PyTensor`) borrows the elements as a [`ReadArray`] guard (an ndarray
-//! [`ArrayRef`]) with the producer's exact layout: any strides, negative ones included,
-//! size-1 dimensions with odd strides, and the `byte_offset`. [`Managed::as_array_mut`] hands
-//! out a [`WriteArray`] when the tensor is also writable (no `READ_ONLY` flag) and no two
-//! indices address the same element. Both are registered in the
-//! [borrow registry](crate::safe#the-borrow-registry) like slices. Either refuses, with a
-//! [`safe::Error`](Error), a dtype other than `T`'s, memory the CPU cannot address, and a
-//! first element that is not aligned for `T`.
+//! [`Managed::as_array`] borrows the elements as a [`ReadArray`] guard with the producer's exact
+//! layout (any strides, negative ones included, and the `byte_offset`);
+//! [`Managed::as_array_mut`] gives a [`WriteArray`]. Both are registered in the
+//! [borrow registry](crate::safe#the-borrow-registry) like slices.
 //!
 //! ```
 //! use dlpack_rs::safe::Export;
 //!
-//! // A 2x3 tensor seen transposed (strides 1, 3): ndarray gets the same 3x2 layout.
+//! // A 2x3 tensor seen transposed: ndarray gets the same layout.
 //! let t = Export::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
 //!     .shape(&[3, 2])
 //!     .strides(&[1, 3])
@@ -30,15 +25,9 @@
 //!
 //! # Export
 //!
-//! [`Array<T, D>`] and [`ArcArray<T, D>`] implement [`IntoDLPack`](crate::IntoDLPack): the array itself becomes
-//! the keepalive, and its shape, strides (negative ones included) and first element are
-//! described as they are, so nothing is copied or made contiguous.
-//!
-//! - An `Array` is exported writable.
-//! - An `ArcArray` is exported writable only when it is the sole owner of its data
-//!   ([`ArcArray::is_unique`]) at the time of the export; after that it belongs to the
-//!   managed tensor, so no new owner can appear. A shared `ArcArray` is exported read-only
-//!   (versioned only: a legacy export of read-only data is refused).
+//! [`Array<T, D>`] and [`ArcArray<T, D>`] implement [`IntoDLPack`](crate::IntoDLPack) with
+//! their own layout, nothing copied. An `Array` is exported writable, an `ArcArray` only when
+//! it is the sole owner of its data ([`ArcArray::is_unique`]), else read-only.
 //!
 //! ```
 //! use dlpack_rs::IntoDLPack;
@@ -55,12 +44,10 @@
 //!
 //! # Derive fields
 //!
-//! `Array` and `ArcArray` are also [`Buffer`](crate::safe::Buffer)s, so a `#[dlpack(data)]` field may be one. As a
-//! buffer an array is flat storage: the elements from its lowest to its highest address
-//! (for a non-contiguous array that includes the elements it skips). Give the struct
-//! `shape` / `strides` fields for another layout; to export the array's own layout, use its
-//! [`IntoDLPack`](crate::IntoDLPack) implementation instead. An `ArcArray` field is always exported read-only,
-//! because the struct's other methods could clone it while a consumer writes.
+//! `Array` and `ArcArray` are also [`Buffer`](crate::safe::Buffer)s for a `#[dlpack(data)]`
+//! field: flat storage from the lowest to the highest element address, skipped elements
+//! included. An `ArcArray` field is always read-only: the struct could clone it while a
+//! consumer writes.
 
 mod export;
 
@@ -91,11 +78,11 @@ impl<T> Normalized<T> {
     ///
     /// # Safety
     ///
-    /// The layout came from [`strided_parts`], whose memory stays alive and borrowed (shared or
-    /// exclusive) for `'a`; `D` has as many dimensions as the layout (any, for `IxDyn`).
+    /// The layout came from [`strided_parts`], its memory alive and borrowed for `'a`; `D` has
+    /// as many dimensions as the layout (any, for `IxDyn`).
     pub(crate) unsafe fn view<'a, D: Dimension>(&self) -> ArrayView<'a, T, D> {
-        // SAFETY: forwarded from this function's contract: non-negative strides from the lowest
-        // addressed element stay in the producer's validated buffer, alive and borrowed for 'a.
+        // SAFETY: this function's contract: non-negative strides from the lowest element stay
+        // in the producer's validated buffer, alive and borrowed for 'a.
         let mut array = unsafe { ArrayView::from_shape_ptr(self.dims::<D>(), self.ptr) };
         for &axis in &self.inverted {
             array.invert_axis(Axis(axis));
@@ -107,9 +94,8 @@ impl<T> Normalized<T> {
     ///
     /// # Safety
     ///
-    /// As [`Normalized::view`], and the layout was borrowed exclusively from writable memory
-    /// (`strided_parts` with `exclusive`: no two indices address the same element), and no
-    /// other view made from this layout is alive during `'a`.
+    /// As [`Normalized::view`], borrowed exclusively from writable memory (no two indices
+    /// alias), and no other view made from this layout is alive during `'a`.
     pub(crate) unsafe fn view_mut<'a, D: Dimension>(&self) -> ArrayViewMut<'a, T, D> {
         // SAFETY: as in `view`; exclusive and writable by this function's contract.
         let mut array = unsafe { ArrayViewMut::from_shape_ptr(self.dims::<D>(), self.ptr) };
@@ -121,16 +107,13 @@ impl<T> Normalized<T> {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The elements as an array view (a guard that derefs to [`ArrayRef`]) with the tensor's
-    /// exact layout (any strides, negative ones included; `byte_offset` honoured), for
-    /// host-accessible memory of `T`'s dtype whose first element is aligned for `T`.
+    /// The elements as an array view with the tensor's exact layout.
     ///
-    /// Like [`Managed::as_slice`], it holds a shared borrow of every byte it addresses: refused
-    /// with [`Error::AlreadyBorrowed`] while a mutable view of them exists anywhere.
+    /// Refused for another dtype than `T`'s, memory the CPU cannot view, a first element not
+    /// aligned for `T`, and ([`Error::AlreadyBorrowed`]) while a mutable view of it exists.
     pub fn as_array<T: Element>(&self) -> Result<ReadArray<'_, T>, Error> {
         let (n, token) = self.borrowed_layout::<T>(false)?;
-        // SAFETY: checked and borrowed (shared) by `strided_parts`; the memory lives until
-        // `self` (borrowed by the guard) drops.
+        // SAFETY: checked and borrowed (shared) by `strided_parts`; alive while `self` is.
         let array = unsafe { n.view::<IxDyn>() };
         Ok(ReadArray {
             array,
@@ -138,19 +121,17 @@ impl<K: Kind> Managed<K> {
         })
     }
 
-    /// The elements as a mutable array view (a guard that derefs to [`ArrayRef`]), with the
-    /// tensor's exact layout, when the tensor is writable (no `READ_ONLY` flag),
-    /// host-accessible, of `T`'s dtype, aligned for `T`, and no two indices address the same
-    /// element. Refused with [`Error::AlreadyBorrowed`] while any other view of its bytes
-    /// exists, through this owner or another.
+    /// The elements as a mutable array view with the tensor's exact layout.
+    ///
+    /// Refused as [`Managed::as_array`] is, and also for a read-only tensor, one where two
+    /// indices address the same element, and while any other view of its bytes exists.
     pub fn as_array_mut<T: Element>(&mut self) -> Result<WriteArray<'_, T>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
         let (n, token) = self.borrowed_layout::<T>(true)?;
-        // SAFETY: as in `as_array`; in addition the producer allows writes (no READ_ONLY), the
-        // borrow is exclusive (no two indices address the same element), `&mut self` keeps this
-        // owner from handing out another view, and `n` makes no other one.
+        // SAFETY: as in `as_array`; writable, borrowed exclusively (no aliasing indices), and
+        // `&mut self` keeps this owner from handing out another view.
         let array = unsafe { n.view_mut::<IxDyn>() };
         Ok(WriteArray {
             array,
@@ -159,16 +140,13 @@ impl<K: Kind> Managed<K> {
     }
 }
 
-/// A shared, borrow-registered view of a tensor as an ndarray array
-/// ([`Managed::as_array`]). Derefs to [`ArrayRef`], so every ndarray method applies; views
-/// made from it (`.view()`, iterators) borrow the guard and cannot outlive it.
+/// A shared, borrow-registered array view of a tensor; derefs to [`ArrayRef`].
 pub struct ReadArray<'a, T> {
     array: ArrayViewD<'a, T>,
     _borrow: BorrowToken,
 }
 
-/// An exclusive, borrow-registered view of a tensor as an ndarray array
-/// ([`Managed::as_array_mut`]). Derefs (mutably) to [`ArrayRef`].
+/// An exclusive, borrow-registered array view of a tensor; derefs mutably to [`ArrayRef`].
 pub struct WriteArray<'a, T> {
     array: ArrayViewMutD<'a, T>,
     _borrow: BorrowToken,

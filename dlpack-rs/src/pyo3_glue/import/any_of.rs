@@ -1,6 +1,5 @@
 //! Typed arguments of one of several element types: [`AnyOf2`] / [`AnyOf3`] (read-only) and
-//! [`AnyOf2Mut`] / [`AnyOf3Mut`] (writable), whose variants are the [`TensorView`]s /
-//! [`TensorViewMut`]s of each type (host memory; shape `S`, layout `L`).
+//! [`AnyOf2Mut`] / [`AnyOf3Mut`] (writable), each variant a [`TensorView`] / [`TensorViewMut`].
 
 use pyo3::prelude::*;
 use pyo3::Borrowed;
@@ -50,22 +49,18 @@ macro_rules! any_of {
 }
 
 any_of! {
-    /// A read-only tensor argument of one of two element types, `A` or `B` (shape `S`, layout
-    /// `L`): the variant says which came. Extraction imports once; any other dtype raises
-    /// `TypeError` naming both (`expected a tensor of uint8 or float32, got int64`).
+    /// A read-only tensor argument of element type `A` or `B`; the variant says which came.
+    /// Any other dtype raises `TypeError` (`expected a tensor of uint8 or float32, got int64`).
     AnyOf2 { A, B }
 }
 
 any_of! {
-    /// A read-only tensor argument of one of three element types (shape `S`, layout `L`): the
-    /// variant says which came. Extraction imports once; any other dtype raises `TypeError`
-    /// naming all three (`expected a tensor of uint8, uint16 or float32, got float64`).
+    /// A read-only tensor argument of one of three element types; the variant says which came.
+    /// Any other dtype raises `TypeError` naming all three.
     ///
     /// ```
     /// use dlpack_rs::pyo3_glue::{AnyOf3, Shape3, ANY};
     /// use pyo3::prelude::*;
-    ///
-    /// /// The brightest value of an 8-bit, 16-bit or float image with three channels, as a float.
     /// #[pyfunction]
     /// fn peak(image: AnyOf3<u8, u16, f32, Shape3<ANY, ANY, 3>>) -> f64 {
     ///     match image {
@@ -80,21 +75,18 @@ any_of! {
 }
 
 any_of! {
-    /// A writable tensor argument of one of two element types, `A` or `B` (shape `S`, layout
-    /// `L`), as [`AnyOf2`] but each variant a [`TensorViewMut`] (exclusive borrow, writable
-    /// memory, no element addressed twice).
+    /// A writable tensor argument of element type `A` or `B`: [`AnyOf2`] with [`TensorViewMut`]
+    /// variants (exclusive borrow, writable memory, no element addressed twice).
     mut AnyOf2Mut { A, B }
 }
 
 any_of! {
-    /// A writable tensor argument of one of three element types, as [`AnyOf3`] but each variant
-    /// a [`TensorViewMut`]: an in-place kernel over `uint8 | uint16 | float32` images.
+    /// A writable tensor argument of one of three element types: [`AnyOf3`] with
+    /// [`TensorViewMut`] variants.
     ///
     /// ```
     /// use dlpack_rs::pyo3_glue::{AnyOf3Mut, Shape3, ANY};
     /// use pyo3::prelude::*;
-    ///
-    /// /// Inverts an 8-bit, 16-bit or float (0..1) RGB image in place.
     /// #[pyfunction]
     /// fn invert(image: AnyOf3Mut<u8, u16, f32, Shape3<ANY, ANY, 3>>) {
     ///     match image {

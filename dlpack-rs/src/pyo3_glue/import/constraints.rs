@@ -1,7 +1,6 @@
-//! What a typed argument's signature can demand of a tensor besides its element type: the
-//! shape ([`Ndim`], [`Shape1`] .. [`Shape4`]), the layout ([`Strided`], [`CContig`],
-//! [`FContig`]) and the device ([`Cpu`], [`AnyDevice`]), and the checks that refuse the rest
-//! with the exception and message a Python user can act on.
+//! What a typed argument's signature demands besides the element type: shape ([`Ndim`],
+//! [`Shape1`] .. [`Shape4`]), layout ([`Strided`], [`CContig`], [`FContig`]) and device
+//! ([`Cpu`], [`AnyDevice`]), with checks whose errors a Python user can act on.
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::PyErr;
@@ -19,10 +18,9 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// The shape a [`TensorView`](crate::pyo3_glue::TensorView) / [`TensorViewMut`](crate::pyo3_glue::TensorViewMut)
-/// argument must have: [`Ndim<N>`](Ndim) (`N` dimensions of any extent, `N` up to 6, or
-/// [`Ndim<ANY>`](Ndim), the default: any shape), or [`Shape1`] .. [`Shape4`] with fixed extents
-/// ([`ANY`] for a free one). Sealed.
+/// The shape a typed argument must have: [`Ndim<N>`](Ndim) (`N` <= 6 dimensions of any extent;
+/// [`Ndim<ANY>`](Ndim), the default: any shape) or [`Shape1`] .. [`Shape4`] (fixed extents,
+/// [`ANY`] for a free one). Sealed.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a tensor shape",
     label = "not a `Shape`",
@@ -33,13 +31,11 @@ pub trait Shape: sealed::Sealed + 'static {
     #[cfg(feature = "ndarray")]
     #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
     type Dim: ndarray::Dimension;
-    /// The extent of each dimension ([`ANY`] for a free one), or `None` for any number of
-    /// dimensions.
+    /// Each dimension's extent ([`ANY`]: free), or `None` for any number of dimensions.
     const EXTENTS: Option<&'static [usize]>;
 }
 
-/// A [`Shape`] of `N` dimensions of any extent (`N` from 0 to 6), or of any shape for
-/// `Ndim<ANY>` (the default shape of every typed argument).
+/// A [`Shape`] of `N` dimensions of any extent (`N` <= 6), or any shape for `Ndim<ANY>`.
 #[derive(Debug)]
 pub enum Ndim<const N: usize> {}
 
@@ -80,8 +76,7 @@ fixed_shapes! {
     Shape1 Ix1 [A];
     /// A 2-d [`Shape`] of extents `A`, `B` ([`ANY`]: any).
     Shape2 Ix2 [A, B];
-    /// A 3-d [`Shape`] of extents `A`, `B`, `C` ([`ANY`]: any): an RGB image is
-    /// `Shape3<ANY, ANY, 3>`.
+    /// A 3-d [`Shape`] of extents `A`, `B`, `C` ([`ANY`]: any); RGB: `Shape3<ANY, ANY, 3>`.
     Shape3 Ix3 [A, B, C];
     /// A 4-d [`Shape`] of extents `A` .. `D` ([`ANY`]: any).
     Shape4 Ix4 [A, B, C, D];
@@ -138,14 +133,12 @@ impl Layout for FContig {
         np.asfortranarray(x) in numpy, x.mT.contiguous().mT in torch)";
 }
 
-/// Where a typed argument's memory may live: [`Cpu`] (the default: host memory, read through
-/// safe views) or [`AnyDevice`] (any device, a GPU included: only the address is handed out).
-/// Sealed.
+/// Where a typed argument's memory may live: [`Cpu`] (the default; safe host views) or
+/// [`AnyDevice`] (any device; only the address is handed out). Sealed.
 pub trait Device: sealed::Sealed + 'static {}
 
-/// CPU memory (`kDLCPU` only: pinned and managed memory may still be written by pending device
-/// work, so they take [`AnyDevice`]): the argument hands out slices, elements and (feature
-/// `ndarray`) ndarray views.
+/// CPU memory: the argument hands out slices, elements and (feature `ndarray`) ndarray views.
+/// Only `kDLCPU`: pending device work may still write pinned or managed memory ([`AnyDevice`]).
 #[derive(Debug)]
 pub enum Cpu {}
 /// Memory on any device (CUDA, ROCm, Metal, ..., the CPU too): the argument hands out the
@@ -185,15 +178,13 @@ fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
     )))
 }
 
-/// Checks an imported tensor's dtype (against `dtype`: an `AnyOf3` has already matched it),
-/// shape (against `S`) and, unless the slice route checks it, layout (against `L`), each
-/// refusal naming what was expected, what came and the fix.
+/// Checks a tensor's dtype (against `dtype`, which an `AnyOf3` has already matched), shape
+/// (`S`) and, unless the slice route checks it, layout (`L`).
 pub(in crate::pyo3_glue) fn check_meta<S: Shape, L: Layout>(
     source: &Source,
     dtype: DLDataType,
     slice_route: bool,
 ) -> PyResult<()> {
-    // One look at the source's metadata (each accessor matches on the source's kind).
     let (shape, _, got, _) = source.meta();
     if got != dtype {
         return Err(dtype_error(&[dtype], got));
@@ -215,9 +206,7 @@ fn layout_mismatch<L: Layout>(source: &Source) -> PyErr {
     ))
 }
 
-/// The Python exception for an error of the layout checks and borrow that follow
-/// [`check_meta`]: a layout the slice route refused says what `L` expects; two indices reaching
-/// one element of a writable tensor says so and the fix.
+/// The Python exception for a layout or overlap error of the checks after [`check_meta`].
 pub(in crate::pyo3_glue) fn layout_error<L: Layout>(source: &Source, err: Error) -> PyErr {
     match err {
         Error::NotContiguous => layout_mismatch::<L>(source),

@@ -1,13 +1,7 @@
-//! The C exchange API as a consumer: importing through a producer type's table
-//! (`managed_tensor_from_py_object_no_sync`, or a non-owning `dltensor_from_py_object_no_sync`
-//! view for shared typed arguments), with the same refusals as the producer's `__dlpack__`.
-//!
-//! The exchange API is a table of C function pointers that a Python type publishes in a capsule
-//! named `"dlpack_exchange_api"` (found by [`crate::pyo3_glue::import::exchange_lookup`]). A consumer that finds it
-//! calls `managed_tensor_from_py_object_no_sync(obj, &out)` instead of the Python-level
-//! `obj.__dlpack__(...)`: no method lookup, no keyword arguments, no capsule. Every function
-//! but the allocator is called attached to the interpreter and reports failure by returning -1
-//! with a Python exception set.
+//! Importing through a producer type's C exchange table (`managed_tensor_from_py_object_no_sync`,
+//! or a non-owning `dltensor_from_py_object_no_sync` view for shared typed arguments), with the
+//! refusals of the producer's `__dlpack__`. Every table function but the allocator is called
+//! attached and fails by returning -1 with a Python exception set.
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
@@ -17,13 +11,10 @@ use crate::pyo3_glue::import::exchange_lookup::lookup;
 use crate::pyo3_glue::import::requires_grad::{requires_grad, Grad};
 use crate::safe::ManagedTensorVersioned;
 
-/// Imports `obj` through its type's exchange API, if it has one: `Ok(None)` when it has none
-/// (the caller falls back to `__dlpack__`), `Err` when the producer raised.
-///
-/// The table hands out what the producer's `__dlpack__` refuses: a tensor that requires grad
-/// is refused here with `BufferError` (as torch's `__dlpack__` does), a complex tensor is
-/// released and fetched through `__dlpack__` (which refuses one whose conjugate bit is set),
-/// and a `RuntimeError` of the table (a tensor DLPack cannot describe) becomes `BufferError`.
+/// Imports `obj` through its type's exchange table (`Ok(None)` without one). Like torch's
+/// `__dlpack__`, refuses a tensor that requires grad (`BufferError`); a complex one is released
+/// for `__dlpack__` (which refuses a set conjugate bit); a table `RuntimeError` (a tensor DLPack
+/// cannot describe) becomes `BufferError`.
 pub(crate) fn import(
     obj: &Bound<'_, PyAny>,
 ) -> PyResult<Option<(ManagedTensorVersioned, &'static DLPackExchangeAPI)>> {
@@ -53,20 +44,17 @@ pub(crate) fn import(
             "__dlpack_c_exchange_api__: managed_tensor_from_py_object_no_sync returned NULL",
         ));
     }
-    // SAFETY: on success the producer hands us an owned, valid managed tensor; from_raw checks
-    // the major version before anything else and calls the deleter on any error.
-    // An unsupported major version becomes BufferError (the safe layer's conversion).
+    // SAFETY: on success the producer hands over an owned, valid managed tensor; `from_raw`
+    // checks the major version first (else `BufferError`) and calls the deleter on any error.
     let tensor = unsafe { ManagedTensorVersioned::from_raw(out) }?;
     if tensor.dtype().code == crate::ffi::DLDataTypeCode::COMPLEX {
-        // torch's table exports a complex tensor whose conjugate bit is set without resolving
-        // it (its `__dlpack__` refuses such tensors with BufferError): take `__dlpack__`.
+        // torch's table exports a conjugated complex tensor unresolved; its `__dlpack__` refuses.
         return Ok(None);
     }
     Ok(Some((tensor, api)))
 }
 
-/// The exception a failed table call left, as the producer's `__dlpack__` would report it: a
-/// `RuntimeError` (a tensor DLPack cannot describe) becomes `BufferError`.
+/// The exception a failed table call left (a `RuntimeError` becomes `BufferError`).
 fn table_error(py: Python<'_>, function: &str) -> PyErr {
     let err = PyErr::take(py).unwrap_or_else(|| {
         PySystemError::new_err(format!(
@@ -83,17 +71,12 @@ fn table_error(py: Python<'_>, function: &str) -> PyErr {
     err
 }
 
-/// A non-owning view of `obj`'s CPU tensor through its type's exchange table
-/// (`dltensor_from_py_object_no_sync`: no managed tensor, no deleter), its metadata validated
-/// and copied; valid while the caller keeps `obj` alive (the memory then lives as long as it
-/// would for an owned import: torch's managed tensor holds the very tensor the object holds).
-/// `Lent::Nothing` when the type has no table, or no such function, or the table declines, or
-/// the tensor is not a plain CPU one, or is complex: the caller takes the owned route, which
-/// handles all of them; `Lent::Ours` for `dlpack_rs.Tensor`'s own table. Refuses a tensor that
-/// requires grad, as the owned route does.
-///
-/// The view carries no flags: it says nothing of read-only memory, so it serves shared views
-/// only.
+/// A non-owning view of `obj`'s CPU tensor through its type's `dltensor_from_py_object_no_sync`
+/// (no managed tensor, no deleter), its metadata validated and copied. Valid while the caller
+/// holds `obj` (torch's managed tensor holds the very tensor the object holds). Refuses a
+/// tensor that requires grad. `Lent::Nothing` when there is no such function, the table
+/// declines, or the tensor is not a plain CPU one or is complex: the owned route handles those.
+/// The view has no flags (nothing says read-only), so it serves shared views only.
 pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let Some((api, grad)) = lookup(obj) else {
         return Ok(Lent::Nothing);
@@ -116,19 +99,17 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     // (we hold `py`), a live object of that type, and a valid out pointer.
     let rc = unsafe { dltensor(obj.as_ptr().cast(), out.as_mut_ptr()) };
     if rc != 0 {
-        // A table may lend fewer tensors than it exports (ours lends no read-only one): the
-        // owned route decides, and raises what the producer raises there.
+        // A table may lend fewer tensors than it exports: the owned route decides and raises.
         drop(PyErr::take(py));
         return Ok(Lent::Nothing);
     }
-    // SAFETY: on success the producer filled the whole struct (all-zero before: a valid bit
-    // pattern for every field in any case).
+    // SAFETY: on success the producer filled the struct (all-zero is valid for every field).
     let t = unsafe { out.assume_init() };
     if !t.device.device_type.is_host_viewable()
         || t.dtype.code == crate::ffi::DLDataTypeCode::COMPLEX
     {
         // Device memory needs stream ordering; a complex tensor may carry torch's conjugate
-        // bit, which only `__dlpack__` refuses: the owned route decides both.
+        // bit: the owned route decides both.
         return Ok(Lent::Nothing);
     }
     // SAFETY: the producer's DLTensor, whose shape and strides point at `ndim` integers owned by

@@ -1,28 +1,22 @@
-//! Which C exchange table a producer type publishes: its `__dlpack_c_exchange_api__` found in
-//! the type's own method resolution order, cached per type (a mutex-held cache of strong
-//! references and a sequence-locked copy that hits read without a lock). The cache also keeps
-//! how the type's `requires_grad` is read (`import/requires_grad.rs`), found in the same look-up.
+//! Which C exchange table a producer type publishes: `__dlpack_c_exchange_api__` in the type's
+//! own MRO, cached per type (a mutex-held cache of strong references, plus a sequence-locked
+//! copy read without a lock). The cache also keeps how the type's `requires_grad` is read.
 //!
-//! Trust: the table is looked up in the type's own method resolution order (the dictionaries
-//! of `type(obj).__mro__`, as the interpreter finds a special method), never through
-//! `getattr`, an instance attribute or a metaclass; what it points to is trusted as a producer
-//! is trusted. An entry holds while the type's version tag is the one it was found under
-//! (CPython >= 3.11 resets the tag on any change to the type, its dictionary or its bases, and
-//! never reuses one): a class changed after its first import is looked up again.
+//! Trust: the table is looked up in the dictionaries of `type(obj).__mro__`, as the interpreter
+//! finds a special method, never through `getattr`, an instance attribute or a metaclass; what
+//! it points to is trusted as a producer is. An entry holds while the type's version tag is
+//! the one it was found under (CPython >= 3.11 resets the tag on any change to the type, its
+//! dictionary or bases, and never reuses one).
 //!
-//! A table speaks for the class that defines it (its owner: the most basic class of the order
-//! whose own dictionary holds a capsule of that table), and only for objects whose
-//! `__dlpack__`, `__dlpack_device__` and `__torch_function__` (through which torch's
-//! `__dlpack__` dispatches) are the owner's own: a subclass that overrides any (to refuse, to
-//! copy, to export read-only) is imported through its own `__dlpack__`, as `torch.from_dlpack`
-//! and `np.from_dlpack` do. Looked up on the type only: an instance attribute `__dlpack__` and a
-//! custom `__getattribute__` are outside the model (SAFETY.md), and so are a class changed after
-//! its first import where version tags cannot be read (the stable ABI, CPython < 3.11) and a
-//! class dictionary written behind the interpreter's back (through `gc.get_referents`), which
-//! leaves the tag as it was. A type whose metaclass defines its own `mro()` has no usable tag
-//! and is looked up on every import. The answer is cached with the table, per type; [`lookup`] (imports)
-//! gives no table for such a type, [`type_table`] (a framework's constructor, which never reads
-//! an object's memory) still gives it.
+//! A table speaks for its owner (the most basic class of the MRO whose own dictionary holds a
+//! capsule of it), and only for objects whose `__dlpack__`, `__dlpack_device__` and
+//! `__torch_function__` (torch's `__dlpack__` dispatches through it) are the owner's: a
+//! subclass overriding any is imported through its own `__dlpack__`, as `torch.from_dlpack`
+//! and `np.from_dlpack` do. Outside the model (SAFETY.md): an instance `__dlpack__`, a custom
+//! `__getattribute__`, a class changed after its first import where tags cannot be read
+//! (stable ABI, CPython < 3.11), and a class dictionary written behind the interpreter's back
+//! (`gc.get_referents`), which leaves the tag. A type whose metaclass defines its own `mro()`
+//! has no usable tag and is looked up on every import.
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -36,24 +30,21 @@ use crate::ffi::{
 };
 use crate::pyo3_glue::import::requires_grad::Grad;
 
-/// How many types the consumer cache remembers (round-robin replacement). Programs exchange
-/// tensors of a handful of types; a miss costs one attribute look-up on the type.
+/// How many types the cache remembers (round-robin). A miss costs one look-up on the type.
 const CACHE_SLOTS: usize = 8;
 
-/// One remembered type. The strong references keep the type (whose address is the key) and
-/// the capsule (which owns nothing, but may be the only thing naming the table) alive, so a
-/// key can never be reused by a new type while it sits in the cache.
+/// One remembered type. The strong references keep the type (the key is its address) and the
+/// capsule (maybe the only thing naming the table) alive, so no new type can reuse the key.
 struct Slot {
     key: usize,
-    /// The table (0 when the type has no usable exchange API), its low bit set when the type
-    /// overrides its owner's `__dlpack__` or `__dlpack_device__` (see the module docs).
+    /// The table (0: none usable), its low bit set when the type overrides its owner's
+    /// `__dlpack__` or `__dlpack_device__`.
     api: usize,
-    /// How the type's `requires_grad` (torch tensors) is read, which an import must check as
-    /// the producer's `__dlpack__` would.
+    /// How the type's `requires_grad` is read (an import checks it as `__dlpack__` would).
     grad: Grad,
     /// The type's version tag before the answer was found (see [`tracked`]).
     tag: u32,
-    /// The `requires_grad` descriptor, kept with the type (its getter is called directly).
+    /// The `requires_grad` descriptor, kept alive (its getter is called directly).
     _grad_descr: Option<Py<PyAny>>,
     _ty: Py<PyType>,
     _capsule: Option<Py<PyAny>>,
@@ -64,11 +55,10 @@ struct Cache {
     next: usize,
 }
 
-/// A lock-free copy of the cache's entries, for the hit path (every import): one sequence lock
-/// per slot, written only under the cache's mutex, before an evicted entry's references are
-/// dropped. A reader that sees an odd or changed sequence number takes the mutex path. A hit's
-/// type stays alive while the reader uses the answer: the reader holds the type (its object, or
-/// the type itself), so its address cannot be reused meanwhile.
+/// A lock-free copy of the cache for the hit path: one sequence lock per slot, written only
+/// under the cache's mutex, before an evicted entry's references drop. A reader seeing an odd
+/// or changed sequence takes the mutex path. A hit's type cannot be freed and its address
+/// reused meanwhile: the reader holds it (or an object of it).
 struct Mirror {
     seq: AtomicUsize,
     key: AtomicUsize,
@@ -112,8 +102,8 @@ impl Mirror {
         if self.seq.load(Ordering::Relaxed) != before {
             return None;
         }
-        // SAFETY: the four words were written by `write` from one `Grad::to_words`, under this
-        // very sequence number (checked above).
+        // SAFETY: the four words were written by `write` from one `Grad::to_words` under this
+        // sequence number (checked above).
         let grad = unsafe { Grad::from_words(grad, get, closure, version) };
         Some((api, grad, tag))
     }
@@ -137,22 +127,19 @@ impl Mirror {
 
 static MIRROR: [Mirror; CACHE_SLOTS] = [const { Mirror::empty() }; CACHE_SLOTS];
 
-/// Shared by all threads: a `Mutex` rather than the GIL, so that free-threaded builds are
-/// correct too. No Python code runs while it is held (look-ups and reference drops happen
-/// outside), so it cannot deadlock against the interpreter.
+/// A `Mutex`, not the GIL, so free-threaded builds are correct. No Python code runs while it is
+/// held (look-ups and reference drops happen outside), so it cannot deadlock the interpreter.
 static CACHE: Mutex<Cache> = Mutex::new(Cache {
     slots: [const { None }; CACHE_SLOTS],
     next: 0,
 });
 
 /// Walks a header chain to the first table whose major version this crate reads (1.x).
-///
 /// # Safety
-///
 /// `header` must be NULL or point at a live `DLPackExchangeAPIHeader` whose `prev_api` chain
 /// consists of live headers (the producer's tables are static).
 unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLPackExchangeAPI {
-    // A bound on the walk, in case a broken producer links its tables in a cycle.
+    // Bounded, in case a broken producer links its tables in a cycle.
     for _ in 0..16 {
         if header.is_null() {
             break;
@@ -173,38 +160,35 @@ unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLP
 }
 
 /// The low bit of a slot's `api` word: the type overrides its table owner's `__dlpack__` or
-/// `__dlpack_device__` (tables are pointer-aligned, so the bit is free).
+/// `__dlpack_device__` (tables are pointer-aligned).
 const OVERRIDDEN: usize = 1;
 
-/// The exchange table an import of `obj` may use instead of its `__dlpack__` (cached per type):
-/// `None` when the type has none this crate can use, or overrides the owner's `__dlpack__` or
-/// `__dlpack_device__` (see the module docs).
+/// The exchange table an import of `obj` may use instead of `__dlpack__` (cached per type):
+/// `None` when there is none usable, or the type overrides the owner's methods.
 pub(crate) fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, Grad)> {
-    // The type is read once, as a strong reference: the cache key and the type a new entry
-    // keeps alive are then the same object even if another thread assigns `__class__`
-    // meanwhile (free-threaded builds).
+    // The type read once, as a strong reference: the cache key and the type an entry keeps are
+    // the same object even if another thread assigns `__class__` meanwhile (free-threaded).
     let ty = obj.get_type();
     let (word, grad) = lookup_type(obj.py(), ty.as_ptr() as usize, move || ty);
     if word & OVERRIDDEN != 0 {
         return None;
     }
-    // SAFETY: a non-zero word (with its low bit clear) was selected from a producer's static
-    // table chain, which lives for the rest of the process (the dlpack.h contract).
+    // SAFETY: a non-zero word (low bit clear) was selected from a producer's static table
+    // chain, which lives for the rest of the process (the dlpack.h contract).
     unsafe { (word as *const DLPackExchangeAPI).as_ref() }.map(|api| (api, grad))
 }
 
-/// The exchange table type `ty` publishes, if it has one this crate can use (cached per type),
-/// whether or not the type overrides its owner's `__dlpack__`: for making objects of the type
-/// (`managed_tensor_to_py_object_no_sync`), never for reading one.
+/// The exchange table type `ty` publishes (cached per type), even if the type overrides its
+/// owner's `__dlpack__`: for making objects of the type, never for reading one.
 pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
     let (word, _) = lookup_type(ty.py(), ty.as_ptr() as usize, || ty.clone());
     // SAFETY: as in `lookup`, with the flag bit cleared.
     unsafe { ((word & !OVERRIDDEN) as *const DLPackExchangeAPI).as_ref() }
 }
 
-/// Whether this process's type version tags say when a type changed (CPython >= 3.11, not
-/// under the stable ABI, which hides the tag): then a cached answer holds only under the tag it
-/// was found under. Elsewhere the first answer is kept (SAFETY.md: outside the model).
+/// Whether type version tags say when a type changed (CPython >= 3.11, not abi3, which hides
+/// them): then a cached answer holds only under its tag. Elsewhere the first answer is kept
+/// (SAFETY.md: outside the model).
 fn tracked(py: Python<'_>) -> bool {
     #[cfg(not(feature = "abi3"))]
     {
@@ -221,8 +205,8 @@ fn tracked(py: Python<'_>) -> bool {
 fn tag_now(key: usize) -> u32 {
     #[cfg(not(feature = "abi3"))]
     {
-        // SAFETY: attached (the caller's `Python`), and `key` is the address of a live type:
-        // the caller holds it, or an object of it.
+        // SAFETY: attached (the caller's `Python`); `key` is a live type's address: the caller
+        // holds it, or an object of it.
         unsafe {
             crate::pyo3_glue::runtime::cpython::type_version(key as *mut pyo3::ffi::PyTypeObject)
         }
@@ -234,8 +218,7 @@ fn tag_now(key: usize) -> u32 {
     }
 }
 
-/// `ty`'s version tag, given one first if it has none (0: it cannot have one), where
-/// [`tracked`].
+/// `ty`'s version tag, assigned first if it has none (0: it cannot have one), where [`tracked`].
 fn tag_assigned(ty: &Bound<'_, PyType>) -> u32 {
     #[cfg(not(feature = "abi3"))]
     {
@@ -252,8 +235,8 @@ fn tag_assigned(ty: &Bound<'_, PyType>) -> u32 {
     }
 }
 
-/// [`lookup`] by type: `key` is the type's address, `ty` makes the type when it is not cached.
-/// Answers the slot's `api` word (see [`Slot::api`]) and how `requires_grad` is read.
+/// [`lookup`] by type address `key`; `ty` makes the type on a miss. Answers the slot's `api`
+/// word and how `requires_grad` is read.
 fn lookup_type<'py>(
     py: Python<'py>,
     key: usize,
@@ -261,8 +244,7 @@ fn lookup_type<'py>(
 ) -> (usize, Grad) {
     let tracked = tracked(py);
     let now = if tracked { tag_now(key) } else { 0 };
-    // A cached answer holds under the tag it was found under; a type without a tag (0) is
-    // looked up every time.
+    // A cached answer holds under its own tag; a type without one (0) is looked up every time.
     let holds = |tag: u32| !tracked || (tag != 0 && tag == now);
     for mirror in &MIRROR {
         if let Some((api, grad, tag)) = mirror.read(key) {
@@ -280,9 +262,9 @@ fn lookup_type<'py>(
         }
     }
     let ty = ty();
-    // The tag first, then the answer: a change meanwhile resets the tag, and the entry stored
-    // under the old one is looked up again next time. A metaclass's own `mro()` may put classes
-    // in the order that are not bases, whose changes leave the tag alone: no tag then (0).
+    // The tag first, then the answer: a change meanwhile resets the tag, so the entry is looked
+    // up again next time. A metaclass's own `mro()` may list non-bases, whose changes leave the
+    // tag alone: no tag then (0).
     let custom_mro = tracked && !plain_mro(&ty);
     let tag = if tracked && !custom_mro {
         tag_assigned(&ty)
@@ -297,7 +279,7 @@ fn lookup_type<'py>(
     let grad_descr = type_lookup(&ty, pyo3::intern!(py, "requires_grad")).map(|(d, _)| d);
     let grad = match &grad_descr {
         None => Grad::Absent,
-        // The direct getter holds while the type's tag does: not for such an order.
+        // The direct getter holds only while the tag does: not for a custom order.
         Some(_) if custom_mro => Grad::Getattr,
         Some(descr) => Grad::of_descriptor(&ty, descr, tag),
     };
@@ -308,8 +290,8 @@ fn lookup_type<'py>(
             c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
                 .ok()
         })
-        // SAFETY: a "dlpack_exchange_api" capsule points at a producer's static table, which
-        // starts with a header whose prev_api chain is static too.
+        // SAFETY: a "dlpack_exchange_api" capsule points at a producer's static table, starting
+        // with a header whose prev_api chain is static too.
         .map(|p| unsafe { select_table(p.as_ptr().cast()) })
         .unwrap_or(core::ptr::null());
     let word = if api.is_null() {
@@ -318,7 +300,7 @@ fn lookup_type<'py>(
         api as usize | if overridden { OVERRIDDEN } else { 0 }
     };
     if tracked && tag == 0 {
-        // An entry that could never hold: not cached (it would only evict one that does).
+        // Could never hold: not cached (it would only evict one that does).
         return (word, grad);
     }
     let evicted = {
@@ -351,14 +333,13 @@ fn lookup_type<'py>(
             }
         }
     };
-    // Dropped with the lock released: a type's deallocation may run arbitrary Python code.
+    // Dropped unlocked: a type's deallocation may run arbitrary Python code.
     drop(evicted);
     (word, grad)
 }
 
-/// Whether `ty`'s metaclass orders its bases with `type.mro` (not an `mro()` of its own, which
-/// may list classes that are not bases: their changes do not reset `ty`'s version tag). A
-/// look-up that fails counts as not plain.
+/// Whether `ty`'s metaclass orders its bases with `type.mro` rather than its own `mro()`,
+/// whose extra classes' changes would not reset the tag. A failed look-up counts as not plain.
 fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
     static TYPE_MRO: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
@@ -379,8 +360,7 @@ fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
         .is_some_and(|(found, _)| found.is(type_mro.bind(py)))
 }
 
-/// Whether `f` is torch's `torch._C._disabled_torch_function_impl` (torch already imported: the
-/// type being asked about is one of its tensors' subclasses).
+/// Whether `f` is `torch._C._disabled_torch_function_impl` (torch being already imported).
 fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
     let py = f.py();
     let Ok(modules) = py
@@ -395,11 +375,9 @@ fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
         .is_ok_and(|disabled| disabled.is(f))
 }
 
-/// The class a table speaks for: of the classes in `holder`'s method resolution order whose own
-/// dictionary holds a capsule of the same table (`holder` first), the most basic one. A
-/// subclass that copies its base's capsule into its own body is then compared with the base
-/// that made it (`class S(torch.Tensor)` with torch's capsule and its own `__dlpack__` is
-/// imported through that `__dlpack__`).
+/// The class a table speaks for: the most basic class in `holder`'s MRO whose own dictionary
+/// holds a capsule of the same table. A subclass that copies its base's capsule is then
+/// compared with the base that made it.
 fn table_owner<'py>(
     capsule: &Bound<'py, PyAny>,
     holder: &Bound<'py, PyType>,
@@ -430,17 +408,15 @@ fn table_owner<'py>(
     owner
 }
 
-/// Whether `ty` (a subclass of `owner`, the class whose dictionary holds the table, or `owner`
-/// itself) finds another `__dlpack__` or `__dlpack_device__` than `owner` does: then the
-/// object's own methods decide what an import gets, not the owner's table. A look-up that
-/// fails counts as overridden (the table is then not used: never more than `__dlpack__`).
+/// Whether `ty` (`owner` or a subclass) finds another `__dlpack__` or `__dlpack_device__` than
+/// `owner` does: then its own methods decide, not the owner's table. A failed look-up counts as
+/// overridden (the table is then not used).
 fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> bool {
     if ty.is(owner) {
         return false;
     }
     let py = ty.py();
-    // torch's `__dlpack__` dispatches through `__torch_function__`: a subclass may refuse
-    // there too (nn.Parameter's disabled one counts as well: it then takes `__dlpack__`).
+    // torch's `__dlpack__` dispatches through `__torch_function__`: a subclass may refuse there.
     [
         pyo3::intern!(py, "__dlpack__"),
         pyo3::intern!(py, "__dlpack_device__"),
@@ -450,7 +426,7 @@ fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> 
     .any(|name| {
         let ours = type_lookup(ty, name).map(|(m, _)| m);
         if ours.as_ref().is_some_and(|m| is_disabled_torch_function(m)) {
-            // torch's own "no `__torch_function__`" (nn.Parameter's): dispatches nothing.
+            // torch's "no `__torch_function__`" (nn.Parameter's) dispatches nothing.
             return false;
         }
         let owners = type_lookup(owner, name).map(|(m, _)| m);
@@ -463,17 +439,15 @@ fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> 
 }
 
 /// `name` as the interpreter finds a special method, and the class whose dictionary holds it:
-/// in the dictionaries of the type's `__mro__` (both read through `type`'s own descriptors),
-/// without running descriptors, `__getattr__` or the metaclass. (A class body may still copy
-/// another type's table: what it points to must then check the objects it is called with, as
-/// torch's and ours do; [`table_owner`] then finds the base that made the table.)
+/// the dictionaries of the type's `__mro__` (read through `type`'s own descriptors), without
+/// descriptors, `__getattr__` or the metaclass. A class body may still copy another type's
+/// table, which must then check its objects, as torch's and ours do.
 fn type_lookup<'py>(
     ty: &Bound<'py, PyType>,
     name: &Bound<'py, pyo3::types::PyString>,
 ) -> Option<(Bound<'py, PyAny>, Bound<'py, PyType>)> {
     let py = ty.py();
-    // `type`'s own `__mro__` and `__dict__` descriptors, applied to the type: a metaclass
-    // cannot override them (as it could plain attribute look-ups of `__mro__` / `__dict__`).
+    // `type`'s own `__mro__` and `__dict__` descriptors: a metaclass cannot override them.
     static DESCRIPTORS: pyo3::sync::PyOnceLock<(Py<PyAny>, Py<PyAny>)> =
         pyo3::sync::PyOnceLock::new();
     let (mro_of, dict_of) =
@@ -492,7 +466,7 @@ fn type_lookup<'py>(
     let mro = mro.cast::<PyTuple>().ok()?;
     for base in mro.iter() {
         let dict = dict_of.bind(py).call_method1(get, (&base,)).ok()?;
-        // `type.__dict__` is a read-only mapping proxy: look the name up through it.
+        // `type.__dict__` is a read-only mapping proxy.
         let found = match dict.cast::<PyDict>() {
             Ok(d) => d.get_item(name).ok().flatten(),
             Err(_) => dict.get_item(name).ok(),

@@ -1,6 +1,5 @@
-//! Import: [`PyTensor`] takes a tensor from any Python object with `__dlpack__` (through its
-//! type's C exchange table when it has one), negotiating the DLPack version, and owns it until
-//! dropped; [`ImportOptions`] asks the producer for a device, a copy or a stream.
+//! Import: [`PyTensor`] takes a tensor from any Python object with `__dlpack__`, negotiating
+//! the DLPack version; [`ImportOptions`] asks the producer for a device, a copy or a stream.
 
 pub(in crate::pyo3_glue) mod any_of;
 pub(in crate::pyo3_glue) mod constraints;
@@ -24,30 +23,25 @@ use pyo3::Borrowed;
 use crate::ffi::{DLDevice, DLPackExchangeAPI, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 use crate::safe::AnyManaged;
 
-/// A tensor imported from Python: owns the producer's managed tensor (legacy or versioned)
-/// and calls its deleter exactly once when dropped. It derefs to the owner,
-/// [`AnyManaged`](crate::safe::Managed): every accessor and view (`as_slice`, `as_mut_slice`,
-/// `as_array`, ...) is the owner's, borrow-checked against every other view of the memory in
-/// the process.
+/// A tensor imported from Python; calls the producer's deleter exactly once when dropped.
 ///
-/// A legacy (unversioned) import is read-only unless [`ImportOptions::writable_legacy`] says
-/// otherwise.
+/// It derefs to its owner, [`AnyManaged`](crate::safe::Managed), whose views are
+/// borrow-checked against every other view of the memory in the process. A legacy
+/// (unversioned) import is read-only unless [`ImportOptions::writable_legacy`] says otherwise.
 ///
-/// The producer's deleter is called on the thread that drops the `PyTensor`, with or without
-/// the GIL; DLPack requires producers' deleters to cope with both (numpy, torch, jax and
-/// pyarrow do).
+/// The deleter runs on the dropping thread, with or without the GIL, as DLPack requires
+/// producers to allow. Dropped on an unattached thread after `atexit` began, the tensor (or
+/// the owner [`PyTensor::into_inner`] returns) leaks instead: producers' deleters take the
+/// GIL, which is unsafe during shutdown.
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::PyTensor;
+/// use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
 /// use pyo3::prelude::*;
 ///
 /// Python::initialize();
 /// Python::attach(|py| -> PyResult<()> {
-///     // Any object with `__dlpack__` works: numpy arrays, torch tensors, jax arrays, ...
-///     // Here, one of ours.
 ///     let t = dlpack_rs::safe::Export::new(vec![1i32, 2, 3, 4, 5, 6]).shape(&[2, 3]).versioned()?;
-///     let obj = Bound::new(py, dlpack_rs::pyo3_glue::DLPackTensor::new(t))?.into_any();
-///
+///     let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
 ///     let tensor = PyTensor::from_pyany(py, &obj)?;
 ///     assert_eq!(tensor.shape(), &[2, 3]);
 ///     assert_eq!(tensor.nbytes(), 24);
@@ -56,12 +50,6 @@ use crate::safe::AnyManaged;
 /// })
 /// .unwrap();
 /// ```
-///
-/// **Dropping.** The producer's deleter runs exactly once, on whatever thread drops the
-/// `PyTensor`. Producers' deleters (numpy's, torch's) take the GIL themselves, which a thread
-/// cannot do safely once the interpreter is shutting down; so a `PyTensor` (or the owner
-/// [`PyTensor::into_inner`] returns) dropped on a thread that is not attached after `atexit`
-/// began leaks its tensor instead (the process is exiting).
 #[derive(Debug)]
 pub struct PyTensor(AnyManaged, Option<usize>);
 
@@ -78,14 +66,12 @@ impl DerefMut for PyTensor {
     }
 }
 
-/// Options for an import: the device the data should be on, whether to copy, the
-/// consumer's stream. They are passed to the producer's `__dlpack__`.
+/// Options for an import (device, copy, stream), passed to the producer's `__dlpack__`.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{ImportOptions, PyTensor};
 /// use dlpack_rs::safe::cpu_device;
 /// use pyo3::prelude::*;
-///
 /// Python::initialize();
 /// Python::attach(|py| -> PyResult<()> {
 ///     let t = dlpack_rs::safe::Export::new(vec![1.0f64, 2.0]).versioned()?;
@@ -130,26 +116,23 @@ impl ImportOptions {
         self
     }
 
-    /// Whether to use the producer's C exchange API (`type(obj).__dlpack_c_exchange_api__`,
-    /// DLPack 1.3) when it has one, and to read a numpy array's own struct (default `true`).
-    /// `false` always calls `__dlpack__`.
+    /// Whether to use the producer type's C exchange API (DLPack 1.3) and a numpy array's own
+    /// struct (default `true`); `false` always calls `__dlpack__`.
     pub fn exchange_api(mut self, enabled: bool) -> Self {
         self.no_exchange_api = !enabled;
         self
     }
 
-    /// Whether a device tensor may come through the producer's exchange table without stream
-    /// synchronisation (default `false`: device tensors take `__dlpack__`, which orders the
-    /// producer's work before the consumer's stream). With `true`, a tensor on memory the CPU
-    /// cannot address (CUDA, ROCm, ...; not pinned or managed memory, which the CPU can read)
-    /// is kept when the table reports the producer's current work stream, which
-    /// [`PyTensor::producer_stream`] hands on: the caller must order its device work after that
-    /// stream (an event recorded on it, waited for on the caller's stream) before touching the
-    /// data, and before handing the tensor on (a re-export does not carry the stream). With a
-    /// [`ImportOptions::stream`] as well, the table is still used (the stream then only goes to
-    /// a producer without one, through `__dlpack__(stream=...)`); without `unsynchronized`, a
-    /// stream always takes `__dlpack__`. `dlpack_rs::cuda::import` (feature `cudarc`) does this
-    /// ordering itself.
+    /// Whether a device tensor may come through the exchange table unsynchronised (default
+    /// `false`: device tensors take `__dlpack__`, which orders the producer's work first).
+    ///
+    /// With `true`, a tensor on memory the CPU cannot address (CUDA, ROCm; not pinned or managed
+    /// memory) is kept when the table reports the producer's work stream, which
+    /// [`PyTensor::producer_stream`] returns. The caller must order its device work after that
+    /// stream before touching the data or handing the tensor on (a re-export drops the stream).
+    /// With [`ImportOptions::stream`] too, the table is still used (the stream goes only to a
+    /// producer without one); without `unsynchronized`, a stream always takes `__dlpack__`.
+    /// `dlpack_rs::cuda::import` (feature `cudarc`) does this ordering itself.
     pub fn unsynchronized(mut self, enabled: bool) -> Self {
         self.unsynchronized = enabled;
         self
@@ -174,49 +157,37 @@ impl ImportOptions {
 
     /// Imports `obj` (an object with `__dlpack__`) with these options.
     ///
-    /// The producer is trusted as every DLPack consumer trusts it: what its `__dlpack__` (or
-    /// its type's exchange table) hands over is believed to be a managed tensor that keeps the
-    /// DLPack contract. A bare capsule is refused with `TypeError` (its name proves nothing):
-    /// [`PyTensor::from_capsule`] takes one, `unsafe`ly.
+    /// The producer is trusted, as by every DLPack consumer. A bare capsule is refused with
+    /// `TypeError` (its name proves nothing); [`PyTensor::from_capsule`] takes one, `unsafe`ly.
     ///
-    /// When the type of `obj` publishes a C exchange API table (a `"dlpack_exchange_api"`
-    /// capsule whose header, or one in its `prev_api` chain, has major version 1), no `copy`
-    /// was asked for and no `stream` (unless with `unsynchronized`), the table's
-    /// `managed_tensor_from_py_object_no_sync` is called instead of `__dlpack__` (tables are
-    /// cached per type). Its tensor is kept if it is on the requested device (if any) and on
-    /// the CPU; a device tensor only with [`ImportOptions::unsynchronized`] (that call does no
-    /// stream synchronisation, so the producer's stream is handed on in
-    /// [`PyTensor::producer_stream`]). Any other device tensor is released and fetched again
-    /// through `__dlpack__`, which synchronises. Complex tensors also take
-    /// `__dlpack__`: torch's table does not refuse a tensor with its conjugate bit set, as its
-    /// `__dlpack__` does.
+    /// Without `copy`, and without `stream` unless `unsynchronized`, a type's C exchange table
+    /// (a `"dlpack_exchange_api"` capsule with major version 1 in its `prev_api` chain, cached
+    /// per type) replaces `__dlpack__`. Its tensor is kept if on the requested device (if any)
+    /// and on the CPU, or on a device with [`ImportOptions::unsynchronized`] (the table does no
+    /// stream synchronisation; see [`PyTensor::producer_stream`]). Any other is released and
+    /// fetched through `__dlpack__`, which synchronises. Complex tensors take `__dlpack__` too:
+    /// torch's table, unlike its `__dlpack__`, accepts a tensor with the conjugate bit set.
     ///
-    /// A numpy array (exactly `numpy.ndarray`, numpy >= 2.1) imported with no option is read
-    /// from its own struct: the tensor is the one its `__dlpack__(max_version=(1, 3))` would
-    /// hand over (the same data, shape, strides, dtype, `READ_ONLY` flag and device, the array
-    /// held until the tensor drops), made without the call and its capsule. An array numpy would
-    /// refuse or export otherwise (byte-swapped, an unlisted dtype, strides that are not whole
-    /// elements, memory numpy says is on another device) takes `__dlpack__`, which raises what
-    /// numpy raises.
+    /// A numpy array (exactly `numpy.ndarray`, numpy >= 2.1) with no option is read from its own
+    /// struct: the tensor its `__dlpack__(max_version=(1, 3))` would give, without the call (the
+    /// array held until the tensor drops). An array numpy would refuse or export otherwise takes
+    /// `__dlpack__`, which raises what numpy raises.
     ///
-    /// Otherwise calls `obj.__dlpack__(max_version=(1, 3), ...)`; only if that raises `TypeError`
-    /// (a producer older than DLPack 1.0), retries `obj.__dlpack__(stream=...)` without the
-    /// newer keywords, then checks the device itself and makes the copy itself when
-    /// `copy(true)` was asked for.
+    /// Otherwise calls `obj.__dlpack__(max_version=(1, 3), ...)`. If that raises `TypeError` (a
+    /// pre-1.0 producer), retries with `stream` only, then checks the device and makes a
+    /// requested copy itself.
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let (mut tensor, table) = self.import_unchecked_by_numpy(obj)?;
         if self.copy != Some(true) {
             match table {
-                // One of our own tensors wrapping a numpy import: the same memory, the same
-                // rust-numpy borrows.
+                // Our own tensor wrapping a numpy import: same memory, same rust-numpy borrows.
                 Some(api) if crate::pyo3_glue::export::tensor::is_tensor_api(api) => {
                     crate::pyo3_glue::numpy::borrow::inherit(obj, &mut tensor.0)
                 }
                 Some(_) => {}
                 None => {
-                    // The memory of a numpy array (which has no exchange table): its views take
-                    // rust-numpy's borrows too; or one of our own tensors asked through
-                    // `__dlpack__`.
+                    // A numpy array's memory takes rust-numpy's borrows; else it may be one of
+                    // our own tensors asked through `__dlpack__`.
                     if !crate::pyo3_glue::numpy::borrow::coordinate(obj, &mut tensor.0)? {
                         crate::pyo3_glue::numpy::borrow::inherit(obj, &mut tensor.0);
                     }
@@ -226,9 +197,8 @@ impl ImportOptions {
         Ok(tensor)
     }
 
-    /// [`ImportOptions::import`] before the borrows shared with rust-numpy are arranged, and
-    /// whether the producer's C exchange table made the tensor: the table when it can answer,
-    /// else the common `__dlpack__(max_version=(1, 3))` call, else the call with every keyword.
+    /// [`ImportOptions::import`] before rust-numpy's borrows are arranged, with the exchange
+    /// table that made the tensor, if any.
     fn import_unchecked_by_numpy(
         &self,
         obj: &Bound<'_, PyAny>,
@@ -245,7 +215,7 @@ impl ImportOptions {
             && self.device.is_none()
             && self.stream.is_none()
         {
-            // A numpy array: its struct read directly (the tensor its `__dlpack__` would give).
+            // A numpy array: its struct read directly.
             if let Some(tensor) = crate::pyo3_glue::numpy::direct::import(obj)? {
                 return Ok((PyTensor::new(obj.py(), tensor.into_any(), false)?, None));
             }
@@ -267,9 +237,8 @@ impl ImportOptions {
         self.via_keywords(obj).map(|t| (t, None))
     }
 
-    /// The import through the producer type's C exchange table, or `None` when it has none or
-    /// its tensor cannot be kept (a device other than asked for, or device memory that only
-    /// `__dlpack__` synchronises).
+    /// The import through the type's exchange table; `None` without one, or when its tensor
+    /// cannot be kept.
     #[inline]
     fn via_exchange_table(
         &self,
@@ -289,17 +258,14 @@ impl ImportOptions {
                 Some(api),
             )));
         }
-        // A device tensor, unsynchronised: kept only when asked for, for memory the CPU
-        // cannot reach (no host view can race the producer's pending work), and when the
-        // table says which stream that work is on. Otherwise it is released, and `__dlpack__`
-        // synchronises.
-        let keep = self.unsynchronized && !device.device_type.is_host_accessible();
-        let stream = if keep {
+        // Unsynchronised device tensor: kept only if asked, on memory the CPU cannot reach (no
+        // host view can race pending work), with a known stream; else `__dlpack__` synchronises.
+        if !self.unsynchronized || device.device_type.is_host_accessible() {
+            return Ok(None);
+        }
+        let Some(stream) =
             crate::pyo3_glue::import::exchange_import::current_stream(py, api, device)?
-        } else {
-            None
-        };
-        let Some(stream) = stream else {
+        else {
             return Ok(None);
         };
         let mut imported = PyTensor::new(py, tensor.into_any(), false)?;
@@ -307,9 +273,8 @@ impl ImportOptions {
         Ok(Some((imported, Some(api))))
     }
 
-    /// The common call, `obj.__dlpack__(max_version=(1, 3))`, as one vectorcall (no bound
-    /// method, no keyword dict), retried without the keyword for a producer older than DLPack
-    /// 1.0.
+    /// `obj.__dlpack__(max_version=(1, 3))` as one vectorcall, retried bare for a pre-1.0
+    /// producer.
     #[cfg(not(feature = "abi3"))]
     #[inline]
     fn via_common_call(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
@@ -317,18 +282,15 @@ impl ImportOptions {
         match dlpack_call(obj, max_version(py)?) {
             Ok(result) => self.finish(py, result, false),
             Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-                // A producer older than DLPack 1.0: called again without the keyword.
-                let method = self.method(obj)?;
-                let result = method.call0()?;
-                self.finish(py, result, true)
+                self.finish(py, self.method(obj)?.call0()?, true)
             }
             Err(err) if !has_dlpack(obj) => Err(no_dlpack(obj, err)),
             Err(err) => Err(err),
         }
     }
 
-    /// `obj.__dlpack__(stream=..., max_version=(1, 3), dl_device=..., copy=...)` with the
-    /// options given, retried with `stream` only for a producer older than DLPack 1.0.
+    /// `obj.__dlpack__(...)` with every option given, retried with `stream` only for a pre-1.0
+    /// producer.
     fn via_keywords(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
         let method = self.method(obj)?;
@@ -350,7 +312,6 @@ impl ImportOptions {
         let (result, legacy) = match method.call((), Some(&kwargs)) {
             Ok(result) => (result, false),
             Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-                // A producer older than DLPack 1.0: only `stream` is understood.
                 let legacy_kwargs = PyDict::new(py);
                 if let Some(stream) = self.stream {
                     legacy_kwargs.set_item(stream_key, stream)?;
@@ -368,18 +329,17 @@ impl ImportOptions {
             .map_err(|err| no_dlpack(obj, err))
     }
 
-    /// Takes the tensor out of what `__dlpack__` returned (`legacy`: from the call without
-    /// `max_version`), with the checks and the copy an older producer could not be asked for.
+    /// Takes the tensor out of `__dlpack__`'s result (`legacy`: from the call without
+    /// `max_version`), doing the checks and copy a pre-1.0 producer could not be asked for.
     fn finish(&self, py: Python<'_>, result: Bound<'_, PyAny>, legacy: bool) -> PyResult<PyTensor> {
         let capsule = result
             .cast::<PyCapsule>()
             .map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?;
-        // SAFETY: the capsule is the producer's answer to `__dlpack__`: the producer is trusted
-        // (this function's documented contract, as for every DLPack consumer).
+        // SAFETY: the capsule is the producer's `__dlpack__` answer, and the producer is
+        // trusted (`import`'s documented contract, as for every DLPack consumer).
         let consumed = unsafe { crate::pyo3_glue::runtime::capsule::consume_capsule(capsule) }?;
         let tensor = self.check(PyTensor::new(py, consumed, self.writable_legacy)?)?;
         if legacy && self.copy == Some(true) {
-            // An older producer could not be asked for a copy: make it here.
             let copy = tensor.copy()?;
             return PyTensor::new(py, copy.into_any(), false);
         }
@@ -402,28 +362,20 @@ impl ImportOptions {
 }
 
 impl PyTensor {
-    /// Imports a tensor from any object with `__dlpack__`, with default options (see
-    /// [`ImportOptions::import`], which says what is trusted). The same as
-    /// `ImportOptions::new().import(obj)`, the door for any other option.
-    ///
-    /// `py` is kept from the seed's signature (`from_pyany(py, &obj)`) and not needed: `obj`
-    /// carries its own token.
+    /// Imports `obj` with default options, as `ImportOptions::new().import(obj)` (which says
+    /// what is trusted). `py` is unused: `obj` carries its own token.
     pub fn from_pyany(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let _ = py;
         ImportOptions::new().import(obj)
     }
 
     /// Takes the tensor out of a `"dltensor"` or `"dltensor_versioned"` capsule, renaming it
-    /// to its `used_` name first. A consumed capsule raises `ValueError`; an unsupported major
-    /// version `BufferError` (after calling the producer's deleter). A legacy tensor is
-    /// read-only (see [`ImportOptions::writable_legacy`]).
-    ///
+    /// `used_...` first. A consumed capsule raises `ValueError`; an unsupported major version
+    /// `BufferError` (after calling the deleter). A legacy tensor is read-only.
     /// # Safety
-    ///
-    /// The capsule must be what its name says: a `"dltensor"` capsule holds a
-    /// `DLManagedTensor`, a `"dltensor_versioned"` one a `DLManagedTensorVersioned`, made by a
-    /// DLPack producer that keeps the protocol's contract (valid metadata, memory alive until
-    /// the deleter runs). A capsule returned by a producer's `__dlpack__` is; one made by
+    /// The capsule must hold what its name says (a `DLManagedTensor` or a
+    /// `DLManagedTensorVersioned`), made by a producer that keeps DLPack's contract (valid
+    /// metadata, memory alive until the deleter runs). A `__dlpack__` result is; a
     /// `PyCapsule::new_with_value` under that name is not.
     pub unsafe fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
         // SAFETY: forwarded from this function's contract.
@@ -431,9 +383,8 @@ impl PyTensor {
             .and_then(|inner| PyTensor::new(capsule.py(), inner, false))
     }
 
-    /// Wraps an import: joins the process-wide borrow registry, makes a legacy tensor read-only
-    /// unless `writable_legacy`, and makes the owner leak instead of running the producer's
-    /// deleter on a thread that may not attach once the interpreter is going away.
+    /// Wraps an import: joins the borrow registry, makes a legacy tensor read-only unless
+    /// `writable_legacy`, and leaks rather than run the deleter where no thread may attach.
     fn new(py: Python<'_>, mut inner: AnyManaged, writable_legacy: bool) -> PyResult<Self> {
         crate::pyo3_glue::runtime::shared_registry::join(py)?;
         crate::pyo3_glue::runtime::keepalive::install_shutdown_hook(py);
@@ -444,25 +395,19 @@ impl PyTensor {
         Ok(PyTensor(inner, None))
     }
 
-    /// The owned managed tensor, legacy or versioned (it keeps the shutdown guard and the
-    /// read-only decision).
+    /// The owned managed tensor (with its shutdown guard and read-only state).
     pub fn into_inner(self) -> AnyManaged {
         self.0
     }
 
-    /// For a device tensor imported through the producer's C exchange table (which does no
-    /// stream synchronisation: `managed_tensor_from_py_object_no_sync`), the producer's current
-    /// work stream on the tensor's device at the time of the import, as the table's
-    /// `current_work_stream` gave it (a `cudaStream_t` / `hipStream_t`; NULL is the legacy
-    /// default stream). The DLPack 1.3 rule: work that reads or writes the data must be
-    /// ordered after that stream's pending work, for example by recording an event on it and
-    /// making the consumer's stream wait for the event (or by running on that stream).
+    /// The producer's work stream, for a device tensor imported through its exchange table.
     ///
-    /// `None` when nothing is left to synchronise: a CPU tensor, or an import through
-    /// `__dlpack__`, where the producer already ordered its work before the stream the
-    /// consumer passed ([`ImportOptions::stream`]; the default stream without one). Only an
-    /// import with [`ImportOptions::unsynchronized`] can have one; [`PyTensor::into_inner`] and
-    /// a re-export drop it, so order the work first.
+    /// It is the table's `current_work_stream` at import (a `cudaStream_t` / `hipStream_t`;
+    /// NULL is the legacy default stream). Work on the data must be ordered after that
+    /// stream's pending work, e.g. by an event recorded on it and waited for on the consumer's
+    /// stream. `None` for a CPU tensor or a `__dlpack__` import (already ordered). Only
+    /// [`ImportOptions::unsynchronized`] imports have one; [`PyTensor::into_inner`] and a
+    /// re-export drop it, so order the work first.
     pub fn producer_stream(&self) -> Option<*mut core::ffi::c_void> {
         self.1.map(|s| s as *mut core::ffi::c_void)
     }
@@ -494,8 +439,7 @@ fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
     err
 }
 
-/// Whether `obj` has a `__dlpack__` attribute (only asked after a failed call, to tell a
-/// missing method from an error raised inside it).
+/// Whether `obj` has `__dlpack__` (asked after a failed call, to tell a missing method apart).
 #[cfg(not(feature = "abi3"))]
 fn has_dlpack(obj: &Bound<'_, PyAny>) -> bool {
     obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))

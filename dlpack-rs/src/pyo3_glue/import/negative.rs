@@ -1,7 +1,6 @@
-//! torch's negative bit: a lazily negated view (`x._neg_view()`, the imaginary part of a
-//! conjugated complex tensor) shares its base's memory un-negated, and torch's `__dlpack__` and
-//! exchange table both export that memory as it is: every import of a `torch.Tensor` asks the
-//! bit and refuses such a view.
+//! torch's negative bit: a lazily negated view (`x._neg_view()`, a conjugate's imaginary part)
+//! shares its base's memory un-negated, and torch exports that memory as it is, through
+//! `__dlpack__` and its table alike: every `torch.Tensor` import refuses such a view.
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
@@ -54,8 +53,7 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
             disabled: disabled.unbind(),
         }))
     })();
-    // A module that is not torch, or torch halfway through its import (no tensor exists yet):
-    // nothing is kept, and the next import asks again.
+    // Not torch, or torch mid-import (no tensor exists yet): keep nothing, ask again next time.
     let Ok(Some(found)) = found else {
         return Ok(None);
     };
@@ -66,11 +64,10 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
     )))
 }
 
-/// `BufferError` for a torch tensor (a subclass's too) whose negative bit is set; `Ok` for
-/// every other object. The cost on a plain tensor: a type comparison and one call of the
-/// `is_neg` method descriptor. A subclass's own `__torch_function__` is not asked (it may
-/// refuse `is_neg`, as torch's `ReadOnlyTensorWrapper` does). An active torch function mode
-/// is, as it is for torch's own `__dlpack__`: like the producer, it is trusted.
+/// `BufferError` for a torch tensor (or subclass) whose negative bit is set; `Ok` otherwise.
+/// A subclass's own `__torch_function__` is bypassed (it may refuse `is_neg`, as
+/// `ReadOnlyTensorWrapper` does); an active torch function mode is not, as for torch's own
+/// `__dlpack__`: like the producer, it is trusted.
 pub(crate) fn refuse_negative_view(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = obj.py();
     let Some(torch) = torch(py)? else {

@@ -1,7 +1,6 @@
-//! Whether a producer's tensor requires grad (torch's quirk): torch's `__dlpack__` refuses such
-//! tensors but its exchange table hands them out, so an import through the table must read
-//! `requires_grad` itself, and does so through the getset descriptor's C getter while the
-//! tensor's type is unchanged (cheaper than `getattr`, the same answer).
+//! Whether a tensor requires grad. torch's `__dlpack__` refuses such tensors but its exchange
+//! table does not, so a table import reads `requires_grad` itself: through the getset
+//! descriptor's C getter while the type is unchanged (cheaper than `getattr`, same answer).
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -13,8 +12,7 @@ pub(crate) enum Grad {
     Absent,
     /// Through `getattr`.
     Getattr,
-    /// Through the C getter of the type's own getset descriptor (torch's), as `getattr` would
-    /// call it, without the attribute look-up, while the type is unchanged.
+    /// Through the C getter of the type's getset descriptor (torch's), while it is unchanged.
     #[cfg_attr(feature = "abi3", allow(dead_code))]
     Getter(DirectGetter),
 }
@@ -25,19 +23,16 @@ pub(crate) enum Grad {
 pub(crate) struct DirectGetter {
     get: pyo3::ffi::getter,
     closure: usize,
-    /// The type's version tag when the descriptor was found, and found to belong to one of its
-    /// bases (CPython >= 3.11 resets the tag to 0 on any change to the type, its dictionary or
-    /// its bases, and never reuses one): while it is unchanged, `getattr` finds this very
-    /// descriptor, and the type's instances are instances of the descriptor's owning type.
+    /// The type's version tag when the descriptor was found on one of its bases. CPython >= 3.11
+    /// resets it to 0 on any change to the type, its dict or bases, and never reuses one: while
+    /// it holds, `getattr` finds this descriptor and instances are of the owning type.
     version: u32,
 }
 
 impl Grad {
-    /// How instances of `ty` read their `requires_grad`, found as `descr` on `ty` under the
-    /// type's version tag `tag` (read before the look-up; 0 where tags do not say reliably that
-    /// a type changed: under the stable ABI, which hides them, before CPython 3.11, and for
-    /// types whose tag could not be assigned): through the descriptor's C getter when it is a
-    /// getset descriptor of a static base of `ty`, else through `getattr`.
+    /// How instances of `ty` read `requires_grad`, given its descriptor `descr` and version tag
+    /// `tag` (read before the look-up; 0 where tags are unreliable: abi3, CPython < 3.11, no tag
+    /// assigned): the C getter for a getset descriptor of a static base of `ty`, else `getattr`.
     pub(crate) fn of_descriptor(
         ty: &Bound<'_, PyType>,
         descr: &Bound<'_, PyAny>,
@@ -45,11 +40,10 @@ impl Grad {
     ) -> Grad {
         #[cfg(not(feature = "abi3"))]
         {
-            // The tag was read before `descr` was found, and the owning-type check is made
-            // now: the check holds while the tag does (the MRO cannot change without resetting
-            // it), also when another thread changes the type in between (free-threaded
-            // builds), and a getter found after such a change is never cached under the tag
-            // from before it. A type without a tag cannot be checked later.
+            // The tag was read before `descr` was found and the owning-type check is made now:
+            // the check holds while the tag does (an MRO change resets it), even if another
+            // thread changes the type in between (free-threaded builds), and a getter found
+            // after a change is never cached under the older tag. No tag: no later check.
             if tag == 0 {
                 return Grad::Getattr;
             }
@@ -72,8 +66,7 @@ impl Grad {
         }
     }
 
-    /// The four words the exchange-table cache's lock-free copy stores (kind, getter, closure,
-    /// version).
+    /// The four words (kind, getter, closure, version) the exchange-table cache stores lock-free.
     pub(crate) fn to_words(self) -> (usize, *mut (), usize, usize) {
         match self {
             Grad::Absent => (0, core::ptr::null_mut(), 0, 0),
@@ -82,12 +75,10 @@ impl Grad {
         }
     }
 
-    /// The answer [`to_words`](Self::to_words) made these words from.
-    ///
+    /// The `Grad` [`to_words`](Self::to_words) made these words from.
     /// # Safety
-    ///
-    /// The words come from one `to_words` call (a non-NULL `get` of kind 2 is a getter's
-    /// pointer, with its provenance).
+    /// The words come from one `to_words` call (a non-NULL kind-2 `get` is a getter's pointer,
+    /// with its provenance).
     pub(crate) unsafe fn from_words(
         kind: usize,
         get: *mut (),
@@ -97,8 +88,7 @@ impl Grad {
         match kind {
             0 => Grad::Absent,
             2 if !get.is_null() => Grad::Getter(DirectGetter {
-                // SAFETY: by this function's contract, a pointer (with its provenance) turned
-                // back into the function pointer it was made from.
+                // SAFETY: by the contract, a pointer (with its provenance) made from this getter.
                 get: unsafe { core::mem::transmute::<*mut (), pyo3::ffi::getter>(get) },
                 closure,
                 version: version as u32,
@@ -125,15 +115,13 @@ pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
             let applies =
                 unsafe { crate::pyo3_glue::runtime::cpython::type_version(ty) == g.version };
             if !applies {
-                // The type changed since the descriptor was found (a new `requires_grad` could
-                // shadow it), or the descriptor belongs to another type (a class body may copy
-                // one): whatever `getattr` does.
+                // The type changed (a new `requires_grad` may shadow the descriptor), or the
+                // descriptor is another type's (a class body may copy one): use `getattr`.
                 return requires_grad(obj, Grad::Getattr);
             }
-            // SAFETY: the getter of a static type's getset descriptor (its table lives for the
-            // process, whether or not the descriptor does) that `getattr` would find on `obj`'s
-            // unchanged type, given an instance of the descriptor's owning type (the check
-            // CPython makes before calling it).
+            // SAFETY: a static type's getset getter (its table lives for the process, even if
+            // the descriptor does not) that `getattr` would find on `obj`'s unchanged type,
+            // given an instance of the owning type (CPython's check before calling it).
             let value = unsafe {
                 crate::pyo3_glue::runtime::cpython::call_getter(
                     obj,
@@ -141,10 +129,7 @@ pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
                     g.closure as *mut core::ffi::c_void,
                 )
             };
-            match value {
-                Ok(value) => value.is_truthy().unwrap_or(false),
-                Err(_) => false,
-            }
+            value.is_ok_and(|v| v.is_truthy().unwrap_or(false))
         }
     }
 }

@@ -1,7 +1,5 @@
-//! Where a typed argument's elements come from ([`Source`]: an owned import, one of this
-//! crate's own tensors viewed in place, or a non-owning view through a producer's exchange
-//! table), and the refusals every typed argument shares (a read-only tensor for a writable
-//! argument, a dtype mismatch).
+//! Where a typed argument's elements come from ([`Source`]), and the refusals every typed
+//! argument shares (a read-only tensor for a writable argument, a dtype mismatch).
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
@@ -25,19 +23,17 @@ pub(in crate::pyo3_glue) enum Source {
         tensor: PyTensor,
         _object: PyKeepalive,
     },
-    /// The tensor of one of this crate's own `dlpack_rs.Tensor` objects, viewed in place: the
-    /// class is frozen, so the tensor it owns never changes or moves while the object, held
-    /// here, lives; its views are the owner's own (with its rust-numpy coordination, for a numpy
-    /// import it wraps, and whatever its read-only state).
+    /// One of our own frozen `dlpack_rs.Tensor` objects, viewed in place: its tensor never
+    /// changes or moves while the object, held here, lives. Its views are the owner's own
+    /// (with its rust-numpy coordination and read-only state).
     Ours {
         tensor: *const AnyManaged,
         _object: PyKeepalive,
     },
-    /// A non-owning view (no managed tensor, no deleter) through the producer's exchange table
-    /// (`dltensor_from_py_object_no_sync`), or of a numpy array's own struct (with rust-numpy's
-    /// borrows), valid while the object, held here, lives (as long as an owned import of it
-    /// would be: torch's managed tensor holds the very tensor its object holds, numpy's the
-    /// array).
+    /// A non-owning view (no deleter) through the producer's exchange table
+    /// (`dltensor_from_py_object_no_sync`) or of a numpy array's struct (with rust-numpy's
+    /// borrows). Valid while the object held here lives, as an owned import would be (torch's
+    /// managed tensor holds the tensor its object holds; numpy's, the array).
     Borrowed {
         view: Described,
         _object: PyKeepalive,
@@ -45,17 +41,15 @@ pub(in crate::pyo3_glue) enum Source {
 }
 
 impl Source {
-    /// Imports `obj` for a typed argument: a numpy array is viewed through its own struct (as
-    /// [`PyTensor`] would read it directly), a shared argument that is one of this crate's
-    /// `dlpack_rs.Tensor` objects in place, one of a type whose exchange table fills a
-    /// non-owning `DLTensor` (torch) through that; everything else as [`PyTensor`]. An exclusive
-    /// argument must be writable (`BufferError` saying why it is not).
+    /// Imports `obj` for a typed argument: a numpy array through its own struct, a shared
+    /// `dlpack_rs.Tensor` in place, a type whose table fills a non-owning `DLTensor` (torch)
+    /// through that, anything else as [`PyTensor`]. An exclusive argument must be writable
+    /// (else `BufferError` saying why).
     pub(in crate::pyo3_glue) fn import(
         obj: &Bound<'_, PyAny>,
         exclusive: bool,
     ) -> PyResult<Source> {
-        // A numpy array: a view of its own struct (the tensor its `__dlpack__` would give), with
-        // rust-numpy's borrows; no managed tensor, no table look-up.
+        // A numpy array: a view of its struct, with rust-numpy's borrows.
         if crate::pyo3_glue::numpy::direct::may_be_array(obj) {
             if let Some(source) = Self::numpy_view(obj, exclusive)? {
                 return Ok(source);
@@ -64,8 +58,8 @@ impl Source {
         if !exclusive {
             match crate::pyo3_glue::import::exchange_import::borrowed_view(obj)? {
                 Lent::Ours => {
-                    // A class body may copy our table's capsule: only a real `dlpack_rs.Tensor`
-                    // is viewed in place (the table itself refuses other objects).
+                    // A class body may copy our table's capsule: view only a real
+                    // `dlpack_rs.Tensor` (the table itself refuses other objects).
                     if let Ok(ours) = obj.cast::<DLPackTensor>() {
                         crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
                         return Ok(Source::Ours {
@@ -77,8 +71,7 @@ impl Source {
                 Lent::View(view) => {
                     crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
                     let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
-                    // A table's non-owning tensor carries no flags: shared views only (the
-                    // view refuses exclusive borrows unless told writes are allowed).
+                    // A table's non-owning tensor has no flags: shared views only.
                     return Ok(Source::Borrowed {
                         view,
                         _object: keep,
@@ -100,31 +93,24 @@ impl Source {
     /// [`Source::import`] of a numpy array the direct read takes (`None` otherwise).
     #[inline(never)]
     fn numpy_view(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Option<Source>> {
-        // The argument's reference to the array, taken before its struct is read: the view
-        // addresses the array's memory as it is now, and Python code may run before the view is
-        // handed out (joining the registry, the first look-up of rust-numpy's table, rust-numpy's
-        // private views: any allocation may run a garbage collection's finalizers and
-        // `gc.callbacks`, and on a free-threaded build another thread runs meanwhile). numpy's
-        // `resize` (with its reference check, the default) reallocates an array only while
-        // nothing but its caller holds it, so with this reference held it refuses (found in
-        // review: `f(*t)` with a finalizer calling `t[0].resize(...)` during the first typed
-        // call freed the memory the view then addressed; an owned import holds the array from
-        // the moment it reads the struct).
+        // Hold the array before reading its struct: Python code may run before the view is
+        // handed out (any allocation may run finalizers and `gc.callbacks`; free-threaded
+        // builds run other threads), and numpy's `resize` refuses to reallocate an array
+        // another reference holds. Without it, a finalizer's `resize` could free the memory
+        // the view addresses.
         let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
         let Some((mut view, writable)) = crate::pyo3_glue::numpy::direct::view(obj)? else {
             return Ok(None);
         };
         if !writable && exclusive {
-            // Refused at once, before the work below (asked again after it, as Python code may
-            // clear the flag meanwhile). numpy >= 2.1 (the direct read's condition) exports
-            // versioned tensors.
+            // Refused early; asked again below, as Python code may clear the flag meanwhile.
+            // numpy >= 2.1 (the direct read's condition) exports versioned tensors.
             return Err(read_only_message(true));
         }
         crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
         crate::pyo3_glue::numpy::borrow::coordinate_view(obj, &mut view)?;
-        // Joining and rust-numpy's private views may have run Python code (a finalizer setting
-        // `x.flags.writeable = False`): numpy is asked again, and nothing from here to the
-        // argument's borrow runs Python code.
+        // Joining and rust-numpy's views may have run Python code (clearing `writeable`): ask
+        // numpy again; nothing from here to the argument's borrow runs Python code.
         if crate::pyo3_glue::numpy::direct::writeable(obj) {
             // SAFETY: numpy flags the array `WRITEABLE` now: its export would not be READ_ONLY.
             unsafe { view.allow_writes() };
@@ -244,9 +230,7 @@ impl Source {
     }
 }
 
-/// The `BufferError` for a writable argument given a read-only tensor, saying why it is
-/// read-only: a legacy capsule cannot say whether it may be written, a versioned producer
-/// flagged it `READ_ONLY`.
+/// The `BufferError` for a writable argument given a read-only tensor, saying why.
 pub(in crate::pyo3_glue) fn read_only_error(tensor: &PyTensor) -> PyErr {
     read_only_message(tensor.is_versioned())
 }

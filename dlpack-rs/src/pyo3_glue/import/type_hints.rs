@@ -1,11 +1,7 @@
-//! Type hints for generated stubs (feature `inspect`, pyo3's `experimental-inspect`): what a
-//! typed argument accepts and what a result is, as `maturin generate-stubs` writes them.
-//!
-//! An argument takes any object with `__dlpack__`, which no standard module names: the hints
-//! refer to a protocol `SupportsDLPack` in the module the environment variable
-//! `DLPACK_RS_TYPING_MODULE` names when this crate is compiled (the extension's package ships
-//! it: [`TYPING_STUB`] is its text). Without the variable they stay `_typeshed.Incomplete`, as
-//! pyo3 leaves any type it cannot name.
+//! Type hints for generated stubs (feature `inspect`): what a typed argument accepts and what a
+//! result is. They name protocols in the module `DLPACK_RS_TYPING_MODULE` names at compile time
+//! (the extension's package ships it; [`TYPING_STUB`] is its text), else
+//! `_typeshed.Incomplete`, as pyo3 writes any type it cannot name.
 
 use pyo3::inspect::PyStaticExpr;
 
@@ -32,8 +28,7 @@ pub(crate) const SUPPORTS_DLPACK: PyStaticExpr = match MODULE {
     None => INCOMPLETE,
 };
 
-/// An array with the array API standard's `__dlpack__` and `__dlpack_device__`: what a
-/// `Returned<Framework>` is (the caller's own kind of array), which every consumer takes.
+/// An array with the array API's `__dlpack__` and `__dlpack_device__`: a `Returned<Framework>`.
 pub(crate) const DLPACK_ARRAY: PyStaticExpr = match MODULE {
     Some(_) => PyStaticExpr::Attribute {
         value: &MODULE_NAME,
@@ -51,12 +46,10 @@ pub(crate) const DLPACK_METHOD: PyStaticExpr = match MODULE {
     None => INCOMPLETE,
 };
 
-/// The text of the stub module `DLPACK_RS_TYPING_MODULE` names (a `.pyi` file the extension's
-/// package ships beside the generated stubs, the image demo's `_dlpack.pyi`): the protocols the
-/// hints refer to. `SupportsDLPack`, what arguments accept, asks only for a `__dlpack__`
-/// callable without arguments, as every producer's (numpy's, torch's, jax's, this crate's) is;
-/// `DLPackArray`, what a result in the caller's framework is, has the standard's signatures, so
-/// that `numpy.from_dlpack` and the others accept it.
+/// The text of the stub module `DLPACK_RS_TYPING_MODULE` names, shipped beside the generated
+/// stubs: `SupportsDLPack` (arguments) asks only for a `__dlpack__()` callable, as every
+/// producer's is; `DLPackArray` (results) has the standard's signatures, so `numpy.from_dlpack`
+/// and the others accept it.
 pub const TYPING_STUB: &str = r#""""DLPack protocols referred to by stubs generated with dlpack-rs (feature `inspect`)."""
 
 from typing import Any, Optional, Protocol, Tuple

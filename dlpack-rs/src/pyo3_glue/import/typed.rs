@@ -1,7 +1,6 @@
-//! The typed `#[pyfunction]` arguments: [`TensorView`] (shared) and [`TensorViewMut`]
-//! (exclusive), one family whose parameters say what the signature demands: the element type
-//! `T`, the shape `S` ([`Ndim`], [`Shape3`](crate::pyo3_glue::Shape3), ...), the layout `L` ([`Strided`],
-//! [`CContig`], [`FContig`]) and the device `D` ([`Cpu`], [`AnyDevice`]).
+//! The typed `#[pyfunction]` arguments [`TensorView`] (shared) and [`TensorViewMut`]
+//! (exclusive), whose parameters say what the signature demands: element type `T`, shape `S`
+//! ([`Ndim`], ...), layout `L` ([`Strided`], [`CContig`], ...) and device `D` ([`Cpu`], ...).
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -27,15 +26,13 @@ use crate::safe::{AnyBitPattern, Element, Error};
 enum Parts<T> {
     /// `len` C-contiguous elements from the first (a [`CContig`] argument on the CPU).
     Slice(usize),
-    /// Any strides on the CPU: the layout rewritten from its lowest addressed element (what
-    /// the ndarray views are made from).
+    /// Any strides on the CPU: the layout rebased on its lowest addressed element.
     Strided(#[cfg_attr(not(feature = "ndarray"), allow(dead_code))] Normalized<T>),
     /// Any device: the first element's address only.
     Raw,
 }
 
-/// What every typed argument holds: the first element, how the others are reached, their
-/// borrow, the tensor (with the object it came from), and the caller's framework once asked.
+/// What every typed argument holds.
 struct Held<T> {
     first: *mut T,
     parts: Parts<T>,
@@ -46,17 +43,8 @@ struct Held<T> {
 }
 
 impl<T: Element> Held<T> {
-    /// Imports `obj` for an argument of host memory and checks it against `T`, `S` and `L`, then
-    /// borrows every byte its elements address (exclusively or not).
-    fn host<S: Shape, L: Layout>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self>
-    where
-        T: AnyBitPattern,
-    {
-        let source = Source::import(obj, exclusive)?;
-        Self::host_from::<S, L>(source, exclusive)
-    }
-
-    /// [`Held::host`] for an imported `source` (an `AnyOf3` has matched its dtype to `T`).
+    /// Checks an imported `source` against `T`, `S` and `L` (an `AnyOf3` may have matched its
+    /// dtype), then borrows every byte its elements address.
     fn host_from<S: Shape, L: Layout>(source: Source, exclusive: bool) -> PyResult<Self>
     where
         T: AnyBitPattern,
@@ -82,8 +70,7 @@ impl<T: Element> Held<T> {
         Self::new::<L>(parts, source)
     }
 
-    /// Imports `obj` for an argument on any device and checks it against `T`, `S` and `L`,
-    /// then borrows every byte its elements address (no host view is made).
+    /// Imports `obj` on any device, checks it and borrows its bytes (no host view is made).
     fn raw<S: Shape, L: Layout>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self> {
         let source = Source::import(obj, exclusive)?;
         check_meta::<S, L>(&source, T::DTYPE, false)?;
@@ -111,9 +98,8 @@ impl<T: Element> Held<T> {
 }
 
 impl<T> Held<T> {
-    /// The framework of the object the tensor came from (its type), made on first use, attached
-    /// (first attach, then the cell: a thread never waits on the cell while it keeps another
-    /// from attaching).
+    /// The framework of the object the tensor came from, made on first use. Attaches first,
+    /// then takes the cell: a thread never waits on it while keeping another from attaching.
     fn framework(&self) -> &Framework {
         Python::attach(|py| {
             crate::pyo3_glue::runtime::once::get_or_init(&self.framework, py, || {
@@ -125,9 +111,8 @@ impl<T> Held<T> {
         })
     }
 
-    /// The number of elements, when they form one C-contiguous run from the first: from what
-    /// extraction checked and borrowed (the slice's length, the layout's copy), never from the
-    /// producer's metadata read again.
+    /// The number of elements when they form one C-contiguous run, from what extraction
+    /// checked (never the producer's metadata read again).
     fn contiguous_len(&self) -> Option<usize> {
         match &self.parts {
             Parts::Slice(len) => Some(*len),
@@ -136,9 +121,8 @@ impl<T> Held<T> {
         }
     }
 
-    /// The address of the element at `index`, if `index` is within the shape: within what
-    /// extraction borrowed, whatever the producer's metadata says now (a C-contiguous slice's
-    /// index is checked against its length, a strided layout's against its own copy).
+    /// The address of the element at `index` within the shape, bounded by what extraction
+    /// borrowed, whatever the producer's metadata says now.
     fn element(&self, index: &[usize]) -> Option<*mut T> {
         match &self.parts {
             Parts::Slice(len) => {
@@ -165,9 +149,8 @@ impl<T> Held<T> {
         if len == 0 {
             return Some(&[]);
         }
-        // SAFETY: `len` C-contiguous elements from the first, checked (dtype, host memory,
-        // alignment, values) and borrowed by `host_from`; the memory lives while `source`, which
-        // `self` owns, does; the slice borrows `self`.
+        // SAFETY: `len` C-contiguous elements checked (dtype, host memory, alignment, values)
+        // and borrowed by `host_from`, alive while `self` owns `source`; the slice borrows `self`.
         Some(unsafe { core::slice::from_raw_parts(self.first, len) })
     }
 
@@ -179,8 +162,7 @@ impl<T> Held<T> {
         if len == 0 {
             return Some(&mut []);
         }
-        // SAFETY: as in `slice`; exclusive and writable by this function's contract, and the
-        // slice borrows `self` mutably.
+        // SAFETY: as in `slice`; exclusive and writable by the contract; borrows `self` mutably.
         Some(unsafe { core::slice::from_raw_parts_mut(self.first, len) })
     }
 
@@ -188,8 +170,8 @@ impl<T> Held<T> {
     /// As [`Held::slice`].
     unsafe fn get(&self, index: &[usize]) -> Option<&T> {
         let element = self.element(index)?;
-        // SAFETY: `element` is one of the checked and borrowed elements of a host tensor
-        // (aligned and valid for `T`), alive while `self` is.
+        // SAFETY: a checked, borrowed element of a host tensor (aligned, valid for `T`), alive
+        // while `self` is.
         Some(unsafe { &*element })
     }
 
@@ -202,7 +184,6 @@ impl<T> Held<T> {
     }
 
     /// The ndarray view of host parts with `D`'s dimensions.
-    ///
     /// # Safety
     /// As [`Held::slice`]; `D` has as many dimensions as the tensor (any, for `IxDyn`).
     #[cfg(feature = "ndarray")]
@@ -210,9 +191,8 @@ impl<T> Held<T> {
         match &self.parts {
             // SAFETY: forwarded from this function's contract.
             Parts::Strided(n) => unsafe { n.view::<D>() },
-            // SAFETY: `len` elements in C order from the first, checked and borrowed; the
-            // shape is the tensor's (validated: its product is `len`; for an empty tensor the
-            // product of its non-zero extents fits in `isize`, checked by `host_from`).
+            // SAFETY: `len` checked, borrowed elements in C order; the shape's product is `len`
+            // (for an empty tensor its non-zero extents' product fits `isize`: `host_from`).
             Parts::Slice(_) => unsafe {
                 ndarray::ArrayView::from_shape_ptr(self.dims::<D>(), self.first)
             },
@@ -221,7 +201,6 @@ impl<T> Held<T> {
     }
 
     /// The mutable ndarray view of host parts with `D`'s dimensions.
-    ///
     /// # Safety
     /// As [`Held::slice_mut`]; `D` as for [`Held::view`].
     #[cfg(feature = "ndarray")]
@@ -237,8 +216,8 @@ impl<T> Held<T> {
         }
     }
 
-    /// The tensor's shape as `D` (C order), which must still describe the slice's `len`
-    /// elements (a producer that changed the shape of a tensor it handed over panics here).
+    /// The tensor's shape as `D` (C order). Panics if the producer changed it since the
+    /// slice's `len` was checked.
     #[cfg(feature = "ndarray")]
     fn dims<D: ndarray::Dimension>(&self) -> D {
         let shape = self.source.shape();
@@ -259,40 +238,27 @@ impl<T> Held<T> {
     }
 }
 
-/// A read-only tensor argument of element type `T`, shape `S` (any by default), layout `L`
-/// (any strides by default: transposed, sliced, negative, broadcast) and device `D` (host
-/// memory by default), from any DLPack producer.
+/// A read-only tensor argument of element type `T`, shape `S`, layout `L` and device `D`.
 ///
-/// Extraction imports the object without a copy (through the producer's non-owning exchange
-/// table where it has one, torch's; one of this crate's own `dlpack_rs.Tensor` objects is viewed
-/// in place; everything else as [`PyTensor`](crate::pyo3_glue::PyTensor) imports it), then checks, each
-/// with a Python exception naming what was expected, what came and the fix: the element type
-/// (`TypeError`: `expected a tensor of float32, got float64`), the shape (`TypeError`:
-/// `expected shape (*, *, 3), got (480, 640, 4)`), the layout (`BufferError`) and the device
-/// (`BufferError` for [`Cpu`]: host memory only). It then takes a shared borrow of exactly the
-/// bytes the elements address in the [borrow registry](crate::safe#the-borrow-registry), held
-/// until the argument drops: while it lives no mutable view of that memory exists anywhere.
-/// (Writes by Python or C code to memory it was given writable are outside that guarantee, as
-/// for every view. On the CPU `T` is an [`AnyBitPattern`] element, so such a write can never
-/// make Rust read an invalid value: `bool`, whose bytes must stay 0 or 1, is viewed as `u8`.)
+/// By default any shape, any strides and host memory. Extraction imports the object without a
+/// copy, then checks the element type (`TypeError`: `expected a tensor of float32, got
+/// float64`), the shape (`TypeError`: `expected shape (*, *, 3), got (480, 640, 4)`), the
+/// layout (`BufferError`) and the device (`BufferError` for [`Cpu`]). It then takes a shared
+/// borrow of exactly the bytes the elements address in the
+/// [borrow registry](crate::safe#the-borrow-registry) until the argument drops: no mutable
+/// view of them exists meanwhile. Python or C writes to memory given writable fall outside
+/// that; on the CPU `T` is [`AnyBitPattern`], so they never yield an invalid value.
 ///
-/// What the argument hands out:
-///
-/// - Every argument: [`shape`](Self::shape), [`strides`](Self::strides), [`dtype`](Self::dtype),
-///   [`device`](Self::device), [`data_ptr`](Self::data_ptr) and [`framework`](Self::framework),
-///   to hand a result back as the caller's kind of array ([`Returned::like`](crate::pyo3_glue::Returned::like)).
-/// - On the CPU ([`Cpu`]): elements by index ([`get`](Self::get)), the elements as a slice when
-///   they are C-contiguous ([`as_slice`](Self::as_slice)), and with feature `ndarray` an
-///   [`ndarray::ArrayView`] of the exact layout ([`view`](Self::view)). A [`CContig`] argument
-///   derefs to `[T]`.
-/// - On any device ([`AnyDevice`]): the address only, whose use is `unsafe` code's business
-///   (see [`data_ptr`](Self::data_ptr)).
+/// Every argument gives [`shape`](Self::shape), [`strides`](Self::strides),
+/// [`dtype`](Self::dtype), [`device`](Self::device), [`data_ptr`](Self::data_ptr) and
+/// [`framework`](Self::framework) (for [`Returned::like`](crate::pyo3_glue::Returned::like)).
+/// On the CPU also [`get`](Self::get), [`as_slice`](Self::as_slice) when C-contiguous and
+/// (feature `ndarray`) [`view`](Self::view); a [`CContig`] argument derefs to `[T]`.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{CContig, Ndim, Shape3, TensorView, TensorViewMut, ANY};
 /// use pyo3::prelude::*;
 ///
-/// /// `out[i] = a[i] + b[i]` for C-contiguous float32 matrices of one size.
 /// #[pyfunction]
 /// fn add(
 ///     a: TensorView<f32, Ndim<2>, CContig>,
@@ -308,7 +274,6 @@ impl<T> Held<T> {
 ///     Ok(())
 /// }
 ///
-/// /// The red value of pixel (y, x) of an RGB image of any layout.
 /// #[pyfunction]
 /// fn red(image: TensorView<u8, Shape3<ANY, ANY, 3>>, y: usize, x: usize) -> Option<u8> {
 ///     image.get(&[y, x, 0]).copied()
@@ -320,17 +285,14 @@ pub struct TensorView<T, S: Shape = Ndim<ANY>, L: Layout = Strided, D: Device = 
     _constraints: PhantomData<(S, L, D)>,
 }
 
-/// A writable tensor argument of element type `T`, shape `S`, layout `L` and device `D`, from
-/// any DLPack producer.
+/// A writable tensor argument of element type `T`, shape `S`, layout `L` and device `D`.
 ///
-/// As [`TensorView`], and: the tensor must be writable (`BufferError` saying why it is not: a
-/// legacy capsule, or a producer's `READ_ONLY` flag such as a read-only numpy array's); no two
-/// indices may reach one element (`BufferError`: a broadcast view cannot be written); and the
-/// borrow is exclusive: extraction raises `BufferError` while any other view of those bytes
-/// exists (so `f(x, x)` or `f(x, x.T)` with two writable arguments is refused). On the CPU it
-/// hands out [`get_mut`](Self::get_mut), [`as_slice_mut`](Self::as_slice_mut),
-/// [`view_mut`](Self::view_mut) (feature `ndarray`), and a [`CContig`] argument derefs mutably
-/// to `[T]`; on any device [`data_ptr_mut`](Self::data_ptr_mut).
+/// As [`TensorView`], and: the tensor must be writable (else `BufferError` saying why), no two
+/// indices may reach one element (a broadcast view), and the borrow is exclusive: extraction
+/// raises `BufferError` while any other view of those bytes exists (`f(x, x)` is refused). On
+/// the CPU it gives [`get_mut`](Self::get_mut), [`as_slice_mut`](Self::as_slice_mut) and
+/// [`view_mut`](Self::view_mut), and a [`CContig`] argument derefs mutably to `[T]`; on any
+/// device, [`data_ptr_mut`](Self::data_ptr_mut).
 pub struct TensorViewMut<T, S: Shape = Ndim<ANY>, L: Layout = Strided, D: Device = Cpu> {
     held: Held<T>,
     _constraints: PhantomData<(S, L, D)>,
@@ -358,10 +320,12 @@ macro_rules! extract {
                 crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
-                Held::host::<S, L>(&obj, $exclusive).map(|held| $ty {
-                    held,
-                    _constraints: PhantomData,
-                })
+                Source::import(&obj, $exclusive)
+                    .and_then(|source| Held::host_from::<S, L>(source, $exclusive))
+                    .map(|held| $ty {
+                        held,
+                        _constraints: PhantomData,
+                    })
             }
         }
 
@@ -394,8 +358,7 @@ macro_rules! accessors {
                 self.held.source.shape()
             }
 
-            /// Strides in elements, as the producer gave them (compact row-major strides when it
-            /// gave none).
+            /// Strides in elements as the producer gave them (compact row-major if none).
             pub fn strides(&self) -> Cow<'_, [i64]> {
                 self.held.source.strides()
             }
@@ -416,33 +379,25 @@ macro_rules! accessors {
             }
 
             /// The framework the argument came from, to hand results back in kind. The first
-            /// call attaches to the interpreter (as `Python::attach`: do not call it from a thread
-            /// another one joins while attached).
+            /// call attaches (as `Python::attach`: not from a thread another joins while attached).
             pub fn framework(&self) -> &Framework {
                 self.held.framework()
             }
 
-            /// The address of the element at index 0 of every axis (`data + byte_offset`),
-            /// on [`device`](Self::device). Getting it is safe; using it is `unsafe` code's
-            /// business, under these rules:
+            /// The address of the element at index 0 of every axis (`data + byte_offset`) on
+            /// [`device`](Self::device). Getting it is safe; using it is `unsafe` code's business:
             ///
             /// - It is non-NULL and aligned for `T` unless the tensor is empty (then it means
-            ///   nothing: a dangling pointer on the CPU, the producer's on any device); element `i` is
-            ///   at `ptr + sum(i[k] * strides[k])` (strides in elements, possibly negative). On
-            ///   devices whose `data` is an opaque handle rather than an address (OpenCL,
-            ///   Vulkan) it means nothing as an address.
-            /// - The memory stays valid while the argument lives: dropping it hands the tensor
-            ///   back to its producer, which may free it. Device work that uses the memory must
-            ///   be complete before the argument drops (on CUDA: synchronise the stream that
-            ///   used it).
-            /// - Ordering: the import calls `__dlpack__()` with no `stream`, which on CUDA means
-            ///   the legacy default stream: work queued there (or on a stream that synchronises
-            ///   with it) sees the data; work on a non-blocking stream must wait for an event
-            ///   recorded there first. For a CUDA tensor as a cudarc view on a stream of your
-            ///   choice, use `dlpack_rs::cuda::import` (feature `cudarc`).
-            /// - The borrow the argument holds covers every byte the elements address: nothing
-            ///   may write through this pointer of a [`TensorView`]
-            ///   ([`TensorViewMut::data_ptr_mut`] may).
+            ///   nothing). Element `i` is at `ptr + sum(i[k] * strides[k])` (strides in elements,
+            ///   possibly negative). Where `data` is an opaque handle (OpenCL, Vulkan), it is no
+            ///   address.
+            /// - The memory is valid while the argument lives (dropping it may free it): device
+            ///   work using it must finish before the argument drops (on CUDA, sync its stream).
+            /// - The import passes no `stream`: on CUDA, the legacy default stream. Work on a
+            ///   non-blocking stream must first wait for an event recorded there; for a cudarc
+            ///   view on a chosen stream, use `dlpack_rs::cuda::import` (feature `cudarc`).
+            /// - The borrow covers every byte the elements address; nothing may write through a
+            ///   [`TensorView`]'s pointer ([`TensorViewMut::data_ptr_mut`] may).
             pub fn data_ptr(&self) -> *const T {
                 self.held.first
             }
@@ -468,8 +423,7 @@ macro_rules! accessors {
                 unsafe { self.held.get(index) }
             }
 
-            /// The elements as a slice in row-major order when they are C-contiguous (always,
-            /// for a [`CContig`] argument), else `None`.
+            /// The elements in row-major order when C-contiguous (always for [`CContig`]).
             pub fn as_slice(&self) -> Option<&[T]> {
                 // SAFETY: as in `get`.
                 unsafe { self.held.slice() }
@@ -511,8 +465,7 @@ impl<T, S: Shape, L: Layout> TensorViewMut<T, S, L, Cpu> {
         unsafe { self.held.slice_mut() }
     }
 
-    /// The elements as a mutable ndarray view with the tensor's exact layout (feature
-    /// `ndarray`).
+    /// The elements as a mutable ndarray view with the tensor's exact layout.
     #[cfg(feature = "ndarray")]
     #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
     pub fn view_mut(&mut self) -> ndarray::ArrayViewMut<'_, T, S::Dim> {
@@ -529,9 +482,7 @@ impl<T, S: Shape> DerefMut for TensorViewMut<T, S, CContig, Cpu> {
 }
 
 impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<T, S, L, D> {
-    /// The address of the first element, for writing (see [`TensorView::data_ptr`]'s rules; the
-    /// borrow is exclusive and the tensor was checked writable): what a kernel on the tensor's
-    /// device writes through.
+    /// The address of the first element, for writing (rules as for [`TensorView::data_ptr`]).
     pub fn data_ptr_mut(&mut self) -> *mut T {
         self.held.first
     }

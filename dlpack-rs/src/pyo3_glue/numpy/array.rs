@@ -1,6 +1,5 @@
-//! What a numpy array's own struct says, read directly (both borrow tables key by it): numpy's
-//! `ndarray` type once someone imported numpy, the fields of `PyArrayObject` this crate reads
-//! and its flags.
+//! numpy's array struct read directly (both borrow tables key by it): its `ndarray` type once
+//! someone imported numpy, the `PyArrayObject` fields read, and its flags.
 
 use core::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -42,10 +41,9 @@ fn sys_modules(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
     .map(|m| m.bind(py))
 }
 
-/// Takes `ty` (numpy's own `ndarray`, of the `numpy` module given) as the type, once numpy's
-/// major version (read from `numpy.__version__`) is one whose layout this crate knows and numpy
-/// said, once, whether it exports versioned tensors ([`exports_versioned`]: a static type's
-/// methods cannot be replaced).
+/// Adopts `ty` (numpy's own `ndarray`) once numpy's major version is one whose layout this crate
+/// knows and numpy said whether it exports versioned tensors (a static type's methods cannot be
+/// replaced, so asking once suffices).
 fn adopt<'py>(
     numpy: &Bound<'py, PyAny>,
     ty: Bound<'py, PyType>,
@@ -92,10 +90,9 @@ fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
             .is_ok_and(|size| size >= core::mem::size_of::<ArrayFields>())
 }
 
-/// Whether numpy's `__dlpack__(max_version=(1, 3))` exports a versioned tensor (numpy >= 2.1),
-/// and whether it gives a C-contiguous array NULL strides (numpy 2.1 to 2.3 do; later ones
-/// write them out), asked of a small C-contiguous array; `None` when the question cannot be
-/// asked now.
+/// Whether numpy's `__dlpack__(max_version=(1, 3))` exports versioned (numpy >= 2.1), and gives
+/// a C-contiguous array NULL strides (numpy 2.1 to 2.3), asked of a small array; `None` when it
+/// cannot be asked now.
 fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
     let py = ty.py();
     let probe = ty.call1(((2usize,),)).ok()?;
@@ -110,9 +107,8 @@ fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
                 return Some((false, false));
             };
             let managed = managed.cast::<crate::ffi::DLManagedTensorVersioned>();
-            // SAFETY: the versioned managed tensor numpy's own `__dlpack__` (of its static type,
-            // whose methods cannot be replaced) just returned, alive (unconsumed) while the
-            // capsule, which we hold, is; only its strides pointer is read.
+            // SAFETY: the versioned tensor numpy's own (static, unreplaceable) `__dlpack__` just
+            // returned, alive (unconsumed) while we hold the capsule; only its strides are read.
             let null_strides = unsafe { managed.as_ref() }.dl_tensor.strides.is_null();
             Some((true, null_strides))
         }
@@ -122,20 +118,18 @@ fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
     }
 }
 
-/// The last type seen that is not numpy's `ndarray` nor derives from it, so that imports of
-/// other producers look at their type's bases once, not at every import. A type's address
-/// cannot later be numpy's: numpy's type is static (in numpy's extension module, which is never
-/// unloaded), at its address from the moment numpy loads.
+/// The last type seen that neither is nor derives from `ndarray`, so other producers' bases are
+/// walked once. Its address cannot later be numpy's: numpy's type is static (in its
+/// never-unloaded extension module), at its address from the moment numpy loads.
 static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
 
-/// numpy's `ndarray` type object, once numpy has been imported by someone (this crate never
-/// imports it), and only numpy's own: `numpy.ndarray` is an attribute Python code can replace,
-/// so a type is taken only if it is a static type (made by C code; Python code can neither make
-/// one nor rename one) named `numpy.ndarray`, whose instances are at least as large as the
-/// fields this crate reads ([`is_numpy_own`]). It is recognised on `obj`'s own type or one of
-/// its bases (whatever `numpy.ndarray` says now), else at `numpy.ndarray`, and adopted for
-/// numpy 1 or 2 only ([`adopt`]). Anything missing, half imported or not numpy's own is "not
-/// yet": nothing is cached and `None` is answered. No pointer that numpy's modules publish is
+/// numpy's own `ndarray` type object, once someone imported numpy (this crate never does).
+///
+/// `numpy.ndarray` can be replaced by Python code, so a type is taken only if static (Python
+/// can neither make nor rename one), named `numpy.ndarray`, with instances at least as large as
+/// the fields read ([`is_numpy_own`]). It is sought on `obj`'s type and bases, else at
+/// `numpy.ndarray`, and adopted for numpy 1 or 2 only ([`adopt`]). Anything missing, half
+/// imported or not numpy's own answers `None`, cached nowhere. No pointer numpy publishes is
 /// followed.
 #[inline]
 pub(in crate::pyo3_glue) fn known_ndarray(
@@ -184,26 +178,21 @@ fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObjec
     Ok(Some(ndarray))
 }
 
-/// Whether numpy exports versioned tensors (see [`VERSIONED_EXPORT`]); meaningful once
-/// [`known_ndarray`] found the type.
+/// Whether numpy exports versioned tensors; meaningful once [`known_ndarray`] found the type.
 pub(in crate::pyo3_glue) fn versioned_export() -> bool {
     VERSIONED_EXPORT.load(Ordering::Acquire)
 }
 
-/// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (see
-/// [`NULL_CONTIGUOUS_STRIDES`]); meaningful once [`known_ndarray`] found the type.
+/// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides; as [`versioned_export`].
 pub(in crate::pyo3_glue) fn null_contiguous_strides() -> bool {
     NULL_CONTIGUOUS_STRIDES.load(Ordering::Acquire)
 }
 
-/// The fields of numpy's `PyArrayObject` this crate reads (its layout is numpy's ABI, the same
-/// in numpy 1 and 2). The object header is in an `UnsafeCell`: a `&ArrayFields` does not claim
-/// it unchanging (reference counts move under it: this crate's own `incref`, and other threads
-/// on a free-threaded build). The other fields are numpy's to write (`arr.shape = ...`,
-/// `arr.flags.writeable = False`): a `&ArrayFields` is held only while no Python code can run
-/// (nothing between the read and its last use calls into Python), so with the GIL nothing
-/// writes them meanwhile; on a free-threaded build another thread's write races the read
-/// exactly as it races numpy's own `__dlpack__`.
+/// The `PyArrayObject` fields this crate reads (numpy's ABI, the same in numpy 1 and 2). The
+/// header is in an `UnsafeCell`: reference counts move under a `&ArrayFields` (our `incref`,
+/// other threads when free-threaded). The other fields are numpy's to write; a `&ArrayFields`
+/// lives only while no Python code can run, so with the GIL nothing writes them meanwhile, and
+/// free-threaded, another thread's write races the read exactly as it races numpy's `__dlpack__`.
 #[repr(C)]
 pub(in crate::pyo3_glue) struct ArrayFields {
     ob_base: core::cell::UnsafeCell<ffi::PyObject>,
@@ -218,9 +207,7 @@ pub(in crate::pyo3_glue) struct ArrayFields {
 
 impl ArrayFields {
     /// The array's extents and byte strides (`nd` of each), or `None` for a negative `nd`.
-    ///
     /// # Safety
-    ///
     /// `self` is the struct of a live numpy array, read attached: its `dimensions` and
     /// `strides` point at `nd` values each (or `nd` is 0).
     #[inline]

@@ -1,25 +1,19 @@
-//! Borrows shared with rust-numpy: every view of an import of a numpy array also takes the
-//! matching borrow in rust-numpy's borrow table, so that a `PyReadwriteArray` of rust-numpy and a
-//! mutable view of this crate never alias one array in one process.
+//! Borrows shared with rust-numpy: every view of an imported numpy array also takes the
+//! matching borrow in rust-numpy's table, so a rust-numpy `PyReadwriteArray` and a mutable view
+//! of this crate never alias one array.
 //!
-//! rust-numpy publishes its borrow checking as a versioned C table in a capsule named
-//! `_RUST_NUMPY_BORROW_CHECKING_API`, an attribute of numpy's `multiarray` module
-//! (`numpy._core.multiarray` from numpy 2, `numpy.core.multiarray` before), created by the first
-//! extension module that needs it; every later module uses the one it finds. Its functions take
-//! the table's state and a numpy array object, and are called attached (with the GIL):
-//! `acquire` / `acquire_mut` answer 0 (taken), -1 (a conflicting borrow), or, for `acquire_mut`,
-//! -2 (the array is not writeable); `release` / `release_mut` give one back. Versions only
-//! append fields: version 1's layout, written below, was checked against rust-numpy 0.30's source
-//! (`src/borrow/shared.rs`), the version the test suite builds against; any version >= 1 is
-//! accepted, as rust-numpy itself does.
+//! rust-numpy publishes its borrow checking as a versioned C table in the capsule
+//! `_RUST_NUMPY_BORROW_CHECKING_API` on numpy's `multiarray` module (`numpy._core` from numpy 2,
+//! `numpy.core` before), made by the first module that needs it. Its functions take the table's
+//! state and an array, called attached: `acquire` / `acquire_mut` answer 0 (taken), -1 (a
+//! conflicting borrow) or, for `acquire_mut`, -2 (not writeable); `release` / `release_mut`
+//! give one back. Versions only append fields; version 1's layout below was checked against
+//! rust-numpy 0.30's `src/borrow/shared.rs`, and any version >= 1 is accepted, as rust-numpy does.
 //!
-//! When no module created the table yet, this crate creates it, version 1, with its own
-//! implementation (`numpy/table.rs`), so that a rust-numpy module loaded later sees the borrows
-//! taken before it. Its borrows are entries of the shared borrow registry, so while it (or
-//! another copy's, marked so) is the process's table, this crate's views need nothing here:
-//! their registry borrow is what rust-numpy's views meet. Only rust-numpy's own table (a
-//! rust-numpy module needed one first) is given a borrow of its own by every view. The table
-//! lives for the rest of the process.
+//! With no table yet, this crate publishes its own version 1 (`numpy/table.rs`), so a
+//! rust-numpy module loaded later sees earlier borrows. Its borrows are entries of the shared
+//! borrow registry, so while it (or another copy's, marked so) is the table, views need nothing
+//! here. Only rust-numpy's own table gets a borrow from every view. The table lives for good.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -45,9 +39,8 @@ use crate::safe::Error;
 /// The capsule's name (and the attribute's).
 const NAME: &core::ffi::CStr = c"_RUST_NUMPY_BORROW_CHECKING_API";
 
-/// The table found (or made) in this process, as an address (it lives for the rest of the
-/// process: a capsule of numpy's module that we hold a reference to, or our own static), and
-/// whether it is marked as a copy of this crate's (its borrows are the registry's).
+/// The process's table, as an address (alive for good: a capsule of numpy's module we hold, or
+/// our static), and whether it is marked as a copy of this crate's (registry borrows).
 struct Table {
     ptr: *const Shared,
     registry_backed: bool,
@@ -60,20 +53,17 @@ unsafe impl Sync for Table {}
 static TABLE: PyOnceLock<Table> = PyOnceLock::new();
 /// The same table, for the view hooks, which run without a `Python` token.
 static TABLE_PTR: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
-/// Whether the table is an implementation of this crate (ours or another copy's, see [`marks`]):
-/// its borrows are the shared registry's, which every view of this crate takes anyway, so views
-/// take none in it.
+/// Whether the table is this crate's (ours or another copy's, see [`marks`]): its borrows are
+/// the registry's, which every view takes anyway, so views take none in it.
 static REGISTRY_BACKED: AtomicBool = AtomicBool::new(false);
 
-/// The name of the capsule (attribute `_DLPACK_RS_REGISTRY_BORROWS` of numpy's module) by which
-/// a copy of this crate says that the table it published is its own implementation, whose
-/// borrows are entries of the borrow registry all copies share: it points at that very table.
-/// Python code can copy a capsule but not make one point elsewhere, so a mark cannot be forged
-/// for rust-numpy's own table.
+/// The mark's capsule name (`_DLPACK_RS_REGISTRY_BORROWS` on numpy's module), by which a copy of
+/// this crate says the table it published is its own, backed by the shared registry: it points
+/// at that very table. Python can copy a capsule but not repoint one, so a mark cannot be
+/// forged for rust-numpy's own table.
 const MARK: &core::ffi::CStr = c"dlpack_rs._registry_numpy_borrows";
 
-/// Whether `table` (rust-numpy's capsule found in `module`) is an implementation of this crate:
-/// the mark names the same table.
+/// Whether `table` (rust-numpy's capsule in `module`) is this crate's: the mark names it.
 fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
     let py = module.py();
     let Ok(mark) = module.getattr(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS")) else {
@@ -127,10 +117,9 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
                             PyCapsule::new_with_pointer(py, ours, MARK)?,
                         )
                     };
-                    // Each inserted only where absent (another copy of this crate, or rust-numpy,
-                    // may publish meanwhile on a free-threaded build): what is there is adopted.
-                    // The mark first, so that a copy that finds our table finds it marked (a mark
-                    // and a table of two different copies point apart: not marked).
+                    // Each inserted only where absent (another copy or rust-numpy may publish
+                    // meanwhile, free-threaded); what is there is adopted. The mark first, so a
+                    // copy finding our table finds it marked (two copies' mark and table differ).
                     dict.set_default(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS"), &mark)?;
                     dict.set_default_with_result(name, &capsule)?.1
                 }
@@ -156,9 +145,8 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
                 registry_backed,
             })
         })?;
-    // Decided once, from the table the cell keeps, here and nowhere else (a failed look-up
-    // leaves both unset, and the next one decides again); the flag before the pointer, so that
-    // whoever sees the pointer sees the flag. Two threads may both store: the same values.
+    // Decided once, here only, from the cell's table (a failed look-up leaves both unset); the
+    // flag before the pointer, so whoever sees the pointer sees the flag. Racing stores agree.
     if TABLE_PTR.load(Ordering::Acquire).is_null() {
         REGISTRY_BACKED.store(table.registry_backed, Ordering::Release);
         TABLE_PTR.store(table.ptr.cast_mut(), Ordering::Release);
@@ -178,16 +166,13 @@ fn registry_backed() -> bool {
 /// sub-interpreter, so every array it coordinates belongs to the main one (ID 0).
 const MAIN_INTERPRETER: i64 = 0;
 
-/// Makes every view of `tensor` (imported from `obj`) also take rust-numpy's borrow of `obj`,
-/// when `obj` is a numpy array. Nothing to do for any other producer (torch's `from_numpy`
-/// tensors and other foreign owners of numpy memory are invisible to rust-numpy's table, which
-/// keys by numpy objects: outside the model), nor with this crate's table (its borrows are the
-/// registry's, which the views take); with rust-numpy's own the owner keeps a strong reference
-/// to a private view of the array (that table keys by it) until it drops. Whatever layout the
-/// import has (a subclass's `__dlpack__` may hand over the array's memory transposed, or reshape
-/// the array in place after exporting it), its borrow covers the bytes the import addresses;
-/// an import of memory wholly outside the array's base (a subclass exporting another array's)
-/// is not coordinated (SAFETY.md: outside the model). Answers whether `obj` is a numpy array.
+/// Makes every view of `tensor` (imported from `obj`) take rust-numpy's borrow of `obj` too,
+/// when `obj` is a numpy array; answers whether it is. Nothing for other producers (torch's
+/// `from_numpy` tensors are invisible to rust-numpy's table, which keys by numpy objects: outside
+/// the model), nor with this crate's table. With rust-numpy's own, the owner holds a private view
+/// of the array (that table keys by it) until it drops. The borrow covers the bytes the import
+/// addresses, whatever its layout (a subclass's `__dlpack__` may transpose or reshape); an import
+/// of memory wholly outside the array's base is not coordinated (SAFETY.md: outside the model).
 pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
@@ -196,8 +181,7 @@ pub(crate) fn coordinate(
     let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(false);
     };
-    // SAFETY: both are live objects (numpy's type is kept by `NDARRAY` for good) and we are
-    // attached.
+    // SAFETY: attached; both live (`NDARRAY` keeps numpy's type for good).
     let is_array = unsafe { cpython::type_check(obj.as_ptr(), ndarray) };
     if !is_array {
         return Ok(false);
@@ -212,9 +196,7 @@ pub(crate) fn coordinate(
     Ok(true)
 }
 
-/// As [`coordinate`], for a non-owning view of the numpy array `obj` that
-/// `numpy_direct::view` made from the array's own struct (so it addresses the array's own
-/// memory, with its layout).
+/// As [`coordinate`], for a non-owning view `direct::view` made of the array `obj`'s own struct.
 pub(crate) fn coordinate_view(
     obj: &Bound<'_, PyAny>,
     view: &mut crate::safe::Described,
@@ -236,14 +218,11 @@ enum Foreign {
     Refused,
 }
 
-/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj` when the
-/// process's table is rust-numpy's own; `None` when it is this crate's (its borrows are the
-/// registry's, which every view takes anyway), outside the main interpreter (no table there),
-/// and for bytes wholly outside the memory of `obj`'s base when `foreign` says so. Bytes
-/// partly outside it are refused (`BufferError`). The table is published now when there is
-/// none. The caller owns the context (`drop_ctx` once).
-///
-/// `obj` is a live numpy array, and `key` computes the key of a validated layout.
+/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj`, publishing
+/// the table if there is none. `None` with this crate's table (registry borrows suffice),
+/// outside the main interpreter (no table there), and for bytes wholly outside `obj`'s base
+/// when `foreign` allows; bytes partly outside raise `BufferError`. The caller owns the context
+/// (`drop_ctx` once). `obj` is a live numpy array; `key` computes a validated layout's key.
 fn external_for(
     obj: &Bound<'_, PyAny>,
     key: impl FnOnce() -> Option<Span>,
@@ -259,15 +238,11 @@ fn external_for(
     if registry_backed() {
         return Ok(None);
     }
-    // rust-numpy's table keys a borrow by the array's layout (shape, strides, dtype) as it is
-    // when the borrow is taken and again when it is released; Python may change `obj`'s in
-    // place (`shape =`, `strides =`, `dtype =`) while a view lives, and a release under another
-    // key would give back some other view's borrow. So its borrows are taken on arrays of
-    // `obj`'s base that no other code can reach. And its rule decides overlap by the gcd of the
-    // strides and the distance between data pointers, ignoring the element width (an int32
-    // view of a buffer and every fourth byte from the second never "conflict"): the borrow is
-    // taken on the bytes the import addresses as a 1-D uint8 array (stride 1, so the gcd is 1
-    // and any overlap of ranges conflicts).
+    // rust-numpy keys a borrow by the array's layout (shape, strides, dtype) at take and at
+    // release; Python may change `obj`'s in place while a view lives, and a release under another
+    // key would return another view's borrow: so borrows are taken on private arrays of `obj`'s
+    // base. Its overlap rule uses the gcd of strides and the data pointers' distance, ignoring
+    // element width: borrowing the bytes as a 1-D uint8 array (gcd 1) makes any overlap conflict.
     let key = key().ok_or_else(|| {
         pyo3::exceptions::PyBufferError::new_err(
             "cannot take rust-numpy's borrow of this array: it addresses memory beyond the \
@@ -277,11 +252,9 @@ fn external_for(
     let Some(bytes) = byte_view(obj, &key, foreign)? else {
         return Ok(None);
     };
-    // rust-numpy's table gives a 0-d array an empty range at its element, which meets no range
-    // that starts there, only another 0-d key at the same address (its key holds no dtype):
-    // every view is also borrowed as a 0-d array of its first byte, which meets rust-numpy's
-    // borrow of a 0-d array there (`x[0, ...]`, `x[0:1].reshape(())`); a 0-d array anywhere
-    // after the first byte lies inside the bytes' range and meets them.
+    // rust-numpy gives a 0-d array an empty range at its element, meeting only another 0-d key
+    // at that address: every view is also borrowed as a 0-d array of its first byte (meeting
+    // `x[0, ...]`); a 0-d array past the first byte lies inside the bytes' range.
     let array0 = if bytes.len()? > 0 {
         let first = bytes.get_item(pyo3::types::PySlice::new(py, 0, 1, 1))?;
         first
@@ -303,13 +276,11 @@ fn external_for(
     Ok(Some(external))
 }
 
-/// The bytes `key` names (those an import of the numpy array `obj` addresses), as a private
-/// 1-D `uint8` array of `obj`'s base: a slice of a flat byte view of the last array of `obj`'s
-/// base chain. rust-numpy keys by the base, so its borrows of any array of that base meet this
-/// one wherever the ranges overlap (its gcd is 1). `BufferError` when that array is not
-/// contiguous (its bytes cannot be viewed flat without a copy) or holds only part of the
-/// range; `None` when it holds none of it and `foreign` allows that. No borrow that
-/// rust-numpy's rule could miss is ever taken.
+/// The bytes `key` names, as a private 1-D `uint8` slice of a flat view of the last array of
+/// `obj`'s base chain: rust-numpy keys by the base, so its borrows of any array of that base
+/// meet this one wherever ranges overlap. `BufferError` when that array is not contiguous (no
+/// flat view without a copy) or holds only part of the range; `None` when it holds none and
+/// `foreign` allows. No borrow rust-numpy's rule could miss is ever taken.
 fn byte_view<'py>(
     obj: &Bound<'py, PyAny>,
     key: &Span,
@@ -320,11 +291,10 @@ fn byte_view<'py>(
     let root = unsafe { root_array(obj.as_ptr()) };
     // SAFETY: `root` is a live numpy array (a strong reference is taken just below).
     let root = unsafe { Bound::from_borrowed_ptr(py, root) };
-    // A plain ndarray of the root's memory first (a subclass such as np.matrix keeps its own
-    // shape rules). It is this function's alone: no other code can change its layout, which is
-    // read once here and holds until it is flattened below. The root's may change meanwhile
-    // (`root.strides = ...` by a finalizer, or another thread), and a flat view of an array no
-    // longer contiguous in the order read would be a copy, whose borrow meets nothing.
+    // A plain ndarray of the root's memory (a subclass like np.matrix has its own shape rules),
+    // private, so its layout read here holds until flattened below. The root's may change
+    // meanwhile (a finalizer, another thread), and a flat view of a no longer contiguous array
+    // would be a copy, whose borrow meets nothing.
     let ndarray_ty = NDARRAY
         .get(py)
         .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
@@ -340,8 +310,7 @@ fn byte_view<'py>(
         // SAFETY: `plain` is a live numpy array (just made); attached.
         if let Some(base) = unsafe { key_of_array(plain.as_ptr()) } {
             if key.end <= base.start || key.start >= base.end {
-                // Outside the span of the bytes the base addresses, contiguous or not: other
-                // memory.
+                // Outside the span the base addresses, contiguous or not: other memory.
                 return Ok(None);
             }
         }
@@ -378,9 +347,7 @@ fn byte_view<'py>(
 }
 
 /// The last numpy array of `array`'s base chain (the one whose base is NULL or not an array).
-///
 /// # Safety
-///
 /// Attached, and `array` is a live numpy array (numpy's `ndarray` type is known).
 unsafe fn root_array(array: *mut ffi::PyObject) -> *mut ffi::PyObject {
     let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
@@ -396,9 +363,8 @@ unsafe fn root_array(array: *mut ffi::PyObject) -> *mut ffi::PyObject {
     }
 }
 
-/// Gives `tensor` (an import of `wrapper`) the rust-numpy coordination of the numpy import
-/// `wrapper` holds, when `wrapper` is one of this crate's `dlpack_rs.Tensor` objects wrapping
-/// one: both view the array's memory, so views of either take its rust-numpy borrows.
+/// Gives `tensor` (an import of `wrapper`, a `dlpack_rs.Tensor` wrapping a numpy import) that
+/// import's rust-numpy coordination: both view the array's memory.
 pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyManaged) {
     let Ok(ours) = wrapper.cast::<crate::pyo3_glue::DLPackTensor>() else {
         return;
@@ -432,8 +398,7 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
     unsafe { tensor.set_external(external) };
 }
 
-/// An import's context for the external checker with rust-numpy's own table: the private views
-/// its functions are given.
+/// An import's context with rust-numpy's own table: the private views its functions are given.
 struct Ctx {
     /// The private view (a strong reference).
     array: *mut ffi::PyObject,
@@ -448,9 +413,8 @@ static NUMPY_API: crate::safe::ExternalApi = crate::safe::ExternalApi {
     drop_ctx: numpy_drop_ctx,
 };
 
-/// Runs `f` attached to the interpreter: directly on an attached thread (by CPython's own thread
-/// state), else after `PyGILState_Ensure`; `None` once shutdown has begun on a thread that is not
-/// attached (nothing may attach then).
+/// Runs `f` attached: directly on an attached thread (by CPython's thread state), else after
+/// `PyGILState_Ensure`; `None` on an unattached thread once shutdown began (nothing may attach).
 fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
     if this_thread_is_attached() {
         return Some(f());
@@ -464,9 +428,7 @@ fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
 }
 
 /// `ExternalApi::acquire`: rust-numpy's `acquire` / `acquire_mut` of the array.
-///
 /// # Safety
-///
 /// `ctx` is a context `external_for` (or `inherit`) made, not yet released.
 unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
     // SAFETY: a live context (this function's contract).
@@ -519,9 +481,7 @@ fn refusal(rc: Option<c_int>, exclusive: bool) -> Error {
 }
 
 /// Gives back one borrow of `array` in rust-numpy's table `t`.
-///
 /// # Safety
-///
 /// `array` is a live numpy array a borrow of this kind was taken of through `t`.
 unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool) {
     // Once shutdown has begun on an unattached thread the borrow stays in the table: the
@@ -539,9 +499,7 @@ unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool
 }
 
 /// `ExternalApi::release`: rust-numpy's `release` / `release_mut` of the array.
-///
 /// # Safety
-///
 /// As `numpy_acquire`, for a borrow it took with the same `exclusive`.
 unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
     // SAFETY: a live context (as in `numpy_acquire`).
@@ -560,11 +518,8 @@ unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
     }
 }
 
-/// `ExternalApi::drop_ctx`: releases the array the way every keepalive of this crate does, on
-/// any thread.
-///
+/// `ExternalApi::drop_ctx`: releases the arrays, as every keepalive does, on any thread.
 /// # Safety
-///
 /// `ctx` was made by `external_for` (or `inherit`) and is released once.
 unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
     // SAFETY: made by `Box::into_raw` in `external_for` or `inherit`, released once.

@@ -1,9 +1,7 @@
 //! A numpy array imported by reading its struct: the managed tensor numpy's own
-//! `__dlpack__(max_version=(1, 3))` would hand over (the same data pointer, shape, strides in
-//! elements, dtype, `READ_ONLY` flag and device, the array kept alive until the deleter), made
-//! here without the method call, the capsule and numpy's allocation. Whatever numpy would answer
-//! otherwise (a refusal, another device, a dtype this table does not know) takes the DLPack
-//! route, which raises what numpy raises.
+//! `__dlpack__(max_version=(1, 3))` would hand over (same data, shape, strides, dtype,
+//! `READ_ONLY` flag and device; the array kept alive until the deleter), without the call, the
+//! capsule or numpy's allocation. Anything numpy would answer otherwise takes the DLPack route.
 
 use core::ffi::{c_char, c_int, c_long};
 use std::sync::atomic::Ordering;
@@ -23,9 +21,8 @@ use crate::pyo3_glue::runtime::cpython;
 use crate::pyo3_glue::runtime::keepalive::{current_interpreter, release_owned};
 use crate::safe::{Described, ManagedTensorVersioned};
 
-/// The head of numpy's `PyArray_Descr`, as far as this crate reads it: these offsets are the
-/// same in numpy 1 and 2 (numpy 2 changed the fields after `type_num`). The object header is
-/// in an `UnsafeCell`, as in `ArrayFields`.
+/// The head of numpy's `PyArray_Descr` as far as read: the same offsets in numpy 1 and 2. The
+/// header is in an `UnsafeCell`, as in `ArrayFields`.
 #[repr(C)]
 struct DescrHead {
     ob_base: core::cell::UnsafeCell<ffi::PyObject>,
@@ -37,17 +34,15 @@ struct DescrHead {
     type_num: c_int,
 }
 
-/// numpy's byte-order character of the opposite byte order (`NPY_OPPBYTE`): a descriptor with it
-/// is byte-swapped, which numpy's `__dlpack__` refuses.
+/// numpy's opposite byte-order character (`NPY_OPPBYTE`): byte-swapped, which `__dlpack__` refuses.
 #[cfg(target_endian = "little")]
 const OPPOSITE_BYTE_ORDER: c_char = b'>' as c_char;
 #[cfg(target_endian = "big")]
 const OPPOSITE_BYTE_ORDER: c_char = b'<' as c_char;
 
-/// The DLPack type numpy's `__dlpack__` gives a built-in type number (`NPY_BOOL` ... `NPY_HALF`),
-/// for the types whose size the number fixes; `None` for every other number (`long double`,
-/// whose export depends on the platform, strings, objects, datetimes, user and registered
-/// dtypes): the DLPack route decides those.
+/// The DLPack type numpy's `__dlpack__` gives a built-in type number whose size it fixes;
+/// `None` for others (`long double`, strings, objects, datetimes, user dtypes): the DLPack
+/// route decides those.
 fn dtype_of(type_num: c_int) -> Option<DLDataType> {
     let c_long_bits = (8 * core::mem::size_of::<c_long>()) as u8;
     let int = |bits| DLDataType::new(crate::ffi::DLDataTypeCode::INT, bits, 1);
@@ -73,12 +68,9 @@ fn dtype_of(type_num: c_int) -> Option<DLDataType> {
     })
 }
 
-/// The size in bytes of the elements of an array whose descriptor is `descr`, from its type
-/// number, for the built-in types whose size the number fixes (those [`dtype_of`] knows); `None`
-/// for every other descriptor (ask numpy).
-///
+/// The element size of dtype `descr` for the built-in types [`dtype_of`] knows; `None` for
+/// others (ask numpy).
 /// # Safety
-///
 /// `descr` is a live numpy dtype object.
 pub(in crate::pyo3_glue) unsafe fn builtin_itemsize(descr: *mut ffi::PyObject) -> Option<isize> {
     // SAFETY: a live dtype object's head has this layout (this function's contract).
@@ -86,8 +78,7 @@ pub(in crate::pyo3_glue) unsafe fn builtin_itemsize(descr: *mut ffi::PyObject) -
     dtype_of(head.type_num).map(|d| isize::from(d.bits / 8))
 }
 
-/// Dimensions held in the block itself (shape and strides side by side); more take a second
-/// allocation.
+/// Dimensions held in the block itself; more take a second allocation.
 const INLINE: usize = 4;
 
 /// The one allocation of a direct import: the managed struct first (a pointer to it is a
@@ -102,8 +93,7 @@ struct Block {
     heap: Option<Box<[i64]>>,
 }
 
-/// The deleter: frees the block, then releases the array from whatever thread runs it (as every
-/// keepalive of this crate does).
+/// The deleter: frees the block, then releases the array from any thread (as every keepalive).
 unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
     if ptr.is_null() {
         return;
@@ -118,13 +108,9 @@ unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
 }
 
 /// The managed tensor of `obj` when it is exactly numpy's `ndarray` (a subclass may override
-/// `__dlpack__`) and numpy's `__dlpack__(max_version=(1, 3))` would export it as a versioned CPU
-/// tensor of a built-in dtype in native byte order, with strides in whole elements. `None`
-/// otherwise (the DLPack route then asks numpy).
-///
-/// The fields read are the ones numpy's `__dlpack__` reads, attached, as it reads them (on a
-/// free-threaded build a concurrent `arr.shape = ...` races this read exactly as it races
-/// numpy's own export).
+/// `__dlpack__`) and numpy would export it versioned, on the CPU, of a built-in native-order
+/// dtype, with whole-element strides; else `None` (the DLPack route asks numpy). The fields
+/// are read as numpy's `__dlpack__` reads them (a free-threaded `arr.shape = ...` races both).
 #[inline]
 pub(in crate::pyo3_glue) fn import(
     obj: &Bound<'_, PyAny>,
@@ -144,8 +130,7 @@ pub(in crate::pyo3_glue) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
     known.is_null() || unsafe { cpython::is_exactly(obj.as_ptr(), known) }
 }
 
-/// What the direct read established of an array: its struct, the DLPack type of its elements,
-/// its extents and byte strides (read from the struct).
+/// What the direct read established of an array.
 struct Checked<'a> {
     fields: &'a ArrayFields,
     dtype: DLDataType,
@@ -155,9 +140,7 @@ struct Checked<'a> {
 
 impl Checked<'_> {
     /// Writes the extents, then the strides in elements, into `dims` (`2 * ndim` values).
-    ///
     /// # Safety
-    ///
     /// `dims` is valid for `2 * ndim` writes.
     unsafe fn write_dims(&self, dims: *mut i64) {
         let ndim = self.dims.len();
@@ -173,16 +156,13 @@ impl Checked<'_> {
         }
     }
 
-    /// Whether numpy's export gives strides (NULL, compact row-major, where numpy gives NULL
-    /// for a C-contiguous array).
+    /// Whether numpy's export gives strides (not NULL, which it gives some C-contiguous arrays).
     fn has_strides(&self) -> bool {
         self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides()
     }
 }
 
-/// The checks of the direct read: `obj` is exactly numpy's `ndarray` and numpy's
-/// `__dlpack__(max_version=(1, 3))` would export it as a versioned CPU tensor of a built-in dtype
-/// in native byte order, with strides in whole elements. `None` otherwise.
+/// The checks of the direct read ([`import`]'s conditions); `None` when one fails.
 #[inline(always)]
 fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     let Some(ndarray) = known_ndarray(obj)? else {
@@ -286,19 +266,16 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
     }
     // SAFETY: attached; the block's reference to the array, released by its deleter.
     unsafe { cpython::incref(obj.as_ptr()) };
-    // SAFETY: a managed tensor this function owns, valid until its deleter runs: its shape and
-    // strides point at `ndim` values each inside the block (or its heap part), its data is the
-    // array's, laid out as the array's own metadata says, alive while the array, which the
-    // block holds, lives (numpy never frees or moves an array's data before the array).
+    // SAFETY: a managed tensor this function owns, valid until its deleter runs: shape and
+    // strides point at `ndim` values each in the block; its data is the array's, laid out as its
+    // metadata says, alive while the block holds the array (numpy never frees or moves it first).
     let tensor = unsafe { ManagedTensorVersioned::from_raw(raw.cast()) }?;
     Ok(Some(tensor))
 }
 
-/// A non-owning view of `obj` when [`import`] would read it directly (after [`may_be_array`]):
-/// the tensor numpy's `__dlpack__` would describe, without a managed tensor (no block, no
-/// deleter, no reference of its own: the caller keeps `obj` alive while the view is used, and
-/// the array's memory lives as long as the array), and whether numpy lets it be written (the
-/// export's `READ_ONLY` flag unset). `None` where [`import`] would answer `None`.
+/// A non-owning view of `obj` where [`import`] would read it (after [`may_be_array`]), and
+/// whether numpy lets it be written (`READ_ONLY` unset). No block, deleter or reference: the
+/// caller keeps `obj` alive while the view is used. `None` where [`import`] answers `None`.
 pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
     let Some(c) = checked(obj)? else {
         return Ok(None);
@@ -345,13 +322,10 @@ pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
     unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags & NPY_ARRAY_WRITEABLE != 0 }
 }
 
-/// Whether numpy says `array` lives on the CPU (`__dlpack_device__` is `(1, 0)`), as numpy
-/// decides it: by the device of the managed tensor in the capsule at the end of the array's base
-/// chain when it is one of numpy's own (`numpy_dltensor` or `numpy_dltensor_versioned`: an array
-/// made by `np.from_dlpack`), else the CPU.
-///
+/// Whether numpy says `array` is on the CPU (`__dlpack_device__` `(1, 0)`): the device of the
+/// tensor in a `numpy_dltensor[_versioned]` capsule ending the base chain (`np.from_dlpack`),
+/// else the CPU.
 /// # Safety
-///
 /// Attached; `array` is a live numpy array and `ndarray` numpy's type.
 unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject) -> bool {
     let mut base = array;

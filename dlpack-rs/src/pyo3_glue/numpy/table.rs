@@ -1,17 +1,13 @@
-//! Our implementation of version 1 of rust-numpy's borrow-checking table, published when no
-//! module made one before (`numpy/borrow.rs` is its client, and every copy of this crate's).
+//! Our version-1 implementation of rust-numpy's borrow-checking table, published when no module
+//! made one first (`numpy/borrow.rs` is its client).
 //!
-//! Its borrows are entries of the borrow registry (the one every copy of this crate in the
-//! process shares, joined before the first): a borrow rust-numpy asks of an array is the
-//! registry's borrow of the bytes the array's elements address, decided as every view of this
-//! crate is decided, against every other borrow of those bytes (this crate's views and exports,
-//! rust-numpy's views of any base). So this crate's own views, once this table is the process's,
-//! take no borrow in it: their registry borrow is the one rust-numpy's views meet. A release
-//! gives back a borrow taken for the same array object (rust-numpy releases with the array it
-//! acquired with, and holds it meanwhile), never by the key its layout gives then: Python may
-//! change an array's shape and strides in place while rust-numpy holds it, so neither the key
-//! nor the order tells which of an array's shared borrows a release is for. They all go back
-//! together, at the array's last shared release (until then they only refuse more).
+//! Its borrows are entries of the borrow registry every copy of this crate shares: rust-numpy's
+//! borrow of an array is the registry's borrow of the bytes its elements address, decided
+//! against every other borrow of them. So this crate's views take none in it. A release gives
+//! back a borrow taken for the same array object (rust-numpy releases with the array it
+//! acquired with, and holds it meanwhile), never by its layout's key then: Python may change an
+//! array's shape and strides in place meanwhile, so neither key nor order tells which shared
+//! borrow a release is for. They all go back together at the array's last shared release.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -39,13 +35,11 @@ pub(super) struct Shared {
 // state (ours through `FLAGS`).
 unsafe impl Sync for Shared {}
 
-/// The bytes a borrow names, its key: those of the array's elements, as the borrow registry
-/// names a strided view's (a `Span`: the range from the lowest to the highest element, on the
-/// progression of the gcd of the byte strides of the axes it steps along), for elements of
-/// `itemsize` bytes at `data` with this shape and these byte strides; `None` where the addressed
-/// range does not fit the address space (an array whose strides numpy never checked, from
-/// `as_strided`: it is refused). A 0-d array holds one element (rust-numpy's own table gives it
-/// an empty range, which conflicts with nothing that starts at its element).
+/// The key of a borrow, as the registry names a strided view's bytes (a `Span` from the lowest
+/// to the highest element, on the gcd of the stepped axes' byte strides), for `itemsize`-byte
+/// elements at `data`; `None` when the range exceeds the address space (an unchecked
+/// `as_strided` array: refused). A 0-d array holds one element (rust-numpy's table gives it an
+/// empty range, which conflicts with nothing that starts at its element).
 fn key_of_axes(
     data: usize,
     axes: impl Iterator<Item = (isize, isize)> + Clone,
@@ -88,8 +82,7 @@ struct Entry {
     token: BorrowToken,
 }
 
-/// The borrows rust-numpy took: a short list scanned whole (a process holds a handful of views
-/// at a time).
+/// The borrows rust-numpy took: a short list scanned whole (a handful of views at a time).
 type Flags = Vec<Entry>;
 
 struct OurFlags(Mutex<Flags>);
@@ -106,8 +99,7 @@ pub(super) static OURS: Shared = Shared {
     release_mut: ours_release_mut,
 };
 
-/// The key of an import of a numpy array, from the import's metadata (the array's layout as
-/// numpy exported it, strides in elements; numpy's itemsize is the exported dtype's size).
+/// The key of a numpy array's import, from its metadata (numpy's exported layout and dtype).
 pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Option<Span> {
     key_of_layout(
         tensor.data_ptr(),
@@ -135,21 +127,18 @@ pub(super) fn key_of_layout(
 
 /// The key of `array`'s elements as its layout is now; `None` where its addressed range does
 /// not fit the address space.
-///
 /// # Safety
-///
 /// Attached, and `array` is a live numpy array.
 pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
-    // The element size first: where the type number does not fix it, numpy is asked (a call
-    // into Python, during which nothing may be borrowed from the array's struct: the struct is
-    // numpy's to change, `arr.shape = ...` frees the extents).
+    // The element size first: where the type number does not fix it numpy is asked (Python
+    // code, during which nothing may be borrowed from the struct: `arr.shape = ...` frees the
+    // extents).
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out (read in
     // place, no reference kept).
     let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
-    // The descriptor asked, held to the comparison below: it cannot be freed (and another made
-    // at its address) meanwhile.
+    // Held to the comparison below, so no other descriptor can take its address meanwhile.
     let mut held = None;
     // SAFETY: `descr` is the array's live dtype object.
     let itemsize = match unsafe { crate::pyo3_glue::numpy::direct::builtin_itemsize(descr) } {
@@ -205,18 +194,14 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
     .unwrap_or(-1)
 }
 
-/// Takes the registry's borrow of the bytes `array` addresses: 0, or -1 on a conflict (or
-/// when the shared registry cannot be joined), or, for an exclusive borrow, -2 when numpy no
-/// longer lets the array be written.
-///
+/// Takes the registry's borrow of the bytes `array` addresses: 0, -1 on a conflict (or when the
+/// registry cannot be joined), -2 for an exclusive one numpy no longer lets be written.
 /// # Safety
-///
 /// Attached, and `array` is a live numpy array.
 unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int {
     // SAFETY: attached (this function's contract).
     let py = unsafe { Python::assume_attached() };
-    // The registry every copy of this crate shares, so that a borrow taken here meets theirs
-    // (a no-op once joined, which the first view of any copy did).
+    // Joins the registry all copies share, so this borrow meets theirs (a no-op once joined).
     if crate::pyo3_glue::runtime::shared_registry::join(py).is_err() {
         return -1;
     }
@@ -246,8 +231,7 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     0
 }
 
-/// The registry borrows a release gives back: the first without an allocation (a release gives
-/// back one, mostly), the others in a list.
+/// The registry borrows a release gives back: usually one, without an allocation.
 #[derive(Default)]
 struct Back {
     first: Option<BorrowToken>,
@@ -264,11 +248,10 @@ impl Back {
     }
 }
 
-/// Releases one borrow of `array` (`exclusive`: its exclusive one), taken for this array object.
-/// An exclusive one goes back at once (an object has at most one with bytes: every layout of it
-/// addresses its first element). A shared one is marked released, and the array's shared
-/// borrows all go back when none of them is live any more: which holder a release is for cannot
-/// be told, as the array's layout may have changed between them.
+/// Releases one borrow of `array` (`exclusive`: its exclusive one) taken for this object. An
+/// exclusive one goes back at once (an object has at most one with bytes: every layout of it
+/// addresses its first element). A shared one is marked released; the array's shared borrows
+/// all go back once none is live, as the layout may have changed between them.
 fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     let array = array as usize;
     let tokens = with_flags(|flags| {

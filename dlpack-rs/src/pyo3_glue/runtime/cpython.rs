@@ -1,11 +1,8 @@
-//! Which functions of CPython's C API the Python glue calls itself, and the one panic guard of
-//! every `extern "C"` function that CPython or a DLPack consumer calls.
-//!
-//! Everything else in `pyo3_glue` goes through pyo3's safe API or through the functions here,
-//! each with the contract it needs. Two files keep raw calls of their own, because a C interface
-//! is their whole job: `export/dlpack_method.rs` (the vectorcall entry of a hand-written method
-//! descriptor) and `numpy/borrow.rs` (numpy's array struct and rust-numpy's C table).
-//! `tests/run-all.sh --step layers` checks that no other file calls `ffi::Py*` functions.
+//! The CPython C API calls the Python glue makes itself, each with the contract it needs, and
+//! the panic guard of every `extern "C"` function that CPython or a DLPack consumer calls.
+//! Only `export/dlpack_method.rs` (a hand-written method descriptor's vectorcall entry) and
+//! `numpy/borrow.rs` (numpy's struct, rust-numpy's table) keep raw calls of their own;
+//! `tests/run-all.sh --step layers` checks that no other file calls `ffi::Py*`.
 
 use core::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -14,9 +11,7 @@ use pyo3::ffi;
 use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 
-// ---------------------------------------------------------------------------------------------
-// The panic guard
-// ---------------------------------------------------------------------------------------------
+// --- The panic guard ---
 
 /// Runs `f`, catching a panic (`None`): no unwind leaves an `extern "C"` function, whose caller
 /// is C. Dropping the panic's payload is user code too, and is kept from unwinding as well.
@@ -34,9 +29,7 @@ pub(crate) fn no_unwind<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// Runs the body of an `extern "C"` function called on an attached thread: a `PyErr` becomes the
 /// pending Python exception and a panic a `PanicException` (`on_panic` its message); both
 /// return `failed`.
-///
 /// # Safety
-///
 /// The calling thread is attached to the interpreter (holds the GIL on GIL builds).
 #[inline(always)]
 pub(crate) unsafe fn attached_entry<R>(
@@ -59,9 +52,7 @@ pub(crate) unsafe fn attached_entry<R>(
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The interpreter and this thread
-// ---------------------------------------------------------------------------------------------
+// --- The interpreter and this thread ---
 
 /// Whether the interpreter is initialized (callable at any time, from any thread).
 #[inline]
@@ -70,15 +61,13 @@ pub(crate) fn is_initialized() -> bool {
     unsafe { ffi::Py_IsInitialized() != 0 }
 }
 
-/// This thread's current thread state as CPython records it (NULL when none), read without any
-/// check that could abort, and the thread state `PyGILState` keeps for this thread: callable at
-/// any time from any thread. Not in the stable ABI.
+/// This thread's current thread state (NULL when none, read without a check that could abort)
+/// and the one `PyGILState` keeps for it: callable any time, from any thread. Not abi3.
 #[cfg(not(feature = "abi3"))]
 #[inline]
 pub(crate) fn thread_states() -> (*mut ffi::PyThreadState, *mut ffi::PyThreadState) {
-    // SAFETY: `PyThreadState_GetUnchecked` reads the current thread state (NULL when none) and
-    // `PyGILState_GetThisThreadState` this thread's entry in a thread-specific slot: both may be
-    // called from any thread, attached or not, once the interpreter is initialized (checked).
+    // SAFETY: both read thread-local state (the current thread state, NULL when none; this
+    // thread's `PyGILState` slot), from any thread, attached or not, once initialized (checked).
     unsafe {
         if ffi::Py_IsInitialized() == 0 {
             return (core::ptr::null_mut(), core::ptr::null_mut());
@@ -91,9 +80,7 @@ pub(crate) fn thread_states() -> (*mut ffi::PyThreadState, *mut ffi::PyThreadSta
 }
 
 /// The ID of the interpreter this thread runs (IDs, unlike addresses, are never reused).
-///
 /// # Safety
-///
 /// The thread is attached.
 #[inline]
 pub(crate) unsafe fn interpreter_id() -> i64 {
@@ -101,11 +88,8 @@ pub(crate) unsafe fn interpreter_id() -> i64 {
     unsafe { ffi::PyInterpreterState_GetID(ffi::PyInterpreterState_Get()) }
 }
 
-/// The current interpreter's state dictionary, borrowed (NULL, with no exception, if CPython
-/// has none).
-///
+/// The current interpreter's state dictionary, borrowed (NULL, with no exception, if none).
 /// # Safety
-///
 /// The thread is attached; the reference is borrowed from the interpreter, which keeps it.
 #[inline]
 pub(crate) unsafe fn interpreter_dict() -> *mut ffi::PyObject {
@@ -113,12 +97,9 @@ pub(crate) unsafe fn interpreter_dict() -> *mut ffi::PyObject {
     unsafe { ffi::PyInterpreterState_GetDict(ffi::PyInterpreterState_Get()) }
 }
 
-/// Runs `f` after attaching this thread for real (`PyGILState_Ensure`, whatever pyo3's own
-/// attach count says), and puts the thread back exactly as it was afterwards, also when `f`
-/// panics (`PyGILState_Release`).
-///
+/// Runs `f` after truly attaching this thread (`PyGILState_Ensure`, whatever pyo3's count says),
+/// restoring the thread's state afterwards, also on panic (`PyGILState_Release`).
 /// # Safety
-///
 /// The interpreter is initialized and not finalizing (attaching then could hang or end the
 /// thread), and `f` keeps nothing of Python past its return.
 pub(crate) unsafe fn with_attached<R>(f: impl FnOnce() -> R) -> R {
@@ -134,16 +115,11 @@ pub(crate) unsafe fn with_attached<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-// ---------------------------------------------------------------------------------------------
-// References and types
-// ---------------------------------------------------------------------------------------------
+// --- References and types ---
 
 /// Releases a strong reference.
-///
 /// # Safety
-///
-/// The thread is attached to the object's interpreter and the caller owns (and gives up) the
-/// reference.
+/// Attached to the object's interpreter; the caller owns (and gives up) the reference.
 #[inline]
 pub(crate) unsafe fn decref(obj: *mut ffi::PyObject) {
     // SAFETY: by this function's contract.
@@ -151,9 +127,7 @@ pub(crate) unsafe fn decref(obj: *mut ffi::PyObject) {
 }
 
 /// Takes a new strong reference to `obj`, which the caller then owns.
-///
 /// # Safety
-///
 /// The thread is attached and `obj` is a live object.
 #[inline]
 pub(crate) unsafe fn incref(obj: *mut ffi::PyObject) {
@@ -161,11 +135,8 @@ pub(crate) unsafe fn incref(obj: *mut ffi::PyObject) {
     unsafe { ffi::Py_IncRef(obj) }
 }
 
-/// Whether `obj` is an instance of `ty` or of a subtype (`PyObject_TypeCheck`; no Python code
-/// runs, nothing can fail).
-///
+/// Whether `obj` is an instance of `ty` or a subtype (`PyObject_TypeCheck`: no Python code runs).
 /// # Safety
-///
 /// The thread is attached; `obj` and `ty` are live.
 #[inline]
 pub(crate) unsafe fn type_check(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
@@ -174,9 +145,7 @@ pub(crate) unsafe fn type_check(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObj
 }
 
 /// Whether the type of `obj` is exactly `ty` (no subtype).
-///
 /// # Safety
-///
 /// `obj` is live.
 #[inline]
 pub(crate) unsafe fn is_exactly(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
@@ -185,9 +154,7 @@ pub(crate) unsafe fn is_exactly(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObj
 }
 
 /// Whether `obj` is a capsule (exactly `PyCapsule`).
-///
 /// # Safety
-///
 /// The thread is attached; `obj` is live.
 #[inline]
 pub(crate) unsafe fn is_capsule(obj: *mut ffi::PyObject) -> bool {
@@ -196,9 +163,7 @@ pub(crate) unsafe fn is_capsule(obj: *mut ffi::PyObject) -> bool {
 }
 
 /// Whether `ty` is a static type (made by C code: Python code can only make heap types).
-///
 /// # Safety
-///
 /// The thread is attached; `ty` is a live type.
 pub(crate) unsafe fn is_static_type(ty: *mut ffi::PyTypeObject) -> bool {
     // SAFETY: by this function's contract.
@@ -206,9 +171,7 @@ pub(crate) unsafe fn is_static_type(ty: *mut ffi::PyTypeObject) -> bool {
 }
 
 /// Whether `sub` is `ty` or a subtype of it.
-///
 /// # Safety
-///
 /// The thread is attached; both types are live.
 #[cfg(not(feature = "abi3"))]
 #[inline]
@@ -217,15 +180,12 @@ pub(crate) unsafe fn is_subtype(sub: *mut ffi::PyTypeObject, ty: *mut ffi::PyTyp
     unsafe { ffi::PyType_IsSubtype(sub, ty) != 0 }
 }
 
-/// The C getter of `descr` and the closure it is called with, when `descr` is exactly a getset
-/// descriptor (an attribute of a C type written in C, as torch's `requires_grad`) whose owning
-/// type is static and is `ty` or a base of it. A static type's getset table lives as long as
-/// the process, so the pair stays valid after the descriptor is gone (another thread may drop
-/// the last reference to it between a cache read and the call); a heap type's table dies with
-/// the type. Not in the stable ABI, which hides the descriptor's layout.
-///
+/// The C getter and closure of `descr` when it is exactly a getset descriptor (as torch's
+/// `requires_grad`) of a static type that is `ty` or a base of it. A static type's getset table
+/// lives for the process, so the pair outlives the descriptor (another thread may drop its last
+/// reference between a cache read and the call); a heap type's dies with it. Not abi3 (the
+/// layout is hidden there).
 /// # Safety
-///
 /// The thread is attached; `descr` and `ty` are live.
 #[cfg(not(feature = "abi3"))]
 pub(crate) unsafe fn getset_getter(
@@ -244,8 +204,7 @@ pub(crate) unsafe fn getset_getter(
             return None;
         }
         let def = descr.d_getset.as_ref()?;
-        // The getter may only be given instances of the descriptor's owning type (a class body
-        // may copy a descriptor of another type).
+        // The getter takes only instances of the owning type (a class body may copy a descriptor).
         if !is_subtype(ty, descr.d_common.d_type) {
             return None;
         }
@@ -254,9 +213,7 @@ pub(crate) unsafe fn getset_getter(
 }
 
 /// Calls a getset descriptor's C getter on `obj`, as attribute access would.
-///
 /// # Safety
-///
 /// `get` and `closure` are what [`getset_getter`] returned (a static type's, valid for the
 /// process), and `obj` is an instance of the descriptor's owning type.
 #[cfg(not(feature = "abi3"))]
@@ -276,9 +233,7 @@ pub(crate) unsafe fn call_getter<'py>(
 /// dictionary or its bases, and never reuses one; before 3.13 a type may also keep a non-zero
 /// tag that CPython itself considers invalid (its `Py_TPFLAGS_VALID_VERSION_TAG` clear, when
 /// tagging a base failed), which a change then never resets: such a tag reads as 0 here.
-///
 /// # Safety
-///
 /// Attached; `ty` is a live type object.
 #[cfg(not(feature = "abi3"))]
 #[inline]
@@ -314,8 +269,7 @@ pub(crate) fn minor_version(py: Python<'_>) -> u8 {
     }
 }
 
-/// Whether this interpreter no longer keeps `Py_TPFLAGS_VALID_VERSION_TAG` (CPython >= 3.13).
-/// Called attached.
+/// Whether CPython no longer keeps `Py_TPFLAGS_VALID_VERSION_TAG` (>= 3.13). Called attached.
 #[cfg(not(feature = "abi3"))]
 #[inline]
 fn flag_unused() -> bool {
@@ -323,12 +277,9 @@ fn flag_unused() -> bool {
     minor_version(unsafe { Python::assume_attached() }) >= 13
 }
 
-/// `ty`'s version tag after giving it one if it has none (a new type, or one changed since
-/// its last look-up), as the interpreter's own look-up of an attribute of the type does; 0 when
-/// it cannot have one. `name` is the attribute looked up for that (its answer is not used).
-///
+/// `ty`'s version tag, assigned first if it has none, as the interpreter's own attribute
+/// look-up does (via a look-up of `name`, whose answer is unused); 0 when it cannot have one.
 /// # Safety
-///
 /// Attached; `ty` is a live type object, `name` a live string.
 #[cfg(not(feature = "abi3"))]
 pub(crate) unsafe fn assign_type_version(
@@ -350,15 +301,11 @@ pub(crate) unsafe fn assign_type_version(
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The error indicator
-// ---------------------------------------------------------------------------------------------
+// --- The error indicator ---
 
 /// Runs `f` with the pending exception (if any) put aside and restored afterwards; a panic of
 /// `f` is caught (a capsule destructor may not unwind, and a keepalive's `Drop` is user code).
-///
 /// # Safety
-///
 /// The thread is attached.
 pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
     let mut ptype = core::ptr::null_mut();
@@ -378,14 +325,10 @@ pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
     };
 }
 
-// ---------------------------------------------------------------------------------------------
-// Capsules
-// ---------------------------------------------------------------------------------------------
+// --- Capsules ---
 
 /// Whether `capsule` is a valid capsule named `name` (never sets an exception).
-///
 /// # Safety
-///
 /// The thread is attached; `capsule` is a live object.
 #[inline]
 pub(crate) unsafe fn capsule_is_named(capsule: *mut ffi::PyObject, name: &CStr) -> bool {
@@ -394,9 +337,7 @@ pub(crate) unsafe fn capsule_is_named(capsule: *mut ffi::PyObject, name: &CStr) 
 }
 
 /// The capsule's name, or `None` (and no exception) when it has none or is no capsule.
-///
 /// # Safety
-///
 /// The thread is attached; `capsule` is a live object and outlives the returned name, which
 /// the caller compares and does not keep past a rename.
 pub(crate) unsafe fn capsule_name<'a>(capsule: *mut ffi::PyObject) -> Option<&'a CStr> {
@@ -414,9 +355,7 @@ pub(crate) unsafe fn capsule_name<'a>(capsule: *mut ffi::PyObject) -> Option<&'a
 }
 
 /// The capsule's pointer when it is named `name` (NULL with an exception set otherwise).
-///
 /// # Safety
-///
 /// The thread is attached; `capsule` is a live object.
 #[inline]
 pub(crate) unsafe fn capsule_pointer(
@@ -427,14 +366,11 @@ pub(crate) unsafe fn capsule_pointer(
     unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) }
 }
 
-/// The capsule's pointer when it is named `name`, else `None`. No exception is ever set: the
-/// name is checked first (`PyCapsule_IsValid`), because setting one may allocate (CPython <= 3.11
-/// creates the exception at once while another is being handled), and an allocation may run a
-/// garbage collection, whose finalizers run Python code (found in review: one changed an array's
+/// The capsule's pointer when named `name`, else `None`, never setting an exception: setting one
+/// may allocate (CPython <= 3.11 creates it at once while another is handled), and an allocation
+/// may run a garbage collection whose finalizers run Python code (which could change an array's
 /// dtype in the middle of the direct read of its struct).
-///
 /// # Safety
-///
 /// The thread is attached; `capsule` is a live capsule.
 pub(crate) unsafe fn pointer_if_named(
     capsule: *mut ffi::PyObject,
@@ -451,9 +387,7 @@ pub(crate) unsafe fn pointer_if_named(
 }
 
 /// Renames the capsule (`false`, with an exception set, on failure).
-///
 /// # Safety
-///
 /// The thread is attached; `capsule` is a live capsule.
 #[inline]
 pub(crate) unsafe fn capsule_rename(capsule: *mut ffi::PyObject, name: &'static CStr) -> bool {
@@ -461,9 +395,7 @@ pub(crate) unsafe fn capsule_rename(capsule: *mut ffi::PyObject, name: &'static 
     unsafe { ffi::PyCapsule_SetName(capsule, name.as_ptr()) == 0 }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Calls and exact values
-// ---------------------------------------------------------------------------------------------
+// --- Calls and exact values ---
 
 /// `obj.method(name=value)` as one `PyObject_VectorcallMethod` call (`kwnames`: a tuple holding
 /// the one keyword's name).
@@ -482,9 +414,8 @@ pub(crate) fn call_method_one_keyword<'py>(
         ));
     }
     // A free slot before the arguments (`PY_VECTORCALL_ARGUMENTS_OFFSET`), then `self` and the
-    // one keyword value; every pointer is borrowed for the call. Mutable: with the offset flag
-    // the callee may write `args[0]` for the duration of the call, so the pointer handed over
-    // must carry write permission.
+    // keyword value, all borrowed. Mutable: with the offset flag the callee may write `args[0]`
+    // during the call, so the pointer must carry write permission.
     let mut args = [core::ptr::null_mut(), obj.as_ptr(), value.as_ptr()];
     // SAFETY: attached (the `Bound`s prove it); `args[1..]` holds `self` and the value of the
     // one name in `kwnames`, all live for the call, and `args[0]` is ours to be overwritten (the

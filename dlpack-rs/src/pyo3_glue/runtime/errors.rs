@@ -6,20 +6,17 @@ use pyo3::PyErr;
 use crate::ffi::DLDataType;
 use crate::safe::{self, Error};
 
-/// Converts a safe-layer error into the Python exception the protocol names:
-/// `TypeError` when a view asked for the wrong element type ([`Error::DtypeMismatch`], in
-/// Python's names: `dtype mismatch: expected a tensor of float32, got float64 (convert it
-/// first, ...)`) or a packed view of a dtype that is not packed ([`Error::NotPacked`]),
-/// `ValueError` for tensors the safetensors format cannot hold ([`Error::Unserializable`]),
-/// `MemoryError` when memory ran out, `BufferError` for everything else: data that cannot be
-/// described, read, or exported as asked, and a view refused by the borrow registry
-/// ([`Error::AlreadyBorrowed`]).
+/// Converts a safe-layer error into the Python exception the protocol names.
+///
+/// `TypeError` for a wrong element type ([`Error::DtypeMismatch`], in Python's names) or a
+/// packed view of an unpacked dtype ([`Error::NotPacked`]); `ValueError` for tensors
+/// safetensors cannot hold ([`Error::Unserializable`]); `MemoryError` when memory ran out;
+/// `BufferError` for the rest, a view the borrow registry refused included.
 ///
 /// ```
 /// use dlpack_rs::safe::Error;
 /// use pyo3::exceptions::PyBufferError;
 /// use pyo3::prelude::*;
-///
 /// Python::initialize();
 /// Python::attach(|py| {
 ///     let err: PyErr = Error::ReadOnly.into();
@@ -47,15 +44,12 @@ impl From<Error> for PyErr {
     }
 }
 
-/// The name numpy, torch and jax give a dtype (`"float32"`, `"bool"`, `"bfloat16"`,
-/// `"float8_e4m3fn"`, `"float4_e2m1fn_x2"`, ...), or a description of the raw code, bits and
-/// lanes (`safe::DtypeName`).
+/// The name numpy, torch and jax give a dtype (`"float32"`, `"bfloat16"`, ...), else a
+/// description of its code, bits and lanes (`safe::DtypeName`).
 ///
 /// ```
-/// use dlpack_rs::ffi::DLDataTypeCode;
+/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
 /// use dlpack_rs::pyo3_glue::dtype_name;
-/// use dlpack_rs::ffi::DLDataType;
-///
 /// assert_eq!(dtype_name(DLDataType::new(DLDataTypeCode::FLOAT8_E5M2FNUZ, 8, 1)), "float8_e5m2fnuz");
 /// assert_eq!(dtype_name(DLDataType::FLOAT4_E2M1FN), "float4_e2m1fn");
 /// ```
@@ -63,8 +57,7 @@ pub fn dtype_name(dtype: DLDataType) -> String {
     safe::DtypeName(dtype).to_string()
 }
 
-/// The message of a dtype mismatch (`extract::dtype_error`'s, and `Error::DtypeMismatch`'s in
-/// Python): the Python names, and the conversion that fixes it.
+/// A dtype mismatch message in Python's names, with the conversion that fixes it.
 pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
     let first = wanted.first().copied().unwrap_or(got);
     let name = dtype_name(first);
@@ -72,8 +65,7 @@ pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
     let hint = if crate::safe::DtypeName::numpy_has(first) {
         format!(" (convert it first, e.g. x.astype(\"{name}\") in numpy or x.to(torch.{name}) in torch)")
     } else if crate::safe::DtypeName::fixed(first).is_some() {
-        // bfloat16 and the FP8 / FP4 types: torch and jax have them, numpy cannot pass them
-        // over DLPack.
+        // bfloat16, FP8, FP4: torch and jax have them; numpy cannot pass them over DLPack.
         format!(
             " (convert it first, e.g. x.to(torch.{name}) in torch or x.astype(jnp.{name}) in jax)"
         )

@@ -1,6 +1,5 @@
-//! When a deleter may touch Python: the attached-thread probe, the interpreter-shutdown flag,
-//! and [`PyKeepalive`], the Python object an export holds from a deleter that may run on any
-//! thread.
+//! When a deleter may touch Python: the attached-thread probe, the shutdown flag, and
+//! [`PyKeepalive`], a Python object an export holds from a deleter that may run on any thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
@@ -17,10 +16,9 @@ static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 /// 0: hook not installed; 1: being installed by some thread; 2: installed (or given up).
 static HOOK_STATE: AtomicU8 = AtomicU8::new(0);
 
-/// Registers the `atexit` hook that sets the shutdown flag, once per process copy of this
-/// crate. No lock is held while Python code runs (a `Once` would deadlock if `atexit` itself
-/// re-entered us, or if another thread waited on it while holding the GIL): the thread that
-/// wins the flag installs the hook; the others go on and install nothing.
+/// Registers the `atexit` hook that sets the shutdown flag, once per copy of this crate. No
+/// lock is held while Python code runs (a `Once` would deadlock if `atexit` re-entered us, or a
+/// waiter held the GIL): the thread winning the flag installs it; others install nothing.
 pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     if HOOK_STATE.load(Ordering::Acquire) != 0 {
         return;
@@ -31,8 +29,7 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     {
         return;
     }
-    // Once, like the hook (until then the attached probe uses the check right on every
-    // version).
+    // Once, like the hook (until then the probe uses the check right on every version).
     learn_tstate_kind(py);
     let hook = PyCFunction::new_closure(py, None, None, |_args, _kwargs| {
         SHUTTING_DOWN.store(true, Ordering::SeqCst);
@@ -62,17 +59,14 @@ fn learn_tstate_kind(py: Python<'_>) {
     }
 }
 
-/// Whether this thread is attached to the interpreter (has a current thread state: holds the
-/// GIL on GIL builds). `PyGILState_Check` cannot answer this: CPython returns 1 on every thread
-/// once a sub-interpreter has been created. Before 3.12, CPython's unchecked current-thread-state
-/// read returns the thread state of whichever thread holds the GIL, not the caller's: a thread
-/// that never attached saw "attached" whenever another thread ran Python, and released objects
-/// without the GIL (a data race on the reference count, found by `test_lifetime.py`'s GIL-busy
-/// case). There the caller is attached only if that state is its own (`PyGILState`'s record of
-/// this thread); a thread attached to a sub-interpreter through a thread state of its own making
-/// is then taken for unattached, which on those versions only matters to embedders.
-///
-/// The stable ABI (feature `abi3`) offers no unchecked thread-state read: there the answer is
+/// Whether this thread is attached (has a current thread state; holds the GIL on GIL builds).
+/// `PyGILState_Check` cannot tell: it returns 1 on every thread once a sub-interpreter exists.
+/// Before 3.12, CPython's unchecked current-thread-state read returns the GIL holder's state,
+/// not the caller's, so a never-attached thread looked attached while another ran Python, and
+/// released objects without the GIL (a reference-count data race). There the caller counts as
+/// attached only if that state is its own (`PyGILState`'s record); a thread attached to a
+/// sub-interpreter through a thread state of its own making then reads as unattached, which on
+/// those versions only matters to embedders. Under `abi3` (no unchecked read) the answer is
 /// always "no", which only makes callers take their conservative path.
 pub(crate) fn this_thread_is_attached() -> bool {
     #[cfg(not(feature = "abi3"))]
@@ -100,9 +94,8 @@ pub(crate) fn exiting_unattached() -> bool {
     SHUTTING_DOWN.load(Ordering::SeqCst) && !this_thread_is_attached()
 }
 
-/// How the keepalives dropped so far in this process let go of their object, one counter per
-/// path of [`PyKeepalive`]'s `Drop`: for tests that must prove which path ran (a relaxed
-/// atomic increment per drop; feature `test-counters` only). Not a stable API.
+/// How the keepalives dropped so far let go of their object, one counter per path of
+/// [`PyKeepalive`]'s `Drop`, for tests (feature `test-counters` only). Not a stable API.
 #[cfg(feature = "test-counters")]
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -145,13 +138,10 @@ pub fn keepalive_counts() -> KeepaliveCounts {
 
 /// A Python object held as the keepalive of an exported tensor.
 ///
-/// DLPack deleters run on any thread, with or without the GIL, even during interpreter
-/// shutdown. Dropping a `PyKeepalive` is sound in all three cases:
-/// - on a thread that is attached, the reference is released at once;
-/// - on a thread that is not (by CPython's own thread state, never pyo3's attach count), the
-///   thread attaches for real (`PyGILState_Ensure`) to release it;
-/// - when the interpreter is shutting down or not attachable, the reference is leaked
-///   (never touching Python), which is what a process about to exit can afford.
+/// DLPack deleters run on any thread, with or without the GIL, even during shutdown; dropping a
+/// `PyKeepalive` is sound in each case. An attached thread (by CPython's thread state, never
+/// pyo3's attach count) releases the reference at once; an unattached one attaches for real
+/// (`PyGILState_Ensure`) to release it; during shutdown, or when not attachable, it leaks.
 pub struct PyKeepalive {
     obj: Option<Py<PyAny>>,
     /// The interpreter the object belongs to (its ID: unlike its address, never reused).
@@ -189,27 +179,22 @@ impl Drop for PyKeepalive {
     }
 }
 
-/// Releases a strong reference from any thread, as [`PyKeepalive`]'s `Drop` does: never through
-/// pyo3's `Drop for Py`, which decides from pyo3's own thread-local attach count. That count and
-/// the real thread state disagree on a thread inside a foreign deleter (torch drops storage with
-/// the GIL released, under our pyo3 frame) or inside `Py_BEGIN_ALLOW_THREADS`: every decision
-/// below reads CPython's real thread state.
-///
+/// Releases a strong reference from any thread, as [`PyKeepalive`]'s `Drop` does. Never through
+/// pyo3's `Drop for Py`, whose thread-local attach count disagrees with the real thread state
+/// inside a foreign deleter (torch drops storage with the GIL released, under our pyo3 frame)
+/// or `Py_BEGIN_ALLOW_THREADS`: every decision below reads CPython's real thread state.
 /// # Safety
-///
 /// `ptr` is a strong reference the caller owns (and gives up), to an object of the interpreter
 /// whose ID is `interp`.
 pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
     if this_thread_is_attached() {
         if current_interpreter() != interp {
-            // Attached to another (sub-)interpreter: releasing the object needs its own
-            // interpreter's lock, which this thread cannot take from here. Leak it.
+            // Attached to another (sub-)interpreter, whose lock this thread cannot take: leak.
             count(&LEAKED_OTHER_INTERPRETER);
             return;
         }
-        // SAFETY: this thread is attached (it has a current thread state, read from CPython
-        // itself) to the object's interpreter, and `ptr` is a strong reference we own, so it
-        // can be released directly (even during finalization, as CPython itself does).
+        // SAFETY: attached (by CPython's own thread state) to the object's interpreter, and a
+        // strong reference we own: released directly (even during finalization, as CPython does).
         unsafe { cpython::decref(ptr) };
         count(&RELEASED_ATTACHED);
         return;
@@ -220,14 +205,12 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
         count(&LEAKED_AT_SHUTDOWN);
         return;
     }
-    // Attach for real: `PyGILState_Ensure` restores this thread's own thread state (or makes
-    // one) whatever pyo3's count says, and `PyGILState_Release` puts the thread back exactly as
-    // it was (detached again inside `Py_BEGIN_ALLOW_THREADS`). Under `abi3`, where the probe
-    // above always says "no", it is also what an attached thread gets: `PyGILState_Ensure` is
-    // re-entrant there.
-    // SAFETY: the interpreter is initialized and not shutting down (checked just above; pyo3's
-    // wrapper makes a thread that meets a finalizing interpreter hang instead of unwinding
-    // through Rust frames).
+    // Attach for real: `PyGILState_Ensure` restores (or makes) this thread's own state whatever
+    // pyo3's count says, and `PyGILState_Release` puts it back exactly (detached again inside
+    // `Py_BEGIN_ALLOW_THREADS`). Under `abi3`, where the probe always says "no", an attached
+    // thread takes this path too: `PyGILState_Ensure` is re-entrant.
+    // SAFETY: initialized and not shutting down (checked above; pyo3's wrapper makes a thread
+    // meeting a finalizing interpreter hang instead of unwinding through Rust frames).
     unsafe {
         cpython::with_attached(|| {
             if current_interpreter() == interp {
@@ -236,8 +219,7 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
                 cpython::decref(ptr);
                 count(&RELEASED_AFTER_ATTACHING);
             } else {
-                // `PyGILState_Ensure` attaches to the main interpreter: an object of another
-                // interpreter is leaked.
+                // `PyGILState_Ensure` attaches to the main interpreter: another's object leaks.
                 count(&LEAKED_OTHER_INTERPRETER);
             }
         })

@@ -1,8 +1,7 @@
-//! What every other part of the glue stands on: the CPython C-API calls and the panic guard
-//! (`cpython`), one-time values (`once`), the registry shared per interpreter
-//! (`shared_registry`), keepalives and deleters that may touch Python (`keepalive`), capsules in
-//! and out (`capsule`), and safe-layer errors as Python exceptions (`errors`). It names nothing
-//! of `export/`, `import/` or `numpy/`.
+//! What the rest of the glue stands on: CPython calls and the panic guard (`cpython`), one-time
+//! values (`once`), the per-interpreter shared registry (`shared_registry`), keepalives and
+//! deleters that may touch Python (`keepalive`), capsules (`capsule`) and Python exceptions
+//! (`errors`). It names nothing of `export/`, `import/` or `numpy/`.
 
 pub(crate) mod capsule;
 pub(in crate::pyo3_glue) mod cpython;

@@ -5,13 +5,11 @@ use core::convert::Infallible;
 use pyo3::sync::PyOnceLock;
 use pyo3::Python;
 
-/// The value of `cell`, made by `init` when there is none yet. Unlike
-/// `PyOnceLock::get_or_try_init`, `init` runs outside the cell's lock: it may run Python code
-/// (an import, an allocation that starts a garbage collection) whose finalizers call back into
-/// this crate and ask for the same cell, which would wait there for itself for good. Every
-/// `init` given must be idempotent: should two run (one re-entered from the other, or on two
-/// threads), the value stored first is kept and the other dropped. Every value stored in these
-/// cells goes through here, so a store never waits for anything that runs Python code.
+/// The value of `cell`, made by `init` if there is none. Unlike `PyOnceLock::get_or_try_init`,
+/// `init` runs outside the cell's lock: it may run Python code (an import, a GC) whose
+/// finalizers ask for the same cell, which would then wait for itself forever. `init` must be
+/// idempotent: if two run (re-entered or on two threads), the first value stored is kept. Every
+/// value in these cells goes through here, so a store never waits on Python code.
 pub(crate) fn get_or_try_init<'a, T, E>(
     cell: &'a PyOnceLock<T>,
     py: Python<'_>,

@@ -1,19 +1,18 @@
-//! How every extension module in the process shares one borrow registry: the first copy of
+//! One borrow registry shared by every extension module in the process: the first copy of
 //! this crate to touch Python publishes its table in a capsule, later copies adopt it.
 //!
-//! The capsule is named `"dlpack_rs.borrow_registry"` and sits in the interpreter's own state
-//! dictionary (`PyInterpreterState_GetDict`, out of reach of Python code) under the same key.
-//! It points at the C table of
-//! `safe::borrow` (`version: u64`, `state`, `acquire`, `release`; version 2 appends
+//! The capsule `"dlpack_rs.borrow_registry"` sits under that key in the interpreter's state
+//! dictionary (`PyInterpreterState_GetDict`, out of Python code's reach). It points at the C
+//! table of `safe::borrow` (`version: u64`, `state`, `acquire`, `release`; version 2 appends
 //! `acquire_strided` and `release_strided`; later versions only append), so modules built
-//! against different releases of this crate see each other's borrows. A table of version 0
-//! makes joining raise; one of version 1 is used for whole ranges.
+//! against different releases see each other's borrows. Version 0 makes joining raise;
+//! version 1 is used for whole ranges.
 //!
-//! Joining fails closed: if the table cannot be found or published, the import or export that
-//! asked raises and this copy tries again next time (its borrows stay in its own table, which
-//! moves them over when it joins). Trust: the capsule is believed to be what its name says (as
-//! numpy's C API capsule is); native code that plants a forged one is outside the model. The
-//! dictionary is per interpreter: copies of the crate share one table per interpreter.
+//! Joining fails closed: if the table cannot be found or published, the asking import or
+//! export raises and this copy retries next time (its borrows stay in its own table, moved
+//! over when it joins). Trust: the capsule is believed to be what its name says (as numpy's C
+//! API capsule is); native code planting a forged one is outside the model. Copies share one
+//! table per interpreter.
 
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
@@ -38,27 +37,23 @@ fn interpreter_id() -> i64 {
     unsafe { crate::pyo3_glue::runtime::cpython::interpreter_id() }
 }
 
-/// Makes this copy's borrows go to the registry shared by every copy of this crate in the
-/// interpreter, publishing the table this copy uses when there is none yet. Cheap after the
-/// first success (an atomic load and the interpreter's ID); raises (and joins nothing) when
-/// the table cannot be had, so that no copy runs with a table the others do not see.
-///
-/// A copy joins once per process. In another interpreter it checks that the table published
-/// there (or none, then it publishes its own) is the one it uses, and raises otherwise.
+/// Sends this copy's borrows to the registry every copy shares in the interpreter, publishing
+/// ours when there is none. Cheap after the first success; raises (joining nothing) when the
+/// table cannot be had, so no copy runs with a table the others do not see. A copy joins once
+/// per process; in another interpreter it checks that the table there (publishing its own if
+/// none) is the one it uses, and raises otherwise.
 pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
     if STATE.load(Ordering::Acquire) != 2 {
-        // The table first, outside the claim below: finding it runs Python code (an
-        // allocation may start a garbage collection whose finalizers join again, on this very
-        // thread, which must not wait for itself). Idempotent: whichever table the interpreter
-        // holds (`setdefault`), found again by a re-entered or concurrent join.
+        // The table first, outside the claim: finding it runs Python code (a GC finalizer may
+        // join again on this thread, which must not wait for itself). Idempotent: a re-entered
+        // or concurrent join finds the same table (`setdefault`).
         let api = find_or_publish(py, borrow::current_api())?;
         loop {
             match STATE.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
-                    // SAFETY: a table of a copy of this crate (the capsule's name; see the trust
-                    // note), of a version we read, in an extension module CPython never
-                    // unloads; a copy that published its own table never installs another, so
-                    // no cycle.
+                    // SAFETY: a table of a copy of this crate (by the capsule's name; see the
+                    // trust note), of a version we read, in a module CPython never unloads; a
+                    // copy that published its own never installs another, so no cycle.
                     let joined = unsafe { borrow::install(api) }.map_err(|e| {
                         PyBufferError::new_err(format!(
                             "dlpack-rs: cannot join the shared borrow registry ({e:?}): a live \
@@ -124,10 +119,9 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     // trust note); its version field is valid in every version of the table.
     let version = unsafe { ptr.cast::<u64>().read() };
     if version == 1 {
-        // A version-1 table is shorter than ours: copy its prefix into a table of our layout
-        // (leaked: once per join that gets this far, and a copy joins once per process, unless a
-        // finalizer or another thread joins meanwhile) whose strided functions are never
-        // called (`BorrowApi::registered` registers whole ranges in a version-1 table).
+        // A version-1 table is shorter than ours: copy its prefix into a leaked table of our
+        // layout (once per join that gets here: once per process, barring re-entry or races),
+        // whose strided functions are never called (`BorrowApi::registered` uses whole ranges).
         // SAFETY: version 1's fields are the first four of ours, at the same offsets.
         let v1 = unsafe { ptr.cast::<borrow::BorrowApiV1>().read() };
         return Ok(borrow::from_v1(v1));

@@ -1,5 +1,4 @@
-//! The views a [`Managed`](crate::safe::Managed) hands out: slices that hold a borrow in the
-//! registry for as long as they live.
+//! Slice views that hold a registry borrow while they live.
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -7,10 +6,9 @@ use core::ops::{Deref, DerefMut};
 
 use crate::safe::borrow::BorrowToken;
 
-/// A shared view of a tensor's elements as `[T]` ([`Managed::as_slice`](crate::safe::Managed::as_slice)).
+/// A shared view of a tensor's elements ([`Managed::as_slice`](crate::safe::Managed::as_slice)).
 ///
-/// While it lives, no mutable view of any of its bytes can be taken, through any owner of the
-/// memory; dropping it releases the borrow.
+/// While it lives, no mutable view of its bytes can be taken through any owner of the memory.
 pub struct ReadSlice<'a, T> {
     ptr: *const T,
     len: usize,
@@ -18,11 +16,9 @@ pub struct ReadSlice<'a, T> {
     _life: PhantomData<&'a [T]>,
 }
 
-/// An exclusive view of a tensor's elements as `[T]`
-/// ([`Managed::as_mut_slice`](crate::safe::Managed::as_mut_slice)).
+/// An exclusive view of a tensor's elements ([`Managed::as_mut_slice`](crate::safe::Managed::as_mut_slice)).
 ///
-/// While it lives, no other view of any of its bytes can be taken, through any owner of the
-/// memory; dropping it releases the borrow.
+/// While it lives, no other view of its bytes can be taken through any owner of the memory.
 pub struct WriteSlice<'a, T> {
     ptr: *mut T,
     len: usize,
@@ -42,11 +38,8 @@ unsafe impl<T: Sync> Sync for WriteSlice<'_, T> {}
 impl<'a, T> ReadSlice<'a, T> {
     /// # Safety
     /// `ptr` points at `len` initialised, valid `T`s (or dangles, aligned, for `len == 0`) that
-    /// stay alive and unwritten for `'a`. What `borrow` (shared, covering them) establishes is
-    /// narrower: no view of this crate (in any extension module of the process) and no export
-    /// that holds the registry borrow writes them meanwhile. Writers outside the registry (a
-    /// foreign consumer writing memory it was handed writable) are excluded by the export rules
-    /// instead (read-only flags, SAFETY.md), not by this token.
+    /// stay alive and unwritten for `'a`. `borrow` (shared, covering them) only excludes writers
+    /// in the registry; foreign writers are excluded by the export rules (read-only flags).
     pub(crate) unsafe fn new(ptr: *const T, len: usize, borrow: BorrowToken) -> Self {
         ReadSlice {
             ptr,
@@ -61,9 +54,7 @@ impl<'a, T> WriteSlice<'a, T> {
     /// # Safety
     /// `ptr` points at `len` initialised, valid, writable `T`s (or dangles, aligned, for
     /// `len == 0`) alive for `'a`, and nothing else reads or writes them meanwhile. `borrow`
-    /// (exclusive, covering them) establishes that for every view of this crate and every export
-    /// whose memory Rust may still read (each holds a shared borrow until its deleter runs);
-    /// foreign code holding the memory is outside what the token can see.
+    /// (exclusive, covering them) establishes that for views and exports of this crate only.
     pub(crate) unsafe fn new(ptr: *mut T, len: usize, borrow: BorrowToken) -> Self {
         WriteSlice {
             ptr,
@@ -77,8 +68,7 @@ impl<'a, T> WriteSlice<'a, T> {
 impl<T> Deref for ReadSlice<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        // SAFETY: `new`'s contract; the returned slice borrows the guard, so it cannot outlive
-        // the registry borrow.
+        // SAFETY: `new`'s contract; the slice borrows the guard, so it cannot outlive the borrow.
         unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
     }
 }

@@ -1,8 +1,4 @@
-//! Who may touch which bytes now: the process-wide registry of borrowed address ranges that
-//! every typed view of tensor memory takes a borrow in.
-//!
-//! The rules, and why DLPack needs them, are in [the module docs of `safe`](super#the-borrow-registry):
-//! this file is the table (`BorrowApi`) and its spin-locked list of live borrows.
+//! The process-wide registry of borrowed byte ranges; [rules](super#the-borrow-registry).
 
 pub(super) mod guard;
 pub(crate) mod overlap;
@@ -16,49 +12,41 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use crate::safe::borrow::overlap::Span;
 use crate::safe::Error;
 
-/// The version of [`BorrowApi`] this crate publishes; later versions only append fields. A
-/// table of version 1 (ranges only) is still read: strided borrows are registered there as
-/// their whole range.
+/// The [`BorrowApi`] version this crate publishes; later versions only append fields.
 pub(crate) const BORROW_API_VERSION: u64 = 2;
 
-/// `acquire`'s answer: the range was registered.
+// `acquire`'s answers.
 const ACQUIRED: i32 = 0;
-/// `acquire`'s answer: an overlapping borrow conflicts.
 const CONFLICT: i32 = 1;
-/// `acquire`'s answer: the registry could not grow (out of memory).
 const NO_MEMORY: i32 = -1;
 
 /// The borrow registry as a C table, shared between copies of this crate in one process.
 ///
-/// `acquire(state, start, end, exclusive)` registers the bytes `start..end` and returns 0, or
-/// returns 1 when an overlapping borrow conflicts (nothing registered), or -1 when it could not
-/// allocate. `release(state, start, end, exclusive)` removes one registration made with the
-/// same arguments. Version 2 appends `acquire_strided(state, start, end, period, width,
-/// exclusive)` and `release_strided(...)`: the same for the elements of `width` bytes at
-/// `start`, `start + period`, ... below `end` (a `safe::overlap::Span`), which conflict only
-/// with borrows that share one of their bytes. All are thread-safe, never block on Python and
-/// never unwind.
+/// `acquire(state, start, end, exclusive)` registers `start..end` and returns 0, or 1 on a
+/// conflict (nothing registered), or -1 when out of memory. `release` with the same arguments
+/// removes one registration. Version 2 adds `acquire_strided`/`release_strided`, the same for
+/// `width`-byte elements every `period` bytes from `start` below `end` (a [`Span`]). All are
+/// thread-safe, never block on Python and never unwind.
 #[repr(C)]
 pub(crate) struct BorrowApi {
     /// [`BORROW_API_VERSION`] of the copy of the crate that made the table.
     pub version: u64,
-    /// The table's own state, passed back to its functions.
+    /// Passed back to the functions.
     pub state: *mut c_void,
-    /// Registers a range, see above.
+    /// Registers a range.
     pub acquire: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> i32,
-    /// Releases a range registered by `acquire`.
+    /// Releases a range.
     pub release: unsafe extern "C" fn(*mut c_void, usize, usize, bool),
-    /// Version 2: registers a strided span, see above.
+    /// Version 2: registers a strided span.
     pub acquire_strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool) -> i32,
-    /// Version 2: releases a span registered by `acquire_strided`.
+    /// Version 2: releases a strided span.
     pub release_strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool),
 }
 
-/// Version 1 of [`BorrowApi`]: its first four fields, as an older copy of the crate publishes
-/// them.
+/// Version 1 of [`BorrowApi`]: its first four fields.
 #[repr(C)]
 #[derive(Clone, Copy)]
-#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+#[allow(dead_code)] // used by the layers above safe/
 pub(crate) struct BorrowApiV1 {
     version: u64,
     state: *mut c_void,
@@ -66,8 +54,7 @@ pub(crate) struct BorrowApiV1 {
     release: unsafe extern "C" fn(*mut c_void, usize, usize, bool),
 }
 
-/// `acquire_strided` of a table made from a version-1 one: never called (`registered` gives such
-/// a table whole ranges); answers a conflict (a refusal, never an alias) all the same.
+/// Never called (`registered` gives version-1 tables whole ranges); refuses all the same.
 unsafe extern "C" fn v1_no_acquire_strided(
     _: *mut c_void,
     _: usize,
@@ -79,7 +66,7 @@ unsafe extern "C" fn v1_no_acquire_strided(
     CONFLICT
 }
 
-/// `release_strided` of a table made from a version-1 one: never called.
+/// Never called, as above.
 unsafe extern "C" fn v1_no_release_strided(
     _: *mut c_void,
     _: usize,
@@ -90,9 +77,8 @@ unsafe extern "C" fn v1_no_release_strided(
 ) {
 }
 
-/// A table of this crate's layout for a version-1 table (leaked: it lives for the process, as the
-/// table it copies).
-#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+/// A current-layout table over a version-1 one (leaked, as it lives for the process).
+#[allow(dead_code)] // used by the layers above safe/
 pub(crate) fn from_v1(v1: BorrowApiV1) -> &'static BorrowApi {
     alloc::boxed::Box::leak(alloc::boxed::Box::new(BorrowApi {
         version: 1,
@@ -105,8 +91,7 @@ pub(crate) fn from_v1(v1: BorrowApiV1) -> &'static BorrowApi {
 }
 
 impl BorrowApi {
-    /// What `api` registers for `span`: the span itself in a table of version 2 or later, its
-    /// whole range in one of version 1 (conservative). Release uses the same answer.
+    /// What this table registers for `span`: its whole range in version 1, else `span`.
     fn registered(&self, span: Span) -> Span {
         if self.version >= 2 {
             span
@@ -115,10 +100,9 @@ impl BorrowApi {
         }
     }
 
-    /// Registers `span` (as [`BorrowApi::registered`] says) and returns the table's answer.
+    /// Registers `span` and returns the table's answer.
     ///
     /// # Safety
-    ///
     /// The table keeps the contract above.
     unsafe fn acquire_span(&self, span: Span, exclusive: bool) -> i32 {
         let span = self.registered(span);
@@ -140,10 +124,9 @@ impl BorrowApi {
         }
     }
 
-    /// Releases one registration [`BorrowApi::acquire_span`] made of `span`.
+    /// Releases one registration of `span`.
     ///
     /// # Safety
-    ///
     /// As `acquire_span`, and such a registration is live.
     unsafe fn release_span(&self, span: Span, exclusive: bool) {
         let span = self.registered(span);
@@ -166,12 +149,10 @@ impl BorrowApi {
     }
 }
 
-// SAFETY: the table is immutable after construction; `state` is only used by the table's own
-// functions, which synchronise every access with their lock.
+// SAFETY: the table is immutable; only its own functions use `state`, under their lock.
 unsafe impl Sync for BorrowApi {}
 
-/// One registered range: `count` borrows of the same bytes and kind, `migrated` of which were
-/// also registered in the shared table when this copy joined it.
+/// `count` borrows of one span and kind, `migrated` of them also in the shared table.
 struct Entry {
     span: Span,
     exclusive: bool,
@@ -189,8 +170,7 @@ struct Registry {
 unsafe impl Sync for Registry {}
 
 impl Registry {
-    /// Runs `f` on the entries with the lock held. `f` must not take the lock again; it may
-    /// call another copy's table (whose functions never call back into this one).
+    /// Runs `f` under the lock; `f` must not take it again (another copy's table never does).
     fn with<R>(&self, f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
         let mut spins = 0u32;
         while self
@@ -205,8 +185,7 @@ impl Registry {
             }
             core::hint::spin_loop();
         }
-        // SAFETY: the lock is held: no other reference to `entries` exists until it is released
-        // below, and `f` does not reach this registry again.
+        // SAFETY: the lock is held, and `f` does not reach this registry again.
         let result = f(unsafe { &mut *self.entries.get() });
         self.locked.store(false, Ordering::Release);
         result
@@ -218,12 +197,10 @@ static LOCAL: Registry = Registry {
     entries: UnsafeCell::new(Vec::new()),
 };
 
-/// The shared table this copy switched to, if any (read under `LOCAL`'s lock, where `install`
-/// writes it).
+/// The shared table this copy switched to, if any (read under `LOCAL`'s lock).
 fn switched() -> Option<&'static BorrowApi> {
     let p = CURRENT.load(Ordering::Acquire);
-    // SAFETY: CURRENT only ever holds NULL, `&LOCAL_API` or a table passed to `install`, all of
-    // which live for the rest of the process.
+    // SAFETY: CURRENT holds NULL or a table that lives for the process.
     let api = unsafe { p.as_ref() }?;
     (!ptr::eq(api, &LOCAL_API)).then_some(api)
 }
@@ -234,8 +211,7 @@ fn add_entry(entries: &mut Vec<Entry>, start: usize, end: usize, exclusive: bool
     add_span(entries, Span::range(start, end), exclusive)
 }
 
-/// Registers `span` in `entries` (the table logic, under the caller's lock): a conflict when a
-/// borrow that shares one of its bytes is exclusive, or this one is.
+/// Registers `span` (under the caller's lock); conflicts with a byte-sharing exclusive borrow.
 fn add_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> i32 {
     if entries
         .iter()
@@ -265,8 +241,7 @@ fn add_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> i32 {
 fn local_acquire_span(span: Span, exclusive: bool) -> i32 {
     LOCAL.with(|entries| {
         if let Some(shared) = switched() {
-            // A borrow that looked up the table just before this copy switched: register it
-            // where every borrow goes now.
+            // Looked up this table just before the switch: forward it.
             // SAFETY: `shared` keeps the `BorrowApi` contract (`install`'s precondition).
             return unsafe { shared.acquire_span(span, exclusive) };
         }
@@ -306,8 +281,7 @@ fn remove_entry(
     remove_span(entries, Span::range(start, end), exclusive)
 }
 
-/// Removes one registration of `span` from `entries`; `Some(migrated)` when found, with
-/// whether that one had been registered in a shared table too.
+/// Removes one registration of `span`; `Some(migrated)` when found.
 fn remove_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> Option<bool> {
     let i = entries
         .iter()
@@ -330,8 +304,7 @@ fn local_release_span(span: Span, exclusive: bool) {
         // Not found: registered in the shared table by `local_acquire` after the switch.
         let forward = remove_span(entries, span, exclusive).unwrap_or(true);
         if let (true, Some(shared)) = (forward, switched()) {
-            // SAFETY: releases the registration made in `shared` for this span (by `install`'s
-            // migration or by a forwarded `local_acquire`).
+            // SAFETY: releases the span's registration in `shared` (migrated or forwarded).
             unsafe { shared.release_span(span, exclusive) };
         }
     })
@@ -366,20 +339,19 @@ static LOCAL_API: BorrowApi = BorrowApi {
 static CURRENT: AtomicPtr<BorrowApi> = AtomicPtr::new(ptr::null_mut());
 
 /// This copy's own table, for publishing it to other copies.
-#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+#[allow(dead_code)] // used by the layers above safe/
 pub(crate) fn local_api() -> &'static BorrowApi {
     &LOCAL_API
 }
 
-/// The table borrows go to: the installed one, or this copy's own.
-fn current() -> &'static BorrowApi {
+/// The table this copy's borrows go to now: the installed one, or its own.
+pub(crate) fn current_api() -> &'static BorrowApi {
     let p = CURRENT.load(Ordering::Acquire);
     if p.is_null() {
         let local = &LOCAL_API as *const BorrowApi as *mut BorrowApi;
         let _ =
             CURRENT.compare_exchange(ptr::null_mut(), local, Ordering::AcqRel, Ordering::Acquire);
-        // SAFETY: CURRENT only ever holds NULL, `&LOCAL_API` or a table passed to `install`,
-        // all of which live for the rest of the process.
+        // SAFETY: CURRENT holds NULL or a table that lives for the process.
         return unsafe { &*CURRENT.load(Ordering::Acquire) };
     }
     // SAFETY: as above.
@@ -388,29 +360,23 @@ fn current() -> &'static BorrowApi {
 
 /// Why [`install`] refused to switch tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+#[allow(dead_code)] // used by the layers above safe/
 pub(crate) enum InstallError {
-    /// This copy already uses another copy's table: it never switches twice.
+    /// This copy already uses another copy's table.
     AlreadySwitched,
-    /// A live borrow of this copy conflicts with one in the shared table (or memory ran out):
-    /// nothing was switched, and the migration was undone.
+    /// A live borrow conflicts with the shared table (or memory ran out); nothing changed.
     Conflict,
 }
 
-/// Makes `api` the table every later borrow of this copy goes to (the process-wide one that
-/// another copy of the crate published). Under this copy's lock, every borrow live in its own
-/// table is registered in `api` too (so other copies see it), and later releases of those are
-/// forwarded there; a borrow that looked up the old table just before the switch is forwarded
-/// by `local_acquire`. Installing the table already in use does nothing; a copy that switched
-/// never switches again; a migration that meets a conflicting borrow is undone and reported.
+/// Makes `api` (another copy's published table) the one this copy's later borrows go to.
+///
+/// Live local borrows are registered in `api` too, under the lock; a conflict undoes that.
+/// Installing the current table does nothing; a copy switches at most once.
 ///
 /// # Safety
-///
-/// `api` must be a table made by a copy of this crate (or one that keeps the contract written on
-/// [`BorrowApi`]), with `version >= 1`, that lives for the rest of the process, and that never
-/// calls back into this copy's table (a copy that published its own table never installs
-/// another, see the Python glue's `join`).
-#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+/// `api` keeps the [`BorrowApi`] contract, has `version >= 1`, lives for the rest of the
+/// process, and never calls back into this copy's table.
+#[allow(dead_code)] // used by the layers above safe/
 pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError> {
     LOCAL.with(|entries| {
         let now = CURRENT.load(Ordering::Acquire);
@@ -450,15 +416,7 @@ pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError
     })
 }
 
-/// The table this copy's borrows go to now (its own until it joins another's).
-#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
-pub(crate) fn current_api() -> &'static BorrowApi {
-    current()
-}
-
-/// One registered borrow of `start..end`; dropping it releases the range (and then the
-/// matching borrow of an external checker, when one was taken with it: see
-/// [`BorrowToken::with_external`]).
+/// One registered borrow; dropping it releases it (and any [`ExternalHold`] after it).
 #[derive(Debug)]
 pub(crate) struct BorrowToken {
     api: Option<&'static BorrowApi>,
@@ -467,13 +425,12 @@ pub(crate) struct BorrowToken {
     external: Option<ExternalHold>,
 }
 
-/// A borrow taken in a checker outside this registry (rust-numpy's, for memory of a numpy
-/// array), released by `release(ctx, exclusive)` when the token drops.
+/// A borrow in a checker outside this registry (rust-numpy's), released when the token drops.
 #[derive(Debug)]
 pub(crate) struct ExternalHold {
     /// Releases the external borrow; must not unwind, and may run on any thread.
     pub(crate) release: unsafe fn(*mut c_void, bool),
-    /// What the external checker keys by, kept alive by the token's owner while it lives.
+    /// The checker's key, kept alive by the token's owner.
     pub(crate) ctx: *mut c_void,
     /// Whether the external borrow is exclusive.
     pub(crate) exclusive: bool,
@@ -493,7 +450,7 @@ impl core::fmt::Debug for BorrowApi {
 }
 
 impl BorrowToken {
-    /// A token for an empty range: nothing to register, nothing to release.
+    /// A token for an empty range: nothing to release.
     pub(crate) const EMPTY: BorrowToken = BorrowToken {
         api: None,
         span: Span::range(0, 0),
@@ -501,16 +458,14 @@ impl BorrowToken {
         external: None,
     };
 
-    /// The same token, also holding `hold` (an external borrow taken after this one), which is
-    /// released after the registry's range when the token drops.
-    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    /// The same token, also holding `hold`, released after the registry's borrow.
+    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) fn with_external(mut self, hold: ExternalHold) -> Self {
         self.external = Some(hold);
         self
     }
 
-    /// Registers every byte of the elements `low..=high` (offsets in elements of `bits` bits
-    /// from the element at address `first`; the first byte rounds down, the end up).
+    /// Registers the bytes of elements `low..=high` of `bits` bits, counted from address `first`.
     ///
     /// The caller has validated that the range lies within an `isize` of `first`.
     pub(crate) fn acquire_elements(
@@ -528,9 +483,7 @@ impl BorrowToken {
         Self::acquire(start, end, exclusive)
     }
 
-    /// Registers the bytes of elements of `width` bytes at `start`, `start + period`, ...
-    /// below `end` (a whole range when they leave no gap; nothing when it is empty): a strided
-    /// view's addressed bytes, as [`Span`] describes them.
+    /// Registers a strided view's bytes, as [`Span::strided`] describes them.
     pub(crate) fn acquire_strided(
         start: usize,
         end: usize,
@@ -542,7 +495,7 @@ impl BorrowToken {
             return Ok(Self::EMPTY);
         }
         Self::acquire_in(
-            current(),
+            current_api(),
             Span::strided(start, end, period, width),
             exclusive,
         )
@@ -553,10 +506,10 @@ impl BorrowToken {
         if start >= end {
             return Ok(Self::EMPTY);
         }
-        Self::acquire_in(current(), Span::range(start, end), exclusive)
+        Self::acquire_in(current_api(), Span::range(start, end), exclusive)
     }
 
-    /// Registers the non-empty `span` in `api`, mapping its answer to a token or an error.
+    /// Registers the non-empty `span` in `api`.
     fn acquire_in(api: &'static BorrowApi, span: Span, exclusive: bool) -> Result<Self, Error> {
         // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
         match unsafe { api.acquire_span(span, exclusive) } {
@@ -579,8 +532,7 @@ impl Drop for BorrowToken {
             unsafe { api.release_span(self.span, self.exclusive) };
         }
         if let Some(hold) = self.external.take() {
-            // SAFETY: releases the external borrow taken with this token, once; its context is
-            // kept alive by the owner the token's view borrows (`Managed`'s external hook).
+            // SAFETY: released once; the view's owner keeps `ctx` alive.
             unsafe { (hold.release)(hold.ctx, hold.exclusive) };
         }
     }

@@ -1,26 +1,17 @@
-//! Whether two borrows share a byte: the set of bytes a borrow names (`Span`: a range, or the
-//! interleaved progression of equally sized elements a strided view addresses) and the exact
-//! test between two of them.
+//! Whether two borrows share a byte: [`Span`] (a range, or a strided view's progression of
+//! elements) and the exact test between two of them.
 //!
-//! A strided layout's elements all start at offsets from its lowest element that are
-//! multiples of the gcd of its byte strides (over the axes it steps along); a `Span` names the
-//! bytes of `start..end` whose offset from `start` modulo that `period` is below the element's
-//! `width`. For one axis that is exactly the bytes the elements address; for more axes it is a
-//! superset (every byte of every element, and the bytes of skipped rows in between that lie on
-//! the same progression), so a conflict test on spans never misses a shared byte.
-//!
-//! The test between two spans is exact: two progressions share a byte somewhere on the integers
-//! iff their residues modulo the gcd of their periods meet (the Chinese remainder theorem), and
-//! then in every window as long as the lcm of the periods. When the ranges' overlap is shorter
-//! than that, the elements of the sparser span in the overlap are checked one by one, up to
-//! [`MAX_WALK`] of them; past that the answer is "shared" (conservative: a refusal, never an
-//! alias).
+//! A strided view's elements start at multiples of the gcd of its byte strides from its lowest
+//! one, so a span of that `period` is a superset of its bytes (exact for one axis).
+//! Two progressions share a byte iff their residues modulo the gcd of their periods meet
+//! (Chinese remainder theorem), and then in every window of the periods' lcm. A shorter overlap
+//! is walked element by element, up to [`MAX_WALK`]; past that the answer is "shared".
 
 /// How many elements the exact test walks at most before answering "shared".
 pub(crate) const MAX_WALK: usize = 64;
 
-/// A set of bytes: those of `start..end` whose offset from `start`, modulo `period`, is below
-/// `width`; every byte of the range when `period` is 0.
+/// The bytes of `start..end` whose offset from `start` modulo `period` is below `width`
+/// (all of them when `period` is 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Span {
     /// The first byte.
@@ -44,8 +35,8 @@ impl Span {
         }
     }
 
-    /// The elements of `width` bytes at `start`, `start + period`, ... below `end` (the whole
-    /// range when the elements leave no gap: `width >= period`, or `period` 0).
+    /// Elements of `width` bytes every `period` bytes from `start` below `end` (a range when
+    /// they leave no gap).
     pub(crate) const fn strided(start: usize, end: usize, period: usize, width: usize) -> Span {
         if width >= period || width == 0 {
             return Span::range(start, end);
@@ -58,7 +49,7 @@ impl Span {
         }
     }
 
-    /// The same bytes as a plain range (what a table that knows only ranges registers).
+    /// The whole range `start..end`.
     pub(crate) const fn as_range(self) -> Span {
         Span::range(self.start, self.end)
     }
@@ -87,8 +78,7 @@ impl Span {
         self.next_byte(lo) < hi
     }
 
-    /// Whether the two spans share a byte (exact up to [`MAX_WALK`] elements, see the module
-    /// docs).
+    /// Whether the two spans share a byte (exact up to [`MAX_WALK`] elements).
     pub(crate) fn shares_byte(&self, other: &Span) -> bool {
         let lo = self.start.max(other.start);
         let hi = self.end.min(other.end);

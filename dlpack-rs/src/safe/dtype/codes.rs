@@ -1,6 +1,4 @@
-//! The one table of DLPack's type codes ([`CODES`]) and what reads it: which dtypes are well
-//! formed ([`validate_dtype`], [`dtype_rule`]), their Python names and whether numpy takes them
-//! ([`DtypeName`]).
+//! The table of DLPack's type codes ([`CODES`]): dtype validity, Python names, numpy support.
 
 use crate::ffi::{DLDataType, DLDataTypeCode};
 #[cfg(doc)]
@@ -17,14 +15,12 @@ enum Lanes {
 
 /// What a type code allows, and what Python libraries call its dtypes.
 enum Rule {
-    /// Any non-zero bits and lanes: the name is `base` and the bits (`float32`) for one lane;
-    /// `numpy` lists the widths every supported numpy takes over DLPack.
+    /// Any non-zero bits and lanes, named `base` + bits; `numpy`: the widths numpy takes.
     Free {
         base: Option<&'static str>,
         numpy: &'static [u8],
     },
-    /// Only these `(bits, lanes, name)` forms; `rule` says so in error messages; `numpy`:
-    /// whether numpy takes the (1-lane) dtype.
+    /// Only these `(bits, lanes, name)` forms, described by `rule`; `numpy`: numpy takes it.
     Fixed {
         forms: &'static [(u8, Lanes, &'static str)],
         rule: &'static str,
@@ -32,9 +28,8 @@ enum Rule {
     },
 }
 
-/// The one table of DLPack's type codes: adding a dtype is a row here (after its constant in
-/// [`ffi`](crate::ffi)) and, when Rust has a type for it, an [`Element`] impl. Codes not listed
-/// (newer than the table) are free.
+/// DLPack's type codes; a new dtype is a row here and maybe an [`Element`] impl. Unlisted codes
+/// are free.
 const CODES: &[(DLDataTypeCode, Rule)] = {
     use DLDataTypeCode as C;
     use Lanes::{Any, Exactly};
@@ -218,15 +213,10 @@ const fn fixed_form(dtype: DLDataType) -> Option<(Lanes, &'static str)> {
     None
 }
 
-/// The `(bits, lanes)` a DLPack 1.3 type code allows, as a description for error messages, or
-/// `None` for the codes whose width is free (int, uint, float, opaque handle, complex: any
-/// non-zero bits and lanes, vector types included) and for codes newer than 1.3.
+/// The `(bits, lanes)` a type code allows, described for error messages; `None` when free.
 ///
-/// - bool: 8 bits (any lanes); bfloat16: 16 bits (any lanes);
-/// - FP8 (codes 7 to 14): 8 bits, 1 lane;
-/// - FP6 (15, 16): 6 bits, 1 lane (packed);
-/// - FP4 (17): 4 bits, 1 lane (packed two to a byte, as jax exports it) or 2 lanes (one byte
-///   per element holding two values, torch's `float4_e2m1fn_x2`).
+/// Fixed: bool (8 bits), bfloat16 (16 bits), FP8 (8 bits, 1 lane), FP6 (6 bits, 1 lane) and
+/// FP4 (4 bits, 1 lane packed, or 2 lanes as torch's `float4_e2m1fn_x2`).
 ///
 /// ```
 /// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
@@ -245,9 +235,7 @@ pub const fn dtype_rule(code: DLDataTypeCode) -> Option<&'static str> {
     }
 }
 
-/// Checks that a dtype is well formed: non-zero bits and lanes, and for the codes with a fixed
-/// form (bool, bfloat16, FP8, FP6, FP4) the bits and lanes [`dtype_rule`] names. Codes whose
-/// width is free and codes newer than DLPack 1.3 are only checked for non-zero bits and lanes.
+/// Checks that a dtype has non-zero bits and lanes, and the form [`dtype_rule`] names if any.
 pub fn validate_dtype(dtype: DLDataType) -> Result<(), crate::safe::Error> {
     let ok = dtype.bits != 0
         && dtype.lanes != 0
@@ -262,15 +250,14 @@ pub fn validate_dtype(dtype: DLDataType) -> Result<(), crate::safe::Error> {
     }
 }
 
-/// The name Python libraries give a dtype (numpy's, torch's and jax's: `float32`, `bool`,
-/// `bfloat16`, `float8_e4m3fn`, `float4_e2m1fn_x2`, ...), or `dtype(code=.., bits=.., lanes=..)`
-/// for one no library names. Formats without allocating (`Display`).
+/// Displays the name Python libraries give a dtype (`float32`, `float8_e4m3fn`, ...), without
+/// allocating.
 ///
 /// ```
 /// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
-/// use dlpack_rs::safe::{dtype_f32, DtypeName};
+/// use dlpack_rs::safe::DtypeName;
 ///
-/// assert_eq!(DtypeName(dtype_f32()).to_string(), "float32");
+/// assert_eq!(DtypeName(DLDataType::FLOAT32).to_string(), "float32");
 /// let fp4 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
 /// assert_eq!(DtypeName(fp4).to_string(), "float4_e2m1fn_x2");
 /// let odd = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 16, lanes: 1 };
@@ -280,8 +267,7 @@ pub fn validate_dtype(dtype: DLDataType) -> Result<(), crate::safe::Error> {
 pub struct DtypeName(pub DLDataType);
 
 impl DtypeName {
-    /// The fixed name of a low-precision or special dtype (bool, bfloat16, FP8, FP6, FP4), or
-    /// `None` (the integer, float and complex names are built from the bits).
+    /// The fixed name of a bool, bfloat16, FP8, FP6 or FP4 dtype, else `None`.
     pub const fn fixed(dtype: DLDataType) -> Option<&'static str> {
         match fixed_form(dtype) {
             // A vector of a fixed code has no name of its own.
@@ -291,10 +277,8 @@ impl DtypeName {
         }
     }
 
-    /// Whether every numpy this crate supports can take this dtype over DLPack: only int, uint,
-    /// float and complex of the widths it has, and 8-bit bool (numpy 2.4 refuses bfloat16, FP8,
-    /// FP6 and FP4, `ml_dtypes` or not; numpy 2.5 takes bfloat16 and FP8 once `ml_dtypes` is
-    /// installed, which this answer does not assume).
+    /// Whether every supported numpy takes this dtype over DLPack: 1-lane int, uint, float,
+    /// complex and bool (not assuming `ml_dtypes`).
     pub const fn numpy_has(dtype: DLDataType) -> bool {
         if dtype.lanes != 1 {
             return false;

@@ -1,6 +1,4 @@
-//! Which dtypes there are and which Rust types are their elements: the [`Element`] trait, the
-//! dtype constructors and per-code rules ([`validate_dtype`], [`DtypeName`]), and the device
-//! constructors that go with them.
+//! Dtypes and their Rust element types: [`Element`], dtype rules, and dtype and device constructors.
 
 mod codes;
 pub(super) mod packed;
@@ -9,43 +7,32 @@ pub use codes::{dtype_rule, validate_dtype, DtypeName};
 
 use crate::ffi::{DLDataType, DLDevice, DLDeviceType};
 
-/// A Rust type whose values are the elements of a DLPack tensor of dtype [`Element::DTYPE`].
+/// A Rust type whose values are the elements of a tensor of dtype [`Element::DTYPE`].
 ///
-/// Implemented for `bool`, every primitive integer and float, behind features `half` and
-/// `num-complex` for `f16`, `bf16`, `Complex32` and `Complex64`, and behind feature `float8`
-/// for `float8::F8E4M3` (DLPack `float8_e4m3fn`) and `float8::F8E5M2` (`float8_e5m2`).
-/// Sub-byte types (FP4, FP6) have no element type: see [`Packing`](crate::safe::Packing) and
-/// [`Managed::as_packed`](crate::safe::Managed::as_packed).
+/// Implemented for `bool`, the primitive integers and floats, and (behind features `half`,
+/// `num-complex`, `float8`) `f16`, `bf16`, `Complex32`, `Complex64`, `F8E4M3`, `F8E5M2`.
+/// Sub-byte types have none: see [`Packing`](crate::safe::Packing).
 ///
 /// # Safety
-///
-/// `size_of::<Self>()` must equal `DTYPE.bits * DTYPE.lanes / 8`, the type must have no padding,
-/// and its in-memory representation must be the one DLPack describes for `DTYPE`. If some bit
-/// patterns of that size are not valid values of `Self`, [`Element::is_valid_bytes`] must reject
-/// them.
+/// `size_of::<Self>()` must equal `DTYPE.bits * DTYPE.lanes / 8`, with no padding, laid out as
+/// DLPack describes `DTYPE`. [`Element::is_valid_bytes`] must reject every invalid bit pattern.
 pub unsafe trait Element: Copy + Send + Sync + 'static {
     /// The DLPack data type of this element type.
     const DTYPE: DLDataType;
 
-    /// Whether every bit pattern of `size_of::<Self>()` bytes is a valid value. When false
-    /// (`bool`), an export that Rust code can still read is made read-only by the derive, since
-    /// a consumer could otherwise write a byte Rust must never see.
+    /// Whether every bit pattern is a valid value; when false, the derive exports read-only.
     const ANY_BIT_PATTERN: bool = true;
 
-    /// Whether `bytes` (a whole number of elements) only holds valid values of `Self`.
-    /// Types for which every bit pattern is valid keep the default, which is always true.
+    /// Whether `bytes` (whole elements) holds only valid values of `Self`; true by default.
     fn is_valid_bytes(bytes: &[u8]) -> bool {
         let _ = bytes;
         true
     }
 }
 
-/// An [`Element`] every bit pattern of which is a valid value (every element type but `bool`):
-/// memory of it may be viewed while a foreign side writes it without Rust ever reading an
-/// invalid value. The typed Python arguments (`TensorView`, `TensorViewMut`) ask for it.
+/// An [`Element`] whose every bit pattern is valid, so foreign writes cannot make it invalid.
 ///
 /// # Safety
-///
 /// Every bit pattern of `size_of::<Self>()` bytes must be a valid `Self` (and
 /// [`Element::ANY_BIT_PATTERN`] true).
 #[diagnostic::on_unimplemented(
@@ -57,8 +44,7 @@ pub unsafe trait AnyBitPattern: Element {}
 macro_rules! elements {
     ($( $ty:ty => $dtype:ident $(, $helper:ident)?; )*) => {
         $(
-            // SAFETY: a primitive of exactly `bits / 8` bytes whose every bit pattern is a
-            // valid value, laid out as DLPack describes this code (two's complement or IEEE 754).
+            // SAFETY: a primitive of `bits / 8` bytes, any bit pattern valid, laid out as DLPack says.
             unsafe impl Element for $ty {
                 const DTYPE: DLDataType = DLDataType::$dtype;
             }
@@ -89,8 +75,7 @@ elements! {
     f64 => FLOAT64, dtype_f64;
 }
 
-// SAFETY: `bool` is one byte; the bytes 0 and 1 are its only valid values, which
-// `is_valid_bytes` checks before a view is handed out.
+// SAFETY: `bool` is one byte; `is_valid_bytes` accepts only 0 and 1.
 unsafe impl Element for bool {
     const DTYPE: DLDataType = DLDataType::BOOL;
     const ANY_BIT_PATTERN: bool = false;
@@ -130,8 +115,7 @@ unsafe impl AnyBitPattern for half::bf16 {}
 
 #[cfg(feature = "float8")]
 #[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
-// SAFETY: `float8::F8E4M3` is a `#[repr(transparent)]` u8 holding OCP E4M3 bits (no infinity,
-// NaN at 0x7F / 0xFF, largest finite 448): DLPack's `kDLFloat8_e4m3fn`, 8 bits, 1 lane.
+// SAFETY: a `#[repr(transparent)]` u8 of OCP E4M3 bits: DLPack's `kDLFloat8_e4m3fn`.
 unsafe impl Element for float8::F8E4M3 {
     const DTYPE: DLDataType = DLDataType::new(crate::ffi::DLDataTypeCode::FLOAT8_E4M3FN, 8, 1);
 }
@@ -143,8 +127,7 @@ unsafe impl AnyBitPattern for float8::F8E4M3 {}
 
 #[cfg(feature = "float8")]
 #[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
-// SAFETY: `float8::F8E5M2` is a `#[repr(transparent)]` u8 holding E5M2 bits (IEEE-like, with
-// infinities): DLPack's `kDLFloat8_e5m2`, 8 bits, 1 lane.
+// SAFETY: a `#[repr(transparent)]` u8 of E5M2 bits: DLPack's `kDLFloat8_e5m2`.
 unsafe impl Element for float8::F8E5M2 {
     const DTYPE: DLDataType = DLDataType::new(crate::ffi::DLDataTypeCode::FLOAT8_E5M2, 8, 1);
 }
@@ -156,28 +139,26 @@ unsafe impl AnyBitPattern for float8::F8E5M2 {}
 
 #[cfg(feature = "num-complex")]
 #[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
-// SAFETY: `Complex<f32>` is `#[repr(C)]` { re: f32, im: f32 }: 8 bytes, no padding, the
-// interleaved layout DLPack uses for complex64.
+// SAFETY: `#[repr(C)]` { re: f32, im: f32 }, no padding: DLPack's complex64.
 unsafe impl Element for num_complex::Complex32 {
     const DTYPE: DLDataType = DLDataType::COMPLEX64;
 }
 
 #[cfg(feature = "num-complex")]
 #[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
-// SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
+// SAFETY: two IEEE floats: every bit pattern is valid.
 unsafe impl AnyBitPattern for num_complex::Complex32 {}
 
 #[cfg(feature = "num-complex")]
 #[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
-// SAFETY: `Complex<f64>` is `#[repr(C)]` { re: f64, im: f64 }: 16 bytes, no padding, the
-// interleaved layout DLPack uses for complex128.
+// SAFETY: `#[repr(C)]` { re: f64, im: f64 }, no padding: DLPack's complex128.
 unsafe impl Element for num_complex::Complex64 {
     const DTYPE: DLDataType = DLDataType::COMPLEX128;
 }
 
 #[cfg(feature = "num-complex")]
 #[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
-// SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
+// SAFETY: two IEEE floats: every bit pattern is valid.
 unsafe impl AnyBitPattern for num_complex::Complex64 {}
 
 /// The CPU device, `(kDLCPU, 0)` (the seed's constructor; `DLDevice::CPU`).

@@ -1,11 +1,8 @@
-//! Low-precision data narrower than any Rust type: how its values sit in bytes ([`Packing`]),
-//! packed views of imported tensors ([`Managed::as_packed`], [`PackedSlice`]) and the export of
-//! packed bytes ([`PackedExport`]).
+//! Data narrower than any Rust type: [`Packing`], packed views ([`PackedSlice`]) and exports
+//! ([`PackedExport`]).
 //!
-//! DLPack stores sub-byte data packed, "little bit-endian": value `i` of the tensor (elements
-//! in row-major order, the lanes of each element in order) occupies bits `i * bits ..
-//! (i + 1) * bits` of the data read as one little-endian number. The byte count of `numel`
-//! elements is `ceil(numel * bits * lanes / 8)`. The two FP4 forms producers use:
+//! DLPack packs sub-byte data little bit-endian: value `i` (row-major, lanes in order) is bits
+//! `i * bits .. (i + 1) * bits` of the data, which takes `ceil(numel * bits * lanes / 8)` bytes:
 //!
 //! | producer | dtype | bits x lanes | bytes for 5 elements |
 //! |---|---|---|---|
@@ -25,8 +22,7 @@ use crate::safe::export::tensor_info::Validated;
 use crate::safe::import::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
 use crate::safe::{validate_dtype, Buffer, Dim, Error, Readers, TensorInfo};
 
-/// How the values of a dtype of at most 8 bits per value sit in bytes: FP8, FP6, FP4, 4-bit
-/// integers, bool, 8-bit integers. Made by [`Packing::of`], which checks the dtype.
+/// How the values of a dtype of at most 8 bits sit in bytes.
 ///
 /// ```
 /// use dlpack_rs::ffi::DLDataType;
@@ -48,8 +44,7 @@ pub struct Packing {
 }
 
 impl Packing {
-    /// The packing of `dtype`: a valid dtype ([`validate_dtype`]) whose values are at most 8
-    /// bits wide ([`Error::NotPacked`] otherwise: view those typed).
+    /// The packing of a valid `dtype` of at most 8 bits ([`Error::NotPacked`] if wider).
     pub fn of(dtype: DLDataType) -> Result<Self, Error> {
         validate_dtype(dtype)?;
         if dtype.bits > 8 {
@@ -78,8 +73,7 @@ impl Packing {
         crate::safe::element_bits(self.dtype)
     }
 
-    /// Bytes `numel` elements occupy packed: `ceil(numel * bits * lanes / 8)`, or `None` when
-    /// that overflows.
+    /// Bytes `numel` packed elements occupy, `None` on overflow.
     pub fn nbytes(&self, numel: usize) -> Option<usize> {
         let bits = (numel as u128).checked_mul(self.element_bits() as u128)?;
         usize::try_from(bits.div_ceil(8)).ok()
@@ -95,8 +89,7 @@ impl Packing {
         (((1u16) << self.dtype.bits) - 1) as u8
     }
 
-    /// Value `i` (counting the lanes of every element in order) of packed `bytes`, in its low
-    /// bits; `None` when `bytes` does not hold it.
+    /// Value `i` of packed `bytes`, in its low bits; `None` when `bytes` does not hold it.
     pub fn value(&self, bytes: &[u8], i: usize) -> Option<u8> {
         let bit = i.checked_mul(self.dtype.bits as usize)?;
         let (byte, shift) = (bit / 8, bit % 8);
@@ -110,8 +103,7 @@ impl Packing {
         Some((word >> shift) as u8 & self.mask())
     }
 
-    /// Sets value `i` of packed `bytes` to the low bits of `value` (the other bits of the bytes
-    /// are kept); false, changing nothing, when `bytes` does not hold value `i`.
+    /// Sets value `i` of packed `bytes` to the low bits of `value`; false if out of range.
     pub fn set_value(&self, bytes: &mut [u8], i: usize, value: u8) -> bool {
         let bits = self.dtype.bits as usize;
         let Some(bit) = i.checked_mul(bits) else {
@@ -136,9 +128,7 @@ impl Packing {
         true
     }
 
-    /// Packs `values` (the low bits of each; a whole number of elements, `lanes` values
-    /// each, or the last element's missing lanes are zero) into `ceil(len * bits / 8)` bytes,
-    /// the bits past the last value zero.
+    /// Packs the low bits of `values`; missing lanes and trailing bits are zero.
     pub fn pack(&self, values: &[u8]) -> Vec<u8> {
         let numel = values.len().div_ceil(self.lanes());
         let mut bytes = alloc::vec![0u8; self.nbytes(numel).unwrap_or(0)];
@@ -149,9 +139,7 @@ impl Packing {
     }
 }
 
-/// A shared view of a contiguous low-precision tensor's packed bytes
-/// ([`Managed::as_packed`]): the bytes, their [`Packing`] and the element count. Holds a shared
-/// borrow of exactly the bytes the elements occupy, `ceil(numel * bits * lanes / 8)`.
+/// A shared view of a contiguous tensor's packed bytes ([`Managed::as_packed`]).
 pub struct PackedSlice<'a> {
     bytes: ReadSlice<'a, u8>,
     packing: Packing,
@@ -169,7 +157,7 @@ impl core::fmt::Debug for PackedSlice<'_> {
 }
 
 impl PackedSlice<'_> {
-    /// The packed bytes: `ceil(numel * bits * lanes / 8)` of them.
+    /// The packed bytes.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
@@ -204,16 +192,15 @@ impl PackedSlice<'_> {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The packed bytes of a contiguous host tensor whose values are at most 8 bits wide (FP8,
-    /// FP6, FP4 in both forms, 4-bit integers, bytes): see [`Packing`]. Refused with
-    /// [`Error::NotPacked`] for wider dtypes, [`Error::NotContiguous`] for strided data and
+    /// The packed bytes of a contiguous host tensor of at most 8 bits per value.
+    ///
+    /// Errors: [`Error::NotPacked`] for wider dtypes, [`Error::NotContiguous`], and
     /// [`Error::AlreadyBorrowed`] while a mutable view of these bytes exists.
     ///
     /// ```
     /// use dlpack_rs::ffi::DLDataType;
     /// use dlpack_rs::safe::PackedExport;
     ///
-    /// // Five FP4 values (0.5, 1, 1.5, 2, 3) packed as jax exports them: three bytes.
     /// let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], DLDataType::FLOAT4_E2M1FN)
     ///     .shape(&[5])
     ///     .versioned()?;
@@ -244,12 +231,9 @@ impl<K: Kind> Managed<K> {
         if ptr.is_null() {
             return Err(Error::NullData);
         }
-        // Contiguous: the elements occupy exactly `nbytes` bytes from the first, which is what
-        // the borrow covers (elements 0..numel at `bits * lanes` bits each, rounded up).
         let token = self.borrow_addressed(false)?;
-        // SAFETY: host memory (checked), non-NULL, `nbytes` bytes validated at construction to
-        // lie within the producer's allocation, alive while `self` is (the guard borrows it),
-        // every byte a valid u8, and borrowed (shared) above so no view of this crate writes it.
+        // SAFETY: non-NULL host memory, `nbytes` bytes validated in bounds, alive while `self`
+        // is, any byte a valid u8, and borrowed (shared) above.
         let bytes = unsafe { ReadSlice::new(ptr, self.nbytes(), token) };
         Ok(PackedSlice {
             bytes,
@@ -259,17 +243,15 @@ impl<K: Kind> Managed<K> {
     }
 }
 
-/// The export of packed low-precision bytes with an explicit dtype: FP4 (either form), FP6,
-/// FP8 codes without a Rust element type (fnuz, e8m0), 4-bit integers. Compact row-major only;
-/// the byte count must be exactly what the shape needs, `ceil(numel * bits * lanes / 8)`
-/// ([`Error::PackedLength`] otherwise). The buffer is any [`Buffer`] of bytes (`Vec<u8>`,
-/// [`AlignedBuffer<u8>`](crate::safe::AlignedBuffer) for jax's zero-copy import, ...).
+/// An export of packed bytes of an explicit dtype (FP4, FP6, FP8 without a Rust type, ...).
+///
+/// Compact row-major only; the byte count must be what the shape needs
+/// ([`Error::PackedLength`] otherwise).
 ///
 /// ```
 /// use dlpack_rs::ffi::DLDataType;
 /// use dlpack_rs::safe::{DtypeName, PackedExport};
 ///
-/// // torch's float4_e2m1fn_x2: one byte per element, two values in it.
 /// let t = PackedExport::new(vec![0x21u8, 0x43, 0x65], DLDataType::FLOAT4_E2M1FN_X2).versioned()?;
 /// assert_eq!(t.shape(), &[3]);
 /// assert_eq!(DtypeName(t.dtype()).to_string(), "float4_e2m1fn_x2");
@@ -284,8 +266,7 @@ pub struct PackedExport<B> {
 }
 
 impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
-    /// Starts an export of `buffer`'s bytes as elements of `dtype`, by default one-dimensional
-    /// over as many whole elements as the bytes hold.
+    /// Exports `buffer` as `dtype`, by default 1-D over the whole elements it holds.
     pub fn new(buffer: B, dtype: DLDataType) -> Self {
         PackedExport {
             buffer,
@@ -307,8 +288,7 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         self
     }
 
-    /// The buffer, its validated metadata (validated once: the pack below trusts it) and the
-    /// export's flags.
+    /// The buffer, its validated metadata and the export's flags.
     fn into_parts(self) -> Result<(B, Validated, u64), Error> {
         let packing = Packing::of(self.dtype)?;
         let len = self.buffer.num_elements();
@@ -346,8 +326,7 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         Ok((self.buffer, info, flags))
     }
 
-    /// Builds a versioned managed tensor (DLPack 1.3; `READ_ONLY` when the buffer or the
-    /// builder says so).
+    /// Builds a versioned managed tensor (`READ_ONLY` when the buffer or builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
         let (buffer, info, flags) = self.into_parts()?;
         let data_of: fn(&mut B) -> *mut c_void = if flags & DLPACK_FLAG_BITMASK_READ_ONLY == 0 {
@@ -355,9 +334,8 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         } else {
             read_ptr::<B>
         };
-        // SAFETY: `into_parts` checked that the compact layout covers exactly the buffer's
-        // bytes, which the `Buffer` contract keeps valid and in place while the keepalive (the
-        // buffer) lives; written through `data_ptr_mut` only when writable (as `Export`).
+        // SAFETY: `into_parts` checked the layout covers exactly the buffer's bytes, which the
+        // `Buffer` contract keeps in place while the buffer lives; written only when writable.
         unsafe {
             pack_validated::<crate::ffi::DLManagedTensorVersioned, _>(
                 buffer,
@@ -369,8 +347,7 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         }
     }
 
-    /// Builds a legacy managed tensor (what jax imports). A read-only export cannot be legacy:
-    /// [`Error::ReadOnly`].
+    /// Builds a legacy managed tensor; [`Error::ReadOnly`] for a read-only export.
     pub fn legacy(self) -> Result<ManagedTensor, Error> {
         let (buffer, info, flags) = self.into_parts()?;
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {

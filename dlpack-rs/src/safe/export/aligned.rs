@@ -1,5 +1,4 @@
-//! [`AlignedBuffer`]: owned element storage at a chosen alignment (64 bytes by default), so that
-//! consumers that share memory only when it is aligned (jax: 64 bytes) take it without a copy.
+//! [`AlignedBuffer`]: owned storage aligned so that jax (64 bytes) shares it without a copy.
 
 use alloc::alloc::{alloc, alloc_zeroed, dealloc, Layout};
 use alloc::vec::Vec;
@@ -10,12 +9,9 @@ use core::ptr::NonNull;
 
 use crate::safe::{AnyBitPattern, Buffer, Element, Error};
 
-/// An owned, fixed-length array of `T` whose first element is aligned to `ALIGN` bytes
-/// (64 by default: what jax needs to share memory instead of copying, and a cache line).
+/// An owned, fixed-length `[T]` aligned to `ALIGN` bytes (64 by default, what jax needs).
 ///
-/// It derefs to `[T]`, is a [`Buffer`] (a `#[dlpack(data)]` field of a derived struct, or the
-/// buffer of an [`Export`](crate::safe::Export)), and frees its memory when dropped. A `Vec<T>` is only
-/// as aligned as `T` needs, so a `Vec<f32>` exported to jax is usually copied; this is not.
+/// It is a [`Buffer`]; a `Vec<f32>` exported to jax is usually copied, this is not.
 ///
 /// ```
 /// use dlpack_rs::safe::{AlignedBuffer, Export};
@@ -27,7 +23,7 @@ use crate::safe::{AnyBitPattern, Buffer, Element, Error};
 /// let tensor = Export::new(data).shape(&[2, 3]).versioned()?;
 /// assert_eq!(tensor.as_slice::<f32>()?[4], 5.0);
 ///
-/// // Another alignment: any power of two at least `align_of::<T>()`.
+/// // Any power of two at least `align_of::<T>()`.
 /// let page = AlignedBuffer::<u8, 4096>::try_from(&[7u8; 10][..])?;
 /// assert_eq!(page.as_ptr() as usize % 4096, 0);
 /// # Ok::<(), dlpack_rs::safe::Error>(())
@@ -38,8 +34,7 @@ pub struct AlignedBuffer<T: Element, const ALIGN: usize = 64> {
     _owns: PhantomData<T>,
 }
 
-// SAFETY: the buffer owns its elements uniquely (like a `Box<[T]>`), and every `Element` is
-// `Send + Sync`.
+// SAFETY: owns its elements uniquely (like a `Box<[T]>`), and `Element: Send + Sync`.
 unsafe impl<T: Element, const ALIGN: usize> Send for AlignedBuffer<T, ALIGN> {}
 // SAFETY: shared access only reads the elements (`Element: Sync`).
 unsafe impl<T: Element, const ALIGN: usize> Sync for AlignedBuffer<T, ALIGN> {}
@@ -61,12 +56,11 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
         Layout::from_size_align(size, Self::CHECKED_ALIGN).map_err(|_| Error::Overflow)
     }
 
-    /// Allocates room for `len` elements, zeroed when `zeroed`; the elements are not valid `T`s
-    /// yet unless they were zeroed and zero is a valid `T`.
+    /// Allocates `len` elements, zeroed when `zeroed`, otherwise uninitialised.
     fn allocate(len: usize, zeroed: bool) -> Result<Self, Error> {
         let layout = Self::layout(len)?;
         let ptr = if layout.size() == 0 {
-            // A dangling pointer with the asked alignment: nothing is ever read through it.
+            // Dangling, aligned: never read through.
             NonNull::new(Self::CHECKED_ALIGN as *mut T).ok_or(Error::OutOfMemory)?
         } else {
             // SAFETY: the layout has a non-zero size.
@@ -86,8 +80,7 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
         })
     }
 
-    /// `len` zeroed elements (zero is a valid value of every [`AnyBitPattern`] type), or
-    /// [`Error::OutOfMemory`] / [`Error::Overflow`] instead of aborting.
+    /// `len` zeroed elements, or [`Error::OutOfMemory`] / [`Error::Overflow`] instead of aborting.
     pub fn zeroed(len: usize) -> Result<Self, Error>
     where
         T: AnyBitPattern,
@@ -105,7 +98,7 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
         Ok(buffer)
     }
 
-    /// A copy of `values` (the generic form of [`AlignedBuffer::from_slice`] and `try_from`).
+    /// A copy of `values`.
     fn copy_of(values: &[T]) -> Result<Self, Error> {
         let buffer = Self::allocate(values.len(), false)?;
         // SAFETY: the new allocation holds `values.len()` elements and cannot overlap `values`.
@@ -117,8 +110,7 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
 
     /// The elements as a slice.
     pub fn as_slice(&self) -> &[T] {
-        // SAFETY: `ptr` points at `len` initialised elements owned by `self` (or dangles, aligned,
-        // with `len * size_of::<T>() == 0`).
+        // SAFETY: `ptr` points at `len` initialised owned elements (or dangles, aligned, if empty).
         unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
@@ -128,7 +120,7 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
         unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
-    /// The first element's address (read from the owned pointer, no reference made).
+    /// The first element's address.
     pub fn as_ptr(&self) -> *const T {
         self.ptr.as_ptr()
     }
@@ -138,7 +130,7 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
         self.ptr.as_ptr()
     }
 
-    /// The elements, copied into a `Vec` (whose alignment is `T`'s own).
+    /// The elements, copied into a `Vec`.
     pub fn to_vec(&self) -> Vec<T> {
         self.as_slice().to_vec()
     }
@@ -170,7 +162,6 @@ impl<T: Element, const ALIGN: usize> DerefMut for AlignedBuffer<T, ALIGN> {
 
 impl<T: Element, const ALIGN: usize> Clone for AlignedBuffer<T, ALIGN> {
     /// # Panics
-    ///
     /// If the copy cannot be allocated (as `Vec::clone` does).
     fn clone(&self) -> Self {
         Self::copy_of(self).expect("AlignedBuffer::clone: out of memory")
@@ -190,8 +181,7 @@ impl<T: Element + PartialEq, const ALIGN: usize> PartialEq for AlignedBuffer<T, 
 }
 
 impl<T: Element> AlignedBuffer<T> {
-    /// A copy of `values`, 64-byte aligned (for another alignment: `AlignedBuffer::<T, A>::try_from`).
-    /// The alignment is fixed here so that the call needs no annotation inside an expression:
+    /// A 64-byte aligned copy of `values` (other alignments: `AlignedBuffer::<T, A>::try_from`).
     ///
     /// ```
     /// use dlpack_rs::safe::{AlignedBuffer, Export};
@@ -212,10 +202,9 @@ impl<T: Element, const ALIGN: usize> TryFrom<&[T]> for AlignedBuffer<T, ALIGN> {
     }
 }
 
-// SAFETY: the elements live in the buffer's own allocation, which moving the buffer does not
-// move, and stay initialised while it lives; `data_ptr` reads the owned raw pointer without
-// making a reference to the elements, so it carries write permission even through `&self`
-// (`SHARED_PTR_WRITABLE`), and no `&self` method writes the elements.
+// SAFETY: the elements live in an owned allocation that moves never move, initialised while
+// it lives; `data_ptr` reads the raw pointer without a reference, so it may write even through
+// `&self` (`SHARED_PTR_WRITABLE`), and no `&self` method writes the elements.
 unsafe impl<T: Element, const ALIGN: usize> Buffer for AlignedBuffer<T, ALIGN> {
     type Elem = T;
     const SHARED_PTR_WRITABLE: bool = true;

@@ -1,5 +1,4 @@
-//! The memory of one export: a single heap block holding the managed struct, the shape and
-//! strides, and the keepalive, and the deleter that frees exactly that block.
+//! One export's heap block (managed struct, shape, strides, keepalive) and its deleter.
 
 use alloc::alloc::{alloc, dealloc, handle_alloc_error};
 use core::alloc::Layout;
@@ -13,11 +12,10 @@ use crate::ffi::{
 use crate::safe::borrow::BorrowToken;
 use crate::safe::{Error, TensorInfo, Validated};
 
-/// The head of an export's one heap block: the managed struct first (so a pointer to it is a
-/// pointer to the block), the number of dimensions (to rebuild the block's layout in the
-/// deleter, independent of anything a consumer might touch), the export's shared borrow of its
-/// bytes (see [`Readers`]), then the keepalive. `2 * ndim` `i64`s follow it: the shape, then the
-/// strides, which the managed struct points into.
+/// The head of an export's block; `2 * ndim` `i64`s (shape, then strides) follow it.
+///
+/// The managed struct comes first, so a pointer to it is a pointer to the block. `ndim` is
+/// kept here so the deleter's layout does not depend on anything a consumer can touch.
 #[repr(C)]
 struct Header<M, K> {
     managed: M,
@@ -26,24 +24,15 @@ struct Header<M, K> {
     keepalive: K,
 }
 
-/// Who, besides the consumers of an export, may read its memory while they hold it: what
-/// decides, in [`build_validated`] (the one function every export of this crate passes
-/// through), whether the export holds a shared borrow of its bytes in the [borrow
-/// registry](crate::safe#the-borrow-registry) until its deleter runs.
+/// Who besides the consumers may read an export's memory: decides whether the export holds a
+/// shared borrow in the [borrow registry](crate::safe#the-borrow-registry) until its deleter runs.
 ///
-/// An export holds that borrow when Rust code elsewhere may still read the memory: when the
-/// caller says so ([`Readers::Rust`]: a frozen `#[pyclass]` reads its own field through
-/// `&self`), and for every `READ_ONLY` export, whatever the caller says: a buffer is exported
-/// read-only exactly because other owners share it (`Arc`, `&'static`, `ArcArray`, a mutable
-/// class's shared field, an owner that is read-only itself). With the borrow held, no import of
-/// the memory (directly, or after torch re-exported it writable, ignoring `READ_ONLY`) gets a
-/// mutable view while those readers may read: `as_mut_slice`, `TensorViewMut`, `as_array_mut` fail
-/// with [`Error::AlreadyBorrowed`]. A writable export the caller owns alone
-/// ([`Readers::ExportOnly`]: a `Vec` moved in, a fresh copy) needs none: once moved into the
-/// block, nothing but the consumers reaches those bytes, and their own views are borrows.
+/// Every `READ_ONLY` export holds one too, since read-only means other owners share the buffer.
+/// While it is held, mutable views of the memory fail with [`Error::AlreadyBorrowed`], even
+/// after torch re-exported it writable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Readers {
-    /// Only consumers read the memory (the keepalive owns it alone): borrow only if read-only.
+    /// The keepalive owns the memory alone: borrow only if read-only.
     ExportOnly,
     /// Rust code outside the export may read the memory while it lives: always borrow.
     Rust,
@@ -51,26 +40,24 @@ pub(crate) enum Readers {
 
 /// Layout of an export block with `ndim` dimensions, and the offset of its shape array.
 fn block_layout<M, K>(ndim: usize) -> (Layout, usize) {
-    // `ndim <= MAX_NDIM` (validated before any block is made), so neither step can overflow;
-    // the fallback keeps this free of panics for the deleter's sake all the same.
+    // `ndim <= MAX_NDIM`, so this cannot fail; the fallback keeps the deleter panic-free.
     Layout::array::<i64>(2 * ndim)
         .and_then(|dims| Layout::new::<Header<M, K>>().extend(dims))
         .unwrap_or((Layout::new::<Header<M, K>>(), 0))
 }
 
-/// Drops an export's keepalive. Under `std` a panic is caught and reported so that it never
-/// unwinds into the C caller of the deleter; without `std` the `extern "C"` deleter aborts.
+/// Drops a keepalive; under `std` a panic is caught and reported, never unwinding into C.
 fn drop_contained<T>(value: T) {
     #[cfg(feature = "std")]
     {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(value)));
         if let Err(payload) = result {
-            // Dropping the payload is user code too: contain it, and leak whatever it throws.
+            // Dropping the payload runs user code too: leak whatever it throws.
             let drop_payload = std::panic::AssertUnwindSafe(move || drop(payload));
             if let Err(again) = std::panic::catch_unwind(drop_payload) {
                 core::mem::forget(again);
             }
-            // `eprintln!` would panic if stderr cannot be written (a closed pipe): ignore that.
+            // Not `eprintln!`, which panics when stderr is closed.
             let _ = std::io::Write::write_all(
                 &mut std::io::stderr(),
                 b"dlpack-rs: a keepalive panicked while being dropped by a DLPack deleter\n",
@@ -81,24 +68,21 @@ fn drop_contained<T>(value: T) {
     drop(value);
 }
 
-/// The deleter of every export: frees the block, then drops the keepalive (so a keepalive that
-/// panics, caught under `std`, leaks nothing else).
+/// The deleter of every export: frees the block, then drops the keepalive.
 unsafe extern "C" fn delete_block<M, K>(ptr: *mut M) {
     if ptr.is_null() {
         return;
     }
     let header = ptr.cast::<Header<M, K>>();
-    // SAFETY: `ptr` came from `build::<M, K>`, which allocated a block of `block_layout(ndim)`
-    // starting with this header; the DLPack contract lets the consumer call the deleter only
-    // once, so the keepalive is moved out and the block freed exactly once.
+    // SAFETY: `ptr` came from `build::<M, K>` (a block of `block_layout(ndim)` starting with
+    // this header); DLPack calls the deleter once, so the keepalive is moved out once.
     let (layout, keepalive) = unsafe {
         let (layout, _) = block_layout::<M, K>((*header).ndim);
         (layout, core::ptr::read(&raw const (*header).keepalive))
     };
     // SAFETY: as above, the borrow is moved out exactly once.
     let borrow = unsafe { core::ptr::read(&raw const (*header).borrow) };
-    // SAFETY: the block was allocated with exactly this layout; the managed struct and the
-    // dims need no drop, and the borrow and the keepalive were moved out above.
+    // SAFETY: allocated with this layout; nothing left in it needs a drop.
     unsafe { dealloc(header.cast(), layout) };
     // The bytes stop being borrowed before the keepalive may free them.
     drop(borrow);
@@ -154,7 +138,7 @@ impl ManagedStruct for DLManagedTensorVersioned {
     }
 }
 
-/// Validates `info` and moves it with `keepalive` into one heap block: [`build_validated`].
+/// Validates `info`, then [`build_validated`].
 pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
@@ -166,21 +150,13 @@ pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
     build_validated(keepalive, validated, flags, readers, data_from_keepalive)
 }
 
-/// Moves validated metadata with `keepalive` into one heap block (one allocation per export).
-/// Strides are always written out (DLPack >= 1.2 asks producers for non-NULL strides).
+/// Moves validated metadata and `keepalive` into one heap block; strides are always written.
 ///
-/// With `data_from_keepalive`, the data pointer is taken anew from the keepalive once it sits in
-/// its final place in the block (through `&mut`, so a consumer's writes have the provenance of a
-/// unique borrow); the metadata's pointer then only served validation.
-///
-/// Every export of this crate passes through here: it registers the export's shared borrow
-/// (see [`Readers`]) and fails with [`Error::AlreadyBorrowed`] while a mutable view of the
-/// bytes lives, or [`Error::OutOfMemory`] when the registry cannot grow (`keepalive` is
-/// dropped then).
-///
-/// What the metadata describes is not this function's to trust: it only builds the block and
-/// returns a pointer. Whoever turns that pointer into an owner whose views read the memory
-/// (`pack_validated`) vouches for it.
+/// `data_from_keepalive` retakes the data pointer from the keepalive in its final place
+/// (through `&mut`, so consumers' writes have unique provenance).
+/// Every export passes through here: it takes the [`Readers`] borrow, failing with
+/// [`Error::AlreadyBorrowed`] or [`Error::OutOfMemory`] (dropping `keepalive`).
+/// The caller that trusts the returned pointer's metadata (`pack_validated`) vouches for it.
 pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,
     validated: Validated,
@@ -202,10 +178,8 @@ pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
         handle_alloc_error(layout);
     }
     let header = block.cast::<Header<M, K>>();
-    // SAFETY: `block` is a fresh allocation of `layout`: the header at offset 0, then room for
-    // `2 * ndim` i64s at `dims_offset` (aligned for i64 by `Layout::extend`). Every slot is
-    // written before the pointer leaves this function; the keepalive is reached through the
-    // header only after it was written, and nothing else refers to the block yet.
+    // SAFETY: a fresh allocation of `layout`: the header at 0, `2 * ndim` aligned i64s at
+    // `dims_offset`. Every slot is written before use, and nothing else refers to the block.
     unsafe {
         let shape = block.add(dims_offset).cast::<i64>();
         let strides = shape.add(ndim);

@@ -1,5 +1,4 @@
-//! How a tensor is copied: into zeroed, 64-byte aligned host storage this crate allocates
-//! itself, compact row-major, without aborting when the memory cannot be had.
+//! Copying a tensor into compact, 64-byte aligned host storage, without aborting on OOM.
 
 use alloc::vec::Vec;
 use core::ffi::c_void;
@@ -7,14 +6,12 @@ use core::ffi::c_void;
 use crate::safe::import::layout::{compact_strides, is_c_contiguous};
 use crate::safe::{cpu_device, element_bits, Error, TensorInfo, Validated};
 
-/// One 64-byte aligned unit (enough for every DLPack element type, and what jax needs to share
-/// memory instead of copying).
+/// One 64-byte aligned unit (what jax needs to share memory).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Chunk([u8; 64]);
 
-/// Zeroed, 64-byte aligned storage of at least the asked number of bytes (at least one chunk,
-/// so the pointer is never dangling). A keepalive for tensors this crate allocates.
+/// Zeroed, 64-byte aligned storage of at least one chunk (never dangling).
 pub(crate) struct AlignedBytes(Vec<Chunk>);
 
 impl AlignedBytes {
@@ -35,11 +32,9 @@ impl AlignedBytes {
     }
 }
 
-/// Copies the elements `validated` describes into new, compact row-major, 64-byte aligned
-/// storage. Returns the storage and the (validated) metadata describing it, on the CPU.
+/// Copies the elements `validated` describes into new compact storage, with its metadata.
 ///
 /// # Safety
-///
 /// `validated` describes initialised host-readable memory that nobody writes during the call.
 pub(crate) unsafe fn copy_described(
     validated: &Validated,
@@ -51,8 +46,7 @@ pub(crate) unsafe fn copy_described(
         return Err(Error::SubByteCopy);
     }
     let esize = (bits / 8) as usize;
-    // Validated not to overflow. A broadcast layout (stride 0) can describe far more elements
-    // than its memory holds: a copy that cannot be allocated is an error, not an abort.
+    // Validated not to overflow; a broadcast layout may still be too large to allocate.
     let nbytes = numel * esize;
     let mut storage = AlignedBytes::zeroed(nbytes)?;
     let dst = storage.as_mut_ptr().cast::<u8>();
@@ -67,17 +61,15 @@ pub(crate) unsafe fn copy_described(
             .clone()
             .unwrap_or_else(|| compact_strides(&info.shape));
         if is_c_contiguous(&info.shape, &strides) {
-            // SAFETY: the source holds `numel` contiguous elements (caller's contract); the
-            // destination was just allocated with at least `nbytes` bytes; they do not overlap.
+            // SAFETY: `numel` contiguous source elements (caller's contract) into a fresh block.
             unsafe { core::ptr::copy_nonoverlapping(src, dst, nbytes) };
         } else {
             let ndim = info.shape.len();
             let mut index = alloc::vec![0i64; ndim];
             for i in 0..numel {
                 let offset: i64 = index.iter().zip(&strides).map(|(&k, &s)| k * s).sum();
-                // SAFETY: `index` is within `shape`, so the element at `offset` is one the
-                // validated layout addresses in the caller's memory; the destination slot
-                // `i` is inside the new allocation.
+                // SAFETY: `index` is within `shape`, so `offset` is addressed by the validated
+                // layout; slot `i` is inside the new allocation.
                 unsafe {
                     core::ptr::copy_nonoverlapping(
                         src.offset(offset as isize * esize as isize),

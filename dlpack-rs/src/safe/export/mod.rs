@@ -1,5 +1,4 @@
-//! The safe export route: [`Export`] turns an owned [`Buffer`] and a checked shape into a managed
-//! tensor, with no raw pointer and no `unsafe`.
+//! The safe export route: [`Export`].
 
 pub(super) mod aligned;
 pub(super) mod block;
@@ -19,9 +18,7 @@ use crate::safe::export::tensor_info::Validated;
 use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
 use crate::safe::{Buffer, Dim, Element, Error, Readers, TensorInfo};
 
-/// A fully safe export of an owned [`Buffer`]: no raw pointer, no `unsafe`. The element type
-/// decides the dtype; shape and strides are checked against the buffer's length so that no
-/// consumer can be told to read outside it.
+/// A safe export of an owned [`Buffer`], its layout checked against the buffer's length.
 ///
 /// ```
 /// use dlpack_rs::safe::Export;
@@ -76,9 +73,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         self
     }
 
-    /// The buffer's [`Buffer::stream_order`] (`None` for memory with no pending device work),
-    /// for a holder of the export that outlives the builder (`DLPackTensor::from_export` keeps
-    /// it for `__dlpack__(stream=...)`).
+    /// The buffer's [`Buffer::stream_order`], for a holder that outlives the builder.
     ///
     /// ```
     /// use dlpack_rs::safe::Export;
@@ -88,8 +83,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         self.buffer.stream_order()
     }
 
-    /// The buffer, its validated metadata (validated once: the pack below trusts it) and the
-    /// export's flags.
+    /// The buffer, its validated metadata and the export's flags.
     fn into_parts(self) -> Result<(B, Validated, u64), Error> {
         let len = self.buffer.num_elements();
         let shape = match self.shape? {
@@ -100,8 +94,6 @@ impl<B: Buffer + Send + 'static> Export<B> {
         let data = self.buffer.data_ptr().cast::<c_void>();
         let info = TensorInfo {
             data,
-            // The buffer's own device: a view of the result is then refused unless the memory
-            // is host-accessible.
             device: self.buffer.device(),
             dtype: B::Elem::DTYPE,
             shape,
@@ -110,7 +102,6 @@ impl<B: Buffer + Send + 'static> Export<B> {
         };
         let info = Validated::new(info)?;
         let extent = info.extent();
-        // Every addressed element must be inside the buffer.
         if extent.numel != 0 && (extent.min < 0 || extent.max as u64 >= len as u64) {
             return Err(Error::OutOfBounds {
                 len,
@@ -127,8 +118,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         Ok((self.buffer, info, flags))
     }
 
-    /// Builds a versioned managed tensor (DLPack 1.3, `READ_ONLY` set when the buffer or the
-    /// builder says so).
+    /// Builds a versioned managed tensor (`READ_ONLY` when the buffer or builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
         let (buffer, info, flags) = self.into_parts()?;
         let data_of: fn(&mut B) -> *mut c_void = if flags & DLPACK_FLAG_BITMASK_READ_ONLY == 0 {
@@ -136,11 +126,8 @@ impl<B: Buffer + Send + 'static> Export<B> {
         } else {
             read_ptr::<B>
         };
-        // Through `data_ptr_mut` for a writable export (a buffer that says `is_writable` is
-        // owned by the export alone: nothing else reaches its elements), `data_ptr` for a
-        // read-only one (other owners may read it; the block holds a shared borrow of it).
-        // SAFETY: `into_parts` checked that the layout stays inside the buffer, which the
-        // `Buffer` contract keeps valid and in place while the keepalive (the buffer) lives.
+        // SAFETY: `into_parts` checked the layout stays inside the buffer, which the `Buffer`
+        // contract keeps in place while it lives; written only through `data_ptr_mut`.
         unsafe {
             pack_validated::<DLManagedTensorVersioned, _>(
                 buffer,
@@ -152,8 +139,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         }
     }
 
-    /// Builds a legacy managed tensor. A read-only export cannot be legacy (the legacy struct
-    /// has no way to say so): [`Error::ReadOnly`].
+    /// Builds a legacy managed tensor; [`Error::ReadOnly`] for a read-only export.
     pub fn legacy(self) -> Result<ManagedTensor, Error> {
         let (buffer, info, flags) = self.into_parts()?;
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {

@@ -1,5 +1,4 @@
-//! The raw export route: [`pack`] / [`pack_versioned`] (and their `try_` forms) wrap a keepalive
-//! and a [`TensorInfo`] in a heap-allocated managed tensor and return its raw pointer.
+//! The raw export route: [`pack`], [`pack_versioned`] and their `try_` forms.
 
 use core::ptr::NonNull;
 
@@ -8,14 +7,11 @@ use crate::safe::export::block::{build, build_validated, ManagedStruct, Readers}
 use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
 use crate::safe::{Error, TensorInfo, Validated};
 
-/// Wraps `keepalive` and `info` in a heap-allocated legacy [`DLManagedTensor`] whose deleter
-/// drops `keepalive` (and the block itself) exactly once.
+/// Wraps `keepalive` and `info` in a legacy [`DLManagedTensor`] whose deleter drops `keepalive`.
 ///
-/// The caller hands the pointer to a consumer, which calls `deleter` when done; if it never
-/// reaches a consumer, wrap it in [`ManagedTensor::from_raw`] or call the deleter to free it.
+/// The consumer calls `deleter` once; otherwise free it with [`ManagedTensor::from_raw`].
 ///
 /// # Panics
-///
 /// If `info` is invalid (see [`TensorInfo::numel`]); [`try_pack`] returns the error instead.
 ///
 /// ```
@@ -24,7 +20,6 @@ use crate::safe::{Error, TensorInfo, Validated};
 /// let mut data = vec![1.0f32, 2.0, 3.0, 4.0];
 /// let info = TensorInfo::contiguous(data.as_mut_ptr() as *mut _, cpu_device(), dtype_f32(), vec![2, 2]);
 /// let mt: *mut dlpack_rs::ffi::DLManagedTensor = pack(data, info);
-/// // The consumer calls the deleter exactly once when done.
 /// unsafe { ((*mt).deleter.unwrap())(mt) };
 /// ```
 pub fn pack<K: Send + 'static>(keepalive: K, info: TensorInfo) -> *mut DLManagedTensor {
@@ -42,12 +37,9 @@ pub fn try_pack<K: Send + 'static>(
     build::<DLManagedTensor, K>(keepalive, info, 0, Readers::ExportOnly, None).map(NonNull::as_ptr)
 }
 
-/// Wraps `keepalive` and `info` in a heap-allocated [`DLManagedTensorVersioned`] stamped with
-/// the version this crate implements (1.3) and the given `flags`
-/// (`DLPACK_FLAG_BITMASK_*`); its deleter drops `keepalive` exactly once.
+/// As [`pack`], for a [`DLManagedTensorVersioned`] with `flags` (`DLPACK_FLAG_BITMASK_*`).
 ///
 /// # Panics
-///
 /// If `info` is invalid; [`try_pack_versioned`] returns the error instead.
 ///
 /// ```
@@ -90,7 +82,6 @@ pub(crate) trait PackAs: ManagedStruct {
     /// Takes ownership of a block [`build_validated`] made.
     ///
     /// # Safety
-    ///
     /// `ptr` came from `build_validated::<Self, _>` and is owned by nobody else; the memory it
     /// describes keeps `pack_validated`'s contract.
     unsafe fn own(ptr: NonNull<Self>) -> Self::Owner;
@@ -99,7 +90,7 @@ pub(crate) trait PackAs: ManagedStruct {
 impl PackAs for DLManagedTensor {
     type Owner = ManagedTensor;
     unsafe fn own(ptr: NonNull<Self>) -> ManagedTensor {
-        // SAFETY: forwarded from this function's contract (built from validated metadata).
+        // SAFETY: this function's contract.
         unsafe { ManagedTensor::from_raw_unchecked(ptr) }
     }
 }
@@ -107,25 +98,18 @@ impl PackAs for DLManagedTensor {
 impl PackAs for DLManagedTensorVersioned {
     type Owner = ManagedTensorVersioned;
     unsafe fn own(ptr: NonNull<Self>) -> ManagedTensorVersioned {
-        // SAFETY: forwarded from this function's contract (built from validated metadata).
+        // SAFETY: this function's contract.
         unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }
     }
 }
 
-/// [`try_pack`] / [`try_pack_versioned`], owned (`M` picks the struct: a legacy one carries no
-/// flags, though `READ_ONLY` still makes the export hold its borrow): for crate code that hands
-/// the export on. `data_of`, when given, takes the data pointer from the keepalive in its final
-/// place (see [`build_validated`]); `readers` says whether Rust code outside the export may read
-/// the memory (see [`Readers`]: a read-only export always holds a shared borrow of its bytes).
+/// [`try_pack_versioned`] returning an owner; `data_of` and `readers` as in [`build_validated`].
 ///
 /// # Safety
-///
-/// The metadata (with the pointer `data_of` gives, when given) must describe initialised memory,
-/// on its device, that `keepalive` keeps valid and in place until it is dropped, and that nobody
-/// writes meanwhile but consumers and this crate's registered views; with
-/// [`Readers::ExportOnly`], nothing but the export reaches it; unless `flags` has `READ_ONLY`
-/// (and always for a legacy struct), consumers may write it through the pointer, so it must
-/// carry write permission.
+/// The metadata (with `data_of`'s pointer) describes initialised memory on its device, kept
+/// valid and in place by `keepalive`, written by nobody but consumers and registered views.
+/// With [`Readers::ExportOnly`] nothing but the export reaches it. Unless `flags` has
+/// `READ_ONLY` (always for a legacy struct), the pointer carries write permission.
 pub(crate) unsafe fn pack_validated<M: PackAs, K: Send + 'static>(
     keepalive: K,
     validated: Validated,
@@ -134,15 +118,13 @@ pub(crate) unsafe fn pack_validated<M: PackAs, K: Send + 'static>(
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
 ) -> Result<M::Owner, Error> {
     let ptr = build_validated::<M, K>(keepalive, validated, flags, readers, data_of)?;
-    // SAFETY: built just now from validated metadata; the memory keeps this function's
-    // contract.
+    // SAFETY: built from validated metadata; the memory keeps this function's contract.
     Ok(unsafe { M::own(ptr) })
 }
 
 /// [`pack_validated`] of metadata not validated yet.
 ///
 /// # Safety
-///
 /// As [`pack_validated`].
 pub(crate) unsafe fn pack_owned<M: PackAs, K: Send + 'static>(
     keepalive: K,

@@ -1,5 +1,4 @@
-//! What an export describes: [`TensorInfo`], a tensor's raw metadata (pointer, device, dtype,
-//! shape, strides, byte offset) and its validation.
+//! [`TensorInfo`]: a tensor's raw metadata for export, and its validation.
 
 use alloc::vec::Vec;
 use core::ffi::c_void;
@@ -8,11 +7,7 @@ use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::import::layout::{check, Extent};
 use crate::safe::Error;
 
-/// A tensor's metadata, for export: where its first element is, where it lives, its element
-/// type, shape, strides (elements) and byte offset.
-///
-/// The data pointer is raw; the value that keeps it alive is given separately to
-/// [`pack`](crate::safe::pack) or [`pack_versioned`](crate::safe::pack_versioned).
+/// A tensor's metadata for [`pack`](crate::safe::pack), which takes its keepalive separately.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorInfo {
     /// Base pointer of the data; the first element is at `data + byte_offset`.
@@ -29,8 +24,7 @@ pub struct TensorInfo {
     pub byte_offset: u64,
 }
 
-// SAFETY: `TensorInfo` is plain metadata; its pointer is never dereferenced by this crate on
-// its own, only described to a consumer, so moving or sharing it across threads is harmless.
+// SAFETY: plain metadata; the crate never dereferences the pointer on its own.
 unsafe impl Send for TensorInfo {}
 // SAFETY: as above; `&TensorInfo` gives no access to the pointee.
 unsafe impl Sync for TensorInfo {}
@@ -80,9 +74,8 @@ impl TensorInfo {
         self
     }
 
-    /// Checks the metadata: strides as many as dimensions, no negative extent, a well-formed
-    /// dtype, no overflow of the element count or of the addressed byte range, and a non-NULL
-    /// data pointer unless the tensor is empty. Returns the element count.
+    /// Validates the metadata (strides, extents, dtype, overflow, NULL data) and returns the
+    /// element count.
     pub fn numel(&self) -> Result<usize, Error> {
         self.extent().map(|extent| extent.numel)
     }
@@ -99,10 +92,7 @@ impl TensorInfo {
     }
 }
 
-/// Metadata that passed validation, with its addressed range: only [`Validated::new`] (which runs
-/// the checks of [`TensorInfo::numel`]) makes one, and the one unchecked door,
-/// [`Validated::new_unchecked`], takes an extent some validation of this very metadata returned.
-/// A function that takes a `Validated` needs no "validated once" precondition of its own.
+/// Metadata that passed [`TensorInfo::numel`]'s checks, with its addressed range.
 #[derive(Debug)]
 pub(crate) struct Validated {
     info: TensorInfo,
@@ -120,7 +110,6 @@ impl Validated {
     /// `info` with the extent a validation of it returned.
     ///
     /// # Safety
-    ///
     /// `extent` is what `info.extent()` returns (`Ok`) for this very `info`.
     pub(crate) unsafe fn new_unchecked(info: TensorInfo, extent: Extent) -> Self {
         Validated { info, extent }
@@ -141,10 +130,8 @@ impl Validated {
         self.info
     }
 
-    /// Registers a shared (or exclusive) borrow of every byte the metadata addresses, for
-    /// exports whose owner keeps reading the memory from Rust, and for copies of it. Nothing is
-    /// registered for an empty tensor or for memory outside the process's unified address space
-    /// (see [`in_unified_addresses`]).
+    /// Borrows every byte the metadata addresses (nothing if empty or not
+    /// [`in_unified_addresses`]).
     pub(crate) fn borrow(
         &self,
         exclusive: bool,
@@ -165,11 +152,8 @@ impl Validated {
     }
 }
 
-/// Whether the memory's addresses are addresses of the process's one virtual address space,
-/// which the borrow registry keys by: host memory, and CUDA and ROCm memory (unified virtual
-/// addressing: a device allocation never shares an address with host memory or another
-/// allocation), so that a device export of a Rust owner and a device view of an import are
-/// kept from aliasing like host views. Other devices' "pointers" may be handles that collide.
+/// Whether the memory lies in the process's one address space (host, CUDA and ROCm memory), as
+/// the registry needs; other devices' pointers may be colliding handles.
 pub(crate) fn in_unified_addresses(device: crate::ffi::DLDevice) -> bool {
     use crate::ffi::DLDeviceType;
     let t = device.device_type;

@@ -1,6 +1,4 @@
-//! A tensor someone else keeps alive, viewed without owning it: [`Described`] is a non-owning
-//! `DLTensor` (what the exchange API's `dltensor_from_py_object_no_sync` fills) validated once,
-//! its shape and strides copied into storage of its own, with the owner's borrow-checked slice.
+//! [`Described`]: a validated, non-owning view of a `DLTensor` someone else keeps alive.
 
 use alloc::boxed::Box;
 use core::ffi::c_void;
@@ -20,11 +18,10 @@ enum Dims {
     Heap(Box<[i64]>),
 }
 
-/// A validated copy of a non-owning `DLTensor`'s metadata. It owns no memory: whoever made it
-/// keeps the memory alive (the Python object, for an exchange-table view) for as long as a
-/// pointer from [`Described::slice_parts`] is used. It may own an external checker's context
-/// (rust-numpy's table, for a numpy array viewed directly), whose borrow its views take too.
-#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+/// A validated copy of a non-owning `DLTensor`'s metadata; its maker keeps the memory alive.
+///
+/// It may own an external checker's context, whose borrow its views take too.
+#[allow(dead_code)] // used by the layers above safe/
 pub(crate) struct Described {
     /// The first element (`data + byte_offset`).
     first: *mut c_void,
@@ -32,33 +29,32 @@ pub(crate) struct Described {
     device: DLDevice,
     /// At most `MAX_NDIM` (validated).
     ndim: u16,
-    /// Whether the producer gave strides (NULL: compact row-major).
+    /// Whether the producer gave strides.
     strided: bool,
     /// Whether exclusive borrows may be taken ([`Described::allow_writes`]).
     writable: bool,
     dims: Dims,
-    /// A second borrow checker every view also satisfies (its context is this value's own).
+    /// A second borrow checker every view also satisfies.
     external: Option<External>,
 }
 
-#[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+#[allow(dead_code)] // used by the layers above safe/
 impl Described {
-    /// Validates `t` (as an owner validates a producer's tensor) and copies its metadata.
+    /// Validates `t` and copies its metadata.
     ///
     /// # Safety
-    ///
     /// `t.shape` and `t.strides`, when non-NULL and `t.ndim > 0`, point at `t.ndim` readable
     /// `i64`s (the DLPack contract).
     #[inline]
     pub(crate) unsafe fn new(t: &DLTensor) -> Result<Self, Error> {
-        // SAFETY: forwarded from this function's contract.
+        // SAFETY: this function's contract.
         unsafe { validate(t) }?;
         // SAFETY: validated: ndim is in range and the pointers are readable (the contract).
         let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
         let ndim = shape.len();
         const _: () = assert!(crate::safe::MAX_NDIM <= u16::MAX as usize);
         let dims = if ndim <= INLINE {
-            // Element by element over a fixed bound: a handful of moves, no `memcpy` call.
+            // A fixed bound: a few moves, no `memcpy` call.
             let mut dims = [0i64; 2 * INLINE];
             for (i, &extent) in shape.iter().enumerate().take(INLINE) {
                 dims[i] = extent;
@@ -98,11 +94,9 @@ impl Described {
         })
     }
 
-    /// Makes every view also take a borrow in `external` (after the registry's, released with
-    /// it), and hands its context to this value, which releases it once when dropped.
+    /// Makes every view also borrow in `external`; this value releases its context once.
     ///
     /// # Safety
-    ///
     /// `external.ctx` stays valid for `external.api`'s functions until `drop_ctx` is called on
     /// it, and this value is the only one to call `drop_ctx` on it.
     pub(crate) unsafe fn set_external(&mut self, external: External) {
@@ -119,14 +113,13 @@ impl Described {
     /// Lets views take exclusive borrows (refused with [`Error::ReadOnly`] otherwise).
     ///
     /// # Safety
-    ///
     /// The memory's owner lets it be written (its producer would export it without
     /// `READ_ONLY`) for as long as this value is used.
     pub(crate) unsafe fn allow_writes(&mut self) {
         self.writable = true;
     }
 
-    /// [`Error::ReadOnly`] for an exclusive borrow of memory nobody said may be written.
+    /// [`Error::ReadOnly`] for an exclusive borrow unless writes were allowed.
     fn check_writes(&self, exclusive: bool) -> Result<(), Error> {
         if exclusive && !self.writable {
             return Err(Error::ReadOnly);
@@ -151,7 +144,7 @@ impl Described {
         self.strided.then(|| &self.dims()[self.ndim()..])
     }
 
-    /// Strides in elements, compact row-major ones computed where the producer gave none.
+    /// Strides in elements, compact ones where the producer gave none.
     pub(crate) fn strides(&self) -> alloc::borrow::Cow<'_, [i64]> {
         match self.raw_strides() {
             Some(s) => alloc::borrow::Cow::Borrowed(s),
@@ -174,12 +167,9 @@ impl Described {
         self.first
     }
 
-    /// As `Managed::slice_parts`: checks that a slice of `T` over the tensor is sound and
-    /// borrows it in the registry, returning its first element, its length and the borrow (an
-    /// exclusive one only after [`Described::allow_writes`]).
+    /// As `Managed::slice_parts` (exclusive only after [`Described::allow_writes`]).
     ///
     /// # Safety
-    ///
     /// The memory `self` describes stays alive and in place while the returned pointer is used.
     #[inline(always)]
     pub(crate) unsafe fn slice_parts<T: Element>(
@@ -191,7 +181,7 @@ impl Described {
         // SAFETY: validated in `new`; alive by this function's contract.
         unsafe {
             match self.external {
-                // Without a second checker, the registry's borrow alone (no hook to call).
+                // No hook to call without a second checker.
                 None => contiguous_slice_parts::<T>(
                     self.first,
                     shape,
@@ -208,24 +198,19 @@ impl Described {
                     self.dtype,
                     self.device,
                     exclusive,
-                    // SAFETY: the context is this value's until it drops, after every token
-                    // (the caller keeps `self` alive while the pointer, and so its borrow, is
-                    // used).
+                    // SAFETY: the context is this value's until it drops, after every token.
                     |token| take_external(Some(external), token, exclusive),
                 ),
             }
         }
     }
 
-    /// As `Managed::borrowed_layout`'s checks: the layout of a strided view of `T` over the
-    /// tensor (any strides) and the borrow of every byte it addresses (an exclusive one refuses
-    /// a layout whose elements overlap).
+    /// The layout of a strided view of `T` and the borrow of every byte it addresses.
     ///
     /// # Safety
-    ///
     /// The memory `self` describes stays alive and in place while a view made from the
     /// returned layout is used.
-    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) unsafe fn strided_parts<T: Element>(
         &self,
         exclusive: bool,
@@ -258,9 +243,8 @@ impl Described {
         }
     }
 
-    /// As `Managed::raw_parts`: the checks and borrow of a raw pointer to the elements on any
-    /// device (no host view is made).
-    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    /// The checks and borrow of a raw pointer to the elements, on any device.
+    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) fn raw_parts<T: Element>(
         &self,
         exclusive: bool,
@@ -283,19 +267,16 @@ impl Drop for Described {
     #[inline]
     fn drop(&mut self) {
         if let Some(external) = self.external.take() {
-            // SAFETY: this value's own context, released once (`set_external`); every token
-            // that used it was given back before (its holder drops the token first).
+            // SAFETY: this value's own context, released once, after every token that used it.
             unsafe { (external.api.drop_ctx)(external.ctx) };
         }
     }
 }
 
-// SAFETY: plain metadata and an address; the memory it describes is reached only through
-// `slice_parts`, whose callers uphold its contract. An external checker's functions and
-// `drop_ctx` may run on any thread (`ExternalApi`'s contract).
+// SAFETY: metadata and an address, dereferenced only under the `*_parts` contracts; external
+// checker functions may run on any thread (`ExternalApi`).
 unsafe impl Send for Described {}
-// SAFETY: as above; `&Described` reads only the copied metadata (and takes borrows through the
-// external checker, whose functions synchronise their own state).
+// SAFETY: as above; `&Described` reads only copied metadata.
 unsafe impl Sync for Described {}
 
 #[cfg(test)]

@@ -9,8 +9,7 @@ use crate::safe::Error;
 /// The largest `ndim` this crate accepts (numpy allows 64, torch fewer).
 pub const MAX_NDIM: usize = 1024;
 
-/// What a validated layout addresses. Public only for the derive's generated code (through
-/// `__private_derive_v0_4`), not an API.
+/// What a validated layout addresses (public for the derive's generated code only).
 #[doc(hidden)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Extent {
@@ -22,9 +21,8 @@ pub struct Extent {
     pub max: i64,
 }
 
-/// Validates a tensor's layout: dimension extents, dtype, overflow of the element count, of
-/// the byte size and of every addressed byte (including `byte_offset`) within `isize`, and a
-/// non-NULL data pointer for a non-empty tensor.
+/// Validates a layout: extents, dtype, overflow (every addressed byte within an `isize`), and
+/// non-NULL data unless empty.
 pub(crate) fn check(
     shape: &[i64],
     strides: Option<&[i64]>,
@@ -46,7 +44,6 @@ pub(crate) fn check(
         }
     }
     validate_dtype(dtype)?;
-    // One pass: the extents' signs, a zero extent, and their product.
     let (mut product, mut overflow, mut empty) = (1usize, false, false);
     for (axis, &extent) in shape.iter().enumerate() {
         if extent < 0 {
@@ -58,7 +55,7 @@ pub(crate) fn check(
             None => overflow = true,
         }
     }
-    // A zero extent anywhere makes the tensor empty, whatever the other extents multiply to.
+    // A zero extent makes the tensor empty, whatever the others multiply to.
     let numel = if empty {
         0
     } else if overflow {
@@ -120,8 +117,7 @@ pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
     strides
 }
 
-/// Whether `strides` describe compact row-major layout for `shape`. Dimensions of extent 1
-/// may carry any stride, and an empty tensor is always contiguous.
+/// Whether `strides` describe compact row-major layout for `shape` (extent-1 strides ignored).
 ///
 /// ```
 /// use dlpack_rs::safe::is_c_contiguous;

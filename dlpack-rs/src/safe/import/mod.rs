@@ -1,11 +1,9 @@
-//! The one owner of a managed tensor: [`Managed`] takes a producer's `DLManagedTensor` or
-//! `DLManagedTensorVersioned`, validates it once, answers for its metadata, hands out
-//! borrow-checked views of its data, and calls the producer's deleter exactly once.
+//! [`Managed`]: the validated owner of a producer's managed tensor.
 
 pub(super) mod described;
 pub(crate) mod layout;
-/// The strided-layout engine of the views of any layout (the pyo3 arguments, ndarray views).
-#[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // crate API for the layers above safe/
+/// The strided-layout engine of views of any layout.
+#[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // used by the layers above safe/
 pub(crate) mod strided;
 #[cfg(test)]
 pub(super) mod test_checker;
@@ -34,8 +32,7 @@ mod sealed {
     impl Sealed for super::AnyKind {}
 }
 
-/// Which managed struct a [`Managed`] owns: [`Legacy`], [`Versioned`], or [`AnyKind`] (either,
-/// known at run time). Sealed: these three are all there are.
+/// Which managed struct a [`Managed`] owns: [`Legacy`], [`Versioned`] or [`AnyKind`] (sealed).
 pub trait Kind: sealed::Sealed + 'static {}
 
 /// A legacy `DLManagedTensor` (no version, no flags): [`ManagedTensor`].
@@ -61,16 +58,9 @@ pub type AnyManaged = Managed<AnyKind>;
 
 /// An owned managed tensor: its `Drop` calls the producer's deleter exactly once.
 ///
-/// Every accessor reads metadata validated when the owner was made ([`ManagedTensor::from_raw`],
-/// [`ManagedTensorVersioned::from_raw`], or one of this crate's exports). Data is reached only
-/// through views that are *borrows*: [`Managed::as_slice`] (shared) and
-/// [`Managed::as_mut_slice`] (exclusive) return guards registered in the process-wide
-/// [borrow registry](super#the-borrow-registry), so two owners of one memory (two imports of one numpy
-/// array, say) can never hand out a `&mut` that aliases another view.
-///
-/// `Send` and `Sync`: DLPack lets a consumer call the deleter from any thread, and shared access
-/// reads metadata that the producer keeps constant until the deleter runs; data views
-/// synchronise through the registry.
+/// Metadata is validated when the owner is made. Data views ([`Managed::as_slice`],
+/// [`Managed::as_mut_slice`]) take borrows in the [borrow registry](super#the-borrow-registry),
+/// so two owners of one memory never hand out aliasing `&mut`.
 ///
 /// ```
 /// use dlpack_rs::safe::Export;
@@ -88,25 +78,18 @@ pub struct Managed<K: Kind> {
     /// The `DLManagedTensor` (when `!versioned`) or `DLManagedTensorVersioned`.
     ptr: NonNull<c_void>,
     versioned: bool,
-    /// Read-only by the owner's decision (a legacy import, which cannot say), whatever the
-    /// producer's flags say.
+    /// Read-only by the owner's decision, whatever the producer's flags say.
     read_only: bool,
-    /// When set and true at drop time, the tensor is leaked instead of calling the deleter (the
-    /// Python glue's "the interpreter is going away and this thread may not attach").
+    /// When set and true at drop time, the tensor is leaked instead of deleted.
     leak_if: Option<fn() -> bool>,
-    /// The same, set by this crate only (the Python glue's shutdown guard of an import): kept
-    /// apart from `leak_if` so that no safe call (`leak_on_drop_if`, reachable through
-    /// `PyTensor`'s `DerefMut`) can take it away.
+    /// The same, set by this crate only, so that no safe call (`leak_on_drop_if`) removes it.
     guard: Option<fn() -> bool>,
-    /// A borrow checker outside this crate that every view must satisfy too (rust-numpy's, for
-    /// an import of a numpy array), with the context it keys by; set by the Python glue
-    /// (`import/views.rs`).
+    /// A borrow checker outside this crate that every view must satisfy too (rust-numpy's).
     pub(super) external: Option<External>,
     _kind: PhantomData<K>,
 }
 
-// SAFETY: see the type's documentation: the deleter may run on any thread per the protocol,
-// and nothing in the owner is tied to the thread that made it.
+// SAFETY: DLPack lets the deleter run on any thread; nothing is tied to the making thread.
 unsafe impl<K: Kind> Send for Managed<K> {}
 // SAFETY: `&Managed` reads metadata the producer keeps constant; data views go through the
 // thread-safe borrow registry, and exclusive ones need `&mut`.
@@ -115,7 +98,6 @@ unsafe impl<K: Kind> Sync for Managed<K> {}
 /// Validates a `DLTensor` a producer handed over.
 ///
 /// # Safety
-///
 /// `t.shape` and `t.strides`, when non-NULL and `t.ndim > 0`, must point at `t.ndim` readable
 /// `i64`s (the DLPack contract).
 pub(crate) unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
@@ -128,7 +110,7 @@ pub(crate) unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
     if t.ndim > 0 && t.shape.is_null() {
         return Err(Error::NullShape);
     }
-    // SAFETY: forwarded from this function's contract; ndim and NULL were checked above.
+    // SAFETY: this function's contract; ndim and NULL were checked above.
     let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
     check(shape, strides, t.dtype, t.byte_offset, t.data.is_null()).map(|_| ())
 }
@@ -206,8 +188,7 @@ impl<K: Kind> Managed<K> {
         unsafe { raw_shape(self.raw_tensor()) }
     }
 
-    /// Strides in elements; compact row-major strides are synthesised when the producer sent
-    /// NULL (allowed before DLPack 1.2).
+    /// Strides in elements; compact ones when the producer sent NULL.
     pub fn strides(&self) -> Cow<'_, [i64]> {
         match self.raw_strides() {
             Some(s) => Cow::Borrowed(s),
@@ -236,9 +217,8 @@ impl<K: Kind> Managed<K> {
         self.raw_tensor().device
     }
 
-    /// The `DLPACK_FLAG_BITMASK_*` flags as this owner grants them: the producer's (0 for a
-    /// legacy tensor), plus `READ_ONLY` when the owner was made read-only
-    /// ([`Managed::into_read_only`]).
+    /// The producer's `DLPACK_FLAG_BITMASK_*` flags (0 if legacy), plus `READ_ONLY` from
+    /// [`Managed::into_read_only`].
     pub fn flags(&self) -> u64 {
         let producer = if self.versioned {
             // SAFETY: a live versioned struct until Drop.
@@ -269,18 +249,15 @@ impl<K: Kind> Managed<K> {
         self
     }
 
-    /// Makes the owner leak the tensor instead of calling the deleter when `leak_if()` is true
-    /// at drop time: for a runtime whose deleters must not run once it is going away (the
-    /// Python glue uses it during interpreter shutdown). The setting travels with the owner
-    /// through every conversion of its kind.
+    /// Leaks the tensor instead of calling the deleter if `leak_if()` is true at drop time.
     ///
-    /// A later call replaces the predicate set by an earlier one; a guard this crate set itself
-    /// (the Python glue's, on every import) stays in force whatever is set here.
+    /// For runtimes whose deleters must not run at shutdown. A later call replaces the
+    /// predicate; the crate's own guard stays in force.
     pub fn leak_on_drop_if(&mut self, leak_if: fn() -> bool) {
         self.leak_if = Some(leak_if);
     }
 
-    /// Releases the external checker's context (when the owner gives up the tensor).
+    /// Releases the external checker's context.
     fn drop_external(&mut self) {
         if let Some(external) = self.external.take() {
             // SAFETY: this owner's own context, released once (`set_external`).
@@ -288,16 +265,15 @@ impl<K: Kind> Managed<K> {
         }
     }
 
-    /// Sets the crate's own leak guard (see `leak_on_drop_if`), which no public call removes.
-    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    /// Sets the crate's own leak guard, which no public call removes.
+    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) fn set_leak_guard(&mut self, leak_if: fn() -> bool) {
         self.guard = Some(leak_if);
     }
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        // Validated at construction: the product does not overflow unless a zero extent makes
-        // the tensor empty (whatever the other extents multiply to).
+        // Validated: the product does not overflow unless a zero extent makes it empty.
         let shape = self.shape();
         if shape.contains(&0) {
             return 0;
@@ -305,8 +281,7 @@ impl<K: Kind> Managed<K> {
         shape.iter().map(|&d| d as usize).product()
     }
 
-    /// Bytes the elements occupy when packed densely (`ceil(numel * bits * lanes / 8)`);
-    /// validated at construction not to overflow.
+    /// Bytes the elements occupy packed densely (`ceil(numel * bits * lanes / 8)`).
     pub fn nbytes(&self) -> usize {
         let bits = crate::safe::dtype::element_bits(self.dtype()) as u128;
         ((self.numel() as u128 * bits).div_ceil(8)) as usize
@@ -326,16 +301,14 @@ impl<K: Kind> Managed<K> {
         if t.data.is_null() {
             return core::ptr::null_mut();
         }
-        // Validated at construction: the offset fits in isize. wrapping_add keeps this safe
-        // even for device pointers, which are never dereferenced here.
+        // Validated: the offset fits in isize; wrapping_add suits device pointers too.
         t.data
             .cast::<u8>()
             .wrapping_add(t.byte_offset as usize)
             .cast()
     }
 
-    /// The metadata as a [`TensorInfo`] (for copying the same memory): shape and strides are
-    /// copied, strides stay `None` when the producer sent NULL.
+    /// The metadata as a [`TensorInfo`] (strides `None` when the producer sent NULL).
     pub fn tensor_info(&self) -> TensorInfo {
         let t = self.raw_tensor();
         TensorInfo {
@@ -348,16 +321,14 @@ impl<K: Kind> Managed<K> {
         }
     }
 
-    /// Gives up ownership without calling the deleter: the managed struct's pointer and whether
-    /// it is versioned. A read-only versioned owner hands the `READ_ONLY` flag on; a read-only
-    /// legacy one cannot (the caller decides whether that may go on).
+    /// Gives up ownership without calling the deleter; a read-only versioned owner sets
+    /// `READ_ONLY` (a legacy one cannot).
     pub(crate) fn into_raw_parts(mut self) -> (NonNull<c_void>, bool) {
         self.drop_external();
         let (ptr, versioned, read_only) = (self.ptr, self.versioned, self.read_only);
         core::mem::forget(self);
         if versioned && read_only {
-            // SAFETY: the struct is still ours alone: the pointer has not been returned yet, so
-            // nobody else reads or writes it during this write.
+            // SAFETY: the struct is still ours alone: the pointer has not been returned yet.
             unsafe {
                 (*ptr.cast::<DLManagedTensorVersioned>().as_ptr()).flags |=
                     DLPACK_FLAG_BITMASK_READ_ONLY
@@ -369,29 +340,24 @@ impl<K: Kind> Managed<K> {
     /// Drops an owner given back by [`Managed::into_raw_parts`]: calls the deleter once.
     ///
     /// # Safety
-    ///
     /// `ptr` and `versioned` come from `into_raw_parts`, and nobody else took the struct since.
-    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) unsafe fn drop_raw_parts(ptr: NonNull<c_void>, versioned: bool) {
-        // SAFETY: a valid, validated struct of that kind, owned here (the caller's contract).
+        // SAFETY: the caller's contract.
         drop(unsafe { Managed::<AnyKind>::from_parts(ptr, versioned) });
     }
 }
 
 impl Managed<Legacy> {
-    /// Takes ownership of a producer's managed tensor and validates it. On a validation error
-    /// the deleter has already been called (ownership had passed).
+    /// Takes ownership of a producer's managed tensor and validates it; an error calls the deleter.
     ///
     /// # Safety
-    ///
-    /// `ptr` must be NULL or point at a `DLManagedTensor` that the caller owns (nobody else will
-    /// call its deleter), whose `shape` and `strides` point at `ndim` values when non-NULL,
-    /// whose `data` points at memory laid out as the metadata says (on its device), and which
-    /// stays valid until its deleter is called.
+    /// `ptr` is NULL or a `DLManagedTensor` the caller owns (nobody else calls its deleter),
+    /// whose non-NULL `shape` and `strides` point at `ndim` values, whose `data` is laid out as
+    /// the metadata says (on its device), and which stays valid until its deleter is called.
     pub unsafe fn from_raw(ptr: *mut DLManagedTensor) -> Result<Self, Error> {
         let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
-        // SAFETY: the caller hands over a valid, owned tensor; from here on `owned` calls the
-        // deleter exactly once, on success or on error.
+        // SAFETY: the caller hands over a valid, owned tensor; `owned` calls the deleter once.
         let owned = unsafe { Self::from_raw_unchecked(ptr) };
         // SAFETY: the caller guarantees shape and strides point at ndim values.
         unsafe { validate(owned.raw_tensor()) }?;
@@ -417,13 +383,10 @@ impl Managed<Legacy> {
 }
 
 impl Managed<Versioned> {
-    /// Takes ownership of a producer's versioned managed tensor. The major version is checked
-    /// before anything else is read: on a mismatch only the deleter is called. Then flags
-    /// (bits undefined by the producer's version, when that is 1.3 or older, are an error) and
-    /// the tensor are validated. On any error the deleter has already been called.
+    /// Takes ownership of a producer's versioned managed tensor and validates it; an error calls
+    /// the deleter. The major version is checked before anything else is read.
     ///
     /// # Safety
-    ///
     /// `ptr` must be NULL or point at a `DLManagedTensorVersioned` that the caller owns, valid
     /// until its deleter is called; for major version 1 its `shape` and `strides` must point at
     /// `ndim` values when non-NULL and its `data` at memory laid out as the metadata says.
@@ -431,8 +394,8 @@ impl Managed<Versioned> {
         let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
         // SAFETY: the caller hands over a valid, owned tensor; `owned` calls the deleter once.
         let owned = unsafe { Self::from_raw_unchecked(ptr) };
-        // SAFETY: the version and flags fields are valid in every major version's layout
-        // prefix; the tensor is only read after the major version matched.
+        // SAFETY: every major version starts with these fields; the tensor is read only after
+        // the major version matched.
         unsafe {
             let m = ptr.as_ref();
             if m.version.major != DLPACK_MAJOR_VERSION {
@@ -446,8 +409,7 @@ impl Managed<Versioned> {
                 });
             }
             validate(&m.dl_tensor)?;
-            // Padded sub-byte data has another byte count than the packed layout validated
-            // above: refused rather than read (and borrowed) over the wrong bytes.
+            // Padded sub-byte data has another byte count than validated: refuse it.
             let dtype = m.dl_tensor.dtype;
             if m.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED != 0
                 && crate::safe::dtype::element_bits(dtype) % 8 != 0
@@ -465,8 +427,7 @@ impl Managed<Versioned> {
         unsafe { Self::from_parts(ptr.cast(), true) }
     }
 
-    /// Gives up ownership without calling the deleter: whoever receives the pointer must. A
-    /// read-only owner ([`Managed::into_read_only`]) hands on the `READ_ONLY` flag.
+    /// Gives up ownership without calling the deleter (with `READ_ONLY` if read-only).
     pub fn into_raw(self) -> *mut DLManagedTensorVersioned {
         self.into_raw_parts().0.cast().as_ptr()
     }
@@ -486,8 +447,7 @@ impl Managed<Versioned> {
 impl Managed<AnyKind> {
     /// The legacy owner inside, if the producer sent a legacy tensor.
     pub fn as_legacy(&self) -> Option<&ManagedTensor> {
-        // SAFETY: `Managed` is `repr(C)` and its kind is only a `PhantomData`, so the two types
-        // have one layout; the run-time kind was checked.
+        // SAFETY: `repr(C)` with the kind only in a `PhantomData`; the run-time kind was checked.
         (!self.versioned).then(|| unsafe { &*(self as *const Self).cast::<ManagedTensor>() })
     }
 
@@ -551,7 +511,6 @@ impl From<ManagedTensorVersioned> for AnyManaged {
 impl<K: Kind> Drop for Managed<K> {
     fn drop(&mut self) {
         if self.guard.is_some_and(|leak| leak()) || self.leak_if.is_some_and(|leak| leak()) {
-            // The external context is released by code that handles shutdown itself.
             self.drop_external();
             return;
         }

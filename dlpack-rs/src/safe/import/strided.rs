@@ -1,9 +1,6 @@
-//! The strided-layout engine every view of any layout shares, with or without feature
-//! `ndarray`: a tensor's layout checked for a view of `T` and rewritten with non-negative
-//! strides from its lowest addressed element ([`Normalized`]), the test that no two indices
-//! reach one element, the walk over every element a layout reaches (bounded by the memory, not
-//! by the number of indices), and the checks and borrow of a strided or raw view
-//! ([`strided_parts`], [`raw_parts`]).
+//! The strided-layout engine of views of any layout: [`Normalized`] layouts, the overlap test,
+//! the walk over reached elements, and the checks and borrows of [`strided_parts`] and
+//! [`raw_parts`].
 
 use alloc::vec::Vec;
 use core::ffi::c_void;
@@ -14,9 +11,8 @@ use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::borrow::BorrowToken;
 use crate::safe::{Element, Error, Kind, Managed};
 
-/// A tensor's layout rewritten for a view: every stride non-negative, the pointer at the
-/// lowest addressed element, and the axes to invert afterwards (ndarray's constructors take
-/// it so, with feature `ndarray`).
+/// A layout rewritten for a view: non-negative strides from the lowest addressed element, and
+/// the axes to invert afterwards (as ndarray's constructors take it).
 pub(crate) struct Normalized<T> {
     pub(crate) ptr: *mut T,
     pub(crate) shape: Vec<usize>,
@@ -25,9 +21,8 @@ pub(crate) struct Normalized<T> {
 }
 
 impl<T> Normalized<T> {
-    /// The number of elements when they are one C-contiguous run from the lowest (no axis
-    /// inverted, each moving axis stepping over everything after it), else `None`.
-    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
+    /// The number of elements when they are one C-contiguous run, else `None`.
+    #[allow(dead_code)] // used by the pyo3 layer
     pub(crate) fn contiguous_len(&self) -> Option<usize> {
         if self.shape.contains(&0) {
             return Some(0);
@@ -45,9 +40,8 @@ impl<T> Normalized<T> {
         Some(expected)
     }
 
-    /// The address of the element at `index` (one index per axis), or `None` outside the
-    /// shape; from this layout's own copy of the shape and strides.
-    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
+    /// The address of the element at `index`, or `None` outside the shape.
+    #[allow(dead_code)] // used by the pyo3 layer
     pub(crate) fn element(&self, index: &[usize]) -> Option<*mut T> {
         if index.len() != self.shape.len() || index.iter().zip(&self.shape).any(|(&i, &d)| i >= d) {
             return None;
@@ -67,9 +61,8 @@ impl<T> Normalized<T> {
         Some(self.ptr.wrapping_add(offset))
     }
 
-    /// The address of the element at index 0 of every axis (the lowest addressed element moved
-    /// back along each inverted axis).
-    #[allow(dead_code)] // crate API for the pyo3 layer above safe/
+    /// The address of the element at index 0 of every axis.
+    #[allow(dead_code)] // used by the pyo3 layer
     pub(crate) fn first(&self) -> *mut T {
         self.inverted.iter().fold(self.ptr, |p, &axis| {
             p.wrapping_add((self.shape[axis].saturating_sub(1)) * self.strides[axis])
@@ -77,9 +70,8 @@ impl<T> Normalized<T> {
     }
 }
 
-/// Checks that an empty tensor's shape can be a view's: ndarray (and any view type that
-/// counts its elements) needs the product of the non-zero extents to fit in `isize`, even
-/// when another extent is zero, and DLPack does not bound it then (`(0, 2^62, 2^62)` is valid).
+/// Checks that an empty shape's non-zero extents multiply within `isize`, as ndarray needs
+/// (DLPack allows `(0, 2^62, 2^62)`).
 pub(crate) fn viewable_empty(shape: &[usize]) -> Result<(), Error> {
     shape
         .iter()
@@ -104,7 +96,6 @@ fn normalize<T: Element>(
     let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
     if shape.contains(&0) {
         viewable_empty(&shape)?;
-        // Nothing is ever read: a dangling, aligned pointer and zero strides are enough.
         let strides = shape.iter().map(|_| 0).collect();
         return Ok(Normalized {
             ptr: NonNull::<T>::dangling().as_ptr(),
@@ -119,15 +110,13 @@ fn normalize<T: Element>(
     let mut inverted = Vec::new();
     for (axis, (&extent, &stride)) in shape.iter().zip(strides.iter()).enumerate() {
         if extent <= 1 {
-            // Never stepped along: any stride is legal in DLPack, ndarray only needs one that
-            // cannot overflow.
+            // Never stepped along: any stride is legal, ndarray needs one that cannot overflow.
             out.push(0);
             continue;
         }
         let step = isize::try_from(stride).map_err(|_| Error::Overflow)?;
         if step < 0 {
-            // Validated: `stride * (extent - 1)` elements stay within the addressed range,
-            // which fits in `isize` bytes.
+            // Validated: the addressed range fits in `isize` bytes.
             ptr = ptr.wrapping_offset(step * (extent as isize - 1));
             inverted.push(axis);
         }
@@ -141,14 +130,10 @@ fn normalize<T: Element>(
     })
 }
 
-/// The checks and the borrow of an ndarray view of `T` over a tensor with any strides, for an
-/// owner and for a non-owning view alike: `T`'s dtype, plain CPU memory, non-NULL and aligned
-/// (unless empty), for an exclusive view no element addressed twice; then the registry borrow
-/// of every addressed byte, `more` (a second checker's borrow on top of it), and, for elements
-/// with invalid bit patterns (`bool`), every element. Returns the layout and the borrow.
+/// Checks and borrows a view of `T` with any strides (plus `more`, a second checker's borrow);
+/// an exclusive view must address no element twice.
 ///
 /// # Safety
-///
 /// `first` (the address of the first element), `shape`, `strides`, `dtype` and `device` describe
 /// a tensor validated by `layout::check` whose memory stays alive and in place while a view
 /// made from the returned layout is used.
@@ -173,12 +158,9 @@ pub(crate) unsafe fn strided_parts<T: Element>(
     Ok((n, token))
 }
 
-/// The checks and the borrow of a raw pointer to the elements of a tensor on any device (no
-/// host view is made, nothing is read): `T`'s dtype, non-NULL and aligned (unless empty), for
-/// an exclusive borrow no element addressed twice; then the registry borrow of every addressed
-/// byte (device addresses are registered as host ones are: CUDA and ROCm share one virtual
-/// address space with the host, and an address that collides can only refuse a view, never
-/// grant one) and `more`. Returns the first element and the borrow.
+/// Checks and borrows a raw pointer to the elements on any device, reading nothing.
+///
+/// Device addresses are registered as host ones: a collision can only refuse a view.
 pub(crate) fn raw_parts<T: Element>(
     first: *mut c_void,
     shape: &[i64],
@@ -207,18 +189,14 @@ pub(crate) fn raw_parts<T: Element>(
     Ok((first, more(token)?))
 }
 
-/// Calls [`Element::is_valid_bytes`] once on every element address the layout reaches; nothing
-/// for types where every bit pattern is valid ([`for_each_reached`] bounds the work by the
-/// memory, never by the number of indices).
+/// Calls [`Element::is_valid_bytes`] on every element the layout reaches (unless any pattern is valid).
 fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
     if T::ANY_BIT_PATTERN {
         return Ok(());
     }
     for_each_reached(&n.shape, &n.strides, |offset| {
-        // SAFETY: a non-empty, validated tensor on host memory: every offset reached by indices
-        // within the shape addresses `size_of::<T>()` readable bytes of the producer's buffer
-        // (the normalised pointer is the lowest addressed element, the strides step towards
-        // higher addresses); `for_each_reached` passes only such offsets.
+        // SAFETY: a validated host tensor: every offset `for_each_reached` passes addresses
+        // `size_of::<T>()` readable bytes of the producer's buffer.
         let bytes = unsafe {
             core::slice::from_raw_parts(
                 n.ptr.wrapping_add(offset).cast::<u8>(),
@@ -233,12 +211,9 @@ fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
     })
 }
 
-/// Calls `f` with every element offset some index within `shape` reaches (strides in elements,
-/// none negative), each at least once, and with no other offset. The work is bounded by the
-/// memory, never by the number of indices: a broadcast or overlapping layout may name far more
-/// indices than its memory holds elements (2^62 indices of one byte), so axes that do not move
-/// (stride 0, extent 1) are dropped, and an overlapping rest with more indices than its span
-/// has bit-set words is walked as the set of offsets it reaches ([`for_each_reached_in_set`]).
+/// Calls `f` with every element offset the layout reaches, at least once each.
+///
+/// The work is bounded by the memory, not by the indices (a broadcast may have 2^62 of them).
 fn for_each_reached(
     shape: &[usize],
     strides: &[usize],
@@ -259,8 +234,7 @@ fn for_each_reached(
         .try_fold(1usize, |n, &e| n.checked_mul(e))
         .unwrap_or(usize::MAX);
     if !overlaps(&shape, &strides) || indices <= span / 64 {
-        // Every index a distinct element (at most as many as the memory holds), or fewer indices
-        // than the bit set would have words: a repeated offset is harmless.
+        // Distinct elements, or fewer indices than bit-set words: repeats are harmless.
         return for_each_offset(&shape, &strides, f);
     }
     for_each_reached_in_set(&shape, &strides, f)
@@ -276,10 +250,7 @@ fn span_of(shape: &[usize], strides: &[usize]) -> usize {
         + 1
 }
 
-/// [`for_each_reached`] through a bit set over the span (in elements, at most the memory's
-/// size), each offset once, in increasing order: per axis, the set united with itself shifted
-/// by every multiple of the stride, by doubling (log2(extent) unions of the span per axis).
-/// Non-empty layouts only.
+/// [`for_each_reached`] through a bit set over the span, by doubling shifts per axis (non-empty).
 fn for_each_reached_in_set(
     shape: &[usize],
     strides: &[usize],
@@ -287,12 +258,9 @@ fn for_each_reached_in_set(
 ) -> Result<(), Error> {
     let span = span_of(shape, strides);
     let mut reached = BitSet::new(span)?;
-    // Offset 0: the first element, before any axis moves.
     reached.words[0] = 1;
     for (&extent, &stride) in shape.iter().zip(strides) {
-        // The union of `reached` shifted by 0, 1, ..., extent - 1 strides, as consecutive
-        // blocks of 2^k multiples for the bits of `extent` (`pow`: the union over the first
-        // `pow_len` multiples).
+        // The union of `reached` shifted by 0..extent strides, in blocks of 2^k multiples.
         let mut result = BitSet::new(span)?;
         let mut pow = reached;
         let (mut pow_len, mut placed, mut rest) = (1usize, 0usize, extent);
@@ -322,7 +290,6 @@ fn for_each_offset(
     let mut index = alloc::vec![0usize; shape.len()];
     loop {
         f(index.iter().zip(strides).map(|(i, s)| i * s).sum())?;
-        // Odometer increment, last axis fastest.
         let mut axis = shape.len();
         loop {
             if axis == 0 {
@@ -346,8 +313,7 @@ struct BitSet {
 }
 
 impl BitSet {
-    /// The empty set (`OutOfMemory` rather than an abort: `len` is the span of memory the
-    /// producer describes).
+    /// The empty set, or `OutOfMemory` rather than an abort.
     fn new(len: usize) -> Result<Self, Error> {
         let mut words = Vec::new();
         words
@@ -386,8 +352,7 @@ impl BitSet {
     }
 }
 
-/// Whether two different indices can address the same element. Sufficient test: sorted by
-/// stride, each dimension's stride must step over everything the smaller ones span.
+/// Whether two indices can address one element (sorted by stride, each must step over the rest).
 fn overlaps(shape: &[usize], strides: &[usize]) -> bool {
     if shape.contains(&0) {
         return false;
@@ -410,15 +375,12 @@ fn overlaps(shape: &[usize], strides: &[usize]) -> bool {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The layout of a view of `T`s, checked (for an exclusive view: no element addressed
-    /// twice), then borrowed (with the owner's external checker), then (under the borrow)
-    /// every element checked valid for `T`.
+    /// [`strided_parts`] of this owner, with its external checker.
     pub(crate) fn borrowed_layout<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(Normalized<T>, BorrowToken), Error> {
-        // SAFETY: validated at construction; the memory lives until the deleter runs, after
-        // every view borrowing `self`.
+        // SAFETY: validated; the memory lives until the deleter, after every view of `self`.
         unsafe {
             strided_parts::<T>(
                 self.data_ptr(),
@@ -431,12 +393,9 @@ impl<K: Kind> Managed<K> {
             )
         }
     }
-}
 
-impl<K: Kind> Managed<K> {
-    /// The checks and borrow of a raw pointer to the elements on any device ([`raw_parts`],
-    /// with the owner's external checker).
-    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    /// [`raw_parts`] of this owner, with its external checker.
+    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) fn raw_parts<T: Element>(
         &self,
         exclusive: bool,

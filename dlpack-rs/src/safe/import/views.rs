@@ -1,6 +1,4 @@
-//! Borrow-checked views of a managed tensor's elements: the checks a view needs (dtype,
-//! host memory, layout, alignment, valid bytes) and the registry borrow of exactly the bytes the
-//! elements address, with an external checker's borrow on top (rust-numpy's table).
+//! Borrow-checked views of a managed tensor's elements: their checks and registry borrows.
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -24,24 +22,21 @@ pub(crate) struct External {
 /// The functions of an external borrow checker. None may unwind; each may run on any thread.
 #[derive(Debug)]
 pub(crate) struct ExternalApi {
-    /// Takes a shared (`false`) or exclusive (`true`) borrow of the context's memory, or refuses
-    /// with the error to report.
+    /// Takes a shared (`false`) or exclusive (`true`) borrow, or returns the error to report.
     pub(crate) acquire: unsafe fn(*mut c_void, bool) -> Result<(), Error>,
     /// Releases one borrow `acquire` took with the same arguments.
     pub(crate) release: unsafe fn(*mut c_void, bool),
-    /// Releases the context itself, once, when the owner lets go of it.
+    /// Releases the context itself, once.
     pub(crate) drop_ctx: unsafe fn(*mut c_void),
 }
 
 impl<K: Kind> Managed<K> {
-    /// Makes every view of this owner also take a borrow in `external` (after the registry's,
-    /// released with it), and hands its context to the owner, which releases it once.
+    /// Makes every view also borrow in `external`; the owner releases its context once.
     ///
     /// # Safety
-    ///
     /// `external.ctx` stays valid for `external.api`'s functions until `drop_ctx` is called on
     /// it, and this owner is the only one to call `drop_ctx` on it.
-    #[allow(dead_code)] // crate API for the layers above safe/, none of which a featureless build has
+    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) unsafe fn set_external(&mut self, external: External) {
         if let Some(old) = self.external.replace(external) {
             // SAFETY: the previous context was this owner's alone (this function's contract).
@@ -49,7 +44,7 @@ impl<K: Kind> Managed<K> {
         }
     }
 
-    /// The external checker this owner's views satisfy, if any (its context stays this owner's).
+    /// The external checker this owner's views satisfy, if any.
     pub(crate) fn external(&self) -> Option<External> {
         self.external
     }
@@ -60,8 +55,7 @@ impl<K: Kind> Managed<K> {
         token: BorrowToken,
         exclusive: bool,
     ) -> Result<BorrowToken, Error> {
-        // SAFETY: the context stays valid until this owner drops it (`set_external`), and every
-        // view (and so every token) borrows this owner.
+        // SAFETY: the context lives until this owner drops it, and every token borrows the owner.
         unsafe { take_external(self.external(), token, exclusive) }
     }
 
@@ -71,9 +65,7 @@ impl<K: Kind> Managed<K> {
         first_of::<T>(self.data_ptr())
     }
 
-    /// Registers a borrow of the bytes the tensor's elements address (from the lowest to the
-    /// highest element the strides reach, on the elements' progression: see the module docs).
-    /// Nothing is registered for an empty tensor.
+    /// Borrows the bytes the tensor's elements address ([`addressed_token`]).
     #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
     pub(crate) fn borrow_addressed(&self, exclusive: bool) -> Result<BorrowToken, Error> {
         let token = addressed_token(
@@ -86,15 +78,13 @@ impl<K: Kind> Managed<K> {
         self.with_external(token, exclusive)
     }
 
-    /// Checks that a slice of `T` over this tensor is sound and borrows it, returning its first
-    /// element, its length and the borrow.
+    /// Checks and borrows a slice of `T`: its first element, length and borrow.
     pub(crate) fn slice_parts<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, usize, BorrowToken), Error> {
         let t = self.raw_tensor();
-        // SAFETY: the metadata was validated at construction and the memory lives until the
-        // deleter runs, which cannot happen while `self` is borrowed.
+        // SAFETY: validated metadata; the memory lives until the deleter, not while borrowed.
         unsafe {
             contiguous_slice_parts::<T>(
                 self.data_ptr(),
@@ -108,34 +98,32 @@ impl<K: Kind> Managed<K> {
         }
     }
 
-    /// The elements as a shared slice (a guard that derefs to `[T]`), when the tensor is
-    /// host-accessible, C-contiguous, of `T`'s dtype, aligned for `T` and (for `bool`) holds
-    /// only 0 and 1. Refused with [`Error::AlreadyBorrowed`] while a mutable view of any of
-    /// these bytes exists, through this owner or any other.
+    /// The elements as a shared slice guard.
+    ///
+    /// Needs host memory, C-contiguous layout, `T`'s dtype, alignment and (for `bool`) only 0
+    /// and 1. Refused with [`Error::AlreadyBorrowed`] while a mutable view of the bytes exists.
     pub fn as_slice<T: Element>(&self) -> Result<ReadSlice<'_, T>, Error> {
         let (ptr, len, token) = self.slice_parts::<T>(false)?;
-        // SAFETY: checked and borrowed (shared) by `slice_parts`; the guard borrows `self`, so
-        // the memory outlives it.
+        // SAFETY: checked and borrowed by `slice_parts`; the guard borrows `self`.
         Ok(unsafe { ReadSlice::new(ptr, len, token) })
     }
 
-    /// The elements as a mutable slice (a guard that derefs to `[T]`): as [`Managed::as_slice`],
-    /// and the tensor must not be read-only. Refused with [`Error::AlreadyBorrowed`] while any
-    /// other view of these bytes exists, through this owner or any other.
+    /// The elements as a mutable slice guard: as [`Managed::as_slice`], and not read-only.
+    ///
+    /// Refused with [`Error::AlreadyBorrowed`] while any other view of the bytes exists.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<WriteSlice<'_, T>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
         let (ptr, len, token) = self.slice_parts::<T>(true)?;
-        // SAFETY: checked and borrowed exclusively by `slice_parts`; the producer allows writes
-        // (no READ_ONLY flag); the guard borrows `self` mutably, so the memory outlives it and
-        // this owner hands out no other view meanwhile.
+        // SAFETY: checked and borrowed exclusively by `slice_parts`; not READ_ONLY; the guard
+        // borrows `self` mutably.
         Ok(unsafe { WriteSlice::new(ptr, len, token) })
     }
 
-    /// A compact, row-major, 64-byte aligned host copy of the elements, flagged `IS_COPIED`
-    /// (writable: it is nobody else's). Holds a shared borrow of the source while copying, so it
-    /// is refused with [`Error::AlreadyBorrowed`] while a mutable view of it exists.
+    /// A compact, writable, 64-byte aligned host copy flagged `IS_COPIED`.
+    ///
+    /// Refused with [`Error::AlreadyBorrowed`] while a mutable view of the source exists.
     ///
     /// ```
     /// use dlpack_rs::safe::Export;
@@ -150,8 +138,7 @@ impl<K: Kind> Managed<K> {
         host_viewable(self.device())?;
         let _source = self.borrow_addressed(false)?;
         let source = crate::safe::Validated::new(self.tensor_info())?;
-        // SAFETY: host memory alive while `self` is, and the shared borrow above keeps writers
-        // of this crate away.
+        // SAFETY: host memory alive while `self` is, borrowed (shared) above.
         let (storage, copy) = unsafe { crate::safe::copy_described(&source) }?;
         // SAFETY: `copy` describes the new storage, which the keepalive owns alone; writable.
         unsafe {
@@ -166,13 +153,10 @@ impl<K: Kind> Managed<K> {
     }
 }
 
-/// Adds `external`'s borrow (when there is one) to a registry token just taken for a view: the
-/// token then gives both back.
+/// Adds `external`'s borrow, if any, to a registry token just taken for a view.
 ///
 /// # Safety
-///
-/// `external.ctx` stays valid for `external.api`'s functions while the returned token lives (its
-/// holder keeps the context's owner alive longer than the token).
+/// `external.ctx` stays valid for `external.api`'s functions while the returned token lives.
 #[inline]
 pub(crate) unsafe fn take_external(
     external: Option<External>,
@@ -181,7 +165,7 @@ pub(crate) unsafe fn take_external(
 ) -> Result<BorrowToken, Error> {
     match external {
         None => Ok(token),
-        // SAFETY: forwarded from this function's contract.
+        // SAFETY: this function's contract.
         Some(external) => unsafe { take_some_external(external, token, exclusive) },
     }
 }
@@ -189,7 +173,6 @@ pub(crate) unsafe fn take_external(
 /// [`take_external`] with a checker.
 ///
 /// # Safety
-///
 /// As [`take_external`].
 #[inline(never)]
 unsafe fn take_some_external(
@@ -206,14 +189,9 @@ unsafe fn take_some_external(
     }))
 }
 
-/// The checks and the borrow of a C-contiguous slice of `T` over a tensor, for an owner and for
-/// a non-owning view alike: `T`'s dtype, plain CPU memory, C-contiguous, non-NULL and aligned
-/// (unless empty); then the registry borrow, `more` (a second checker's borrow on top of it),
-/// and, for elements with invalid bit patterns (`bool`), the bytes. Returns the first element,
-/// the length and the borrow.
+/// Checks and borrows a C-contiguous slice of `T` (plus `more`, a second checker's borrow).
 ///
 /// # Safety
-///
 /// `first` (the address of the first element), `shape`, `strides`, `dtype` and `device` describe
 /// a tensor validated by `layout::check` whose memory stays alive and in place while the returned
 /// pointer is used.
@@ -238,8 +216,7 @@ pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
     }
     let len: usize = shape.iter().map(|&d| d as usize).product();
     let ptr = first_of::<T>(first)?;
-    // Borrow before reading anything: no exclusive view of these bytes exists from here on.
-    // Contiguous: the bytes are exactly `len` elements from the first.
+    // Borrow before reading: no exclusive view of these bytes exists from here on.
     let start = ptr as usize;
     let token = BorrowToken::acquire(
         start,
@@ -247,9 +224,8 @@ pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
         exclusive,
     )?;
     let token = more(token)?;
-    // SAFETY: host-accessible, non-NULL, aligned, contiguous memory of `len` elements of T's
-    // dtype (validated not to overflow), alive by this function's contract, and borrowed above
-    // so no view elsewhere writes it.
+    // SAFETY: host, non-NULL, aligned, contiguous `len` elements, alive (this function's
+    // contract), and borrowed above so no view writes them.
     let bytes =
         unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), len * core::mem::size_of::<T>()) };
     if !T::is_valid_bytes(bytes) {
@@ -258,11 +234,8 @@ pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
     Ok((ptr, len, token))
 }
 
-/// Registers a borrow of the bytes a validated tensor's elements address, from the lowest to
-/// the highest element its strides reach: those of the elements' progression (the gcd of the
-/// byte strides apart, `safe::overlap::Span`), or the whole range for sub-byte elements;
-/// nothing for an empty tensor. `first` is the address of the first element (never
-/// dereferenced).
+/// Borrows the bytes a validated tensor's elements address, as a strided span (a range for
+/// sub-byte elements). `first` is never dereferenced.
 pub(crate) fn addressed_token(
     first: *mut c_void,
     shape: &[i64],
@@ -288,9 +261,8 @@ pub(crate) fn addressed_token(
         // Sub-byte elements share bytes with their neighbours: the whole range.
         return BorrowToken::acquire_elements(first as usize, low, high, bits, exclusive);
     }
-    // Every element starts a multiple of the gcd of the byte strides (of the axes it steps
-    // along) from the lowest one: the borrow names those elements' bytes alone, so views of
-    // interleaved elements (`z[::2]`, `z[1::2]`) do not conflict (`safe::overlap`).
+    // Elements start at multiples of the byte strides' gcd, so `z[::2]` and `z[1::2]` do not
+    // conflict (`safe::overlap`).
     let width = (bits / 8) as usize;
     let period = shape
         .iter()
@@ -308,10 +280,8 @@ pub(crate) fn addressed_token(
     BorrowToken::acquire_strided(start, end, period, width, exclusive)
 }
 
-/// Whether safe code may read (or write) the memory of a tensor on `device` from the host: only
-/// plain CPU memory. Device memory is not addressable, and pinned or managed memory
-/// (`CUDA_HOST`, `ROCM_HOST`, `CUDA_MANAGED`), though addressable, may still be written by the
-/// producer's queued device work, which a host view would race (nothing here can wait for it).
+/// Whether safe code may view memory on `device` from the host: plain CPU memory only, since
+/// queued device work may still write pinned or managed memory.
 pub(crate) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
     if device.device_type.is_host_viewable() {
         Ok(())
@@ -320,7 +290,7 @@ pub(crate) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
     }
 }
 
-/// `Ok` when `dtype` is `T`'s; the mismatch otherwise (every typed view asks this first).
+/// `Ok` when `dtype` is `T`'s, else the mismatch.
 #[inline]
 pub(in crate::safe) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
     if dtype == T::DTYPE {
