@@ -82,8 +82,7 @@ pub struct ContainerAttrs {
     pub legacy_read_only: Option<(Span, bool)>,
 }
 
-/// Device type names accepted in `device = "name"` / `"name:index"`, each with the name of its
-/// `dlpack_rs::ffi::DLDeviceType` constant (the one place the values live).
+/// Device names of `device = "name[:index]"`, each with its `DLDeviceType` constant's name.
 const DEVICE_NAMES: &[(&str, &str)] = &[
     ("cpu", "CPU"),
     ("cuda", "CUDA"),

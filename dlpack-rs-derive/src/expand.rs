@@ -8,9 +8,8 @@ use syn::{DeriveInput, Member};
 use crate::ast::{Field, Input};
 use crate::attr::Role;
 
-/// Entry point: parse, validate, generate. After an error, the errors and a stub impl of the
-/// traits, so that the user sees the derive's errors and not a cascade of "`X` does not
-/// implement `IntoDLPack`" wherever the struct is used (the way thiserror does).
+/// Parses, validates, generates. After an error, the errors and a stub impl, so that uses of
+/// the struct add no "does not implement `IntoDLPack`" cascade.
 pub fn derive(input: &DeriveInput) -> TokenStream {
     let result = Input::from_syn(input).and_then(|parsed| {
         parsed.validate()?;
@@ -26,7 +25,6 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
     }
 }
 
-/// The stub after a derive error: never run, since the crate does not compile.
 fn fallback(input: &DeriveInput) -> TokenStream {
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
@@ -53,8 +51,7 @@ fn member_name(member: &Member) -> String {
     }
 }
 
-/// `<Ty as Trait>::method(&self.field)`, spanned at the field's type so that a type that does
-/// not fit the role is reported there.
+/// `<Ty as Trait>::method(&self.field)`, spanned at the field's type, where a misfit is reported.
 fn role_call(field: &Field<'_>, trait_name: &str, method: &str) -> TokenStream {
     let ty = field.ty;
     let trait_ident = syn::Ident::new(trait_name, ty.span());
@@ -106,9 +103,8 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let type_name = ident.to_string();
     let field_name = member_name(&data.member);
 
-    // Bound each role field's type by the trait it is used through: a generic struct such as
-    // `struct Tensor<T> { #[dlpack(data)] data: Vec<T> }` needs no bound of its own, and a field
-    // type that does not fit gets one error, at the field's type.
+    // Each role field's type bound by its trait: generic structs need no bounds of their own,
+    // and a misfit gets one error, at the field's type.
     let mut generics = input.generics.clone();
     {
         let where_clause = generics.make_where_clause();
@@ -142,11 +138,9 @@ fn expand(input: &Input<'_>) -> TokenStream {
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
 
     let imp = quote! {
-        // SAFETY: the data field is a `Buffer` (an unsafe trait whose implementations vouch for
-        // their memory and its device), its pointer is read through `Buffer::data_ptr`, and
-        // `within_buffer_extent` checks that the described device is the buffer's and that every byte
-        // the shape, strides and byte offset address lies inside it; writes are allowed only
-        // where `consumers_may_write` says the buffer permits them.
+        // SAFETY: the data field is a `Buffer` (which vouches for its memory and device), read
+        // through `Buffer::data_ptr`; `within_buffer_extent` checks the device and that every
+        // byte addressed lies inside it; writes only where `consumers_may_write` allows.
         #[automatically_derived]
         unsafe impl #impl_generics ::dlpack_rs::IntoDLPack for #ident #ty_generics #where_clause {
             fn tensor_info(&self) -> ::dlpack_rs::safe::TensorInfo {
@@ -210,8 +204,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
     };
     let data_member = &data.member;
     let derived = quote! {
-        // SAFETY: `tensor_info` above describes only bytes inside this field's buffer, on its
-        // device (checked by `within_buffer_extent` on every export).
+        // SAFETY: every export checks that `tensor_info` stays inside this field, on its device.
         #[automatically_derived]
         unsafe impl #impl_generics ::dlpack_rs::__private_derive_v0_4::DerivedData
             for #ident #ty_generics #where_clause
@@ -222,8 +215,7 @@ fn expand(input: &Input<'_>) -> TokenStream {
             }
         }
     };
-    // Python methods only when asked: a plain struct compiles the same with or without pyo3.
-    // Validation refused `pyclass` on a generic struct (pyo3 classes cannot be generic).
+    // Python methods only when asked (validation refused `pyclass` on a generic struct).
     let hook = match (input.attrs.pyclass, input.attrs.no_pymethods) {
         (Some(span), _) => quote_spanned! {span=>
             ::dlpack_rs::__dlpack_pymethods! { @derive #ident }

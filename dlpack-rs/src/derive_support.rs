@@ -14,8 +14,8 @@ pub use crate::safe::import::layout::Extent;
 /// how a class's exports keep it alive.
 #[cfg(feature = "pyo3")]
 pub use crate::pyo3_glue::export::{
-    class_export::ClassRoute,
-    class_table::class_exchange_api_capsule,
+    class_export::{export_dlpack, export_dlpack_device, ClassRoute},
+    class_table::{class_exchange_api_capsule, exchange_api},
     dlpack_method::{dlpack_method, CapsuleObject, MethodDescriptor},
 };
 
@@ -355,7 +355,7 @@ macro_rules! __dlpack_pymethods {
             /// `(device_type, device_id)` of the data (added by dlpack-rs).
             #[pyo3(name = "__dlpack_device__")]
             fn $device(&self) -> $crate::pyo3::PyResult<(i32, i32)> {
-                $crate::pyo3_glue::export_dlpack_device(self)
+                $crate::__private_derive_v0_4::export_dlpack_device(self)
             }
 
             #[classattr]

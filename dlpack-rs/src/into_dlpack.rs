@@ -159,8 +159,8 @@ pub unsafe trait IntoDLPack {
 
     /// Moves `self` into a legacy `"dltensor"` capsule; `BufferError` for read-only data.
     ///
-    /// For a managed tensor you already own, use
-    /// [`pyo3_glue::into_capsule`](crate::pyo3_glue::into_capsule).
+    /// A managed tensor you already own goes to Python as a
+    /// [`DLPackTensor`](crate::pyo3_glue::DLPackTensor), a producer object.
     #[cfg(feature = "pyo3")]
     #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
     fn into_capsule<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>>

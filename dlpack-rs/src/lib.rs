@@ -130,29 +130,22 @@ pub use dlpack_rs_derive::pymethods;
 pub use dlpack_rs_derive::IntoDLPack;
 pub use into_dlpack::IntoDLPack;
 
-/// The names most code needs, for `use dlpack_rs::prelude::*;`: the export trait (and, with
-/// feature `derive`, its derive), the safe layer's builder, owners and element trait, and with
-/// feature `pyo3` the import type, the typed-argument family with its constraint markers, and
-/// the return-value and producer types.
+/// What a typical extension module imports: `use dlpack_rs::prelude::*;`.
 ///
 /// ```
 /// use dlpack_rs::prelude::*;
 ///
-/// let t: ManagedTensorVersioned = Export::new(vec![1.0f32, 2.0]).versioned()?;
+/// let t = Export::new(vec![1.0f32, 2.0]).versioned()?;
 /// assert_eq!(t.shape(), &[2]);
 /// # Ok::<(), dlpack_rs::safe::Error>(())
 /// ```
 pub mod prelude {
-    pub use crate::safe::{Element, Export, ManagedTensor, ManagedTensorVersioned};
+    pub use crate::safe::{Element, Export};
     pub use crate::IntoDLPack;
 
     #[cfg(feature = "pyo3")]
     #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
-    pub use crate::pyo3_glue::{
-        AnyDevice, AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut, CContig, Cpu, DLPackTensor, FContig,
-        Framework, Ndim, PyTensor, Returned, Shape1, Shape2, Shape3, Shape4, Strided, TensorView,
-        TensorViewMut, ANY,
-    };
+    pub use crate::pyo3_glue::{Ndim, PyTensor, Returned, TensorView, TensorViewMut, ANY};
 }
 
 /// What `#[derive(IntoDLPack)]` expands to calls; a private interface whose path carries the

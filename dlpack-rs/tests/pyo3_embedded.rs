@@ -3,7 +3,7 @@
 //! rule for legacy imports, without building a Python extension.
 #![cfg(feature = "pyo3")]
 
-use dlpack_rs::pyo3_glue::{into_capsule, DLPackArgs, DLPackTensor, ImportOptions, PyTensor};
+use dlpack_rs::pyo3_glue::{DLPackTensor, ImportOptions, PyTensor};
 use dlpack_rs::safe::{Error, Export};
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -18,20 +18,39 @@ fn tensor(py: Python<'_>, values: Vec<f32>) -> PyResult<Bound<'_, DLPackTensor>>
     Bound::new(py, DLPackTensor::from_export(Export::new(values))?)
 }
 
+/// A legacy `"dltensor"` capsule of `values`, from `dlpack_rs.Tensor.__dlpack__()`.
+fn legacy_capsule<T: dlpack_rs::safe::Element>(
+    py: Python<'_>,
+    values: Vec<T>,
+) -> PyResult<Bound<'_, PyCapsule>> {
+    let t = Bound::new(py, DLPackTensor::from_export(Export::new(values))?)?;
+    Ok(t.call_method0("__dlpack__")?.cast_into::<PyCapsule>()?)
+}
+
 #[test]
 fn dlpack_arguments_raise_what_the_protocol_names() {
     with_py(|py| {
+        let t = tensor(py, vec![1.0])?;
+        let call = |key: &str, value: Bound<'_, PyAny>| {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item(key, value)?;
+            t.call_method("__dlpack__", (), Some(&kwargs))
+        };
         let bad_version = (1, 2, 3).into_pyobject(py)?.into_any();
-        let err = DLPackArgs::parse(None, Some(bad_version), None, None).unwrap_err();
+        let err = call("max_version", bad_version).unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
         let bad_copy = 1i64.into_pyobject(py)?.into_any();
-        let err = DLPackArgs::parse(None, None, None, Some(bad_copy)).unwrap_err();
+        let err = call("copy", bad_copy).unwrap_err();
         assert!(err.is_instance_of::<PyValueError>(py));
         let huge = (1i64 << 40, 0).into_pyobject(py)?.into_any();
-        let err = DLPackArgs::parse(None, Some(huge), None, None).unwrap_err();
+        let err = call("max_version", huge).unwrap_err();
         assert!(err.is_instance_of::<PyValueError>(py));
-        let args = DLPackArgs::parse(None, Some((1, 3).into_pyobject(py)?.into_any()), None, None)?;
-        assert!(args.versioned());
+        let versioned = call("max_version", (1, 3).into_pyobject(py)?.into_any())?;
+        let capsule = versioned.cast_into::<PyCapsule>()?;
+        assert_eq!(
+            capsule.name()?.map(|n| unsafe { n.as_cstr() }.to_owned()),
+            Some(c"dltensor_versioned".to_owned())
+        );
         Ok(())
     })
 }
@@ -66,11 +85,10 @@ fn dunder_dlpack_gives_the_capsule_asked_for() {
 #[test]
 fn bare_capsules_need_the_unsafe_entry_point() {
     with_py(|py| {
-        let mt = Export::new(vec![7u8, 8]).legacy()?;
-        let capsule = into_capsule(py, mt)?;
+        let capsule = legacy_capsule(py, vec![7u8, 8])?;
         let err = PyTensor::from_pyany(py, capsule.as_any()).unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
-        // SAFETY: `into_capsule` just made this "dltensor" capsule of a DLManagedTensor.
+        // SAFETY: `__dlpack__()` just made this "dltensor" capsule of a DLManagedTensor.
         let t = unsafe { PyTensor::from_capsule(&capsule) }?;
         assert_eq!(t.as_slice::<u8>()?, &[7, 8]);
         // Legacy: read-only unless asked otherwise.
@@ -113,9 +131,8 @@ fn an_import_cannot_write_while_the_owner_reads() {
 #[test]
 fn a_read_only_reexport_stays_read_only() {
     with_py(|py| {
-        let mt = Export::new(vec![1u16, 2]).legacy()?;
-        let capsule = into_capsule(py, mt)?;
-        // SAFETY: made just above by `into_capsule`.
+        let capsule = legacy_capsule(py, vec![1u16, 2])?;
+        // SAFETY: made just above by `__dlpack__()`.
         let imported = unsafe { PyTensor::from_capsule(&capsule) }?;
         let again = Bound::new(py, DLPackTensor::from(imported))?;
         assert!(again.getattr("read_only")?.extract::<bool>()?);

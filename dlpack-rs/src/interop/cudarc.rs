@@ -70,8 +70,8 @@ fn device_of(ordinal: usize) -> DLDevice {
     crate::safe::cuda_device(i32::try_from(ordinal).unwrap_or(i32::MAX))
 }
 
-/// A cudarc driver error as this crate's [`Error::Device`] (`code` is the `CUresult`).
-pub fn device_error(call: &'static str, err: DriverError) -> Error {
+/// A cudarc driver error as [`Error::Device`] (`code` is the `CUresult`).
+pub(crate) fn device_error(call: &'static str, err: DriverError) -> Error {
     Error::Device {
         call,
         code: err.0 as i64,

@@ -61,8 +61,10 @@ pub use borrow::guard::{ReadSlice, WriteSlice};
 pub use dtype::packed::{PackedExport, PackedSlice, Packing};
 pub use dtype::{
     cpu_device, cuda_device, dtype_bool, dtype_f32, dtype_f64, dtype_i32, dtype_i64, dtype_rule,
-    dtype_u16, dtype_u8, element_bits, validate_dtype, AnyBitPattern, DtypeName, Element,
+    dtype_u16, dtype_u8, AnyBitPattern, DtypeName, Element,
 };
+#[allow(unused_imports)] // used by the layers above safe/
+pub(crate) use dtype::{element_bits, validate_dtype};
 pub use error::Error;
 pub use export::pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 #[allow(unused_imports)] // used by the layers above safe/
@@ -74,7 +76,9 @@ pub(crate) use export::tensor_info::Validated;
 pub use export::Export;
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::layout::Extent;
-pub use import::layout::{compact_strides, is_c_contiguous, MAX_NDIM};
+pub use import::layout::MAX_NDIM;
+#[allow(unused_imports)] // used by the layers above safe/
+pub(crate) use import::layout::{compact_strides, is_c_contiguous};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::views::{host_viewable, External, ExternalApi};
 pub use import::{

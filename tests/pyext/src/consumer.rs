@@ -2,9 +2,9 @@
 //! capsule), what an import describes, its elements read back in C order, and the functions
 //! that import any DLPack object to report on it, write it in place or re-export it.
 
+use crate::dtype_name;
 use dlpack_rs::ffi::{DLDevice, DLDeviceType};
-use dlpack_rs::pyo3_glue::{dtype_name, DLPackTensor, ImportOptions, PyTensor};
-use dlpack_rs::safe;
+use dlpack_rs::pyo3_glue::{DLPackTensor, ImportOptions, PyTensor};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -107,7 +107,7 @@ pub(crate) fn gather(t: &PyTensor) -> PyResult<Vec<u8>> {
     if !v.device().device_type.is_host_accessible() {
         return Err(PyValueError::new_err("not host-accessible"));
     }
-    let bits = safe::element_bits(v.dtype()) as usize;
+    let bits = usize::from(v.dtype().bits) * usize::from(v.dtype().lanes);
     if bits % 8 != 0 {
         return Err(PyValueError::new_err("sub-byte dtype"));
     }

@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::Imported;
-use dlpack_rs::pyo3_glue::{into_capsule, CContig, DLPackTensor, Ndim, PyTensor, ANY};
-use dlpack_rs::safe::{self, cpu_device, dtype_u8, ManagedTensor, ManagedTensorVersioned};
+use dlpack_rs::pyo3_glue::{CContig, DLPackTensor, IntoDLPack, Ndim, PyTensor, ANY};
+use dlpack_rs::safe::{self, cpu_device, dtype_u8, ManagedTensorVersioned};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyTuple};
@@ -41,14 +41,6 @@ fn bomb_versioned() -> PyResult<ManagedTensorVersioned> {
     Ok(unsafe { ManagedTensorVersioned::from_raw(raw) }?)
 }
 
-fn bomb_legacy() -> PyResult<ManagedTensor> {
-    let mut bomb = Bomb(Box::new([1, 2, 3, 4]));
-    let info = bomb_info(&mut bomb);
-    let raw = safe::try_pack(bomb, info)?;
-    // SAFETY: a fresh export of ours, owned here alone.
-    Ok(unsafe { ManagedTensor::from_raw(raw) }?)
-}
-
 /// A `dlpack_rs.Tensor` (4 uint8) whose keepalive panics when the consumer's deleter drops it.
 #[pyfunction]
 fn panicking_tensor() -> PyResult<DLPackTensor> {
@@ -59,10 +51,12 @@ fn panicking_tensor() -> PyResult<DLPackTensor> {
 /// deleter call, or by the capsule's destructor if nobody consumes it.
 #[pyfunction]
 fn panicking_capsule(py: Python<'_>, versioned: bool) -> PyResult<Bound<'_, PyCapsule>> {
+    // Through `dlpack_rs.Tensor`: the capsule's deleter drops the tensor, whose own deleter
+    // drops the bomb.
     if versioned {
-        into_capsule(py, bomb_versioned()?)
+        DLPackTensor::new(bomb_versioned()?).into_capsule_versioned(py)
     } else {
-        into_capsule(py, bomb_legacy()?)
+        DLPackTensor::new(bomb_versioned()?).into_capsule(py)
     }
 }
 
@@ -375,11 +369,11 @@ fn drop_capsule_with_exception_set(
     let capsule = if panicking {
         panicking_capsule(py, versioned)?
     } else {
-        let t = safe::Export::new(vec![1u8, 2, 3, 4]);
+        let t = DLPackTensor::from_export(safe::Export::new(vec![1u8, 2, 3, 4]))?;
         if versioned {
-            into_capsule(py, t.versioned()?)?
+            t.into_capsule_versioned(py)?
         } else {
-            into_capsule(py, t.legacy()?)?
+            t.into_capsule(py)?
         }
     };
     // SAFETY: `capsule` is a live object and this thread is attached.

@@ -28,9 +28,14 @@ pub(crate) use consumer::{gather, Imported};
 pub(crate) use producer::{new_rust_tensor, parse_dtype, Chunk};
 use pyo3::prelude::*;
 
+/// numpy's, torch's and jax's name of a dtype.
+pub(crate) fn dtype_name(dtype: dlpack_rs::ffi::DLDataType) -> String {
+    dlpack_rs::safe::DtypeName(dtype).to_string()
+}
+
 #[pymodule(gil_used = false)]
 fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    dlpack_rs::pyo3_glue::register(m)?;
+    m.add_class::<dlpack_rs::pyo3_glue::DLPackTensor>()?;
     producer::register(m)?;
     held::register(m)?;
     consumer::register(m)?;

@@ -3,11 +3,10 @@
 //! FP8 codes without a Rust type and of FP4 in both forms (jax's 4 bits x 1 lane, torch's
 //! `float4_e2m1fn_x2`), and round trips of all of them through Rust memory.
 
+use crate::dtype_name;
 use crate::Imported;
 use dlpack_rs::ffi::{DLDataType, DLDataTypeCode as C};
-use dlpack_rs::pyo3_glue::{
-    dtype_name, CContig, DLPackTensor, Framework, Ndim, Returned, TensorView, ANY,
-};
+use dlpack_rs::pyo3_glue::{CContig, DLPackTensor, Framework, Ndim, Returned, TensorView, ANY};
 use dlpack_rs::safe::{AlignedBuffer, Export, PackedExport, Packing};
 use float8::{F8E4M3, F8E5M2};
 use pyo3::exceptions::PyValueError;

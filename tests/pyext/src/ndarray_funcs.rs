@@ -3,8 +3,9 @@
 //! `Array`/`ArcArray` exported without a copy, typed `f16`/`bf16`/`Complex32`/`Complex64`
 //! views and exports, and derived classes over those element types and over an `Array` field.
 
+use crate::dtype_name;
 use crate::Imported;
-use dlpack_rs::pyo3_glue::{dtype_name, DLPackTensor, PyTensor};
+use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
 use dlpack_rs::safe::{Element, Export};
 use dlpack_rs::IntoDLPack;
 use half::{bf16, f16};

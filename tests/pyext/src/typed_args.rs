@@ -200,7 +200,7 @@ fn dt_info(
         (device.device_type.0, device.device_id),
         x.shape().to_vec(),
         x.strides().to_vec(),
-        dlpack_rs::pyo3_glue::dtype_name(x.dtype()),
+        crate::dtype_name(x.dtype()),
         x.data_ptr() as usize,
     )
 }

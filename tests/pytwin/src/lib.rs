@@ -9,6 +9,6 @@ mod cross;
 
 #[pymodule]
 fn dlpack_twin(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    dlpack_rs::pyo3_glue::register(m)?;
+    m.add_class::<dlpack_rs::pyo3_glue::DLPackTensor>()?;
     cross::register(m)
 }

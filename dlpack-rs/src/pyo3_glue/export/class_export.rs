@@ -17,79 +17,11 @@ use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
 use crate::safe::{Extent, Readers, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
-/// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)`
-/// protocol for a frozen `#[pyclass]` that implements [`IntoDLPack`].
-///
-/// Each call exports a new managed tensor whose keepalive is the Python object itself, so the
-/// object (and the memory [`IntoDLPack::tensor_info`] describes) lives until every consumer
-/// has called its deleter. Arguments: `stream` is checked against the device; `dl_device`
-/// must be the data's device (or the CPU for host memory, by copy); `copy=True` makes a real
-/// copy flagged `IS_COPIED` of `kDLCPU` data (device data raises `BufferError`: a host copy
-/// would race pending device work); `max_version` major >= 1 gives a versioned capsule, else a legacy
-/// one, which cannot say "read-only": read-only data is then copied (`copy=None`, what jax
-/// gets) or refused (`copy=False`: `BufferError`).
-///
-/// **Borrows.** Rust code of the class may read the exported memory through `&self` at any
-/// time, so each export holds a shared borrow of it in the [borrow
-/// registry](crate::safe#the-borrow-registry) until its deleter runs: an import of the export (directly,
-/// or after torch re-exported it) gets shared views only, and `as_mut_slice` on it raises
-/// `BufferError`. Two writers remain: Python consumers may write memory exported writable
-/// (outside the model, as with any buffer handed to foreign code; `#[dlpack(read_only)]` /
-/// `is_read_only` exports it `READ_ONLY`), and a class whose data is a
-/// [`SharedMut`](crate::safe::SharedMut) writes through `&self` under its write guard, whose
-/// registry borrow then excludes every view (its exports hold no borrow of their own).
-///
-/// **Mutation safety.** The class must be `frozen`: Python then never hands out `&mut` to
-/// it, so no Rust code can mutate (or reallocate) the exported buffer while a consumer
-/// holds a view of it through `&mut self`. Writes come from consumers (to data that is not
-/// read-only) and from a `SharedMut` field's write guard, as above.
-///
-/// ```
-/// use dlpack_rs::pyo3_glue::{export_dlpack, export_dlpack_device, IntoDLPack};
-/// use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
-/// use pyo3::prelude::*;
-/// use pyo3::types::PyCapsule;
-///
-/// #[pyclass(frozen)]
-/// struct Image {
-///     pixels: Vec<f32>,
-/// }
-///
-/// // SAFETY: the Vec holds 4 f32s in a heap buffer that moves with nothing; `as_ptr` takes
-/// // the pointer without a reference to the elements.
-/// unsafe impl IntoDLPack for Image {
-///     fn tensor_info(&self) -> TensorInfo {
-///         TensorInfo::contiguous(self.pixels.as_ptr() as *mut _, cpu_device(), dtype_f32(), vec![2, 2])
-///     }
-/// }
-///
-/// #[pymethods]
-/// impl Image {
-///     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-///     fn __dlpack__<'py>(
-///         slf: &Bound<'py, Self>,
-///         stream: Option<Bound<'py, PyAny>>,
-///         max_version: Option<Bound<'py, PyAny>>,
-///         dl_device: Option<Bound<'py, PyAny>>,
-///         copy: Option<Bound<'py, PyAny>>,
-///     ) -> PyResult<Bound<'py, PyCapsule>> {
-///         export_dlpack(slf, stream, max_version, dl_device, copy)
-///     }
-///
-///     fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
-///         export_dlpack_device(self)
-///     }
-/// }
-///
-/// Python::initialize();
-/// Python::attach(|py| -> PyResult<()> {
-///     let image = Bound::new(py, Image { pixels: vec![0.0; 4] })?;
-///     let capsule = image.call_method0("__dlpack__")?;
-///     assert_eq!(capsule.cast::<PyCapsule>()?.name()?.map(|n| unsafe { n.as_cstr() }.to_owned()), Some(c"dltensor".to_owned()));
-///     Ok(())
-/// })
-/// .unwrap();
-/// ```
+/// `__dlpack__` of a frozen `#[pyclass]` that implements [`IntoDLPack`]: the route of the
+/// derive's methods (reached through its hidden module). The object itself is the keepalive,
+/// and each export holds a shared borrow of the bytes until its deleter runs (none for a
+/// `SharedMut` field, whose write guards are registered); frozen, the class never hands out
+/// `&mut`, so its buffer cannot move while exported.
 pub fn export_dlpack<'py, T>(
     slf: &Bound<'py, T>,
     stream: Option<Bound<'py, PyAny>>,
@@ -109,9 +41,11 @@ where
 /// (a mutable `#[pyclass]` whose data sits in an enum of backings, say) that writes its own
 /// `__dlpack__` and hands over a shared handle of its data (an `Arc` clone) as the keepalive.
 ///
-/// The arguments are checked and answered as [`export_dlpack`] does (stream order for device
-/// data, `dl_device`, `copy`, legacy or versioned capsule, a copy for a legacy request of
-/// read-only data unless `copy=False`). The export holds a shared borrow of the bytes until its
+/// Arguments: `stream` orders device work before the consumer's stream; `dl_device` must be
+/// the data's device (or the CPU for host memory, by copy); `copy=True` makes a copy flagged
+/// `IS_COPIED` of `kDLCPU` data (device data raises `BufferError`); `max_version` major >= 1
+/// gives a versioned capsule, else a legacy one, which cannot say "read-only": read-only data
+/// is then copied, or refused with `copy=False`. The export holds a shared borrow of the bytes until its
 /// deleter runs, since the class's own Rust code may read them through another handle: imports
 /// of it get shared views only, and a mutable view of them raises `BufferError` meanwhile.
 ///
@@ -226,7 +160,7 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
     unsafe { export_capsule(py, validated, read_only, readers, share, value, &args) }
 }
 
-/// [`export_dlpack`] with arguments already parsed, for any class with a [`ClassRoute`].
+/// `export_dlpack` with arguments already parsed, for any class with a [`ClassRoute`].
 /// `rust_reads` says whether Rust code may read the exported memory without a registered view
 /// (a `#[pyclass]` reading its own field through `&self`): the export then holds a shared
 /// borrow of it until the deleter runs, so no import of the memory can take a mutable view

@@ -33,6 +33,7 @@ where
 /// device's default stream (`CU_STREAM_LEGACY` for CUDA), before which device exports are
 /// ordered. `dltensor_from_py_object_no_sync` is provided for [`DLPackTensor`] only (NULL for
 /// other classes, whose metadata is computed per call and could not outlive it).
+#[doc(hidden)]
 pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync + 'static,
@@ -40,7 +41,7 @@ where
     class_exchange_api::<T>()
 }
 
-/// [`exchange_api`] for any class with a [`ClassRoute`] (frozen, or derived with shared data).
+/// `exchange_api` for any class with a [`ClassRoute`] (frozen, or derived with shared data).
 pub(crate) fn class_exchange_api<T>() -> &'static DLPackExchangeAPI
 where
     T: PyClass + 'static,
@@ -54,37 +55,7 @@ where
 }
 
 /// The `__dlpack_c_exchange_api__` class attribute of class `T`: a `"dlpack_exchange_api"`
-/// capsule pointing at [`exchange_api::<T>()`](exchange_api). `#[derive(IntoDLPack)]` adds it;
-/// a hand-written class adds it as a `#[classattr]`:
-///
-/// ```
-/// # use dlpack_rs::pyo3_glue::{exchange_api_capsule, IntoDLPack};
-/// # use dlpack_rs::safe::TensorInfo;
-/// # use pyo3::prelude::*;
-/// # use pyo3::types::PyCapsule;
-/// #[pyclass(frozen)]
-/// struct Image { pixels: Vec<u8> }
-/// # unsafe impl IntoDLPack for Image {
-/// #     fn tensor_info(&self) -> TensorInfo { unimplemented!() }
-/// # }
-///
-/// #[pymethods]
-/// impl Image {
-///     #[classattr]
-///     fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
-///         exchange_api_capsule::<Self>(py)
-///     }
-/// }
-/// ```
-pub fn exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
-where
-    T: IntoDLPack + PyClass<Frozen = True> + Sync + 'static,
-{
-    class_exchange_api_capsule::<T>(py)
-}
-
-/// [`exchange_api_capsule`] for any class with a [`ClassRoute`]: what the derive's class
-/// attribute calls.
+/// capsule pointing at its table. What the derive's methods add.
 #[doc(hidden)]
 pub fn class_exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
 where

@@ -63,9 +63,8 @@ where
 /// The `__dlpack__` method of class `T` (a method descriptor of `T`): what the derive's class
 /// attribute `__dlpack__` is. Behaves as the pyo3 method with signature
 /// `(*, stream=None, max_version=None, dl_device=None, copy=None)` would, errors included
-/// (`TypeError` for a positional or unknown argument), and exports as [`export_dlpack`] does.
+/// (`TypeError` for a positional or unknown argument), and exports as `export_dlpack` does.
 ///
-/// [`export_dlpack`]: crate::pyo3_glue::export_dlpack
 #[doc(hidden)]
 pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<MethodDescriptor<'_>>
 where

@@ -134,7 +134,7 @@ fn numpy_dtype_hint(
          only; numpy 2.5 also bfloat16 and FP8 once ml_dtypes is installed): hand the tensor to \
          torch.from_dlpack or jax.numpy.from_dlpack instead, or convert it to a dtype numpy has \
          first",
-        crate::pyo3_glue::dtype_name(dtype)
+        crate::pyo3_glue::runtime::errors::dtype_name(dtype)
     ));
     hint.set_cause(py, Some(err));
     hint

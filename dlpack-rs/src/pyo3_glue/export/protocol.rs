@@ -17,21 +17,6 @@ use crate::safe::{self, cpu_device};
 use crate::pyo3_glue::runtime::capsule::into_capsule;
 
 /// The parsed and type-checked keyword arguments of one `__dlpack__` call.
-///
-/// ```
-/// use dlpack_rs::pyo3_glue::DLPackArgs;
-/// use pyo3::prelude::*;
-///
-/// Python::initialize();
-/// Python::attach(|py| -> PyResult<()> {
-///     let max_version = (1, 3).into_pyobject(py)?.into_any();
-///     let args = DLPackArgs::parse(None, Some(max_version), None, None)?;
-///     assert!(args.versioned());
-///     assert!(DLPackArgs::default().copy.is_none());
-///     Ok(())
-/// })
-/// .unwrap();
-/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DLPackArgs {
     /// The consumer's stream (`None` = the producer's default; only valid value for CPU data).

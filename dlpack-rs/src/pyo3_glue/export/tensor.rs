@@ -4,7 +4,7 @@
 //! `managed_tensor_to_py_object_no_sync` makes one).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyModule};
+use pyo3::types::PyCapsule;
 
 use core::ffi::{c_int, c_void};
 use core::ptr::NonNull;
@@ -141,7 +141,7 @@ unsafe impl IntoDLPack for DLPackTensor {
 
 #[pymethods]
 impl DLPackTensor {
-    /// Exports this tensor (see `dlpack_rs::pyo3_glue::export_dlpack`).
+    /// Exports this tensor (the `__dlpack__` protocol; see [`export_dlpack_value`](crate::pyo3_glue::export_dlpack_value)).
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__<'py>(
         slf: &Bound<'py, Self>,
@@ -226,20 +226,6 @@ impl DLPackTensor {
             read_only
         )
     }
-}
-
-/// Adds the `Tensor` class to a user's `#[pymodule]`.
-///
-/// ```
-/// use pyo3::prelude::*;
-///
-/// #[pymodule]
-/// fn my_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
-///     dlpack_rs::pyo3_glue::register(m)
-/// }
-/// ```
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<DLPackTensor>()
 }
 
 // ---------------------------------------------------------------------------------------------

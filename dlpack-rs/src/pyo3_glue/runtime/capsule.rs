@@ -52,10 +52,8 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
     }
 }
 
-/// Wraps a managed tensor you already own (an import, a [`safe::Export`](crate::safe::Export), a
-/// copy) in a capsule of its kind's name (`"dltensor"` or `"dltensor_versioned"`); for a value
-/// that implements [`IntoDLPack`](crate::IntoDLPack),
-/// [`IntoDLPack::into_capsule`](crate::IntoDLPack::into_capsule) is the door.
+/// Wraps a managed tensor in a capsule of its kind's name (`"dltensor"` or
+/// `"dltensor_versioned"`): what every export of this crate hands to `__dlpack__`'s caller.
 ///
 /// If the consumer never renames the capsule, its destructor calls the deleter. On failure the tensor is freed. A read-only owner must be versioned (a legacy
 /// capsule cannot say read-only): `BufferError` otherwise.

@@ -46,13 +46,6 @@ impl From<Error> for PyErr {
 
 /// The name numpy, torch and jax give a dtype (`"float32"`, `"bfloat16"`, ...), else a
 /// description of its code, bits and lanes (`safe::DtypeName`).
-///
-/// ```
-/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
-/// use dlpack_rs::pyo3_glue::dtype_name;
-/// assert_eq!(dtype_name(DLDataType::new(DLDataTypeCode::FLOAT8_E5M2FNUZ, 8, 1)), "float8_e5m2fnuz");
-/// assert_eq!(dtype_name(DLDataType::FLOAT4_E2M1FN), "float4_e2m1fn");
-/// ```
 pub fn dtype_name(dtype: DLDataType) -> String {
     safe::DtypeName(dtype).to_string()
 }
@@ -97,4 +90,17 @@ pub(crate) fn tuple_str<I: ExactSizeIterator<Item = Option<i64>>>(values: I) -> 
 /// [`tuple_str`] of known values.
 pub(crate) fn tuple_of(values: &[i64]) -> String {
     tuple_str(values.iter().map(|&v| Some(v)))
+}
+
+#[cfg(test)]
+mod examples {
+    use super::dtype_name;
+    use crate::ffi::{DLDataType, DLDataTypeCode};
+
+    #[test]
+    fn python_names() {
+        let e5m2fnuz = DLDataType::new(DLDataTypeCode::FLOAT8_E5M2FNUZ, 8, 1);
+        assert_eq!(dtype_name(e5m2fnuz), "float8_e5m2fnuz");
+        assert_eq!(dtype_name(DLDataType::FLOAT4_E2M1FN), "float4_e2m1fn");
+    }
 }

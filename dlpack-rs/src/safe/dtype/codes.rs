@@ -220,13 +220,10 @@ const fn fixed_form(dtype: DLDataType) -> Option<(Lanes, &'static str)> {
 ///
 /// ```
 /// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
-/// use dlpack_rs::safe::{dtype_rule, validate_dtype};
+/// use dlpack_rs::safe::dtype_rule;
 ///
-/// let fp4x2 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
-/// assert!(validate_dtype(fp4x2).is_ok());
-/// let fp8x2 = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 8, lanes: 2 };
-/// assert!(validate_dtype(fp8x2).is_err());
-/// assert_eq!(dtype_rule(fp8x2.code), Some("8 bits, 1 lane"));
+/// assert_eq!(dtype_rule(DLDataTypeCode::FLOAT8_E5M2), Some("8 bits, 1 lane"));
+/// assert_eq!(dtype_rule(DLDataTypeCode::FLOAT), None);
 /// ```
 pub const fn dtype_rule(code: DLDataTypeCode) -> Option<&'static str> {
     match rule_of(code) {
@@ -321,3 +318,25 @@ impl core::fmt::Display for DtypeName {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod rule_examples {
+    use super::validate_dtype;
+    use crate::ffi::{DLDataType, DLDataTypeCode};
+
+    #[test]
+    fn validate_dtype_follows_the_rule() {
+        let fp4x2 = DLDataType {
+            code: DLDataTypeCode::FLOAT4_E2M1FN,
+            bits: 4,
+            lanes: 2,
+        };
+        assert!(validate_dtype(fp4x2).is_ok());
+        let fp8x2 = DLDataType {
+            code: DLDataTypeCode::FLOAT8_E5M2,
+            bits: 8,
+            lanes: 2,
+        };
+        assert!(validate_dtype(fp8x2).is_err());
+    }
+}

@@ -103,10 +103,6 @@ pub(crate) fn check(
 }
 
 /// Compact row-major (C order) strides, in elements, for `shape`.
-///
-/// ```
-/// assert_eq!(dlpack_rs::safe::compact_strides(&[2, 3, 4]), vec![12, 4, 1]);
-/// ```
 pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
     let mut strides = alloc::vec![0i64; shape.len()];
     let mut acc: i64 = 1;
@@ -118,12 +114,6 @@ pub fn compact_strides(shape: &[i64]) -> Vec<i64> {
 }
 
 /// Whether `strides` describe compact row-major layout for `shape` (extent-1 strides ignored).
-///
-/// ```
-/// use dlpack_rs::safe::is_c_contiguous;
-/// assert!(is_c_contiguous(&[2, 1, 3], &[3, 99, 1]));
-/// assert!(!is_c_contiguous(&[2, 3], &[1, 2]));
-/// ```
 pub fn is_c_contiguous(shape: &[i64], strides: &[i64]) -> bool {
     if shape.contains(&0) {
         return true;
@@ -138,4 +128,16 @@ pub fn is_c_contiguous(shape: &[i64], strides: &[i64]) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod examples {
+    use super::{compact_strides, is_c_contiguous};
+
+    #[test]
+    fn c_order() {
+        assert_eq!(compact_strides(&[2, 3, 4]), [12, 4, 1]);
+        assert!(is_c_contiguous(&[2, 1, 3], &[3, 99, 1]));
+        assert!(!is_c_contiguous(&[2, 3], &[1, 2]));
+    }
 }
