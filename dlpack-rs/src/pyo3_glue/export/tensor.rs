@@ -1,7 +1,5 @@
-//! What `dlpack_rs.Tensor` is ([`DLPackTensor`]): the ready-made Python class owning a tensor,
-//! which any DLPack consumer (`np.from_dlpack`, `torch.from_dlpack`, `jax.numpy.from_dlpack`)
-//! accepts, with its own C exchange table (it lends a bare `DLTensor` too, and every class's
-//! `managed_tensor_to_py_object_no_sync` makes one).
+//! `dlpack_rs.Tensor` ([`DLPackTensor`]), the ready-made Python class owning a tensor, and its C
+//! exchange table.
 
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
@@ -26,14 +24,10 @@ use crate::safe::{
 use crate::IntoDLPack;
 use std::sync::Arc;
 
-/// An owned tensor exposed to Python as `dlpack_rs.Tensor`, with `__dlpack__`,
-/// `__dlpack_device__`, the C exchange API (`__dlpack_c_exchange_api__`), and `shape`,
-/// `strides`, `dtype`, `device` and `read_only` properties.
+/// An owned tensor exposed to Python as `dlpack_rs.Tensor`, which any DLPack consumer takes.
 ///
-/// It can be made from a [`ManagedTensorVersioned`] or [`ManagedTensor`] (for example an
-/// [`Export`] of a `Vec`), or from an imported [`PyTensor`] (to hand a foreign tensor on).
-/// Every `__dlpack__` call exports a new managed tensor that keeps this object alive; the
-/// owned tensor is released when the object and every export are gone.
+/// Made from a `ManagedTensorVersioned`, a `ManagedTensor`, an `Export`, or an imported
+/// `PyTensor` (to hand it on). Each `__dlpack__` export keeps this object alive.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::DLPackTensor;
@@ -56,7 +50,7 @@ use std::sync::Arc;
 #[pyclass(frozen, name = "Tensor", module = "dlpack_rs")]
 pub struct DLPackTensor {
     inner: AnyManaged,
-    /// What orders a consumer's stream after pending device work (device exports only).
+    /// Orders a consumer's stream after pending device work.
     order: Option<Arc<dyn StreamOrder>>,
 }
 
@@ -69,8 +63,7 @@ impl DLPackTensor {
         }
     }
 
-    /// Builds the tensor of a safe [`Export`] (versioned, so read-only buffers stay read-only),
-    /// keeping the buffer's [`Buffer::stream_order`] for `__dlpack__(stream=...)`.
+    /// Builds the versioned tensor of an [`Export`], keeping its [`Buffer::stream_order`].
     pub fn from_export<B: Buffer + Send + 'static>(export: Export<B>) -> Result<Self, safe::Error> {
         let order = export.stream_order();
         let mut tensor = Self::new(export.versioned()?);
@@ -78,9 +71,7 @@ impl DLPackTensor {
         Ok(tensor)
     }
 
-    /// Sets what orders a consumer's stream after the device work pending on the tensor's
-    /// memory (see [`StreamOrder`]): for a managed tensor of device memory made by other means
-    /// than [`DLPackTensor::from_export`].
+    /// Sets the [`StreamOrder`] of device memory not made by [`DLPackTensor::from_export`].
     pub fn with_stream_order(mut self, order: Arc<dyn StreamOrder>) -> Self {
         self.order = Some(order);
         self
@@ -101,8 +92,7 @@ impl From<ManagedTensor> for DLPackTensor {
     }
 }
 
-/// Hands an import on: the owner keeps its read-only decision (a legacy import stays
-/// read-only) and its shutdown guard.
+/// Hands an import on, keeping its read-only flag and shutdown guard.
 impl From<PyTensor> for DLPackTensor {
     fn from(tensor: PyTensor) -> Self {
         DLPackTensor {
@@ -112,25 +102,17 @@ impl From<PyTensor> for DLPackTensor {
     }
 }
 
-/// Exports the owned tensor's memory, kept alive by the `DLPackTensor`.
-// SAFETY: the memory is the owned managed tensor's, which stays valid and in place until the
-// `DLPackTensor` (the keepalive of every export of it) drops it; its metadata was validated
-// when the owner was made. A read-only owner is exported read-only, and every read-only export
-// holds a shared borrow of its bytes until its deleter runs; a writable owner's elements are
-// reached from Rust only through registered views (see `__dlpack__`), and a `bool` view checks
-// every byte when it is made, so a consumer's write of another byte before that is refused, not
-// read (a write while a view lives is a foreign write, outside the model for every dtype).
+// SAFETY: the memory is the owned tensor's, valid and in place until the `DLPackTensor` (every
+// export's keepalive) drops it; its metadata was validated when the owner was made. A read-only
+// owner exports read-only, with a shared borrow per export; a writable owner's elements are
+// reached from Rust only through registered views, and a `bool` view checks every byte when made.
 unsafe impl IntoDLPack for DLPackTensor {
     fn tensor_info(&self) -> TensorInfo {
         self.inner.tensor_info()
     }
 
     fn is_read_only(&self) -> bool {
-        // The owner's own decision, for bool as for any dtype: the producer that made the
-        // managed tensor said whether it may be written (a Rust owner that reads its bool
-        // memory unchecked exports it read-only, as the derive does), and every Rust view of
-        // this tensor checks the bytes it is made over. A writable numpy or torch bool array
-        // re-exported here stays writable (and zero-copy for a legacy request).
+        // The producer's decision, bool included: every Rust view of it checks its bytes.
         self.inner.is_read_only()
     }
 
@@ -141,7 +123,7 @@ unsafe impl IntoDLPack for DLPackTensor {
 
 #[pymethods]
 impl DLPackTensor {
-    /// Exports this tensor (the `__dlpack__` protocol; see [`export_dlpack_value`](crate::pyo3_glue::export_dlpack_value)).
+    /// Exports this tensor: the whole `__dlpack__` protocol.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__<'py>(
         slf: &Bound<'py, Self>,
@@ -151,11 +133,8 @@ impl DLPackTensor {
         copy: Option<Bound<'py, PyAny>>,
     ) -> PyResult<crate::pyo3_glue::export::dlpack_method::CapsuleObject<'py>> {
         let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
-        // No `&self` method of this class reads the owned tensor's elements: Rust reaches them
-        // only through `tensor()`'s views, which are registry borrows. So an export of a
-        // writable owner needs no borrow of its own; the memory of a read-only owner (an `Arc`
-        // or `&'static` export, a legacy import) is borrowed by every export of it, by the
-        // one block builder (`safe::Readers`), and by the owner's own block when it is ours.
+        // Rust reads the elements only through `tensor()`'s registered views, so a writable
+        // owner's export needs no borrow (read-only exports borrow anyway).
         export_object_capsule(slf, &args, false)
             .map(crate::pyo3_glue::export::dlpack_method::CapsuleObject)
     }
@@ -165,7 +144,7 @@ impl DLPackTensor {
         export_dlpack_device(self)
     }
 
-    /// The DLPack 1.3 C exchange API table (see `dlpack_rs::pyo3_glue::exchange_api`).
+    /// The DLPack 1.3 C exchange API table.
     #[classattr]
     fn __dlpack_c_exchange_api__(
         py: Python<'_>,
@@ -228,9 +207,7 @@ impl DLPackTensor {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The class's own exchange table (the tables of user classes are in `export/class_table.rs`)
-// ---------------------------------------------------------------------------------------------
+// The class's own exchange table (user classes' tables: `class_table.rs`).
 
 /// `managed_tensor_to_py_object_no_sync`: wraps the tensor in a new `dlpack_rs.Tensor`.
 pub(crate) unsafe extern "C" fn to_py_object(
@@ -240,8 +217,8 @@ pub(crate) unsafe extern "C" fn to_py_object(
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {
         guarded(|py| {
-            // SAFETY: the caller hands over ownership of a valid managed tensor (or NULL);
-            // from here on `owned` calls the deleter exactly once, on every path.
+            // SAFETY: the caller hands over a valid managed tensor (or NULL); `owned` calls
+            // the deleter exactly once, on every path.
             let owned = ManagedTensorVersioned::from_raw(tensor)?;
             if out_py_object.is_null() {
                 return Err(PyValueError::new_err(
@@ -256,9 +233,7 @@ pub(crate) unsafe extern "C" fn to_py_object(
     }
 }
 
-/// `dltensor_from_py_object_no_sync` for `dlpack_rs.Tensor`: a borrowed view of the owned
-/// tensor, valid while the object lives. Read-only tensors are refused (a bare `DLTensor`
-/// cannot say "read-only").
+/// `dltensor_from_py_object_no_sync`: a view of the owned tensor, valid while the object lives.
 unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -> c_int {
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {
@@ -267,14 +242,13 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
             let obj =
                 instance::<DLPackTensor>(py, py_object, out.is_null(), "dltensor_from_py_object")?;
             let tensor = &obj.get().inner;
-            // Read-only tensors: a bare DLTensor cannot say so.
+            // A bare DLTensor cannot say "read-only".
             if tensor.is_read_only() {
                 return Err(PyBufferError::new_err(
                     "a read-only tensor cannot be lent as a bare DLTensor",
                 ));
             }
-            // Device data is ordered before the default stream the table reports, as for
-            // `managed_tensor_from_py_object_no_sync`.
+            // Device data is ordered before the default stream the table reports.
             let device = tensor.device();
             if let Some(order) = obj.get().order.as_ref() {
                 if let Some(stream) =
@@ -283,22 +257,20 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
                     order.order_before(device, stream)?;
                 }
             }
-            // SAFETY: `out` is valid (checked above). The copied struct points at shape and
-            // strides owned by the object's managed tensor, alive as long as the object.
+            // SAFETY: `out` is non-NULL (checked above); the copy points at shape and strides
+            // the object's managed tensor owns, alive as long as the object.
             *out = *tensor.raw_tensor();
             Ok(())
         })
     }
 }
 
-/// Whether `api` is `dlpack_rs.Tensor`'s own table (a cheaper test than a type check: the table
-/// is found per type, and cached, anyway).
+/// Whether `api` is `dlpack_rs.Tensor`'s table (cheaper than a type check).
 pub(crate) fn is_tensor_api(api: &DLPackExchangeAPI) -> bool {
     core::ptr::eq(api, &TENSOR_API.0)
 }
 
-/// `dlpack_rs.Tensor`'s table: its memory is read from Rust only through registered views, so
-/// its exports hold no borrow of their own.
+/// `dlpack_rs.Tensor`'s table (`RUST_READS` false: Rust reads only through registered views).
 pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor, false>(
     Some(to_py_object),
     Some(dltensor_view),

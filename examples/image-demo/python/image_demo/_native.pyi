@@ -83,7 +83,7 @@ class Tensor:
     """
     def __dlpack__(self, /, *, stream: Any | None = None, max_version: Any | None = None, dl_device: Any | None = None, copy: Any | None = None) -> CapsuleType:
         """
-        Exports this tensor (see `dlpack_rs::pyo3_glue::export_dlpack`).
+        Exports this tensor: the whole `__dlpack__` protocol.
         """
     def __dlpack_device__(self, /) -> tuple[int, int]:
         """
