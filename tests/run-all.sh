@@ -19,8 +19,8 @@
 #                 each minor version gets its own venv (.venv for 3.11, .venv-3.X otherwise)
 #   FUZZ_SECONDS  how long the libFuzzer run lasts, one job per core (default 40, 10 with --quick)
 #   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
-#                 "safe/borrow/mod.rs safe/borrow/overlap.rs safe/import/layout.rs
-#                 safe/borrow/guard.rs safe/export/tensor_info.rs safe/import/described.rs
+#                 "safe/borrow/mod.rs safe/borrow/overlap.rs safe/layout/mod.rs
+#                 safe/borrow/guard.rs safe/layout/tensor_info.rs safe/import/described.rs
 #                 safe/import/views.rs". Other files are run against every test target
 #                 (slower): "safe/export/mod.rs ffi.rs"
 set -Eeuo pipefail

@@ -97,7 +97,7 @@ pub unsafe trait IntoDLPack {
     #[allow(clippy::type_complexity)]
     fn __tensor_info_with_extent(
         &self,
-    ) -> Result<(TensorInfo, Option<crate::safe::import::layout::Extent>), safe::Error> {
+    ) -> Result<(TensorInfo, Option<crate::safe::layout::Extent>), safe::Error> {
         Ok((self.tensor_info(), None))
     }
 

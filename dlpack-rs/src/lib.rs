@@ -10,24 +10,23 @@
 )]
 #![cfg_attr(
     feature = "derive",
-    doc = "- [`macro@IntoDLPack`]: `#[derive(IntoDLPack)]` (feature `derive`); its attribute reference is on the macro's page."
+    doc = "- [`macro@IntoDLPack`]: `#[derive(IntoDLPack)]` (feature `derive`), with its attribute reference."
 )]
 #![cfg_attr(
     feature = "cudarc",
-    doc = "- [`cuda`]: CUDA memory through `cudarc`: `CudaSlice` export, CUDA imports as `CudaView`s, stream ordering (feature `cudarc`)."
+    doc = "- [`cuda`]: CUDA memory through `cudarc` (feature `cudarc`)."
 )]
 #![cfg_attr(
     feature = "ndarray",
-    doc = "- [`safe::ndarray`]: `ArrayViewD` / `ArrayViewMutD` of imported tensors, zero-copy `Array` export (feature `ndarray`)."
+    doc = "- [`safe::ndarray`]: ndarray views of imports, zero-copy `Array` export (feature `ndarray`)."
 )]
 //!
 //! Without features the crate is `#![no_std]` (it needs `alloc`) and has no dependencies.
 //!
 //! # Ownership model
 //!
-//! Every exported tensor is one heap block that owns a Rust value, the *keepalive*, which
-//! owns the memory. Whoever holds the block's pointer owns the block; the deleter is the only
-//! way to free it, and it runs exactly once.
+//! An exported tensor is one heap block owning the *keepalive*, a Rust value that owns the
+//! memory. Whoever holds the block's pointer owns it; its deleter frees it, exactly once.
 //!
 //! ```text
 //!  EXPORT (Rust produces)                          IMPORT (Rust consumes)
@@ -54,9 +53,8 @@
 //!  Capsule consumed ("used_dltensor[_versioned]")      ──▶ its destructor does nothing.
 //! ```
 //!
-//! A `#[pyclass]` export keeps the Python object alive instead (a `PyKeepalive` holding a
-//! reference): the deleter releases that reference, attaching to the interpreter only when it
-//! is safe to, so it may run on any thread, with or without the GIL, even at shutdown.
+//! A `#[pyclass]` export keeps the Python object alive instead; its deleter may run on any
+//! thread, with or without the GIL, even at shutdown.
 //!
 //! # Feature flags
 //!
@@ -70,22 +68,20 @@
 //! | `num-complex` | no | `Complex32` and `Complex64` as [`safe::Element`]s |
 //! | `ndarray` | no | `as_array` / `as_array_mut` views, `Array` / `ArcArray` export and `Buffer` |
 //! | `image` | no | `image` 0.25: `ImageBuffer` export as `(H, W, C)` and `TensorView::as_image` views (implies `std`) |
-//! | `safetensors` | no | `safe::SafeTensorsFile` (a file's tensors, read-only and zero-copy) and `safe::serialize_safetensors` (implies `std`) |
-//! | `inspect` | no | pyo3's `experimental-inspect`, for generated type stubs with the typed arguments' and results' hints (implies `pyo3`; see `pyo3_glue::TYPING_STUB`) |
-//! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import as cudarc views, stream ordering (implies `std`) |
+//! | `safetensors` | no | `safe::SafeTensorsFile` (zero-copy reads) and `safe::serialize_safetensors` (implies `std`) |
+//! | `inspect` | no | pyo3's `experimental-inspect`: type hints in generated stubs (implies `pyo3`; see `pyo3_glue::TYPING_STUB`) |
+//! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import, stream ordering (implies `std`) |
 //! | `abi3` | no | builds the pyo3 glue against CPython's stable ABI (Python >= 3.9, one wheel) |
 //!
 //! # Python glue
 //!
-//! With feature `pyo3`, `pyo3_glue` implements the `__dlpack__` / `__dlpack_device__`
-//! protocol (keyword arguments `stream`, `max_version`, `dl_device`, `copy`, version
-//! negotiation, `BufferError` / `TypeError` / `ValueError` where the protocol names them).
+//! With feature `pyo3`, `pyo3_glue` implements the whole `__dlpack__` / `__dlpack_device__`
+//! protocol, errors included.
 //!
 //! # Compatibility
 //!
-//! Tested in the interop suite (CPython 3.11, and 3.13 with one abi3 wheel; the numpy part also
-//! under 3.9 to 3.12 with that wheel). "Legacy" is the unversioned `dltensor` capsule, "versioned" `dltensor_versioned`
-//! (DLPack 1.x; we produce 1.3).
+//! Tested in the interop suite (CPython 3.11 and 3.13; numpy also 3.9 to 3.12, abi3). "Legacy"
+//! is the `dltensor` capsule, "versioned" `dltensor_versioned` (DLPack 1.x; we produce 1.3).
 //!
 //! | peer | takes from Rust | gives to Rust | notes |
 //! |---|---|---|---|
@@ -96,9 +92,8 @@
 //! | pyarrow 26 | versioned 1.3 (no fallback) | versioned 1.3, `READ_ONLY` | 1-D arrays only; no bool |
 //! | array-api-strict 2.6 | as numpy | as numpy | no float16 |
 //!
-//! Rust imports accept any DLPack 1.x minor version, NULL strides from pre-1.2 producers,
-//! any `byte_offset`, negative and size-1 odd strides, and refuse other major versions
-//! (after calling the deleter and reading nothing else).
+//! Rust imports accept any DLPack 1.x minor version, NULL strides, any `byte_offset` and
+//! negative strides, and refuse other major versions (calling the deleter, reading nothing else).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
@@ -111,7 +106,6 @@ pub mod ffi;
 pub mod safe;
 
 mod into_dlpack;
-// The examples need features `pyo3` and `ndarray` (docs.rs and `--all-features` have them).
 #[cfg_attr(feature = "pyo3", doc = include_str!("docs/pymethods.md"))]
 #[cfg_attr(
     not(feature = "pyo3"),
@@ -148,8 +142,7 @@ pub mod prelude {
     pub use crate::pyo3_glue::{Ndim, PyTensor, Returned, TensorView, TensorViewMut, ANY};
 }
 
-/// What `#[derive(IntoDLPack)]` expands to calls; a private interface whose path carries the
-/// release it belongs to (the derive crate is pinned to this exact release).
+/// What `#[derive(IntoDLPack)]` expands to calls; the path names the release the derive pins.
 #[doc(hidden)]
 pub mod __private_derive_v0_4 {
     pub use crate::derive_support::*;
@@ -171,38 +164,33 @@ mod interop;
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 pub use pyo3;
 
-/// The ndarray version this crate's views and exports use (feature `ndarray`: ndarray 0.17),
-/// for code that names its types (the typed view arguments of `pyo3_glue` hand out
-/// `ndarray::ArrayView`s).
+/// The ndarray (0.17) this crate's views and exports use, for code that names its types.
 #[cfg(feature = "ndarray")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
 pub use ndarray;
 
-/// The image version this crate's exports and views use (feature `image`: image 0.25). An
-/// `ImageBuffer` whose subpixel is a [`safe::Element`] exports zero-copy as an `(height,
-/// width, channels)` tensor ([`IntoDLPack`], and [`safe::Buffer`] for a `#[dlpack(data)]`
-/// field); `TensorView::as_image` views a typed argument as an `ImageBuffer` (feature `pyo3`).
+/// The image (0.25) this crate uses: an `ImageBuffer` of [`safe::Element`]s exports zero-copy as
+/// `(height, width, channels)`, and `TensorView::as_image` views an argument as one.
 #[cfg(feature = "image")]
 #[cfg_attr(docsrs, doc(cfg(feature = "image")))]
 pub use image;
 
-/// The README's Rust examples, compiled and run as doctests (they use the pyo3 glue and the
-/// derive, so they are checked with `--all-features`).
+/// The README's Rust examples, run as doctests with `--all-features`.
 #[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
-/// The export guide's examples (`docs/export.md`), as the README's.
+/// The export guide's examples.
 #[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
 #[doc = include_str!("../../docs/export.md")]
 pub struct ExportGuideDoctests;
 
-/// The import guide's examples (`docs/import.md`), as the README's.
+/// The import guide's examples.
 #[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
 #[doc = include_str!("../../docs/import.md")]
 pub struct ImportGuideDoctests;
 
-/// The migration guide's examples (`docs/migrating-from-0.3.md`), as the README's.
+/// The migration guide's examples.
 #[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
 #[doc = include_str!("../../docs/migrating-from-0.3.md")]
 pub struct MigrationGuideDoctests;

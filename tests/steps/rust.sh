@@ -121,6 +121,10 @@ step_layers() {
     return 1
   fi
   echo "pyo3_glue/: runtime/ < numpy/ < export/, import/; interop/ above the glue"
+  # The safe layer's floors (dtype < error < borrow < layout < import < export < packed), read
+  # from the sources by a test that needs no features.
+  cargo test -q -p dlpack-rs --test layers
+  echo "safe/: each folder uses only the floors below it"
 }
 
 step_no-std() {

@@ -1,7 +1,5 @@
-//! The Python side of DLPack (feature `pyo3`): export with the `__dlpack__` protocol and import
-//! of any object that implements it.
-//!
-//! The doors, one per job:
+//! The Python side of DLPack (feature `pyo3`): `__dlpack__` export, and import of any object
+//! that implements it.
 //!
 //! | job | door |
 //! |---|---|
@@ -13,10 +11,9 @@
 //! | a tensor argument of known type and shape | [`TensorView`] / [`TensorViewMut`] (and [`AnyOf3`]) |
 //!
 //! Imports use a producer type's DLPack 1.3 C exchange table when it has one (torch does);
-//! [`DLPackTensor`] and derived classes publish one. Our capsules' destructors call the deleter
-//! only while the capsule keeps its unused name. Deleters of our exports may run on any thread;
-//! a Python keepalive ([`PyKeepalive`]) is released by attaching, or leaked at shutdown.
-//! Safe-layer errors become `BufferError` (`TypeError` for a dtype mismatch).
+//! [`DLPackTensor`] and derived classes publish one. Deleters of our exports may run on any
+//! thread ([`PyKeepalive`]). Safe-layer errors become `BufferError` (`TypeError` for a dtype
+//! mismatch).
 //!
 //! ```
 //! use dlpack_rs::pyo3_glue::{IntoDLPack, PyTensor};
@@ -40,15 +37,11 @@
 //!
 //! Python::initialize();
 //! Python::attach(|py| {
-//!     let t = MyTensor(vec![1.0, 2.0, 3.0]);
-//!     let capsule = t.into_capsule(py).unwrap();
-//!     // Round trip: import our own capsule. A bare capsule's name proves nothing, so taking
-//!     // one is `unsafe`; this one we just made.
+//!     let capsule = MyTensor(vec![1.0, 2.0, 3.0]).into_capsule(py).unwrap();
 //!     // SAFETY: `into_capsule` made a "dltensor" capsule of a DLManagedTensor.
 //!     let tensor = unsafe { PyTensor::from_capsule(&capsule) }.unwrap();
 //!     assert_eq!(tensor.shape(), &[3]);
 //!     assert_eq!(tensor.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
-//!     // Dropping `tensor` calls the deleter, which drops the MyTensor.
 //! });
 //! ```
 
@@ -58,8 +51,7 @@ mod import;
 mod numpy;
 pub(crate) mod runtime;
 
-/// The export trait at the seed's path (`dlpack_rs::pyo3_glue::IntoDLPack`): the very trait of
-/// [`dlpack_rs::IntoDLPack`](crate::IntoDLPack), which also exists without feature `pyo3`.
+/// [`dlpack_rs::IntoDLPack`](crate::IntoDLPack), also at this path.
 pub use crate::into_dlpack::IntoDLPack;
 #[allow(deprecated)]
 pub use compat_0_3::DLPackVariant;

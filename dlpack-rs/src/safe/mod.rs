@@ -43,6 +43,8 @@ mod dtype;
 mod error;
 pub(crate) mod export;
 pub(crate) mod import;
+pub(crate) mod layout;
+mod packed;
 
 pub use export::aligned::AlignedBuffer;
 pub(crate) use export::block::Readers;
@@ -58,29 +60,33 @@ pub use crate::interop::ndarray;
 #[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
 pub use crate::interop::safetensors::{serialize_safetensors, SafeTensorsFile};
 pub use borrow::guard::{ReadSlice, WriteSlice};
-pub use dtype::packed::{PackedExport, PackedSlice, Packing};
+#[allow(unused_imports)] // used by the layers above safe/
+pub(crate) use dtype::element_bits;
 pub use dtype::{
     cpu_device, cuda_device, dtype_bool, dtype_f32, dtype_f64, dtype_i32, dtype_i64, dtype_rule,
     dtype_u16, dtype_u8, AnyBitPattern, DtypeName, Element,
 };
-#[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use dtype::{element_bits, validate_dtype};
 pub use error::Error;
 pub use export::pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use export::pack::{pack_owned, pack_validated, PackAs};
 pub use export::shared_mut::SharedMut;
-pub use export::tensor_info::TensorInfo;
-#[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use export::tensor_info::Validated;
 pub use export::Export;
-#[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use import::layout::Extent;
-pub use import::layout::MAX_NDIM;
-#[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use import::layout::{compact_strides, is_c_contiguous};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::views::{host_viewable, External, ExternalApi};
 pub use import::{
     AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
 };
+pub use layout::tensor_info::TensorInfo;
+#[allow(unused_imports)] // used by the layers above safe/
+pub(crate) use layout::tensor_info::Validated;
+#[allow(unused_imports)] // used by the layers above safe/
+pub(crate) use layout::validate_dtype;
+#[allow(unused_imports)] // used by the layers above safe/
+pub(crate) use layout::Extent;
+#[allow(unused_imports)] // used by the layers above safe/
+pub(crate) use layout::{compact_strides, is_c_contiguous};
+pub use packed::{PackedExport, PackedSlice, Packing};
+
+/// The largest `ndim` this crate accepts (numpy allows 64, torch fewer).
+pub const MAX_NDIM: usize = 1024;

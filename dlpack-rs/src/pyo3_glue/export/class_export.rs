@@ -1,6 +1,5 @@
-//! How a class of ours exports itself: what the `__dlpack__` and `__dlpack_device__` of a
-//! `#[pyclass]` delegate to (a frozen class is its own keepalive; a mutable one keeps a clone of
-//! its shared data), and [`export_dlpack_value`] for a class with a backing of its own.
+//! How a `#[pyclass]` exports itself (a frozen class is its own keepalive, a mutable one keeps a
+//! clone of its shared data), and [`export_dlpack_value`] for a class with its own backing.
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
@@ -17,11 +16,9 @@ use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
 use crate::safe::{Extent, Readers, SharedBuffer, StreamOrder, TensorInfo};
 use crate::IntoDLPack;
 
-/// `__dlpack__` of a frozen `#[pyclass]` that implements [`IntoDLPack`]: the route of the
-/// derive's methods (reached through its hidden module). The object itself is the keepalive,
-/// and each export holds a shared borrow of the bytes until its deleter runs (none for a
-/// `SharedMut` field, whose write guards are registered); frozen, the class never hands out
-/// `&mut`, so its buffer cannot move while exported.
+/// `__dlpack__` of a frozen `#[pyclass]` (the derive's hidden route). The object is the
+/// keepalive: frozen, it never hands out `&mut`, so its buffer stays in place. Each export holds
+/// a shared borrow of the bytes until its deleter runs (none for a registered `SharedMut` field).
 pub fn export_dlpack<'py, T>(
     slf: &Bound<'py, T>,
     stream: Option<Bound<'py, PyAny>>,
@@ -36,24 +33,19 @@ where
     export_object_capsule(slf, &args, true)
 }
 
-/// The whole `__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)` protocol
-/// for a value that keeps its memory alive itself: the door for a class the derive does not fit
-/// (a mutable `#[pyclass]` whose data sits in an enum of backings, say) that writes its own
-/// `__dlpack__` and hands over a shared handle of its data (an `Arc` clone) as the keepalive.
+/// The whole `__dlpack__` protocol for a value that keeps its memory alive itself.
 ///
-/// Arguments: `stream` orders device work before the consumer's stream; `dl_device` must be
-/// the data's device (or the CPU for host memory, by copy); `copy=True` makes a copy flagged
-/// `IS_COPIED` of `kDLCPU` data (device data raises `BufferError`); `max_version` major >= 1
-/// gives a versioned capsule, else a legacy one, which cannot say "read-only": read-only data
-/// is then copied, or refused with `copy=False`. The export holds a shared borrow of the bytes until its
-/// deleter runs, since the class's own Rust code may read them through another handle: imports
-/// of it get shared views only, and a mutable view of them raises `BufferError` meanwhile.
+/// For a class the derive does not fit (a mutable `#[pyclass]` whose data sits in an enum of
+/// backings, say): its own `__dlpack__` passes a shared handle of the data (an `Arc` clone).
+/// `stream` orders device work before the consumer's stream; `dl_device` must be the data's
+/// device (or the CPU, by copy); `copy=True` copies `kDLCPU` data, flagged `IS_COPIED` (device
+/// data raises `BufferError`). `max_version` major >= 1 gives a versioned capsule, else a legacy
+/// one: read-only data is then copied, or refused with `copy=False`.
 ///
-/// **Shared-mutable data.** A value whose [`IntoDLPack::rust_access_registered`] is true (a
-/// [`SharedMut`](crate::safe::SharedMut) clone, or a backing that forwards it) is exported
-/// writable and holds no borrow: consumers' views see the class's in-place edits (made under
-/// `SharedMut::write`, refused only while another Rust view of the bytes lives, an import's
-/// `TensorViewMut` or `as_mut_slice` included).
+/// The export holds a shared borrow of the bytes until its deleter runs, so imports of them get
+/// shared views only. A value whose [`IntoDLPack::rust_access_registered`] is true (a
+/// [`SharedMut`](crate::safe::SharedMut) clone) is exported writable with no borrow: consumers
+/// see the class's edits made under `SharedMut::write`.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -61,31 +53,26 @@ where
 /// use dlpack_rs::pyo3_glue::{export_dlpack_value, IntoDLPack};
 /// use dlpack_rs::safe::{cpu_device, dtype_u8, TensorInfo};
 /// use pyo3::prelude::*;
-/// use pyo3::types::PyCapsule;
+/// use pyo3::types::{IntoPyDict, PyCapsule};
 ///
-/// /// The data of an image, wherever it lives (a backing enum, as kornia's `Image` has).
 /// #[derive(Clone)]
 /// enum Backing {
 ///     Host(Arc<[u8]>),
-///     Zeros(Arc<Vec<u8>>),
+///     Zeros(Arc<[u8]>),
 /// }
 ///
-/// // SAFETY: both variants hold their bytes in an `Arc`'d heap allocation that no clone moves
-/// // or frees while it lives, and no owner writes while shared: exported read-only.
+/// // SAFETY: both variants hold their bytes in an `Arc`'d allocation that no clone moves or
+/// // frees while it lives, and no owner writes while shared: exported read-only.
 /// unsafe impl IntoDLPack for Backing {
 ///     fn tensor_info(&self) -> TensorInfo {
-///         let bytes: &[u8] = match self {
-///             Backing::Host(b) => b,
-///             Backing::Zeros(v) => v,
-///         };
-///         TensorInfo::contiguous(bytes.as_ptr().cast_mut().cast(), cpu_device(), dtype_u8(), vec![bytes.len() as i64])
+///         let (Backing::Host(b) | Backing::Zeros(b)) = self;
+///         TensorInfo::contiguous(b.as_ptr().cast_mut().cast(), cpu_device(), dtype_u8(), vec![b.len() as i64])
 ///     }
 ///     fn is_read_only(&self) -> bool {
 ///         true
 ///     }
 /// }
 ///
-/// /// A mutable class: `&mut self` methods may replace the backing while exports hold theirs.
 /// #[pyclass]
 /// struct Image {
 ///     backing: Backing,
@@ -105,12 +92,8 @@ where
 ///         export_dlpack_value(py, self.backing.clone(), stream, max_version, dl_device, copy)
 ///     }
 ///
-///     fn __dlpack_device__(&self) -> (i32, i32) {
-///         (1, 0)
-///     }
-///
 ///     fn clear(&mut self) {
-///         self.backing = Backing::Zeros(Arc::new(vec![0; 4]));
+///         self.backing = Backing::Zeros(vec![0; 4].into());
 ///     }
 /// }
 ///
@@ -125,7 +108,6 @@ where
 ///     Ok(())
 /// })
 /// .unwrap();
-/// # use pyo3::types::IntoPyDict;
 /// ```
 pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
     py: Python<'py>,
@@ -145,26 +127,21 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
         order_of(&value, validated.info()),
     )?;
     let read_only = value.is_read_only();
-    // Rust code may read the memory through another handle of the class without a registered
-    // view (`Readers::Rust`: the export holds a shared borrow), unless the value says every such
-    // access holds a registry borrow itself (`safe::SharedMut`).
+    // Rust may read the memory through another handle unless every such access is registered.
     let readers = if value.rust_access_registered() {
         Readers::ExportOnly
     } else {
         Readers::Rust
     };
     let share = value.share_read_only_legacy();
-    // SAFETY: the `IntoDLPack` contract: `value` (the keepalive) keeps the memory the metadata
-    // describes valid and in place (writable unless read-only); `readers` is `Rust` unless
-    // `rust_access_registered` vouches that every other Rust access is registered.
+    // SAFETY: the `IntoDLPack` contract: `value` keeps the described memory valid and in place
+    // (writable unless read-only); `readers` is `Rust` unless `rust_access_registered` vouches.
     unsafe { export_capsule(py, validated, read_only, readers, share, value, &args) }
 }
 
-/// `export_dlpack` with arguments already parsed, for any class with a [`ClassRoute`].
-/// `rust_reads` says whether Rust code may read the exported memory without a registered view
-/// (a `#[pyclass]` reading its own field through `&self`): the export then holds a shared
-/// borrow of it until the deleter runs, so no import of the memory can take a mutable view
-/// meanwhile.
+/// `export_dlpack` with parsed arguments, for any class with a [`ClassRoute`]. `rust_reads`:
+/// Rust may read the memory without a registered view (through `&self`), so the export holds a
+/// shared borrow of it until its deleter runs.
 pub(crate) fn export_object_capsule<'py, T>(
     slf: &Bound<'py, T>,
     args: &DLPackArgs,
@@ -174,24 +151,17 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    let ClassExport {
-        validated,
-        read_only,
-        readers,
-        keepalive,
-        share,
-    } = class_export(slf, rust_reads, args)?;
-    // SAFETY: the route's contract: the keepalive keeps the memory the metadata describes valid
-    // and in place (writable unless read-only) until the deleter drops it; Rust reads of the
-    // memory outside the export are declared by `readers`.
+    let e = class_export(slf, rust_reads, args)?;
+    // SAFETY: the `ClassRoute` contract: the keepalive keeps the described memory valid and in
+    // place (writable unless read-only); Rust reads outside the export are in `readers`.
     unsafe {
         export_capsule(
             slf.py(),
-            validated,
-            read_only,
-            readers,
-            share,
-            keepalive,
+            e.validated,
+            e.read_only,
+            e.readers,
+            e.share,
+            e.keepalive,
             args,
         )
     }
@@ -202,26 +172,17 @@ pub(crate) struct ClassExport<T: PyClass>
 where
     T::Frozen: ClassRoute<T>,
 {
-    /// The validated metadata.
     pub(crate) validated: crate::safe::Validated,
-    /// Whether the export is read-only.
     pub(crate) read_only: bool,
-    /// Who else reads the memory (the export's shared borrow is registered where every export
-    /// passes, from this answer).
+    /// Who else reads the memory.
     pub(crate) readers: Readers,
-    /// What keeps the memory alive.
     pub(crate) keepalive: ClassKeepalive<<T::Frozen as ClassRoute<T>>::Owner>,
-    /// Whether a legacy request of read-only data shares it
-    /// ([`IntoDLPack::share_read_only_legacy`]).
+    /// [`IntoDLPack::share_read_only_legacy`].
     pub(crate) share: bool,
 }
 
-/// One export of `slf` through its route, validated once: the metadata, whether it
-/// is read-only, who else reads it ([`Readers::Rust`] when `rust_reads`), and the keepalive.
-///
-/// For data on a device with streams, `args.stream` is checked against the device and the
-/// consumer's stream (`None`: the default stream) is ordered after the producer's pending work
-/// ([`IntoDLPack::stream_order`]), unless it is -1.
+/// One export of `slf` through its route, validated once ([`Readers::Rust`] when `rust_reads`).
+/// Device data gets the consumer's stream ordered after its pending work.
 pub(crate) fn class_export<T>(
     slf: &Bound<'_, T>,
     rust_reads: bool,
@@ -232,36 +193,26 @@ where
     T::Frozen: ClassRoute<T>,
 {
     crate::pyo3_glue::runtime::shared_registry::join(slf.py())?;
-    let RouteExport {
-        info,
-        extent,
-        read_only,
-        owner,
-        order,
-        registered,
-        share,
-    } = <T::Frozen as ClassRoute<T>>::export(slf)?;
-    // Validated once: by the implementation (the derive's bounds check), or here.
-    let validated = validated(info, extent)?;
-    // Rust reads outside the export that are registered themselves need no borrow of it.
-    let readers = if rust_reads && !registered {
+    let r = <T::Frozen as ClassRoute<T>>::export(slf)?;
+    let validated = validated(r.info, r.extent)?;
+    // Registered Rust reads need no borrow of the export.
+    let readers = if rust_reads && !r.registered {
         Readers::Rust
     } else {
         Readers::ExportOnly
     };
-    // Last, once everything else about the export is known to be fine.
-    order_for_consumer(args, validated.info().device, order)?;
+    // Last, once the rest of the export is known to be fine.
+    order_for_consumer(args, validated.info().device, r.order)?;
     Ok(ClassExport {
         validated,
-        read_only,
+        read_only: r.read_only,
         readers,
-        keepalive: owner,
-        share,
+        keepalive: r.owner,
+        share: r.share,
     })
 }
 
-/// `info` validated: with the extent the implementation's own validation returned (the derive's
-/// bounds check), or now.
+/// `info` validated, reusing the extent the implementation's own check returned.
 #[inline(always)]
 fn validated(
     info: TensorInfo,
@@ -275,8 +226,8 @@ fn validated(
     }
 }
 
-/// For device data with pending work: checks `stream` against the device and orders the
-/// consumer's stream (`None`: the default stream) after that work, unless it is -1.
+/// For device data: checks `stream` and orders the consumer's stream (`None`: the default) after
+/// pending work, unless it is -1.
 #[inline(always)]
 fn order_for_consumer(
     args: &DLPackArgs,
@@ -298,35 +249,26 @@ mod sealed {
     impl Sealed for pyo3::pyclass::boolean_struct::False {}
 }
 
-/// How an export of a `#[pyclass]` instance keeps its memory alive, chosen by whether the class
-/// is frozen (`T::Frozen`, pyo3's `True` or `False`). Not a public API: named by the code
-/// `#[derive(IntoDLPack)]` generates.
+/// How an export of a `#[pyclass]` keeps its memory alive, chosen by `T::Frozen`. Named by the
+/// derive's generated code; not a public API.
 ///
-/// - **Frozen** (`True`): the keepalive is the Python object itself. Python never hands out
-///   `&mut` to a frozen object, so the memory its [`IntoDLPack::tensor_info`] describes stays
-///   in place until the last consumer lets go.
-/// - **Mutable** (`False`, derived classes only): the keepalive is a clone of the class's data
-///   field, which must be a [`SharedBuffer`] (`Arc<[T]>`, `ArcArray`, ...): a `&mut self`
-///   method may then replace the class's value at any time without touching the memory a
-///   consumer reads. Such exports are read-only.
+/// - **Frozen** (`True`): the Python object itself, which never hands out `&mut`, so the
+///   memory [`IntoDLPack::tensor_info`] describes stays in place.
+/// - **Mutable** (`False`, derived classes only): a clone of the data field, a
+///   [`SharedBuffer`], so a `&mut self` method may replace the class's value without touching
+///   what a consumer reads. Read-only unless the data is registry-guarded (`SharedMut`).
 ///
 /// # Safety
 ///
-/// `export` returns a keepalive that keeps the memory the returned `TensorInfo` describes valid,
-/// in place and initialised for as long as it lives (writable by consumers unless the returned
-/// flag says read-only). (Sealed in practice: the keepalive type cannot be
-/// named outside this crate.)
+/// `export`'s keepalive keeps the memory its `TensorInfo` describes valid, initialised and in
+/// place while it lives, and writable unless the export is read-only; `registered` is true only
+/// if every Rust access outside the export holds a registry borrow throughout; a `Some` extent
+/// is what `info.extent()` returns for that `info`. (Sealed: the keepalive type is unnameable.)
 #[doc(hidden)]
 pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
-    /// What keeps the memory alive: the object, or the export's own clone of its data.
+    /// The object, or the export's own clone of its data.
     type Owner: Send + 'static;
-    /// The metadata (with its extent, if validated already), whether the export is read-only,
-    /// the keepalive, the stream order, and whether Rust accesses to the memory outside the
-    /// export are all registered. Contract: the keepalive keeps the described memory valid and
-    /// in place while it lives, and writable unless read-only; the last flag is true only if
-    /// every such access holds a registry borrow for its whole length; a `Some` extent is
-    /// what `info.extent()` would return for the returned `info` (the `IntoDLPack` contract of
-    /// `__tensor_info_with_extent`).
+    /// One export's metadata, keepalive and flags (see the trait's safety contract).
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<Self::Owner>>;
 }
 
@@ -335,19 +277,17 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
 pub struct RouteExport<O> {
     /// The metadata.
     pub info: TensorInfo,
-    /// Its extent, when the implementation validated it (`IntoDLPack::__tensor_info_with_extent`).
+    /// Its extent, if the implementation validated it.
     pub extent: Option<Extent>,
     /// Whether consumers must not write the memory.
     pub read_only: bool,
     /// What keeps the memory alive.
     pub owner: ClassKeepalive<O>,
-    /// For device data only: what orders a consumer's stream after the producer's pending work.
+    /// For device data: orders a consumer's stream after pending work.
     pub order: Option<Arc<dyn StreamOrder>>,
-    /// Whether every Rust access to the memory outside the export holds a registry borrow
-    /// ([`IntoDLPack::rust_access_registered`]).
+    /// [`IntoDLPack::rust_access_registered`].
     pub registered: bool,
-    /// Whether a legacy request of read-only data shares the memory
-    /// ([`IntoDLPack::share_read_only_legacy`]).
+    /// [`IntoDLPack::share_read_only_legacy`].
     pub share: bool,
 }
 
@@ -360,17 +300,15 @@ fn order_of<T: IntoDLPack + ?Sized>(this: &T, info: &TensorInfo) -> Option<Arc<d
     }
 }
 
-/// What keeps the memory of an export of a pyclass instance alive (the object, or a clone of
-/// its data); unnameable outside this crate, which seals [`ClassRoute`] in practice.
+/// What keeps an export's memory alive; unnameable outside this crate, which seals [`ClassRoute`].
 #[doc(hidden)]
 pub struct ClassKeepalive<O> {
     _owner: O,
 }
 
 // SAFETY: the keepalive holds the frozen object, whose `unsafe impl IntoDLPack` vouches for the
-// memory `tensor_info` describes (and for the extent `__tensor_info_with_extent` returns with
-// it); a frozen object is never mutably borrowed, so that memory stays valid and in place until
-// the keepalive is dropped.
+// memory and extent `__tensor_info_with_extent` returns; a frozen object is never mutably
+// borrowed, so that memory stays valid and in place until the keepalive drops.
 unsafe impl<T> ClassRoute<T> for True
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
@@ -394,14 +332,11 @@ where
     }
 }
 
-// SAFETY: the keepalive holds a clone of the data field, which `DerivedData` says contains every
-// byte `tensor_info` describes, and which (`SharedBuffer`) describes the same memory as the
-// field and keeps it alive and in place. Copy-on-write data is never written while shared: the
-// export is read-only. Registry-guarded data (`Buffer::REGISTRY_GUARDED`, `SharedMut`) is
-// reached by Rust only under registry borrows: the export is writable where the class's
-// `is_read_only` allows (the derive's `consumers_may_write`: a pointer with write permission,
-// an element type with no invalid bit patterns), and says that every Rust access is registered.
-// The pointer `tensor_info` read is exported as is (the field is read once).
+// SAFETY: the keepalive is a clone of the data field, which holds every byte `tensor_info`
+// describes (`DerivedData`) and, a `SharedBuffer`, keeps that memory alive and in place.
+// Copy-on-write data is never written while shared: exported read-only. Registry-guarded data
+// (`SharedMut`) is reached by Rust only under registry borrows: writable where `is_read_only`
+// allows (the derive's `consumers_may_write`), with every Rust access registered.
 unsafe impl<T> ClassRoute<T> for False
 where
     T: DerivedData + PyClass<Frozen = False>,
@@ -417,8 +352,7 @@ where
         })?;
         let (info, extent) = this.__tensor_info_with_extent()?;
         let order = order_of(&*this, &info);
-        // Copy-on-write memory is never written by its owners (the `SharedBuffer` contract), so
-        // no consumer may write it either: read-only. Guarded memory is shared-mutable.
+        // Copy-on-write memory must not be written by consumers either; guarded memory may.
         let guarded = <T::Data as crate::safe::Buffer>::REGISTRY_GUARDED;
         let read_only = !guarded || this.is_read_only();
         let share = this.share_read_only_legacy();
@@ -437,9 +371,8 @@ where
     }
 }
 
-/// The `__dlpack_device__()` answer for `this`: `(device_type, device_id)`, or the
-/// `BufferError` its export would raise for a description it refuses (a derived layout outside
-/// its data field).
+/// `__dlpack_device__()` of `this`, or the `BufferError` its export would raise (a derived
+/// layout outside its data field).
 pub fn export_dlpack_device<T: IntoDLPack + ?Sized>(this: &T) -> PyResult<(i32, i32)> {
     let (info, _) = this.__tensor_info_with_extent()?;
     Ok((info.device.device_type.0, info.device.device_id))

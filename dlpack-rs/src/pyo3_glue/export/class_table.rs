@@ -1,5 +1,4 @@
-//! Which C exchange table each class of ours publishes (`__dlpack_c_exchange_api__`): one
-//! static table per class, and the capsule of the class attribute.
+//! The static C exchange table of each class (`__dlpack_c_exchange_api__`).
 
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -15,7 +14,7 @@ use crate::pyo3_glue::export::exchange_export::{table, StaticApi};
 use crate::pyo3_glue::export::tensor::{to_py_object, DLPackTensor, TENSOR_API};
 use crate::IntoDLPack;
 
-/// Tables of user classes: one per class, a promoted constant (static storage).
+/// One table per user class, a promoted constant (static storage).
 struct Tables<T>(core::marker::PhantomData<T>);
 
 impl<T> Tables<T>
@@ -26,13 +25,9 @@ where
     const API: StaticApi = StaticApi(table::<T, true>(Some(to_py_object), None));
 }
 
-/// The static exchange table of class `T`: `managed_tensor_from_py_object_no_sync` exports an
-/// instance zero-copy (versioned 1.3, `READ_ONLY` when [`IntoDLPack::is_read_only`]), keeping
-/// it alive until the consumer's deleter call; `managed_tensor_to_py_object_no_sync` wraps a
-/// tensor in a [`DLPackTensor`]; the allocator makes zeroed CPU tensors; the work stream is the
-/// device's default stream (`CU_STREAM_LEGACY` for CUDA), before which device exports are
-/// ordered. `dltensor_from_py_object_no_sync` is provided for [`DLPackTensor`] only (NULL for
-/// other classes, whose metadata is computed per call and could not outlive it).
+/// The static exchange table of class `T`: it exports instances zero-copy (versioned 1.3),
+/// wraps tensors in a [`DLPackTensor`], allocates zeroed CPU tensors and reports the default
+/// stream. Only [`DLPackTensor`] lends a bare `DLTensor` (other classes compute it per call).
 #[doc(hidden)]
 pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
 where
@@ -54,8 +49,7 @@ where
     &api.0
 }
 
-/// The `__dlpack_c_exchange_api__` class attribute of class `T`: a `"dlpack_exchange_api"`
-/// capsule pointing at its table. What the derive's methods add.
+/// The `__dlpack_c_exchange_api__` class attribute of `T`: a capsule of its table.
 #[doc(hidden)]
 pub fn class_exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
 where

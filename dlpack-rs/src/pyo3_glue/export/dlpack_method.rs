@@ -1,8 +1,6 @@
-//! The `__dlpack__` method of derived classes, written by hand: a method descriptor whose C entry
-//! reads the four keyword-only arguments straight from the call (vectorcall: `METH_FASTCALL |
-//! METH_KEYWORDS`; `METH_VARARGS | METH_KEYWORDS` under the stable ABI), instead of pyo3's generic
-//! argument extraction. Consumers call `__dlpack__` once per import, almost always with at most
-//! `max_version` (and `stream=None`), so this is the per-call path of every export.
+//! The `__dlpack__` method of derived classes, by hand: a method descriptor whose C entry reads
+//! the keyword arguments straight from the call (`METH_FASTCALL`; `METH_VARARGS` under abi3),
+//! skipping pyo3's generic extraction on the per-call path of every export.
 
 use core::ffi::CStr;
 use core::marker::PhantomData;
@@ -24,8 +22,7 @@ const DOC: &CStr =
 
 Exports the data as a DLPack capsule (the array API's __dlpack__ protocol).";
 
-/// A `PyMethodDef` in a `static`: never written after initialisation (CPython only reads it),
-/// its pointers are to static strings and code.
+/// A `PyMethodDef` in a `static`.
 #[repr(transparent)]
 struct StaticDef(ffi::PyMethodDef);
 
@@ -60,11 +57,9 @@ where
     });
 }
 
-/// The `__dlpack__` method of class `T` (a method descriptor of `T`): what the derive's class
-/// attribute `__dlpack__` is. Behaves as the pyo3 method with signature
-/// `(*, stream=None, max_version=None, dl_device=None, copy=None)` would, errors included
-/// (`TypeError` for a positional or unknown argument), and exports as `export_dlpack` does.
-///
+/// The `__dlpack__` method descriptor of class `T`, the derive's class attribute. Behaves as a
+/// pyo3 method with signature `(*, stream=None, max_version=None, dl_device=None, copy=None)`,
+/// errors included, and exports as `export_dlpack` does.
 #[doc(hidden)]
 pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<MethodDescriptor<'_>>
 where
@@ -84,8 +79,7 @@ where
     .map(MethodDescriptor)
 }
 
-/// The `__dlpack__` method descriptor of a derived class, as the class attribute's value: in
-/// generated stubs (feature `inspect`) it reads as the array API standard's `__dlpack__`.
+/// The `__dlpack__` method descriptor; typed as the array API's `__dlpack__` in stubs.
 #[doc(hidden)]
 pub struct MethodDescriptor<'py>(Bound<'py, PyAny>);
 
@@ -105,8 +99,7 @@ impl<'py> IntoPyObject<'py> for MethodDescriptor<'py> {
 
 /// Which of the four keywords `name` is, comparing the interned names by identity first.
 fn slot(py: Python<'_>, name: Borrowed<'_, '_, PyAny>) -> PyResult<usize> {
-    // The four interned names, fetched as one (keyword names are interned by CPython and by
-    // numpy and torch, so the identity test almost always decides).
+    // Callers' keyword names are interned, so the identity test almost always decides.
     static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 4]> = pyo3::sync::PyOnceLock::new();
     let names = crate::pyo3_glue::runtime::once::get_or_init(&NAMES, py, || {
         ["stream", "max_version", "dl_device", "copy"].map(|n| PyString::intern(py, n).unbind())
@@ -166,8 +159,7 @@ where
     export_object_capsule(&slf, &args, true).map(Bound::into_ptr)
 }
 
-/// Runs `f` as the body of a C entry point: errors become the pending exception, a panic a
-/// `PanicException`; both return NULL (the crate's one guard, `cpython::attached_entry`).
+/// Runs `f` as a C entry point's body: an error or panic becomes the pending exception, and NULL.
 ///
 /// # Safety
 ///
@@ -184,8 +176,7 @@ unsafe fn entry(f: impl FnOnce(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *
     }
 }
 
-/// `METH_FASTCALL | METH_KEYWORDS`: `args` holds `nargs` positional values, then one value per
-/// name of the `kwnames` tuple (NULL when there are none).
+/// `METH_FASTCALL | METH_KEYWORDS`: `nargs` positional values, then one per name in `kwnames`.
 #[cfg(not(feature = "abi3"))]
 unsafe extern "C" fn fastcall<T>(
     slf: *mut ffi::PyObject,
@@ -220,7 +211,7 @@ where
     }
 }
 
-/// `METH_VARARGS | METH_KEYWORDS` (the stable ABI's entry): a tuple and a dict (or NULL).
+/// `METH_VARARGS | METH_KEYWORDS` (abi3): a tuple and a dict (or NULL).
 #[cfg(feature = "abi3")]
 unsafe extern "C" fn varargs<T>(
     slf: *mut ffi::PyObject,
@@ -250,10 +241,8 @@ where
     }
 }
 
-/// A capsule as a Python method's or class attribute's value (`__dlpack__`'s result, the
-/// exchange table's capsule): in generated stubs (feature `inspect`) it reads as
-/// `typing_extensions.CapsuleType`, which every supported Python has (`types.CapsuleType`, pyo3's
-/// own hint, is new in 3.13).
+/// A capsule returned to Python, typed `typing_extensions.CapsuleType` in stubs (pyo3's
+/// `types.CapsuleType` is new in 3.13).
 #[doc(hidden)]
 pub struct CapsuleObject<'py>(pub Bound<'py, pyo3::types::PyCapsule>);
 

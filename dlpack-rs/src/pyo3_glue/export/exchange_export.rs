@@ -1,10 +1,8 @@
-//! The C exchange API as a producer: the building blocks of our classes' static
-//! `DLPackExchangeAPI` tables (export of a frozen `#[pyclass]` instance, the allocator, the work
-//! stream), each an `extern "C"` function that lets no panic unwind into its caller.
+//! The C exchange API as a producer: the `extern "C"` pieces of our classes' static
+//! `DLPackExchangeAPI` tables, none of which lets a panic unwind.
 //!
-//! Contract (from `dlpack.h`): every function except the allocator is called attached to the
-//! interpreter and reports failure by returning -1 with a Python exception set; the allocator
-//! reports through its `SetError` callback and touches no Python state.
+//! `dlpack.h`: every function but the allocator is called attached and fails by returning -1
+//! with a Python exception set; the allocator reports through `SetError`, touching no Python.
 
 use alloc::ffi::CString;
 use alloc::vec::Vec;
@@ -21,22 +19,17 @@ use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
     DLPackSetError, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::pyo3_glue::export::class_export::ClassRoute;
+use crate::pyo3_glue::export::class_export::{class_export, ClassRoute};
 use crate::pyo3_glue::export::protocol::DLPackArgs;
 use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
 
-/// Runs the body of one of our `extern "C"` functions: a `PyErr` is restored as the pending
-/// Python exception and a panic becomes a `PanicException`; both return -1.
-///
-/// Every entry point that hands out or takes in memory (an export, a lend, a hand-off) runs
-/// here, so this is where the table joins the shared borrow registry: the caller may be another
-/// copy of this crate, which must see this copy's live borrows before it gets any of its memory
-/// (ARCHITECTURE.md: the routes to another copy).
+/// Runs an exchange function's body: a `PyErr` becomes the pending exception and a panic a
+/// `PanicException`, both returning -1. Joins the shared borrow registry first: the caller may
+/// be another copy of this crate, which must see our live borrows (ARCHITECTURE.md).
 ///
 /// # Safety
 ///
-/// The calling thread must be attached to the interpreter (hold the GIL): the contract under
-/// which a consumer calls every exchange function but the allocator.
+/// The calling thread must be attached to the interpreter (hold the GIL).
 #[inline(always)]
 pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
     // SAFETY: forwarded from this function's contract.
@@ -52,8 +45,7 @@ pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_in
     }
 }
 
-/// Exports a pyclass instance as a versioned managed tensor kept alive as its [`ClassRoute`]
-/// says (the zero-copy `__dlpack__(max_version=(1, 3))`).
+/// Exports a pyclass instance as a versioned tensor, as `__dlpack__(max_version=(1, 3))` does.
 fn export_object<T, const RUST_READS: bool>(
     obj: &Bound<'_, T>,
 ) -> PyResult<NonNull<DLManagedTensorVersioned>>
@@ -61,31 +53,23 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    // The table's consumers order their work after `current_work_stream`, the default
-    // stream: device data is ordered before it, as for `__dlpack__(stream=None)`.
-    // Versioned only: a legacy sharing opt-in does not apply.
-    let crate::pyo3_glue::export::class_export::ClassExport {
-        validated,
-        read_only,
-        readers,
-        keepalive,
-        ..
-    } = crate::pyo3_glue::export::class_export::class_export(
-        obj,
-        RUST_READS,
-        &DLPackArgs::default(),
-    )?;
-    let flags = if read_only {
+    // Default arguments: device data is ordered before the default stream, which
+    // `current_work_stream` reports. Versioned, so the legacy sharing opt-in does not apply.
+    let e = class_export(obj, RUST_READS, &DLPackArgs::default())?;
+    let flags = if e.read_only {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {
         0
     };
-    // SAFETY: the route's contract: the keepalive keeps the memory the metadata describes valid
-    // and in place (writable unless read-only) until the deleter drops it; Rust reads outside
-    // the export are declared by `readers`.
+    // SAFETY: the `ClassRoute` contract: the keepalive keeps the described memory valid and in
+    // place (writable unless read-only); Rust reads outside the export are in `readers`.
     let owned = unsafe {
         safe::pack_validated::<DLManagedTensorVersioned, _>(
-            keepalive, validated, flags, readers, None,
+            e.keepalive,
+            e.validated,
+            flags,
+            e.readers,
+            None,
         )
     }?;
     // SAFETY: `into_raw` of an owner never returns NULL.
@@ -114,8 +98,7 @@ pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
     Ok(obj.cast::<T>()?)
 }
 
-/// `managed_tensor_from_py_object_no_sync` for class `T` (see
-/// [`export_object_capsule`](crate::pyo3_glue::export::class_export::export_object_capsule) for `RUST_READS`).
+/// `managed_tensor_from_py_object_no_sync` for class `T` (`RUST_READS`: see `class_export`).
 pub(crate) unsafe extern "C" fn from_py_object<T, const RUST_READS: bool>(
     py_object: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,
@@ -142,17 +125,15 @@ where
     }
 }
 
-/// `current_work_stream`: the default stream, before which our exports order device data (as
-/// `__dlpack__(stream=None)` does). For CUDA that is named `CU_STREAM_LEGACY` (0x1), which a
-/// consumer built for per-thread default streams cannot take for its own NULL stream; NULL
-/// for every other device, which for the CPU means "nothing to synchronise".
+/// `current_work_stream`: the default stream our exports order device data before. For CUDA it
+/// is named `CU_STREAM_LEGACY` (0x1), which a per-thread-default-stream consumer cannot take for
+/// its own NULL stream; ROCm's 0; NULL for devices without streams.
 pub(crate) unsafe extern "C" fn current_work_stream(
     device_type: DLDeviceType,
     device_id: i32,
     out_current_stream: *mut *mut c_void,
 ) -> c_int {
-    // The stream `__dlpack__(stream=None)` orders before (CU_STREAM_LEGACY, ROCm's 0), as a
-    // handle value, never dereferenced; none for devices without streams.
+    // A handle value, never dereferenced.
     let device = DLDevice {
         device_type,
         device_id,
@@ -198,7 +179,7 @@ unsafe fn allocate_like(
         unsafe { core::slice::from_raw_parts(p.shape, p.ndim as usize) }.to_vec()
     };
     let dtype: DLDataType = p.dtype;
-    // Validate the metadata before sizing anything (negative extents, overflow, bad dtype).
+    // Validate before sizing anything.
     let probe = TensorInfo::contiguous(
         NonNull::<u64>::dangling().as_ptr().cast(),
         cpu_device(),
@@ -269,13 +250,12 @@ pub(crate) unsafe extern "C" fn allocator(
     -1
 }
 
-/// A `DLPackExchangeAPI` in a `static`: the table is immutable and its only pointer
-/// (`prev_api`) is NULL, so sharing it between threads is sound.
+/// A `DLPackExchangeAPI` in a `static`.
 #[repr(transparent)]
 pub(crate) struct StaticApi(pub(crate) DLPackExchangeAPI);
 
-// SAFETY: the table is never written after initialisation; its pointer field is NULL and its
-// function pointers are plain code addresses.
+// SAFETY: the table is never written after initialisation; its pointer field (`prev_api`) is
+// NULL and its function pointers are plain code addresses.
 unsafe impl Sync for StaticApi {}
 
 /// A table whose `managed_tensor_from_py_object_no_sync` exports instances of `T`.

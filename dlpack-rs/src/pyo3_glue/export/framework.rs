@@ -1,7 +1,5 @@
-//! Which framework gets a tensor Rust made, as its own type: [`Returned`] hands an owned tensor
-//! over (through the framework type's C exchange table, `managed_tensor_to_py_object_no_sync`,
-//! without a capsule or a Python call; where it has none, its `from_dlpack`), and [`Framework`]
-//! remembers a caller's framework so a result goes back in kind.
+//! Handing a Rust tensor to a framework as its own type: [`Returned`] (through the type's C
+//! exchange table, else its package's `from_dlpack`), and [`Framework`], a caller's framework.
 
 use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
 use pyo3::prelude::*;
@@ -12,19 +10,12 @@ use crate::pyo3_glue::import::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
-/// Hands `tensor` to the framework whose tensor type is `ty`, zero-copy: through `ty`'s
-/// exchange table where it has one that makes tensors (the result is an object of the type that
-/// defined the table; the framework takes ownership and calls the deleter when it lets go), else
-/// through the `from_dlpack` of `ty`'s top-level package (`jax.numpy`'s for jax) when it has one,
-/// called with a `dlpack_rs.Tensor`, else as that `dlpack_rs.Tensor`, which every DLPack consumer
-/// takes (and which carries `READ_ONLY`).
+/// Hands `tensor` to the framework whose tensor type is `ty`, zero-copy, as
+/// [`ReturnTo::hand_over`] describes.
 ///
-/// A tensor a framework cannot be expected to represent (lanes other than 1, sub-byte elements,
-/// a device other than the CPU, CUDA or ROCm) skips the table, since a table that refuses a
-/// tensor owns it all the same (dlpack.h: ownership is stolen) and may leak it. A read-only
-/// tensor is refused with `BufferError` when it would go to a table or a `from_dlpack`: torch's
-/// table ignores `READ_ONLY`, and a framework that imports through its own `from_dlpack` may
-/// too. No stream synchronisation is done (the `_no_sync` of the table).
+/// A tensor a framework may not represent (lanes other than 1, sub-byte elements, a device
+/// other than the CPU, CUDA or ROCm) skips the table: a table that refuses a tensor still owns
+/// it (dlpack.h: ownership is stolen) and may leak it. No stream synchronisation is done.
 fn hand_to_type<'py>(
     ty: &Bound<'py, PyType>,
     tensor: ManagedTensorVersioned,
@@ -42,8 +33,7 @@ fn hand_to_type<'py>(
         None => importer(ty)?,
     };
     if tensor.is_read_only() && (to_py.is_some() || from_dlpack.is_some()) {
-        // torch's table ignores READ_ONLY: the framework would write memory that must not be
-        // written (a Rust owner's shared data, bool bytes Rust reads back).
+        // torch's table ignores READ_ONLY: the framework could write memory that must not be.
         return Err(PyBufferError::new_err(
             "Returned: the tensor is read-only, and a framework's exchange table need not \
              honour the flag; hand over a copy (`tensor.copy()`)",
@@ -52,10 +42,8 @@ fn hand_to_type<'py>(
     if let Some(to_py) = to_py {
         let raw = tensor.into_raw();
         let mut out: *mut core::ffi::c_void = core::ptr::null_mut();
-        // SAFETY: `to_py` comes from the static table of `ty` itself, found in its own MRO as the
-        // interpreter finds a special method; it is called as dlpack.h says: attached (we hold
-        // `py`), with an owned managed tensor (ownership is stolen, on failure too) and a valid
-        // out pointer.
+        // SAFETY: `to_py` is from the static table found in `ty`'s MRO, called as dlpack.h says:
+        // attached (we hold `py`), with an owned tensor (stolen, on failure too), a valid out.
         let rc = unsafe { to_py(raw, &mut out) };
         if rc != 0 {
             return Err(PyErr::take(py).unwrap_or_else(|| {
@@ -83,11 +71,9 @@ fn hand_to_type<'py>(
     }
 }
 
-/// The `from_dlpack` of the package `ty` comes from (`numpy.from_dlpack`, `torch.from_dlpack`,
-/// `jax.numpy.from_dlpack` for jax, `cupy.from_dlpack`, ...), looked up at each call, or `None`
-/// when that package has none. Only numpy, torch and jax are imported here (their packages are
-/// loaded already wherever one of their types lives); any other package is taken from
-/// `sys.modules` or not at all, so that no module is imported on a type's word.
+/// The `from_dlpack` of the package `ty` comes from (`jax.numpy`'s for jax), if any. Only numpy,
+/// torch and jax are imported; any other package is taken from `sys.modules`, so that no module
+/// is imported on a type's word.
 fn importer<'py>(ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = ty.py();
     let module: String = ty
@@ -111,11 +97,9 @@ fn importer<'py>(ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>>
     Ok(package.getattr(pyo3::intern!(py, "from_dlpack")).ok())
 }
 
-/// numpy 2.4 refuses every dtype but int, uint, float, complex and bool over DLPack (bfloat16,
-/// FP8 and FP4 included, `ml_dtypes` or not) with a bare `RuntimeError`; numpy 2.5 takes
-/// bfloat16 and FP8 when `ml_dtypes` is installed and raises `BufferError` otherwise. When the
-/// fallback was numpy's and it refused such a dtype, says so and names the fixes (the error as
-/// the cause).
+/// numpy refuses dtypes it lacks with a bare error (2.4: all but int, uint, float, complex and
+/// bool; 2.5 takes bfloat16 and FP8 with `ml_dtypes`): a `TypeError` naming the fixes instead,
+/// with numpy's error as the cause.
 fn numpy_dtype_hint(
     from_dlpack: &Bound<'_, PyAny>,
     dtype: crate::ffi::DLDataType,
@@ -140,23 +124,20 @@ fn numpy_dtype_hint(
     hint
 }
 
-/// The framework a tensor argument came from, to hand a result back as the caller's kind of
-/// array with [`Returned::like`]: numpy for a numpy caller, torch for torch, jax for jax.
+/// The framework a tensor argument came from, to hand a result back in kind with
+/// [`Returned::like`].
 ///
-/// [`TensorView::framework`](crate::pyo3_glue::TensorView::framework) captures it at extraction;
-/// [`Framework::of`] captures it from any object, [`Framework::of_type`] from a tensor type. A
-/// type whose DLPack 1.3 `__dlpack_c_exchange_api__` has `managed_tensor_to_py_object_no_sync`
-/// gets results through that table (as objects of the type that defined the table: a torch
-/// subclass gets a `torch.Tensor`); another type through its package's `from_dlpack` (cupy's,
-/// say), else as a `dlpack_rs.Tensor`. It holds a strong reference to the type (released as a
-/// [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is, from any thread).
+/// Captured by [`TensorView::framework`](crate::pyo3_glue::TensorView::framework),
+/// [`Framework::of`] (any object) or [`Framework::of_type`]. Results go through the type's
+/// exchange table (as the type that defined it: a torch subclass gets a `torch.Tensor`), else
+/// its package's `from_dlpack`, else as a `dlpack_rs.Tensor`. It holds a strong reference to
+/// the type, released as a [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{CContig, Framework, Ndim, Returned, TensorView, ANY};
 /// use dlpack_rs::safe::Export;
 /// use pyo3::prelude::*;
 ///
-/// /// `x * 2` as a new tensor of the caller's framework.
 /// #[pyfunction]
 /// fn doubled(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Returned<Framework>> {
 ///     let x: TensorView<f64, Ndim<ANY>, CContig> = obj.extract()?;
@@ -171,7 +152,7 @@ pub struct Framework {
 }
 
 impl Framework {
-    /// The framework of `obj` (its type).
+    /// The framework of `obj`'s type.
     pub fn of(obj: &Bound<'_, PyAny>) -> Framework {
         Framework::of_type(&obj.get_type())
     }
@@ -203,24 +184,19 @@ impl core::fmt::Debug for Framework {
     }
 }
 
-/// Where a [`Returned`] tensor goes: a framework fixed in the signature ([`Numpy`], [`Torch`],
-/// [`Jax`]) or the one an argument came from (a [`Framework`]).
+/// Where a [`Returned`] tensor goes: a fixed framework ([`Numpy`], [`Torch`], [`Jax`]) or an
+/// argument's ([`Framework`]).
 pub trait ReturnTo {
-    /// What the result is, in generated stubs (feature `inspect`): the framework's own type, or
-    /// an array with the standard's DLPack methods (see [`TYPING_STUB`](crate::pyo3_glue::TYPING_STUB)).
+    /// The result's type in generated stubs (feature `inspect`; see
+    /// [`TYPING_STUB`](crate::pyo3_glue::TYPING_STUB)).
     #[cfg(feature = "inspect")]
     const TYPE_HINT: pyo3::inspect::PyStaticExpr =
         crate::pyo3_glue::import::type_hints::DLPACK_ARRAY;
 
-    /// Hands `tensor` over: a torch tensor for torch (through torch's exchange table), a numpy
-    /// array for numpy (`numpy.from_dlpack`), a jax array for jax (`jax.numpy.from_dlpack`), an
-    /// object of the type that defined the exchange table of any other type with one that makes
-    /// tensors, else whatever the type's package's `from_dlpack` makes; where there is neither
-    /// (or a table cannot take the tensor and the package has no `from_dlpack`) a
-    /// `dlpack_rs.Tensor` ([`DLPackTensor`]), which every DLPack consumer takes. A read-only
-    /// tensor is refused with `BufferError` on its way to a table or a `from_dlpack` (neither
-    /// need honour `READ_ONLY`); a `dlpack_rs.Tensor` keeps it read-only. `from_dlpack` is looked
-    /// up at each call.
+    /// Hands `tensor` over: through the type's exchange table (torch), else its package's
+    /// `from_dlpack` (numpy, `jax.numpy`), else as a [`DLPackTensor`], which every consumer
+    /// takes. A read-only tensor raises `BufferError` on its way to a table or a `from_dlpack`
+    /// (neither need honour `READ_ONLY`); a `dlpack_rs.Tensor` keeps it read-only.
     fn hand_over<'py>(
         &self,
         py: Python<'py>,
@@ -276,39 +252,29 @@ fixed_frameworks! {
     Numpy => "numpy"."ndarray";
     /// torch: a returned tensor becomes a `torch.Tensor` (torch's exchange table, no capsule).
     Torch => "torch"."Tensor";
-    /// jax: a returned tensor becomes a `jax.Array` (`jax.numpy.from_dlpack`; zero-copy for
-    /// 64-byte aligned data, as `Export` and `AlignedBuffer` make).
+    /// jax: a returned tensor becomes a `jax.Array` (zero-copy for 64-byte aligned data).
     Jax => "jax"."Array";
 }
 
-/// A tensor a `#[pyfunction]` returns, handed to the framework its type names, zero-copy: the
-/// framework is part of the signature.
+/// A tensor a `#[pyfunction]` returns, handed zero-copy to the framework its type names.
 ///
-/// - `Returned<Torch>` (or [`Numpy`], [`Jax`]): always that framework;
-/// - `Returned<Framework>`: the framework an argument came from, made with
-///   [`Returned::like`] from the argument's [`framework()`](crate::pyo3_glue::TensorView::framework) (numpy
-///   in, numpy out; torch in, torch out), as nanobind's `nb::ndarray<nb::pytorch>` and "the
-///   same framework as the argument" are.
-///
-/// The tensor must be writable (a framework's table need not honour `READ_ONLY`): `Export`
-/// makes writable tensors. Errors are [`ReturnTo::hand_over`]'s: the table's own, or, where
-/// the framework has no table, its `from_dlpack`'s (for numpy, a note on the dtypes it lacks).
-/// For device memory, the work that produced the data must be complete (or ordered before the
-/// framework's) when the function returns: no stream synchronisation is done.
+/// `Returned<Torch>` (or [`Numpy`], [`Jax`]) always goes to that framework; `Returned<Framework>`
+/// to an argument's, made with [`Returned::like`] (numpy in, numpy out), as nanobind's
+/// `nb::ndarray<nb::pytorch>` does. The tensor must be writable (`Export` makes writable
+/// tensors); errors are [`ReturnTo::hand_over`]'s. Device work that produced the data must be
+/// complete (or ordered before the framework's) on return: no stream synchronisation is done.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{Framework, Returned, TensorView, Torch};
 /// use dlpack_rs::safe::Export;
 /// use pyo3::prelude::*;
 ///
-/// /// The squares of `x`, always as a torch tensor.
 /// #[pyfunction]
 /// fn squares(x: TensorView<f32>) -> PyResult<Returned<Torch>> {
 ///     let out: Vec<f32> = x.view().iter().map(|v| v * v).collect();
 ///     Ok(Returned::new(Export::new(out).shape(x.shape()).versioned()?))
 /// }
 ///
-/// /// `x + 1`, in the caller's framework.
 /// #[pyfunction]
 /// fn plus_one(py: Python<'_>, x: TensorView<f32>) -> PyResult<Returned<Framework>> {
 ///     let out: Vec<f32> = x.view().iter().map(|v| v + 1.0).collect();

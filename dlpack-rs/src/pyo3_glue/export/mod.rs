@@ -1,7 +1,5 @@
-//! Export to Python: `__dlpack__` arguments and the capsule they ask for (`protocol`), pyclass
-//! export (`class_export`, `dlpack_method`), the C exchange table as producer
-//! (`exchange_export`, `class_table`), results handed back into a framework (`framework`), and
-//! `dlpack_rs.Tensor` (`tensor`).
+//! Export to Python: the `__dlpack__` protocol, pyclass exports, the C exchange tables,
+//! `Returned` results and `dlpack_rs.Tensor`.
 
 pub(crate) mod class_export;
 pub(crate) mod class_table;

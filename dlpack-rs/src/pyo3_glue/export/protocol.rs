@@ -1,6 +1,5 @@
-//! The `__dlpack__(*, stream, max_version, dl_device, copy)` keyword arguments: parsing,
-//! validation against the data, and the export they ask for (legacy or versioned capsule,
-//! zero-copy or a real copy).
+//! The `__dlpack__` keyword arguments and the export they ask for (legacy or versioned capsule,
+//! zero-copy or a copy).
 
 use core::ffi::c_void;
 
@@ -19,25 +18,20 @@ use crate::pyo3_glue::runtime::capsule::into_capsule;
 /// The parsed and type-checked keyword arguments of one `__dlpack__` call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DLPackArgs {
-    /// The consumer's stream (`None` = the producer's default; only valid value for CPU data).
+    /// The consumer's stream (`None`: the producer's default, the only choice for CPU data).
     pub stream: Option<i64>,
     /// The highest DLPack version the consumer reads; `None` asks for a legacy capsule.
     pub max_version: Option<DLPackVersion>,
-    /// The device the consumer wants the data on; `None` = where it is.
+    /// The device the consumer wants the data on; `None`: where it is.
     pub dl_device: Option<DLDevice>,
-    /// `Some(true)`: always copy; `Some(false)`: never copy; `None`: copy only if needed.
+    /// Always copy (`true`), never (`false`), or only if needed (`None`).
     pub copy: Option<bool>,
 }
 
 impl DLPackArgs {
-    /// Parses the four keyword arguments as Python passed them.
-    ///
-    /// - `stream`: `None` or an `int` (TypeError otherwise);
-    /// - `max_version`: `None` or a 2-tuple of `int`s (TypeError otherwise, and for ints wider
-    ///   than 64 bits), both non-negative and below 2^32 (ValueError otherwise: `(-1, 0)`);
-    /// - `dl_device`: `None` or a 2-tuple of `int`s (TypeError otherwise), each fitting an
-    ///   `int32_t` (ValueError otherwise);
-    /// - `copy`: `None`, `True` or `False` (ValueError otherwise).
+    /// Parses the four keyword arguments. `stream` is `None` or an `int`; `max_version` and
+    /// `dl_device` `None` or a pair of `int`s (`TypeError` otherwise) fitting `u32` and `i32`
+    /// (`ValueError` otherwise); `copy` is `None`, `True` or `False` (`ValueError` otherwise).
     pub fn parse(
         stream: Option<Bound<'_, PyAny>>,
         max_version: Option<Bound<'_, PyAny>>,
@@ -93,9 +87,8 @@ impl DLPackArgs {
         self.max_version.is_some_and(|v| v.major >= 1)
     }
 
-    /// Checks `stream` against the device of the data: CPU (and other host) memory only
-    /// accepts `None`; CUDA accepts `None`, -1, 1, 2 and handles > 2 (0 is disallowed); ROCm
-    /// accepts `None`, -1, 0 and handles > 2 (1 and 2 are disallowed). Raises `ValueError`.
+    /// Checks `stream` against the data's device (`ValueError`): host memory takes only `None`;
+    /// CUDA refuses 0, ROCm 1 and 2, and both values below -1.
     pub fn check_stream(&self, device: DLDevice) -> PyResult<()> {
         let Some(stream) = self.stream else {
             return Ok(());
@@ -122,9 +115,8 @@ impl DLPackArgs {
     }
 }
 
-/// The stream a producer orders its pending work before, for a `__dlpack__(stream=...)`
-/// argument already checked against `device`: `None` means the default stream (CUDA's legacy
-/// default, 1; ROCm's, 0), -1 no synchronisation. `None` for devices without streams.
+/// The stream to order pending work before, for a checked `stream` argument: `None` is the
+/// default stream (CUDA's legacy 1, ROCm's 0), -1 none. `None` for devices without streams.
 pub(crate) fn ordered_stream(device: DLDevice, stream: Option<i64>) -> Option<i64> {
     let t = device.device_type;
     let default = if t == DLDeviceType::CUDA || t == DLDeviceType::CUDA_MANAGED {
@@ -148,10 +140,9 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// `None`, or a tuple of two ints that fit `T`: TypeError (`not_pair`) for anything else, and
-/// ValueError (`out_of_range`) for ints that do not fit, however large. An item's own
-/// `__index__` that raises anything but `TypeError` or `OverflowError` raises that (the first
-/// item's first); otherwise an item that is not an int decides before one out of range.
+/// `None`, or a pair of ints that fit `T`: `TypeError` (`not_pair`) for anything else, then
+/// `ValueError` (`out_of_range`) for ints that do not fit. Other errors of an item's
+/// `__index__` propagate (the first item's first).
 fn optional_pair<T: TryFrom<i64>>(
     value: Option<Bound<'_, PyAny>>,
     not_pair: &'static str,
@@ -171,10 +162,8 @@ fn optional_pair<T: TryFrom<i64>>(
         .ok()
         .filter(|t| t.len() == 2)
         .ok_or_else(|| PyTypeError::new_err(not_pair))?;
-    // An item as an i64: `None` when it is not an int (bools excluded), `Some(None)` when it is
-    // one beyond i64.
+    // `None`: not an int (bools excluded); `Some(None)`: an int beyond i64.
     let item = |i: usize| -> PyResult<Option<Option<i64>>> {
-        // Borrowed items: no reference counting on this per-call path.
         let x = t.get_borrowed_item(i)?;
         if x.is_instance_of::<PyBool>() {
             return Ok(None);
@@ -193,34 +182,23 @@ fn optional_pair<T: TryFrom<i64>>(
     }
 }
 
-/// Exports the tensor described by `info`, kept alive by `keepalive`, as the capsule that
-/// `args` ask for. This is the whole producer side of `__dlpack__`:
+/// The producer side of `__dlpack__`: exports the validated tensor, kept alive by `keepalive`,
+/// as the capsule `args` ask for.
 ///
-/// 1. `stream` is checked against the data's device ([`DLPackArgs::check_stream`]);
-/// 2. `dl_device` must be the data's device (or `kDLCPU:0` for CPU data, by a copy when a copy
-///    is allowed); anything else raises `BufferError`, a host copy of pinned, managed or device
-///    memory included (queued device work may still be writing it);
-/// 3. `copy=True` (or a device change) makes a real, compact copy flagged `IS_COPIED`
-///    (`copy=False` with a needed copy raises `BufferError`); otherwise the export is
-///    zero-copy and `keepalive` lives until the consumer's deleter call;
-/// 4. `max_version` with major >= 1 gives a `"dltensor_versioned"` capsule (flags
-///    `READ_ONLY` / `IS_COPIED`), else a legacy `"dltensor"` capsule, which cannot say
-///    "read-only": read-only data is then copied when `copy` is `None` (the array API's "reuse
-///    if possible, else copy"; what jax, which asks for legacy capsules only, gets), and refused
-///    with `BufferError` when `copy=False`.
+/// `dl_device` must be the data's device, or `kDLCPU:0` for plain CPU data (a copy); anything
+/// else raises `BufferError`. `copy=True` or a device change makes a compact copy flagged
+/// `IS_COPIED` (`BufferError` with `copy=False`); otherwise `keepalive` lives until the
+/// consumer's deleter call. A legacy capsule cannot say "read-only": read-only data is copied
+/// for `copy=None` (what jax gets) and refused for `copy=False`, unless `share_legacy` (the
+/// owner's [`share_read_only_legacy`](crate::IntoDLPack::share_read_only_legacy)) shares it.
 ///
 /// # Safety
 ///
-/// The validated metadata must describe initialised memory that stays valid (and, unless `read_only`, writable
-/// by the consumer) for as long as `keepalive` lives: the [`IntoDLPack`](crate::IntoDLPack)
-/// contract. `readers` must be [`Readers::Rust`](safe::Readers) when Rust code outside the
-/// export may read the memory while it lives (a frozen class through `&self`); read-only
-/// exports hold a shared borrow of the bytes whatever it says. `share_legacy` (the owner's
-/// [`share_read_only_legacy`](crate::IntoDLPack::share_read_only_legacy) opt-in) answers a legacy
-/// request of read-only data with a zero-copy legacy capsule, still holding that borrow, instead
-/// of a copy (`copy=None`) or `BufferError` (`copy=False`). What this function establishes
-/// itself: no view of this crate writes the memory while a copy reads it (a shared borrow),
-/// and no mutable view is granted while the export's borrow lives. Writers outside the
+/// The metadata must describe initialised memory that stays valid (and writable by the
+/// consumer unless `read_only`) while `keepalive` lives: the
+/// [`IntoDLPack`](crate::IntoDLPack) contract. `readers` must be
+/// [`Readers::Rust`](safe::Readers) when Rust code outside the export may read the memory
+/// meanwhile (read-only exports hold a shared borrow regardless). Writers outside the borrow
 /// registry (foreign code holding the memory writable) are the caller's to exclude.
 #[allow(clippy::too_many_arguments)] // one per decision the caller made
 pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
@@ -238,11 +216,10 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
         return unsafe { export_host_copy(py, validated, keepalive, args) };
     }
     if read_only && share_legacy && !args.versioned() {
-        // The owner's opt-in: a legacy capsule of read-only data, trusting the consumer not to
-        // write it. It still holds the shared borrow a read-only export holds (`Readers::Rust`
-        // registers it without the flag), so no view of this crate writes the memory meanwhile.
-        // SAFETY: forwarded from this function's contract; consumers' writes to memory they
-        // were asked not to write are foreign writes, outside the model.
+        // The owner's opt-in: trust the consumer not to write. `Readers::Rust` keeps the shared
+        // borrow a read-only export holds, so no view of this crate writes the memory.
+        // SAFETY: forwarded from this function's contract; a consumer's write despite the
+        // opt-in is a foreign write, outside the model.
         return unsafe {
             pack_validated_capsule(py, keepalive, validated, 0, safe::Readers::Rust, args, None)
         };
@@ -256,9 +233,8 @@ pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
     unsafe { pack_validated_capsule(py, keepalive, validated, flags, readers, args, None) }
 }
 
-/// Whether the export `args` ask for must be a copy: asked for (`copy=True`), another device
-/// (the host only, from plain CPU memory), or a legacy request of read-only data with
-/// `copy=None` (unless the owner opted in to sharing it). Refusals are `BufferError`.
+/// Whether the export must be a copy (`copy=True`, the host from plain CPU memory, or a legacy
+/// request of read-only data with `copy=None` and no sharing opt-in); refusals are `BufferError`.
 #[inline]
 fn copy_needed(
     validated: &safe::Validated,
@@ -270,8 +246,8 @@ fn copy_needed(
     let mut must_copy = args.copy == Some(true);
     if let Some(wanted) = args.dl_device {
         if wanted != device {
-            // Host copies are of plain CPU memory only: queued device work may still be
-            // writing pinned or managed memory, which the CPU could read meanwhile.
+            // Plain CPU memory only: queued device work may still be writing pinned or managed
+            // memory.
             let to_host = wanted == cpu_device() && device.device_type.is_host_viewable();
             if !to_host {
                 return Err(PyBufferError::new_err(format!(
@@ -287,20 +263,18 @@ fn copy_needed(
         }
     }
     if read_only && !args.versioned() && args.copy.is_none() && !share_legacy {
-        // A legacy capsule cannot say "read-only" (jax only ever asks for one). The array API's
-        // `copy=None` means "reuse if possible, else copy": the one case where an export copies
-        // without being asked to. `copy=False` keeps the `BufferError` of the legacy export.
+        // A legacy capsule cannot say "read-only": `copy=None` means "reuse if possible, else
+        // copy" (the array API); `copy=False` keeps the legacy export's `BufferError`.
         must_copy = true;
     }
     Ok(must_copy)
 }
 
-/// Exports a host copy of the memory `validated` describes (the keepalive is released once the
-/// copy is made), flagged `IS_COPIED` and writable.
+/// Exports a writable host copy flagged `IS_COPIED`, releasing `keepalive` once copied.
 ///
 /// # Safety
 ///
-/// As [`export_capsule`]'s contract for the memory.
+/// [`export_capsule`]'s contract for the memory.
 unsafe fn export_host_copy<'py, K: Send + 'static>(
     py: Python<'py>,
     validated: safe::Validated,
@@ -314,12 +288,10 @@ unsafe fn export_host_copy<'py, K: Send + 'static>(
              may still be writing it)"
         )));
     }
-    // No view of this crate may write the source while it is copied (whoever else owns the
-    // memory: refused with BufferError while a mutable view lives).
+    // No view of this crate may write the source while it is copied.
     let source = validated.borrow(false)?;
-    // SAFETY: initialised host-readable memory by this function's contract (kDLCPU memory as
-    // checked above), validated, and borrowed shared, so no view of this crate writes it
-    // during the copy.
+    // SAFETY: initialised memory (this function's contract), kDLCPU (checked above), validated,
+    // and borrowed shared, so no view of this crate writes it during the copy.
     let (buffer, copy) = unsafe { safe::copy_described(&validated) }?;
     drop(source);
     drop(keepalive);
@@ -341,7 +313,7 @@ unsafe fn export_host_copy<'py, K: Send + 'static>(
 ///
 /// # Safety
 ///
-/// As [`safe::pack_validated`]'s contract for `keepalive`, the metadata, `flags`, `readers` and
+/// [`safe::pack_validated`]'s contract for `keepalive`, the metadata, `flags`, `readers` and
 /// `data_of`.
 unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
@@ -362,7 +334,10 @@ unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
         into_capsule(py, mt)
     } else {
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
-            return Err(read_only_legacy());
+            return Err(PyBufferError::new_err(
+                "cannot export read-only data as a legacy DLPack capsule (it cannot signal \
+                 read-only); ask for max_version=(1, x)",
+            ));
         }
         // SAFETY: forwarded from this function's contract (not read-only: checked above).
         let mt = unsafe {
@@ -372,11 +347,4 @@ unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
         }?;
         into_capsule(py, mt)
     }
-}
-
-fn read_only_legacy() -> PyErr {
-    PyBufferError::new_err(
-        "cannot export read-only data as a legacy DLPack capsule (it cannot signal read-only); \
-         ask for max_version=(1, x)",
-    )
 }

@@ -1,6 +1,4 @@
-//! Capsules: wrapping an owned managed tensor in a `"dltensor"` / `"dltensor_versioned"`
-//! capsule whose destructor frees it unless a consumer took it, and taking ownership of a
-//! producer's capsule (rename to `used_...` first).
+//! DLPack capsules: wrapping an owned managed tensor, and taking ownership of a producer's.
 
 use core::ffi::{c_void, CStr};
 use core::ptr::NonNull;
@@ -17,54 +15,40 @@ use crate::ffi::{
 use crate::pyo3_glue::runtime::cpython;
 use crate::safe::{AnyManaged, Kind, Managed, ManagedTensor, ManagedTensorVersioned};
 
-/// The capsule name of an owner's kind while nobody consumed it.
-fn unused_name<K: Kind>(t: &Managed<K>) -> &'static CStr {
-    if t.is_versioned() {
-        DLPACK_VERSIONED_CAPSULE_NAME
-    } else {
-        DLPACK_CAPSULE_NAME
-    }
-}
-
-/// Destructor of our capsules: calls the deleter only if no consumer renamed the capsule
-/// (took ownership). `VERSIONED` says which struct the capsule was made with.
+/// Our capsules' destructor: calls the deleter unless a consumer renamed (took) the capsule.
 unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi::PyObject) {
     let name = if VERSIONED {
         DLPACK_VERSIONED_CAPSULE_NAME
     } else {
         DLPACK_CAPSULE_NAME
     };
-    // SAFETY: CPython calls capsule destructors with the GIL held, with a live capsule.
-    // `PyCapsule_IsValid` never sets an exception: a consumed capsule (the usual case) costs one
-    // name comparison, and only the deleter (which may run Python code) runs with the error
-    // indicator put aside.
+    // SAFETY: CPython calls capsule destructors with the GIL held, on a live capsule. The name
+    // test sets no exception; only the deleter (which may run Python) needs the indicator aside.
     unsafe {
         if cpython::capsule_is_named(capsule, name) {
             cpython::preserving_error_indicator(|| {
                 let ptr = cpython::capsule_pointer(capsule, name);
-                // The name is still the unused one: nobody took the tensor, so this capsule
-                // (made by `into_capsule` from `into_raw_parts`, with this destructor) still owns
-                // the struct of the kind `VERSIONED` says; a valid capsule has a non-NULL
-                // pointer. Dropping the owner calls its deleter exactly once.
+                // Still the unused name: this capsule (made by `into_capsule`) owns the struct
+                // of the kind `VERSIONED` says, at a non-NULL pointer; dropping it calls the
+                // deleter exactly once.
                 AnyManaged::drop_raw_parts(NonNull::new_unchecked(ptr), VERSIONED);
             })
         }
     }
 }
 
-/// Wraps a managed tensor in a capsule of its kind's name (`"dltensor"` or
-/// `"dltensor_versioned"`): what every export of this crate hands to `__dlpack__`'s caller.
-///
-/// If the consumer never renames the capsule, its destructor calls the deleter. On failure the tensor is freed. A read-only owner must be versioned (a legacy
-/// capsule cannot say read-only): `BufferError` otherwise.
-///
-/// Joins the process-wide borrow registry first (raising if it cannot): the export's shared
-/// borrow, registered when it was built, must be seen by every other extension module that may
-/// import the memory from here on (after torch re-exported it writable, say).
+/// Wraps a managed tensor in a `"dltensor"` or `"dltensor_versioned"` capsule, whose destructor
+/// calls the deleter unless a consumer renamed it. On failure the tensor is freed; a read-only
+/// legacy owner raises `BufferError`. Joins the process-wide borrow registry first, so that
+/// other extension modules importing the memory see the export's borrow.
 pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bound<'_, PyCapsule>> {
     crate::pyo3_glue::runtime::shared_registry::join(py)?;
-    let name = unused_name(&tensor);
     let versioned = tensor.is_versioned();
+    let name = if versioned {
+        DLPACK_VERSIONED_CAPSULE_NAME
+    } else {
+        DLPACK_CAPSULE_NAME
+    };
     if !versioned && tensor.is_read_only() {
         return Err(pyo3::exceptions::PyBufferError::new_err(
             "cannot export read-only data as a legacy DLPack capsule (it cannot signal \
@@ -77,9 +61,8 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
     } else {
         capsule_destructor::<false>
     };
-    // SAFETY: `raw` is a valid, owned managed struct of the kind `name` says (non-NULL); the
-    // destructor frees it unless a consumer took it by renaming the capsule, and CPython runs
-    // it with the GIL held.
+    // SAFETY: `raw` is a valid, owned, non-NULL struct of the kind `name` says; the destructor
+    // frees it unless a consumer renamed the capsule.
     let capsule =
         unsafe { PyCapsule::new_with_pointer_and_destructor(py, raw, name, Some(destructor)) };
     if capsule.is_err() {
@@ -91,29 +74,25 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
 
 /// Takes ownership of the managed tensor in a DLPack capsule of either name.
 ///
-/// The capsule is renamed to its `used_` name before anything that can fail, so that its
-/// destructor never frees the tensor; from then on the returned owner calls the producer's
-/// deleter exactly once (at once, on a validation error). A capsule that was already
-/// consumed raises `ValueError`; any other capsule `TypeError`; a tensor of a DLPack major
-/// version other than 1, or one that cannot be described, `BufferError`.
+/// The capsule is renamed to `used_...` before anything can fail; from then on the owner calls
+/// the producer's deleter exactly once (at once, on a validation error). A consumed capsule
+/// raises `ValueError`, any other capsule `TypeError`, a major version other than 1 or an
+/// undescribable tensor `BufferError`.
 ///
 /// # Safety
 ///
-/// A capsule's name is no proof of what it points to (safe pyo3 code can make a capsule of any
-/// value under any name): the caller vouches that a capsule named `"dltensor"` /
-/// `"dltensor_versioned"` holds a producer's `DLManagedTensor` / `DLManagedTensorVersioned`
-/// that keeps the DLPack contract, as a capsule returned by a producer's `__dlpack__` does.
+/// A capsule's name proves nothing (safe pyo3 code can name any capsule anything): the caller
+/// vouches that a `"dltensor"` / `"dltensor_versioned"` capsule holds a `DLManagedTensor` /
+/// `DLManagedTensorVersioned` that keeps the DLPack contract, as a producer's `__dlpack__` does.
 pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<AnyManaged> {
-    // Reading the name and renaming happen in one critical section on the capsule, so that on a
-    // free-threaded interpreter two threads consuming one capsule cannot both take it.
+    // One critical section, so that two free-threaded consumers cannot both take the capsule.
     let (versioned, raw) =
         pyo3::sync::critical_section::with_critical_section(capsule.as_any(), || {
             take_ownership(capsule)
         })?;
     let result = if versioned {
-        // SAFETY: the caller vouches that a "dltensor_versioned" capsule holds a
-        // DLManagedTensorVersioned, which the rename made ours alone; from_raw checks the major
-        // version before reading anything else and calls the deleter on any error.
+        // SAFETY: the caller vouches for a DLManagedTensorVersioned, which the rename made ours
+        // alone; from_raw checks the major version first and calls the deleter on any error.
         unsafe { ManagedTensorVersioned::from_raw(raw.as_ptr().cast()) }.map(AnyManaged::from)
     } else {
         // SAFETY: as above, for a "dltensor" capsule and a DLManagedTensor.
@@ -122,8 +101,8 @@ pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult
     result.map_err(PyErr::from)
 }
 
-/// Reads the capsule's name and renames it to its `used_` name: from then on the tensor is the
-/// caller's. Returns whether it is versioned, and its pointer.
+/// Renames the capsule to its `used_` name, handing the tensor to the caller: whether it is
+/// versioned, and its pointer.
 fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_void>)> {
     let ptr = capsule.as_ptr();
     // SAFETY: `ptr` is a live capsule and we hold the GIL. A name is compared, never kept.
@@ -157,8 +136,7 @@ fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_v
     let Some(raw) = NonNull::new(raw) else {
         return Err(PyErr::fetch(capsule.py()));
     };
-    // Take ownership before anything else can fail: after the rename the producer's capsule
-    // destructor leaves the tensor alone.
+    // After the rename the producer's capsule destructor leaves the tensor alone.
     // SAFETY: a live capsule, the GIL held, and a 'static name.
     if !unsafe { cpython::capsule_rename(ptr, used) } {
         return Err(PyErr::fetch(capsule.py()));

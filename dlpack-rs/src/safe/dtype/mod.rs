@@ -1,9 +1,8 @@
 //! Dtypes and their Rust element types: [`Element`], dtype rules, and dtype and device constructors.
 
 mod codes;
-pub(super) mod packed;
 
-pub use codes::{dtype_rule, validate_dtype, DtypeName};
+pub use codes::{dtype_allowed, dtype_rule, DtypeName};
 
 use crate::ffi::{DLDataType, DLDevice, DLDeviceType};
 

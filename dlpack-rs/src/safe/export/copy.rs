@@ -3,7 +3,9 @@
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use crate::safe::import::layout::{compact_strides, is_c_contiguous};
+use crate::ffi::{DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED};
+use crate::safe::import::{Kind, Managed, ManagedTensorVersioned};
+use crate::safe::layout::{compact_strides, is_c_contiguous};
 use crate::safe::{cpu_device, element_bits, Error, TensorInfo, Validated};
 
 /// One 64-byte aligned unit (what jax needs to share memory).
@@ -94,4 +96,38 @@ pub(crate) unsafe fn copy_described(
         info.shape.clone(),
     );
     Ok((storage, Validated::new(copy)?))
+}
+
+// The copy of an owner is an export: it lives on this floor, above the owner's.
+impl<K: Kind> Managed<K> {
+    /// A compact, writable, 64-byte aligned host copy flagged `IS_COPIED`.
+    ///
+    /// Refused with [`Error::AlreadyBorrowed`] while a mutable view of the source exists.
+    ///
+    /// ```
+    /// use dlpack_rs::safe::Export;
+    ///
+    /// let t = Export::new(vec![1u16, 2, 3, 4, 5, 6]).shape(&[2, 3]).strides(&[1, 2]).versioned()?;
+    /// let c = t.copy()?;
+    /// assert!(c.is_copied() && c.is_contiguous());
+    /// assert_eq!(c.as_slice::<u16>()?, &[1, 3, 5, 2, 4, 6]);
+    /// # Ok::<(), dlpack_rs::safe::Error>(())
+    /// ```
+    pub fn copy(&self) -> Result<ManagedTensorVersioned, Error> {
+        crate::safe::host_viewable(self.device())?;
+        let _source = self.borrow_addressed(false)?;
+        let source = crate::safe::Validated::new(self.tensor_info())?;
+        // SAFETY: host memory alive while `self` is, borrowed (shared) above.
+        let (storage, copy) = unsafe { crate::safe::copy_described(&source) }?;
+        // SAFETY: `copy` describes the new storage, which the keepalive owns alone; writable.
+        unsafe {
+            crate::safe::pack_validated::<DLManagedTensorVersioned, _>(
+                storage,
+                copy,
+                DLPACK_FLAG_BITMASK_IS_COPIED,
+                crate::safe::Readers::ExportOnly,
+                Some(crate::safe::AlignedBytes::as_mut_ptr),
+            )
+        }
+    }
 }

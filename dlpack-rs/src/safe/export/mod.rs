@@ -6,7 +6,6 @@ pub(super) mod buffer;
 pub(super) mod copy;
 pub(super) mod pack;
 pub(super) mod shared_mut;
-pub(super) mod tensor_info;
 
 use alloc::vec::Vec;
 use core::ffi::c_void;
@@ -14,8 +13,8 @@ use core::ffi::c_void;
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
 use crate::safe::export::pack::pack_validated;
-use crate::safe::export::tensor_info::Validated;
 use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
+use crate::safe::layout::tensor_info::Validated;
 use crate::safe::{Buffer, Dim, Element, Error, Readers, TensorInfo};
 
 /// A safe export of an owned [`Buffer`], its layout checked against the buffer's length.

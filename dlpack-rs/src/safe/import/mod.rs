@@ -1,7 +1,6 @@
 //! [`Managed`]: the validated owner of a producer's managed tensor.
 
 pub(super) mod described;
-pub(crate) mod layout;
 /// The strided-layout engine of views of any layout.
 #[cfg_attr(not(feature = "ndarray"), allow(dead_code))] // used by the layers above safe/
 pub(crate) mod strided;
@@ -21,8 +20,8 @@ use crate::ffi::{
     DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, DLPACK_FLAG_BITMASK_READ_ONLY,
     DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
 };
-use crate::safe::import::layout::{check, compact_strides, is_c_contiguous};
 use crate::safe::import::views::External;
+use crate::safe::layout::{check, compact_strides, is_c_contiguous};
 use crate::safe::{Error, TensorInfo};
 
 mod sealed {

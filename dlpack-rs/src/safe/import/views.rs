@@ -3,11 +3,11 @@
 use core::ffi::c_void;
 use core::ptr::NonNull;
 
-use crate::ffi::{DLDataType, DLDevice, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED};
+use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::borrow::guard::{ReadSlice, WriteSlice};
 use crate::safe::borrow::BorrowToken;
-use crate::safe::import::layout::is_c_contiguous;
-use crate::safe::import::{Kind, Managed, ManagedTensorVersioned};
+use crate::safe::import::{Kind, Managed};
+use crate::safe::layout::is_c_contiguous;
 use crate::safe::{Element, Error};
 
 /// A second borrow checker an owner's views must satisfy (see `Managed::set_external`).
@@ -119,37 +119,6 @@ impl<K: Kind> Managed<K> {
         // SAFETY: checked and borrowed exclusively by `slice_parts`; not READ_ONLY; the guard
         // borrows `self` mutably.
         Ok(unsafe { WriteSlice::new(ptr, len, token) })
-    }
-
-    /// A compact, writable, 64-byte aligned host copy flagged `IS_COPIED`.
-    ///
-    /// Refused with [`Error::AlreadyBorrowed`] while a mutable view of the source exists.
-    ///
-    /// ```
-    /// use dlpack_rs::safe::Export;
-    ///
-    /// let t = Export::new(vec![1u16, 2, 3, 4, 5, 6]).shape(&[2, 3]).strides(&[1, 2]).versioned()?;
-    /// let c = t.copy()?;
-    /// assert!(c.is_copied() && c.is_contiguous());
-    /// assert_eq!(c.as_slice::<u16>()?, &[1, 3, 5, 2, 4, 6]);
-    /// # Ok::<(), dlpack_rs::safe::Error>(())
-    /// ```
-    pub fn copy(&self) -> Result<ManagedTensorVersioned, Error> {
-        host_viewable(self.device())?;
-        let _source = self.borrow_addressed(false)?;
-        let source = crate::safe::Validated::new(self.tensor_info())?;
-        // SAFETY: host memory alive while `self` is, borrowed (shared) above.
-        let (storage, copy) = unsafe { crate::safe::copy_described(&source) }?;
-        // SAFETY: `copy` describes the new storage, which the keepalive owns alone; writable.
-        unsafe {
-            crate::safe::pack_validated::<DLManagedTensorVersioned, _>(
-                storage,
-                copy,
-                DLPACK_FLAG_BITMASK_IS_COPIED,
-                crate::safe::Readers::ExportOnly,
-                Some(crate::safe::AlignedBytes::as_mut_ptr),
-            )
-        }
     }
 }
 

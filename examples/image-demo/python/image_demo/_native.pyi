@@ -20,9 +20,7 @@ class Image:
     """
     __dlpack__: Final[DLPackMethod]
     """
-    The DLPack export: `__dlpack__(*, stream=None, max_version=None, dl_device=None,
-    copy=None)` (added by dlpack-rs): a method descriptor with a hand-written entry
-    point (`dlpack_method` of this private interface).
+    Exports the data as a DLPack capsule (added by dlpack-rs).
     """
     __dlpack_c_exchange_api__: Final[CapsuleType]
     def __dlpack_device__(self, /) -> tuple[int, int]:
@@ -49,14 +47,10 @@ class Image:
 @final
 class Tensor:
     """
-    An owned tensor exposed to Python as `dlpack_rs.Tensor`, with `__dlpack__`,
-    `__dlpack_device__`, the C exchange API (`__dlpack_c_exchange_api__`), and `shape`,
-    `strides`, `dtype`, `device` and `read_only` properties.
+    An owned tensor exposed to Python as `dlpack_rs.Tensor`, which any DLPack consumer takes.
 
-    It can be made from a [`ManagedTensorVersioned`] or [`ManagedTensor`] (for example an
-    [`Export`] of a `Vec`), or from an imported [`PyTensor`] (to hand a foreign tensor on).
-    Every `__dlpack__` call exports a new managed tensor that keeps this object alive; the
-    owned tensor is released when the object and every export are gone.
+    Made from a `ManagedTensorVersioned`, a `ManagedTensor`, an `Export`, or an imported
+    `PyTensor` (to hand it on). Each `__dlpack__` export keeps this object alive.
 
     ```
     use dlpack_rs::pyo3_glue::DLPackTensor;
@@ -79,7 +73,7 @@ class Tensor:
     """
     __dlpack_c_exchange_api__: Final[CapsuleType]
     """
-    The DLPack 1.3 C exchange API table (see `dlpack_rs::pyo3_glue::exchange_api`).
+    The DLPack 1.3 C exchange API table.
     """
     def __dlpack__(self, /, *, stream: Any | None = None, max_version: Any | None = None, dl_device: Any | None = None, copy: Any | None = None) -> CapsuleType:
         """

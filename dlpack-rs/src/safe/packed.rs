@@ -18,8 +18,8 @@ use crate::safe::borrow::guard::ReadSlice;
 use crate::safe::borrow::BorrowToken;
 use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
 use crate::safe::export::pack::pack_validated;
-use crate::safe::export::tensor_info::Validated;
 use crate::safe::import::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
+use crate::safe::layout::tensor_info::Validated;
 use crate::safe::{validate_dtype, Buffer, Dim, Error, Readers, TensorInfo};
 
 /// How the values of a dtype of at most 8 bits sit in bytes.

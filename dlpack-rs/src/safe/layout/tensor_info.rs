@@ -4,7 +4,7 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use crate::ffi::{DLDataType, DLDevice};
-use crate::safe::import::layout::{check, Extent};
+use crate::safe::layout::{check, Extent};
 use crate::safe::Error;
 
 /// A tensor's metadata for [`pack`](crate::safe::pack), which takes its keepalive separately.

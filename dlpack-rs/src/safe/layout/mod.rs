@@ -1,13 +1,24 @@
-//! Shape and stride arithmetic: element counts, addressed ranges and contiguity, all overflow-checked.
+//! A tensor's description: [`TensorInfo`](tensor_info::TensorInfo), and the shape and stride
+//! arithmetic that validates it (element counts, addressed ranges, contiguity, overflow-checked).
+//! Below the import and export floors, which both describe tensors.
+
+pub(crate) mod tensor_info;
 
 use alloc::vec::Vec;
 
 use crate::ffi::DLDataType;
-use crate::safe::dtype::{element_bits, validate_dtype};
-use crate::safe::Error;
+use crate::safe::dtype::{dtype_allowed, element_bits};
+use crate::safe::{Error, MAX_NDIM};
 
-/// The largest `ndim` this crate accepts (numpy allows 64, torch fewer).
-pub const MAX_NDIM: usize = 1024;
+/// `InvalidDtype` unless the dtype has non-zero bits and lanes and the form
+/// [`dtype_rule`](crate::safe::dtype_rule) names, if any.
+pub(crate) fn validate_dtype(dtype: DLDataType) -> Result<(), Error> {
+    if dtype_allowed(dtype) {
+        Ok(())
+    } else {
+        Err(Error::InvalidDtype(dtype))
+    }
+}
 
 /// What a validated layout addresses (public for the derive's generated code only).
 #[doc(hidden)]
