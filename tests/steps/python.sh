@@ -130,7 +130,7 @@ step_stubs() {
   fi
   "$venv/bin/python" -m pip install --quiet -c tests/python/constraints.txt mypy
   rm -rf target/stubs
-  # The hints name the protocols of the demo's own stub module (import/type_hints.rs).
+  # The hints name the protocols of the demo's own stub module (runtime/type_hints.rs).
   DLPACK_RS_TYPING_MODULE=image_demo._dlpack PYO3_PYTHON="$PWD/$venv/bin/python" \
     "$venv/bin/maturin" generate-stubs --quiet -m examples/image-demo/Cargo.toml -F stubs \
     -i "$venv/bin/python" --out target/stubs

@@ -39,11 +39,11 @@ def main():
     if (PACKAGE / "_native.pyi").read_text() != generated:
         sys.exit("stubs: examples/image-demo/python/image_demo/_native.pyi is not what "
                  "maturin generate-stubs writes now; regenerate it:\n  " + REGENERATE)
-    source = (ROOT / "dlpack-rs/src/pyo3_glue/import/type_hints.rs").read_text()
+    source = (ROOT / "dlpack-rs/src/pyo3_glue/runtime/type_hints.rs").read_text()
     stub = re.search(r'TYPING_STUB: &str = r#"(.*?)"#;', source, re.S).group(1)
     if (PACKAGE / "_dlpack.pyi").read_text() != stub:
         sys.exit("stubs: examples/image-demo/python/image_demo/_dlpack.pyi differs from "
-                 "dlpack_rs::pyo3_glue::TYPING_STUB (import/type_hints.rs): copy it over")
+                 "dlpack_rs::pyo3_glue::TYPING_STUB (runtime/type_hints.rs): copy it over")
     stubs = mypy(PACKAGE, "--python-version", "3.10")
     if stubs.returncode != 0:
         sys.exit("stubs: mypy rejects the image demo's stubs themselves:\n" + stubs.stdout

@@ -63,12 +63,12 @@ pub use import::constraints::{
     AnyDevice, CContig, Cpu, Device, FContig, Layout, Ndim, Shape, Shape1, Shape2, Shape3, Shape4,
     Strided, ANY,
 };
-#[cfg(feature = "inspect")]
-#[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
-pub use import::type_hints::TYPING_STUB;
 pub use import::typed::{TensorView, TensorViewMut};
 pub use import::{ImportOptions, PyTensor};
 pub use runtime::keepalive::PyKeepalive;
 #[cfg(feature = "test-counters")]
 #[doc(hidden)]
 pub use runtime::keepalive::{keepalive_counts, KeepaliveCounts};
+#[cfg(feature = "inspect")]
+#[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
+pub use runtime::type_hints::TYPING_STUB;

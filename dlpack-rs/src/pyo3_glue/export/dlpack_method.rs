@@ -90,7 +90,7 @@ impl<'py> IntoPyObject<'py> for MethodDescriptor<'py> {
 
     #[cfg(feature = "inspect")]
     const OUTPUT_TYPE: pyo3::inspect::PyStaticExpr =
-        crate::pyo3_glue::import::type_hints::DLPACK_METHOD;
+        crate::pyo3_glue::runtime::type_hints::DLPACK_METHOD;
 
     fn into_pyobject(self, _py: Python<'py>) -> Result<Self::Output, Self::Error> {
         Ok(self.0)

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use crate::ffi::DLDeviceType;
-use crate::pyo3_glue::import::exchange_lookup::type_table;
+use crate::pyo3_glue::runtime::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
@@ -191,7 +191,7 @@ pub trait ReturnTo {
     /// [`TYPING_STUB`](crate::pyo3_glue::TYPING_STUB)).
     #[cfg(feature = "inspect")]
     const TYPE_HINT: pyo3::inspect::PyStaticExpr =
-        crate::pyo3_glue::import::type_hints::DLPACK_ARRAY;
+        crate::pyo3_glue::runtime::type_hints::DLPACK_ARRAY;
 
     /// Hands `tensor` over: through the type's exchange table (torch), else its package's
     /// `from_dlpack` (numpy, `jax.numpy`), else as a [`DLPackTensor`], which every consumer

@@ -15,7 +15,6 @@ use crate::ffi::{
 use crate::pyo3_glue::export::class_export::{export_dlpack_device, export_object_capsule};
 use crate::pyo3_glue::export::exchange_export::{guarded, instance, table, StaticApi};
 use crate::pyo3_glue::export::protocol::DLPackArgs;
-use crate::pyo3_glue::import::PyTensor;
 use crate::pyo3_glue::runtime::errors::{dtype_name, tuple_of};
 use crate::safe::{
     self, AnyManaged, Buffer, Export, ManagedTensor, ManagedTensorVersioned, StreamOrder,
@@ -92,13 +91,10 @@ impl From<ManagedTensor> for DLPackTensor {
     }
 }
 
-/// Hands an import on, keeping its read-only flag and shutdown guard.
-impl From<PyTensor> for DLPackTensor {
-    fn from(tensor: PyTensor) -> Self {
-        DLPackTensor {
-            inner: tensor.into_inner(),
-            order: None,
-        }
+impl DLPackTensor {
+    /// Wraps any owner (an import handed on keeps its read-only flag and shutdown guard).
+    pub(in crate::pyo3_glue) fn from_any(inner: crate::safe::AnyManaged) -> Self {
+        DLPackTensor { inner, order: None }
     }
 }
 

@@ -32,7 +32,7 @@ macro_rules! any_of {
             type Error = PyErr;
 
             #[cfg(feature = "inspect")]
-            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = crate::pyo3_glue::runtime::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 let source = Source::import(&obj, $exclusive)?;

@@ -7,8 +7,8 @@ use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
 
 use crate::ffi::{DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
-use crate::pyo3_glue::import::exchange_lookup::lookup;
-use crate::pyo3_glue::import::requires_grad::{requires_grad, Grad};
+use crate::pyo3_glue::runtime::exchange_lookup::lookup;
+use crate::pyo3_glue::runtime::requires_grad::{requires_grad, Grad};
 use crate::safe::ManagedTensorVersioned;
 
 /// Imports `obj` through its type's exchange table (`Ok(None)` without one). Like torch's

@@ -4,12 +4,8 @@
 pub(in crate::pyo3_glue) mod any_of;
 pub(in crate::pyo3_glue) mod constraints;
 pub(in crate::pyo3_glue) mod exchange_import;
-pub(in crate::pyo3_glue) mod exchange_lookup;
 pub(in crate::pyo3_glue) mod negative;
-pub(in crate::pyo3_glue) mod requires_grad;
 pub(in crate::pyo3_glue) mod source;
-#[cfg(feature = "inspect")]
-pub(in crate::pyo3_glue) mod type_hints;
 pub(in crate::pyo3_glue) mod typed;
 
 use core::ops::{Deref, DerefMut};
@@ -419,7 +415,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
 
     #[cfg(feature = "inspect")]
     const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
-        crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
+        crate::pyo3_glue::runtime::type_hints::SUPPORTS_DLPACK;
 
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
         ImportOptions::new().import(&obj)
@@ -474,4 +470,11 @@ fn max_version(py: Python<'_>) -> PyResult<&Bound<'_, PyTuple>> {
             .map(Bound::unbind)
     })
     .map(|v| v.bind(py))
+}
+
+/// Hands an import on, keeping its read-only flag and shutdown guard.
+impl From<PyTensor> for crate::pyo3_glue::DLPackTensor {
+    fn from(tensor: PyTensor) -> Self {
+        Self::from_any(tensor.into_inner())
+    }
 }

@@ -317,7 +317,7 @@ macro_rules! extract {
 
             #[cfg(feature = "inspect")]
             const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
-                crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
+                crate::pyo3_glue::runtime::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 Source::import(&obj, $exclusive)
@@ -336,7 +336,7 @@ macro_rules! extract {
 
             #[cfg(feature = "inspect")]
             const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
-                crate::pyo3_glue::import::type_hints::SUPPORTS_DLPACK;
+                crate::pyo3_glue::runtime::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 Held::raw::<S, L>(&obj, $exclusive).map(|held| $ty {

@@ -28,7 +28,7 @@ use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPACK_EXCHANGE_API_CAPSULE_NAME,
     DLPACK_MAJOR_VERSION,
 };
-use crate::pyo3_glue::import::requires_grad::Grad;
+use crate::pyo3_glue::runtime::requires_grad::Grad;
 
 /// How many types the cache remembers (round-robin). A miss costs one look-up on the type.
 const CACHE_SLOTS: usize = 8;
