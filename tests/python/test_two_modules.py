@@ -117,3 +117,31 @@ def test_a_forged_table_marker_is_not_believed():
         """
     )
     assert out.startswith("refused") and "already borrowed" in out, out
+
+
+def test_a_shared_registry_of_version_zero_is_refused():
+    # No copy of this crate makes a table of version 0: one found in the interpreter's state
+    # dictionary is refused with SystemError, before it is read as a table of any layout.
+    out = _run(
+        """
+        import ctypes
+        api = ctypes.pythonapi
+        api.PyInterpreterState_Get.restype = ctypes.c_void_p
+        api.PyInterpreterState_GetDict.restype = ctypes.py_object
+        api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
+        api.PyCapsule_New.restype = ctypes.py_object
+        api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        table = (ctypes.c_uint64 * 1)(0)
+        name = ctypes.create_string_buffer(b"dlpack_rs.borrow_registry")
+        d = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+        d["dlpack_rs.borrow_registry"] = api.PyCapsule_New(ctypes.addressof(table), name, None)
+        import numpy as np
+        import dlpack_testext as ext
+        try:
+            ext.import_info(np.zeros(3, np.float32), exchange_api=False)
+            print("granted")
+        except SystemError as e:
+            print("refused", e)
+        """
+    )
+    assert out.startswith("refused") and "version 0, this copy needs 1 to" in out, out

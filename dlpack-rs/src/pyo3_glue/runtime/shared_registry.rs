@@ -118,6 +118,14 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     // SAFETY: a capsule of this name points at a live table of some version (see the module's
     // trust note); its version field is valid in every version of the table.
     let version = unsafe { ptr.cast::<u64>().read() };
+    if version == 0 {
+        // No copy of this crate makes a table of version 0: refused before any reference to a
+        // table of our layout is made over it.
+        return Err(PySystemError::new_err(format!(
+            "dlpack-rs: the shared borrow registry has version 0, this copy needs 1 to \
+             {BORROW_API_VERSION}"
+        )));
+    }
     if version == 1 {
         // A version-1 table is shorter than ours: copy its prefix into a leaked table of our
         // layout (once per join that gets here: once per process, barring re-entry or races),
@@ -127,13 +135,5 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
         return Ok(borrow::from_v1(v1));
     }
     // SAFETY: a table of version 2 or later starts with every field of ours.
-    let table = unsafe { ptr.cast::<BorrowApi>().as_ref() };
-    // Version 1 (ranges only) is read as well: strided borrows go there as whole ranges.
-    if table.version < 1 {
-        return Err(PySystemError::new_err(format!(
-            "dlpack-rs: the shared borrow registry has version {}, this copy needs 1 to {}",
-            table.version, BORROW_API_VERSION
-        )));
-    }
-    Ok(table)
+    Ok(unsafe { ptr.cast::<BorrowApi>().as_ref() })
 }
