@@ -47,6 +47,7 @@ fn dlpack_arguments_raise_what_the_protocol_names() {
         assert!(err.is_instance_of::<PyValueError>(py));
         let versioned = call("max_version", (1, 3).into_pyobject(py)?.into_any())?;
         let capsule = versioned.cast_into::<PyCapsule>()?;
+        // SAFETY: the capsule is alive for the whole call, and with it the name it points at.
         assert_eq!(
             capsule.name()?.map(|n| unsafe { n.as_cstr() }.to_owned()),
             Some(c"dltensor_versioned".to_owned())

@@ -293,9 +293,8 @@ where
                 ),
             )
         })?;
-        let bits = u128::from(t.dtype().bits) * u128::from(t.dtype().lanes);
-        let numel: u128 = t.shape().iter().map(|&d| d as u128).product();
-        if bits < 8 && numel.checked_mul(bits).is_some_and(|b| b % 8 != 0) {
+        let bits = u128::from(crate::safe::element_bits(t.dtype()));
+        if bits < 8 && (t.numel() as u128 * bits) % 8 != 0 {
             // safetensors refuses it too, without saying which tensor.
             return Err(unserializable(
                 name,

@@ -22,13 +22,7 @@ pub(crate) fn import(
         return Ok(None);
     };
     let py = obj.py();
-    if requires_grad(obj, grad) {
-        return Err(requires_grad_error());
-    }
-    if !matches!(grad, Grad::Absent) {
-        // A type with `requires_grad` (torch's): the negative bit too.
-        crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
-    }
+    refuse_what_dlpack_refuses(obj, grad)?;
     let Some(from_py) = api.managed_tensor_from_py_object_no_sync else {
         return Ok(None);
     };
@@ -88,12 +82,7 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
         return Ok(Lent::Nothing);
     };
     let py = obj.py();
-    if requires_grad(obj, grad) {
-        return Err(requires_grad_error());
-    }
-    if !matches!(grad, Grad::Absent) {
-        crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
-    }
+    refuse_what_dlpack_refuses(obj, grad)?;
     let mut out = core::mem::MaybeUninit::<DLTensor>::zeroed();
     // SAFETY: a function of the table of `obj`'s own type, called as dlpack.h says: attached
     // (we hold `py`), a live object of that type, and a valid out pointer.
@@ -128,6 +117,18 @@ pub(crate) enum Lent {
 }
 
 /// The `BufferError` for a tensor that requires grad.
+/// What torch's table hands out and its `__dlpack__` refuses (a tensor that requires grad), and
+/// what both export un-negated (the negative bit): asked only of types with `requires_grad`.
+fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<()> {
+    if matches!(grad, Grad::Absent) {
+        return Ok(());
+    }
+    if requires_grad(obj, grad) {
+        return Err(requires_grad_error());
+    }
+    crate::pyo3_glue::import::negative::refuse_negative_view(obj)
+}
+
 fn requires_grad_error() -> PyErr {
     PyBufferError::new_err(
         "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \

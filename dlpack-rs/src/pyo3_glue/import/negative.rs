@@ -28,10 +28,9 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
     if let Some(found) = TORCH.get(py) {
         return Ok(Some(found));
     }
-    let modules = py
-        .import(pyo3::intern!(py, "sys"))?
-        .getattr(pyo3::intern!(py, "modules"))?;
-    let Ok(torch) = modules.get_item(pyo3::intern!(py, "torch")) else {
+    let Some(torch) =
+        crate::pyo3_glue::runtime::cpython::imported_module(py, pyo3::intern!(py, "torch"))?
+    else {
         return Ok(None);
     };
     let found = (|| -> PyResult<Option<Torch>> {

@@ -491,3 +491,22 @@ pub(crate) fn call_one<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     callable.call1((arg,))
 }
+
+/// The module `name` if it is imported already (`sys.modules[name]`), without importing it and
+/// without a look-up of `sys`.
+pub(crate) fn imported_module<'py>(
+    py: Python<'py>,
+    name: &Bound<'py, pyo3::types::PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    // SAFETY: attached (`py`); `name` is a live str. A new reference, or NULL: with an exception
+    // set on an error, without one when the module is not imported.
+    let module = unsafe { ffi::PyImport_GetModule(name.as_ptr()) };
+    if module.is_null() {
+        return match PyErr::take(py) {
+            Some(err) => Err(err),
+            None => Ok(None),
+        };
+    }
+    // SAFETY: a new reference, non-NULL.
+    Ok(Some(unsafe { Bound::from_owned_ptr(py, module) }))
+}
