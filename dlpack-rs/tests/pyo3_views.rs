@@ -8,7 +8,7 @@
 use dlpack_rs::ffi::{DLDevice, DLDeviceType};
 use dlpack_rs::ndarray::array;
 use dlpack_rs::pyo3_glue::{
-    AnyDevice, AnyOf2, CContig, DLPackTensor, Ndim, Shape2, Strided, TensorView, TensorViewMut, ANY,
+    AnyDevice, AnyOf, CContig, DLPackTensor, Ndim, Shape2, Strided, TensorView, TensorViewMut, ANY,
 };
 use dlpack_rs::safe::{Buffer, Export};
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -61,13 +61,13 @@ fn constraints_are_refused_with_the_expected_and_the_actual() {
             .value(py)
             .to_string()
             .ends_with("got shape (3, 2) with strides (1, 3)"));
-        let err = obj.extract::<AnyOf2<u8, i32>>().unwrap_err();
+        let err = obj.extract::<AnyOf<(u8, i32)>>().unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
         assert!(err
             .value(py)
             .to_string()
             .starts_with("expected a tensor of uint8 or int32, got float32 "));
-        assert!(matches!(obj.extract::<AnyOf2<u8, f32>>()?, AnyOf2::B(_)));
+        assert!(matches!(obj.extract::<AnyOf<(u8, f32)>>()?, AnyOf::B(_)));
         Ok(())
     })
 }

@@ -4,7 +4,7 @@
 #![cfg(feature = "inspect")]
 
 use dlpack_rs::pyo3_glue::{
-    AnyOf2, Framework, Jax, Numpy, PyTensor, Returned, TensorView, TensorViewMut, Torch,
+    AnyOf, Framework, Jax, Numpy, PyTensor, Returned, TensorView, TensorViewMut, Torch,
     TYPING_STUB,
 };
 use pyo3::{FromPyObject, IntoPyObject};
@@ -37,7 +37,7 @@ fn arguments_take_any_dlpack_producer() {
     let any = protocol("SupportsDLPack");
     assert_eq!(input::<TensorView<f32>>(), any);
     assert_eq!(input::<TensorViewMut<u8>>(), any);
-    assert_eq!(input::<AnyOf2<u8, f32>>(), any);
+    assert_eq!(input::<AnyOf<(u8, f32)>>(), any);
     assert_eq!(input::<PyTensor>(), any);
 }
 

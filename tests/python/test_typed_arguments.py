@@ -1,5 +1,5 @@
 """Typed arguments with every kind of constraint (issue 26): any-layout views (`TensorView`,
-`TensorViewMut`), fixed shapes, C / F layouts, dtype sets (`AnyOf2` / `AnyOf3`), results handed
+`TensorViewMut`), fixed shapes, C / F layouts, dtype sets (`AnyOf` / `AnyOfMut`), results handed
 back as the caller's framework, and one error vocabulary, with numpy, torch and jax producers."""
 
 import numpy as np

@@ -8,7 +8,7 @@
 //! | a function's tensor result | [`Returned`]`<`[`Torch`]`>` (or [`Numpy`], [`Jax`], [`Framework`]); [`DLPackTensor`] for a neutral producer |
 //! | a value as a bare capsule | [`IntoDLPack::into_capsule`] / [`IntoDLPack::into_capsule_versioned`] |
 //! | any tensor in, owned | [`PyTensor`] (an argument, [`PyTensor::from_pyany`], [`ImportOptions`]) |
-//! | a tensor argument of known type and shape | [`TensorView`] / [`TensorViewMut`] (and [`AnyOf3`]) |
+//! | a tensor argument of known type and shape | [`TensorView`] / [`TensorViewMut`] (and [`AnyOf`]) |
 //!
 //! Imports use a producer type's DLPack 1.3 C exchange table when it has one (torch does);
 //! [`DLPackTensor`] and derived classes publish one. Deleters of our exports may run on any
@@ -58,7 +58,7 @@ pub use compat_0_3::DLPackVariant;
 pub use export::class_export::export_dlpack_value;
 pub use export::framework::{Framework, Jax, Numpy, ReturnTo, Returned, Torch};
 pub use export::tensor::DLPackTensor;
-pub use import::any_of::{AnyOf2, AnyOf2Mut, AnyOf3, AnyOf3Mut};
+pub use import::any_of::{AnyOf, AnyOfMut};
 pub use import::constraints::{
     AnyDevice, CContig, Cpu, Device, FContig, Layout, Ndim, Shape, Shape1, Shape2, Shape3, Shape4,
     Strided, ANY,

@@ -1,10 +1,10 @@
 //! Typed arguments with every kind of constraint (issue 26): any-layout views (`TensorView`,
-//! `TensorViewMut`), fixed shapes, C / F layouts, dtype sets (`AnyOf2`, `AnyOf3`) and results
+//! `TensorViewMut`), fixed shapes, C / F layouts, dtype sets (`AnyOf`, `AnyOfMut`) and results
 //! handed back as the caller's framework (`Framework`).
 
 use dlpack_rs::ndarray::{Array2, Axis};
 use dlpack_rs::pyo3_glue::{
-    AnyDevice, AnyOf2, AnyOf3, AnyOf3Mut, CContig, FContig, Framework, Jax, Ndim, Numpy, Returned,
+    AnyDevice, AnyOf, AnyOfMut, CContig, FContig, Framework, Jax, Ndim, Numpy, Returned,
     Shape2, Shape3, Strided, TensorView, TensorViewMut, Torch, ANY,
 };
 use pyo3::prelude::*;
@@ -92,11 +92,11 @@ fn tvm_add_into(
 /// Which dtype came and the largest value, for an image of `uint8`, `uint16` or `float32`
 /// with three channels.
 #[pyfunction]
-fn tv_peak(image: AnyOf3<u8, u16, f32, Shape3<ANY, ANY, 3>>) -> (&'static str, f64) {
+fn tv_peak(image: AnyOf<(u8, u16, f32), Shape3<ANY, ANY, 3>>) -> (&'static str, f64) {
     match image {
-        AnyOf3::A(v) => ("uint8", v.view().iter().copied().max().unwrap_or(0) as f64),
-        AnyOf3::B(v) => ("uint16", v.view().iter().copied().max().unwrap_or(0) as f64),
-        AnyOf3::C(v) => (
+        AnyOf::A(v) => ("uint8", v.view().iter().copied().max().unwrap_or(0) as f64),
+        AnyOf::B(v) => ("uint16", v.view().iter().copied().max().unwrap_or(0) as f64),
+        AnyOf::C(v) => (
             "float32",
             v.view().iter().copied().fold(f32::MIN, f32::max) as f64,
         ),
@@ -105,10 +105,10 @@ fn tv_peak(image: AnyOf3<u8, u16, f32, Shape3<ANY, ANY, 3>>) -> (&'static str, f
 
 /// Which of `int32` / `float64` came.
 #[pyfunction]
-fn tv_which(x: AnyOf2<i32, f64>) -> &'static str {
+fn tv_which(x: AnyOf<(i32, f64)>) -> &'static str {
     match x {
-        AnyOf2::A(_) => "int32",
-        AnyOf2::B(_) => "float64",
+        AnyOf::A(_) => "int32",
+        AnyOf::B(_) => "float64",
     }
 }
 
@@ -139,17 +139,17 @@ fn ret_plus_one<'py>(py: Python<'py>, x: TensorView<f64>, to: &str) -> PyResult<
 /// Inverts a uint8, uint16 or float32 (0..1) tensor of any layout in place; returns the dtype
 /// name it dispatched on.
 #[pyfunction]
-fn tvm_invert_any(x: AnyOf3Mut<u8, u16, f32>) -> &'static str {
+fn tvm_invert_any(x: AnyOfMut<(u8, u16, f32)>) -> &'static str {
     match x {
-        AnyOf3Mut::A(mut v) => {
+        AnyOfMut::A(mut v) => {
             v.view_mut().mapv_inplace(|e| u8::MAX - e);
             "uint8"
         }
-        AnyOf3Mut::B(mut v) => {
+        AnyOfMut::B(mut v) => {
             v.view_mut().mapv_inplace(|e| u16::MAX - e);
             "uint16"
         }
-        AnyOf3Mut::C(mut v) => {
+        AnyOfMut::C(mut v) => {
             v.view_mut().mapv_inplace(|e| 1.0 - e);
             "float32"
         }

@@ -1,101 +1,183 @@
-//! Typed arguments of one of several element types: [`AnyOf2`] / [`AnyOf3`] (read-only) and
-//! [`AnyOf2Mut`] / [`AnyOf3Mut`] (writable), each variant a [`TensorView`] / [`TensorViewMut`].
+//! Typed arguments of one of two or three element types: [`AnyOf`] (read-only) and
+//! [`AnyOfMut`] (writable), each variant a [`TensorView`] / [`TensorViewMut`].
+
+use core::convert::Infallible;
 
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
+use crate::ffi::DLDataType;
 use crate::pyo3_glue::import::constraints::{Layout, Ndim, Shape, Strided, ANY};
 use crate::pyo3_glue::import::source::{dtype_error, Source};
 use crate::pyo3_glue::import::typed::{view_mut_of, view_of, TensorView, TensorViewMut};
-use crate::safe::AnyBitPattern;
+use crate::safe::{AnyBitPattern, Element};
+
+mod sealed {
+    use super::*;
+
+    /// A set of element types: `(A, B)` or `(A, B, C)`.
+    pub trait Dtypes {
+        /// The first element type.
+        type A: AnyBitPattern;
+        /// The second element type.
+        type B: AnyBitPattern;
+        /// The third element type, or `Infallible` for a pair (its variant cannot occur).
+        type C: Third;
+    }
+
+    impl<A: AnyBitPattern, B: AnyBitPattern> Dtypes for (A, B) {
+        type A = A;
+        type B = B;
+        type C = Infallible;
+    }
+
+    impl<A: AnyBitPattern, B: AnyBitPattern, C: AnyBitPattern> Dtypes for (A, B, C) {
+        type A = A;
+        type B = B;
+        type C = C;
+    }
+
+    /// The third member of a set: an element type, or `Infallible` (no third variant).
+    pub trait Third {
+        /// Its read-only view.
+        type View<S: Shape, L: Layout>: core::fmt::Debug;
+        /// Its writable view.
+        type ViewMut<S: Shape, L: Layout>: core::fmt::Debug;
+        /// Its dtype, if it has one.
+        const CODE: Option<DLDataType>;
+        /// The read-only view of a `source` of dtype [`Self::CODE`].
+        #[allow(private_interfaces)]
+        fn view<S: Shape, L: Layout>(source: Source) -> PyResult<Self::View<S, L>>;
+        /// The writable view of a `source` of dtype [`Self::CODE`].
+        #[allow(private_interfaces)]
+        fn view_mut<S: Shape, L: Layout>(source: Source) -> PyResult<Self::ViewMut<S, L>>;
+    }
+
+    impl<T: AnyBitPattern> Third for T {
+        type View<S: Shape, L: Layout> = TensorView<T, S, L>;
+        type ViewMut<S: Shape, L: Layout> = TensorViewMut<T, S, L>;
+        const CODE: Option<DLDataType> = Some(<T as Element>::DTYPE);
+        #[allow(private_interfaces)]
+        fn view<S: Shape, L: Layout>(source: Source) -> PyResult<TensorView<T, S, L>> {
+            view_of(source)
+        }
+        #[allow(private_interfaces)]
+        fn view_mut<S: Shape, L: Layout>(source: Source) -> PyResult<TensorViewMut<T, S, L>> {
+            view_mut_of(source)
+        }
+    }
+
+    impl Third for Infallible {
+        type View<S: Shape, L: Layout> = Infallible;
+        type ViewMut<S: Shape, L: Layout> = Infallible;
+        const CODE: Option<DLDataType> = None;
+        #[allow(private_interfaces)]
+        fn view<S: Shape, L: Layout>(_: Source) -> PyResult<Infallible> {
+            unreachable!("no tensor has the dtype of a pair's missing third member")
+        }
+        #[allow(private_interfaces)]
+        fn view_mut<S: Shape, L: Layout>(_: Source) -> PyResult<Infallible> {
+            unreachable!("no tensor has the dtype of a pair's missing third member")
+        }
+    }
+}
+
+use sealed::{Dtypes, Third};
+
+/// A read-only tensor argument of one of the element types `D`, a pair `(A, B)` or a triple
+/// `(A, B, C)`; the variant says which came (a pair's `C` cannot occur, and a `match` may
+/// leave it out). Any other dtype raises `TypeError` naming them all
+/// (`expected a tensor of uint8 or float32, got int64`).
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{AnyOf, Shape3, ANY};
+/// use pyo3::prelude::*;
+/// #[pyfunction]
+/// fn peak(image: AnyOf<(u8, u16, f32), Shape3<ANY, ANY, 3>>) -> f64 {
+///     match image {
+///         AnyOf::A(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
+///         AnyOf::B(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
+///         AnyOf::C(v) => v.view().iter().copied().fold(f32::MIN, f32::max) as f64,
+///     }
+/// }
+///
+/// #[pyfunction]
+/// fn is_float(x: AnyOf<(i32, f64)>) -> bool {
+///     match x {
+///         AnyOf::A(_) => false,
+///         AnyOf::B(_) => true,
+///     }
+/// }
+/// # fn main() {}
+/// ```
+#[derive(Debug)]
+pub enum AnyOf<D: Dtypes, S: Shape = Ndim<ANY>, L: Layout = Strided> {
+    /// A tensor of the first element type.
+    A(TensorView<D::A, S, L>),
+    /// A tensor of the second element type.
+    B(TensorView<D::B, S, L>),
+    /// A tensor of the third element type (never, for a pair).
+    C(<D::C as Third>::View<S, L>),
+}
+
+/// A writable tensor argument of one of the element types `D`: [`AnyOf`] with
+/// [`TensorViewMut`] variants (exclusive borrow, writable memory, no element addressed twice).
+///
+/// ```
+/// use dlpack_rs::pyo3_glue::{AnyOfMut, Shape3, ANY};
+/// use pyo3::prelude::*;
+/// #[pyfunction]
+/// fn invert(image: AnyOfMut<(u8, u16, f32), Shape3<ANY, ANY, 3>>) {
+///     match image {
+///         AnyOfMut::A(mut v) => v.view_mut().mapv_inplace(|x| u8::MAX - x),
+///         AnyOfMut::B(mut v) => v.view_mut().mapv_inplace(|x| u16::MAX - x),
+///         AnyOfMut::C(mut v) => v.view_mut().mapv_inplace(|x| 1.0 - x),
+///     }
+/// }
+/// # fn main() {}
+/// ```
+#[derive(Debug)]
+pub enum AnyOfMut<D: Dtypes, S: Shape = Ndim<ANY>, L: Layout = Strided> {
+    /// A tensor of the first element type.
+    A(TensorViewMut<D::A, S, L>),
+    /// A tensor of the second element type.
+    B(TensorViewMut<D::B, S, L>),
+    /// A tensor of the third element type (never, for a pair).
+    C(<D::C as Third>::ViewMut<S, L>),
+}
+
+/// The `TypeError` for a dtype outside the set `D`.
+fn outside<D: Dtypes>(got: DLDataType) -> PyErr {
+    match D::C::CODE {
+        Some(c) => dtype_error(&[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE, c], got),
+        None => dtype_error(&[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE], got),
+    }
+}
 
 macro_rules! any_of {
-    ($(#[$doc:meta])* $name:ident { $($v:ident),* }) => {
-        any_of!(@ $(#[$doc])* $name { $($v),* } TensorView, false, view_of);
-    };
-    ($(#[$doc:meta])* mut $name:ident { $($v:ident),* }) => {
-        any_of!(@ $(#[$doc])* $name { $($v),* } TensorViewMut, true, view_mut_of);
-    };
-    (@ $(#[$doc:meta])* $name:ident { $($v:ident),* } $view:ident, $exclusive:expr, $of:ident) => {
-        $(#[$doc])*
-        #[derive(Debug)]
-        pub enum $name<$($v: AnyBitPattern),*, S: Shape = Ndim<ANY>, L: Layout = Strided> {
-            $(
-                #[doc = concat!("A tensor of the element type `", stringify!($v), "`.")]
-                $v($view<$v, S, L>),
-            )*
-        }
-
-        impl<'a, 'py, $($v: AnyBitPattern),*, S: Shape, L: Layout> FromPyObject<'a, 'py>
-            for $name<$($v),*, S, L>
-        {
+    ($name:ident, $exclusive:expr, $of:ident, $third:ident) => {
+        impl<'a, 'py, D: Dtypes, S: Shape, L: Layout> FromPyObject<'a, 'py> for $name<D, S, L> {
             type Error = PyErr;
 
             #[cfg(feature = "inspect")]
-            const INPUT_TYPE: pyo3::inspect::PyStaticExpr = crate::pyo3_glue::runtime::type_hints::SUPPORTS_DLPACK;
+            const INPUT_TYPE: pyo3::inspect::PyStaticExpr =
+                crate::pyo3_glue::runtime::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
                 let source = Source::import(&obj, $exclusive)?;
                 let dtype = source.dtype();
-                $(
-                    if dtype == $v::DTYPE {
-                        return $of::<$v, S, L>(source).map($name::$v);
-                    }
-                )*
-                Err(dtype_error(&[$($v::DTYPE),*], dtype))
+                if dtype == <D::A as Element>::DTYPE {
+                    $of::<D::A, S, L>(source).map($name::A)
+                } else if dtype == <D::B as Element>::DTYPE {
+                    $of::<D::B, S, L>(source).map($name::B)
+                } else if D::C::CODE == Some(dtype) {
+                    D::C::$third::<S, L>(source).map($name::C)
+                } else {
+                    Err(outside::<D>(dtype))
+                }
             }
         }
     };
 }
-
-any_of! {
-    /// A read-only tensor argument of element type `A` or `B`; the variant says which came.
-    /// Any other dtype raises `TypeError` (`expected a tensor of uint8 or float32, got int64`).
-    AnyOf2 { A, B }
-}
-
-any_of! {
-    /// A read-only tensor argument of one of three element types; the variant says which came.
-    /// Any other dtype raises `TypeError` naming all three.
-    ///
-    /// ```
-    /// use dlpack_rs::pyo3_glue::{AnyOf3, Shape3, ANY};
-    /// use pyo3::prelude::*;
-    /// #[pyfunction]
-    /// fn peak(image: AnyOf3<u8, u16, f32, Shape3<ANY, ANY, 3>>) -> f64 {
-    ///     match image {
-    ///         AnyOf3::A(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
-    ///         AnyOf3::B(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
-    ///         AnyOf3::C(v) => v.view().iter().copied().fold(f32::MIN, f32::max) as f64,
-    ///     }
-    /// }
-    /// # fn main() {}
-    /// ```
-    AnyOf3 { A, B, C }
-}
-
-any_of! {
-    /// A writable tensor argument of element type `A` or `B`: [`AnyOf2`] with [`TensorViewMut`]
-    /// variants (exclusive borrow, writable memory, no element addressed twice).
-    mut AnyOf2Mut { A, B }
-}
-
-any_of! {
-    /// A writable tensor argument of one of three element types: [`AnyOf3`] with
-    /// [`TensorViewMut`] variants.
-    ///
-    /// ```
-    /// use dlpack_rs::pyo3_glue::{AnyOf3Mut, Shape3, ANY};
-    /// use pyo3::prelude::*;
-    /// #[pyfunction]
-    /// fn invert(image: AnyOf3Mut<u8, u16, f32, Shape3<ANY, ANY, 3>>) {
-    ///     match image {
-    ///         AnyOf3Mut::A(mut v) => v.view_mut().mapv_inplace(|x| u8::MAX - x),
-    ///         AnyOf3Mut::B(mut v) => v.view_mut().mapv_inplace(|x| u16::MAX - x),
-    ///         AnyOf3Mut::C(mut v) => v.view_mut().mapv_inplace(|x| 1.0 - x),
-    ///     }
-    /// }
-    /// # fn main() {}
-    /// ```
-    mut AnyOf3Mut { A, B, C }
-}
+any_of!(AnyOf, false, view_of, view);
+any_of!(AnyOfMut, true, view_mut_of, view_mut);

@@ -178,7 +178,7 @@ fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
     )))
 }
 
-/// Checks a tensor's dtype (against `dtype`, which an `AnyOf3` has already matched), shape
+/// Checks a tensor's dtype (against `dtype`, which an `AnyOf` has already matched), shape
 /// (`S`) and, unless the slice route checks it, layout (`L`).
 pub(in crate::pyo3_glue) fn check_meta<S: Shape, L: Layout>(
     source: &Source,

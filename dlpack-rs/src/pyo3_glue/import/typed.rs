@@ -43,7 +43,7 @@ struct Held<T> {
 }
 
 impl<T: Element> Held<T> {
-    /// Checks an imported `source` against `T`, `S` and `L` (an `AnyOf3` may have matched its
+    /// Checks an imported `source` against `T`, `S` and `L` (an `AnyOf` may have matched its
     /// dtype), then borrows every byte its elements address.
     fn host_from<S: Shape, L: Layout>(source: Source, exclusive: bool) -> PyResult<Self>
     where
@@ -488,7 +488,7 @@ impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<T, S, L, D> {
     }
 }
 
-/// The read-only view of an imported `source` whose dtype an `AnyOf3` matched to `T`.
+/// The read-only view of an imported `source` whose dtype an `AnyOf` matched to `T`.
 pub(in crate::pyo3_glue) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
     source: Source,
 ) -> PyResult<TensorView<T, S, L, Cpu>> {
