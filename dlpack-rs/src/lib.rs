@@ -139,7 +139,7 @@ pub mod prelude {
 
     #[cfg(feature = "pyo3")]
     #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
-    pub use crate::pyo3_glue::{Ndim, PyTensor, Returned, TensorView, TensorViewMut, ANY};
+    pub use crate::pyo3_glue::{Dims, PyTensor, Returned, TensorView, TensorViewMut, ANY};
 }
 
 /// What `#[derive(IntoDLPack)]` expands to calls; the path names the release the derive pins.

@@ -4,8 +4,7 @@
 #![cfg(feature = "inspect")]
 
 use dlpack_rs::pyo3_glue::{
-    AnyOf, Framework, Jax, Numpy, PyTensor, Returned, TensorView, TensorViewMut, Torch,
-    TYPING_STUB,
+    AnyOf, Framework, Jax, Numpy, PyTensor, Returned, TensorView, TensorViewMut, Torch, TYPING_STUB,
 };
 use pyo3::{FromPyObject, IntoPyObject};
 

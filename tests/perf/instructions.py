@@ -68,7 +68,7 @@ def run():
         (ext.count_typed_torch_import, ext.typed_numel, (t,)),
         (ext.count_torch_import3, ext.numel3, (t, t2, t3)),
         (ext.count_typed_torch_import3, ext.typed_numel3, (t, t2, t3)),
-        # A strided (transposed) 2-D view argument: TensorView<f32, Ndim<2>>.
+        # A strided (transposed) 2-D view argument: TensorView<f32, Dims<2>>.
         (ext.count_strided_numpy_import, ext.tv_sum2, (np.ones((2, 2), dtype=np.float32).T,)),
         (ext.count_strided_torch_import, ext.tv_sum2, (torch.ones(2, 2).t(),)),
         (ext.count_rust_numpy_import, ext.rust_numpy_numel, (arr,)),

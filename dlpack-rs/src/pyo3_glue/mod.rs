@@ -60,8 +60,7 @@ pub use export::framework::{Framework, Jax, Numpy, ReturnTo, Returned, Torch};
 pub use export::tensor::DLPackTensor;
 pub use import::any_of::{AnyOf, AnyOfMut};
 pub use import::constraints::{
-    AnyDevice, CContig, Cpu, Device, FContig, Layout, Ndim, Shape, Shape1, Shape2, Shape3, Shape4,
-    Strided, ANY,
+    AnyDevice, CContig, Cpu, Device, Dims, FContig, Layout, Shape, Strided, ANY,
 };
 pub use import::typed::{TensorView, TensorViewMut};
 pub use import::{ImportOptions, PyTensor};

@@ -9,7 +9,7 @@
 //!   signature), computes a new Rust `Array2<u8>` and hands it back, without a copy, as the
 //!   caller's own kind of array (numpy in, numpy out; torch in, torch out).
 
-use dlpack_rs::pyo3_glue::{Framework, Returned, Shape3, TensorView, TensorViewMut, ANY};
+use dlpack_rs::pyo3_glue::{Dims, Framework, Returned, TensorView, TensorViewMut, ANY};
 use dlpack_rs::IntoDLPack;
 use ndarray::Axis;
 use pyo3::exceptions::PyValueError;
@@ -87,12 +87,12 @@ fn invert(mut tensor: TensorViewMut<u8>) -> usize {
 /// Round trip: an `H x W x 3` `uint8` tensor in, its luma (`0.299 R + 0.587 G + 0.114 B`) out
 /// as a new Rust-owned `H x W` array, handed back as the caller's framework's own type.
 ///
-/// `Shape3<ANY, ANY, 3>` checks the three channels at extraction: a 4-channel image gets
+/// `Dims<3, ANY, ANY, 3>` checks the three channels at extraction: a 4-channel image gets
 /// `TypeError: expected shape (*, *, 3), got (480, 640, 4)`.
 #[pyfunction]
 fn grayscale(
     py: Python<'_>,
-    rgb: TensorView<u8, Shape3<ANY, ANY, 3>>,
+    rgb: TensorView<u8, Dims<3, ANY, ANY, 3>>,
 ) -> PyResult<Returned<Framework>> {
     let gray = rgb.view().map_axis(Axis(2), |px| {
         (0.299 * px[0] as f32 + 0.587 * px[1] as f32 + 0.114 * px[2] as f32).round() as u8

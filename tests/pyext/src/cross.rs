@@ -3,7 +3,7 @@
 //! of `tests/python/test_two_modules.py` runs in both orders.
 
 use dlpack_rs::pyo3_glue::{
-    CContig, DLPackTensor, ImportOptions, Ndim, TensorView, TensorViewMut, ANY,
+    CContig, DLPackTensor, Dims, ImportOptions, TensorView, TensorViewMut, ANY,
 };
 use dlpack_rs::safe::{Export, SharedMut};
 use pyo3::exceptions::PyBufferError;
@@ -55,7 +55,7 @@ fn sum_view(t: TensorView<u8>) -> u64 {
 /// A mutable typed argument (the owned route through the producer's table): adds one to each
 /// byte, returns how many.
 #[pyfunction]
-fn add_one_mut(mut t: TensorViewMut<u8, Ndim<ANY>, CContig>) -> usize {
+fn add_one_mut(mut t: TensorViewMut<u8, Dims<ANY>, CContig>) -> usize {
     t.iter_mut().for_each(|b| *b = b.wrapping_add(1));
     t.len()
 }

@@ -6,7 +6,7 @@
 use crate::dtype_name;
 use crate::Imported;
 use dlpack_rs::ffi::{DLDataType, DLDataTypeCode as C};
-use dlpack_rs::pyo3_glue::{CContig, DLPackTensor, Framework, Ndim, Returned, TensorView, ANY};
+use dlpack_rs::pyo3_glue::{CContig, DLPackTensor, Dims, Framework, Returned, TensorView, ANY};
 use dlpack_rs::safe::{AlignedBuffer, Export, PackedExport, Packing};
 use float8::{F8E4M3, F8E5M2};
 use pyo3::exceptions::PyValueError;
@@ -121,9 +121,9 @@ fn lp_values_f8(obj: Imported, dtype: &str) -> PyResult<Vec<f32>> {
     })
 }
 
-/// The sum of a float8_e4m3fn tensor, taken as a typed argument (`TensorView<F8E4M3, Ndim<ANY>, CContig>`).
+/// The sum of a float8_e4m3fn tensor, taken as a typed argument (`TensorView<F8E4M3, Dims<ANY>, CContig>`).
 #[pyfunction]
-fn lp_sum_e4m3fn(x: TensorView<F8E4M3, Ndim<ANY>, CContig>) -> f32 {
+fn lp_sum_e4m3fn(x: TensorView<F8E4M3, Dims<ANY>, CContig>) -> f32 {
     x.iter().map(|v| v.to_f32()).sum()
 }
 

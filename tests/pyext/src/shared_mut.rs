@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use dlpack_rs::pyo3_glue::{export_dlpack_value, CContig, Ndim, PyTensor, TensorViewMut};
+use dlpack_rs::pyo3_glue::{export_dlpack_value, CContig, Dims, PyTensor, TensorViewMut};
 use dlpack_rs::safe::{cpu_device, dtype_u8, AlignedBuffer, Buffer, SharedMut, TensorInfo};
 use dlpack_rs::IntoDLPack;
 use pyo3::exceptions::PyValueError;
@@ -61,7 +61,7 @@ fn invert_pixels(pixels: &SharedMut<u8>) -> PyResult<()> {
 #[pyfunction]
 fn shared_invert_during_mut_view(
     image: PyRef<'_, SharedImage>,
-    view: TensorViewMut<u8, Ndim<3>, CContig>,
+    view: TensorViewMut<u8, Dims<3>, CContig>,
 ) -> PyResult<()> {
     let result = invert_pixels(&image.pixels);
     drop(view);
@@ -85,7 +85,7 @@ fn shared_invert_during_np_rw(
 #[pyfunction]
 fn shared_read_during_mut_view(
     image: PyRef<'_, SharedImage>,
-    view: TensorViewMut<u8, Ndim<3>, CContig>,
+    view: TensorViewMut<u8, Dims<3>, CContig>,
 ) -> PyResult<Vec<u8>> {
     let result = image.pixels.to_vec();
     drop(view);

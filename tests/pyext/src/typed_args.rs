@@ -4,8 +4,8 @@
 
 use dlpack_rs::ndarray::{Array2, Axis};
 use dlpack_rs::pyo3_glue::{
-    AnyDevice, AnyOf, AnyOfMut, CContig, FContig, Framework, Jax, Ndim, Numpy, Returned,
-    Shape2, Shape3, Strided, TensorView, TensorViewMut, Torch, ANY,
+    AnyDevice, AnyOf, AnyOfMut, CContig, Dims, FContig, Framework, Jax, Numpy, Returned, Strided,
+    TensorView, TensorViewMut, Torch, ANY,
 };
 use pyo3::prelude::*;
 
@@ -23,7 +23,7 @@ fn tv_values(x: TensorView<f64>) -> (Vec<usize>, Vec<isize>, Vec<f64>) {
 
 /// The sum of a 2-d float32 tensor of any layout (`Ix2`: any extents).
 #[pyfunction]
-fn tv_sum2(x: TensorView<f32, Ndim<2>>) -> f64 {
+fn tv_sum2(x: TensorView<f32, Dims<2>>) -> f64 {
     x.view().iter().map(|&v| v as f64).sum()
 }
 
@@ -32,7 +32,7 @@ fn tv_sum2(x: TensorView<f32, Ndim<2>>) -> f64 {
 #[pyfunction]
 fn tv_gray(
     py: Python<'_>,
-    image: TensorView<f32, Shape3<ANY, ANY, 3>>,
+    image: TensorView<f32, Dims<3, ANY, ANY, 3>>,
 ) -> PyResult<Returned<Framework>> {
     let out: Array2<f32> = image
         .view()
@@ -43,25 +43,25 @@ fn tv_gray(
 
 /// The sum of a `(2, *)` int64 tensor.
 #[pyfunction]
-fn tv_pairs(x: TensorView<i64, Shape2<2, ANY>>) -> i64 {
+fn tv_pairs(x: TensorView<i64, Dims<2, 2, ANY>>) -> i64 {
     x.view().iter().sum()
 }
 
 /// The sum of a C-contiguous float64 tensor (any shape).
 #[pyfunction]
-fn tv_c_sum(x: TensorView<f64, Ndim<ANY>, CContig>) -> f64 {
+fn tv_c_sum(x: TensorView<f64, Dims<ANY>, CContig>) -> f64 {
     x.view().iter().sum()
 }
 
 /// The values of an F-contiguous 2-d float64 tensor in memory order (column by column).
 #[pyfunction]
-fn tv_f_memory(x: TensorView<f64, Ndim<2>, FContig>) -> Vec<f64> {
+fn tv_f_memory(x: TensorView<f64, Dims<2>, FContig>) -> Vec<f64> {
     x.view().t().iter().copied().collect()
 }
 
 /// Writes `x[i, j] = 10 * i + j` into a 2-d float32 tensor of any layout, in place.
 #[pyfunction]
-fn tvm_fill(mut x: TensorViewMut<f32, Ndim<2>>) {
+fn tvm_fill(mut x: TensorViewMut<f32, Dims<2>>) {
     x.view_mut()
         .indexed_iter_mut()
         .for_each(|((i, j), v)| *v = (10 * i + j) as f32);
@@ -77,8 +77,8 @@ fn tvm_pair(mut a: TensorViewMut<f32>, mut b: TensorViewMut<f32>) {
 
 #[pyfunction]
 fn tvm_add_into(
-    mut dst: TensorViewMut<f64, Ndim<1>>,
-    src: TensorView<f64, Ndim<1>>,
+    mut dst: TensorViewMut<f64, Dims<1>>,
+    src: TensorView<f64, Dims<1>>,
 ) -> PyResult<()> {
     if dst.shape() != src.shape() {
         return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
@@ -92,7 +92,7 @@ fn tvm_add_into(
 /// Which dtype came and the largest value, for an image of `uint8`, `uint16` or `float32`
 /// with three channels.
 #[pyfunction]
-fn tv_peak(image: AnyOf<(u8, u16, f32), Shape3<ANY, ANY, 3>>) -> (&'static str, f64) {
+fn tv_peak(image: AnyOf<(u8, u16, f32), Dims<3, ANY, ANY, 3>>) -> (&'static str, f64) {
     match image {
         AnyOf::A(v) => ("uint8", v.view().iter().copied().max().unwrap_or(0) as f64),
         AnyOf::B(v) => ("uint16", v.view().iter().copied().max().unwrap_or(0) as f64),
@@ -171,7 +171,7 @@ fn ret_same_tripled(py: Python<'_>, x: TensorView<f32>) -> PyResult<Returned<Fra
 
 /// Writes 1.0 into the first element of a float32 `TensorMut` (the read-only messages).
 #[pyfunction]
-fn tm_touch(mut x: TensorViewMut<f32, Ndim<ANY>, CContig>) {
+fn tm_touch(mut x: TensorViewMut<f32, Dims<ANY>, CContig>) {
     if let Some(first) = x.first_mut() {
         *first = 1.0;
     }
@@ -179,13 +179,13 @@ fn tm_touch(mut x: TensorViewMut<f32, Ndim<ANY>, CContig>) {
 
 /// The sum of a float32 `TensorRef` (the contiguous route's layout message).
 #[pyfunction]
-fn tr_sum(x: TensorView<f32, Ndim<ANY>, CContig>) -> f64 {
+fn tr_sum(x: TensorView<f32, Dims<ANY>, CContig>) -> f64 {
     x.iter().map(|&v| v as f64).sum()
 }
 
 /// The values of an F-contiguous 2-d float32 tensor in memory order (column by column).
 #[pyfunction]
-fn tv_f_memory32(x: TensorView<f32, Ndim<2>, FContig>) -> Vec<f32> {
+fn tv_f_memory32(x: TensorView<f32, Dims<2>, FContig>) -> Vec<f32> {
     x.view().t().iter().copied().collect()
 }
 
@@ -193,7 +193,7 @@ fn tv_f_memory32(x: TensorView<f32, Ndim<2>, FContig>) -> Vec<f32> {
 /// dtype, data_ptr)`.
 #[pyfunction]
 fn dt_info(
-    x: TensorView<f32, Ndim<ANY>, Strided, AnyDevice>,
+    x: TensorView<f32, Dims<ANY>, Strided, AnyDevice>,
 ) -> ((i32, i32), Vec<i64>, Vec<i64>, String, usize) {
     let device = x.device();
     (
@@ -207,7 +207,7 @@ fn dt_info(
 
 /// The device and address of a writable C-contiguous 1-d float32 tensor on any device.
 #[pyfunction]
-fn dtm_target(mut x: TensorViewMut<f32, Ndim<1>, CContig, AnyDevice>) -> ((i32, i32), usize) {
+fn dtm_target(mut x: TensorViewMut<f32, Dims<1>, CContig, AnyDevice>) -> ((i32, i32), usize) {
     let device = x.device();
     (
         (device.device_type.0, device.device_id),
@@ -218,8 +218,8 @@ fn dtm_target(mut x: TensorViewMut<f32, Ndim<1>, CContig, AnyDevice>) -> ((i32, 
 /// The shapes of two float32 tensors on any device, the second writable (`f(x, x)` refused).
 #[pyfunction]
 fn dt_pair(
-    a: TensorView<f32, Ndim<ANY>, Strided, AnyDevice>,
-    b: TensorViewMut<f32, Ndim<ANY>, Strided, AnyDevice>,
+    a: TensorView<f32, Dims<ANY>, Strided, AnyDevice>,
+    b: TensorViewMut<f32, Dims<ANY>, Strided, AnyDevice>,
 ) -> (Vec<i64>, Vec<i64>) {
     (a.shape().to_vec(), b.shape().to_vec())
 }
@@ -232,13 +232,13 @@ fn tv_refs_held(x: &Bound<'_, PyAny>) -> PyResult<(isize, isize, isize)> {
     // SAFETY: `x` is a live object; reading its count needs nothing more.
     let refs = || unsafe { pyo3::ffi::Py_REFCNT(x.as_ptr()) } as isize;
     let before = refs();
-    let c: TensorView<f32, Ndim<ANY>, CContig> = x.extract()?;
+    let c: TensorView<f32, Dims<ANY>, CContig> = x.extract()?;
     let with_c = refs();
     drop(c);
-    let s: TensorView<f32, Ndim<ANY>, Strided> = x.extract()?;
+    let s: TensorView<f32, Dims<ANY>, Strided> = x.extract()?;
     let with_s = refs();
     drop(s);
-    let m: TensorViewMut<f32, Ndim<ANY>, Strided> = x.extract()?;
+    let m: TensorViewMut<f32, Dims<ANY>, Strided> = x.extract()?;
     let with_m = refs();
     drop(m);
     Ok((with_c - before, with_s - before, with_m - before))
@@ -248,7 +248,7 @@ fn tv_refs_held(x: &Bound<'_, PyAny>) -> PyResult<(isize, isize, isize)> {
 /// array in place), then written: `x[0] = 7`; the address written.
 #[pyfunction]
 fn tvm_call_then_write(
-    mut x: TensorViewMut<f32, Ndim<1>, CContig>,
+    mut x: TensorViewMut<f32, Dims<1>, CContig>,
     cb: Bound<'_, PyAny>,
 ) -> PyResult<usize> {
     cb.call0()?;

@@ -12,12 +12,12 @@ impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
     /// channel count (or `(height, width)` for one channel) and sides that fit in `u32`.
     ///
     /// ```
-    /// use dlpack_rs::pyo3_glue::{CContig, Shape3, TensorView, ANY};
+    /// use dlpack_rs::pyo3_glue::{CContig, Dims, TensorView, ANY};
     /// use dlpack_rs::image::Rgb;
     /// use pyo3::prelude::*;
     ///
     /// #[pyfunction]
-    /// fn mean_red(img: TensorView<u8, Shape3<ANY, ANY, 3>, CContig>) -> Option<f64> {
+    /// fn mean_red(img: TensorView<u8, Dims<3, ANY, ANY, 3>, CContig>) -> Option<f64> {
     ///     let img = img.as_image::<Rgb<u8>>()?;
     ///     let n = (img.width() * img.height()).max(1) as f64;
     ///     Some(img.pixels().map(|p| p[0] as f64).sum::<f64>() / n)

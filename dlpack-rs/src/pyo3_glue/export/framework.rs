@@ -134,13 +134,13 @@ fn numpy_dtype_hint(
 /// the type, released as a [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is.
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::{CContig, Framework, Ndim, Returned, TensorView, ANY};
+/// use dlpack_rs::pyo3_glue::{CContig, Framework, Dims, Returned, TensorView, ANY};
 /// use dlpack_rs::safe::Export;
 /// use pyo3::prelude::*;
 ///
 /// #[pyfunction]
 /// fn doubled(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Returned<Framework>> {
-///     let x: TensorView<f64, Ndim<ANY>, CContig> = obj.extract()?;
+///     let x: TensorView<f64, Dims<ANY>, CContig> = obj.extract()?;
 ///     let out: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
 ///     let tensor = Export::new(out).shape(x.shape()).versioned()?;
 ///     Ok(Returned::like(py, &Framework::of(&obj), tensor))

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::Borrowed;
 
 use crate::ffi::DLDataType;
-use crate::pyo3_glue::import::constraints::{Layout, Ndim, Shape, Strided, ANY};
+use crate::pyo3_glue::import::constraints::{Dims, Layout, Shape, Strided, ANY};
 use crate::pyo3_glue::import::source::{dtype_error, Source};
 use crate::pyo3_glue::import::typed::{view_mut_of, view_of, TensorView, TensorViewMut};
 use crate::safe::{AnyBitPattern, Element};
@@ -90,10 +90,10 @@ use sealed::{Dtypes, Third};
 /// (`expected a tensor of uint8 or float32, got int64`).
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::{AnyOf, Shape3, ANY};
+/// use dlpack_rs::pyo3_glue::{AnyOf, Dims, ANY};
 /// use pyo3::prelude::*;
 /// #[pyfunction]
-/// fn peak(image: AnyOf<(u8, u16, f32), Shape3<ANY, ANY, 3>>) -> f64 {
+/// fn peak(image: AnyOf<(u8, u16, f32), Dims<3, ANY, ANY, 3>>) -> f64 {
 ///     match image {
 ///         AnyOf::A(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
 ///         AnyOf::B(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
@@ -111,7 +111,7 @@ use sealed::{Dtypes, Third};
 /// # fn main() {}
 /// ```
 #[derive(Debug)]
-pub enum AnyOf<D: Dtypes, S: Shape = Ndim<ANY>, L: Layout = Strided> {
+pub enum AnyOf<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
     /// A tensor of the first element type.
     A(TensorView<D::A, S, L>),
     /// A tensor of the second element type.
@@ -124,10 +124,10 @@ pub enum AnyOf<D: Dtypes, S: Shape = Ndim<ANY>, L: Layout = Strided> {
 /// [`TensorViewMut`] variants (exclusive borrow, writable memory, no element addressed twice).
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::{AnyOfMut, Shape3, ANY};
+/// use dlpack_rs::pyo3_glue::{AnyOfMut, Dims, ANY};
 /// use pyo3::prelude::*;
 /// #[pyfunction]
-/// fn invert(image: AnyOfMut<(u8, u16, f32), Shape3<ANY, ANY, 3>>) {
+/// fn invert(image: AnyOfMut<(u8, u16, f32), Dims<3, ANY, ANY, 3>>) {
 ///     match image {
 ///         AnyOfMut::A(mut v) => v.view_mut().mapv_inplace(|x| u8::MAX - x),
 ///         AnyOfMut::B(mut v) => v.view_mut().mapv_inplace(|x| u16::MAX - x),
@@ -137,7 +137,7 @@ pub enum AnyOf<D: Dtypes, S: Shape = Ndim<ANY>, L: Layout = Strided> {
 /// # fn main() {}
 /// ```
 #[derive(Debug)]
-pub enum AnyOfMut<D: Dtypes, S: Shape = Ndim<ANY>, L: Layout = Strided> {
+pub enum AnyOfMut<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
     /// A tensor of the first element type.
     A(TensorViewMut<D::A, S, L>),
     /// A tensor of the second element type.
@@ -149,7 +149,10 @@ pub enum AnyOfMut<D: Dtypes, S: Shape = Ndim<ANY>, L: Layout = Strided> {
 /// The `TypeError` for a dtype outside the set `D`.
 fn outside<D: Dtypes>(got: DLDataType) -> PyErr {
     match D::C::CODE {
-        Some(c) => dtype_error(&[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE, c], got),
+        Some(c) => dtype_error(
+            &[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE, c],
+            got,
+        ),
         None => dtype_error(&[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE], got),
     }
 }

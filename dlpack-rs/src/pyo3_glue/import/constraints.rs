@@ -1,6 +1,6 @@
-//! What a typed argument's signature demands besides the element type: shape ([`Ndim`],
-//! [`Shape1`] .. [`Shape4`]), layout ([`Strided`], [`CContig`], [`FContig`]) and device
-//! ([`Cpu`], [`AnyDevice`]), with checks whose errors a Python user can act on.
+//! What a typed argument's signature demands besides the element type: shape ([`Dims`]),
+//! layout ([`Strided`], [`CContig`], [`FContig`]) and device ([`Cpu`], [`AnyDevice`]), with
+//! checks whose errors a Python user can act on.
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::PyErr;
@@ -11,20 +11,18 @@ use crate::pyo3_glue::import::source::{dtype_error, Source};
 use crate::pyo3_glue::runtime::errors::{tuple_of, tuple_str};
 use crate::safe::Error;
 
-/// An extent of a [`Shape1`] .. [`Shape4`], or the `N` of [`Ndim`], that accepts any size.
+/// An extent of [`Dims`], or its number of dimensions, that accepts any.
 pub const ANY: usize = usize::MAX;
 
 mod sealed {
     pub trait Sealed {}
 }
 
-/// The shape a typed argument must have: [`Ndim<N>`](Ndim) (`N` <= 6 dimensions of any extent;
-/// [`Ndim<ANY>`](Ndim), the default: any shape) or [`Shape1`] .. [`Shape4`] (fixed extents,
-/// [`ANY`] for a free one). Sealed.
+/// The shape a typed argument must have: a [`Dims`]. Sealed.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a tensor shape",
     label = "not a `Shape`",
-    note = "use a number of dimensions (`Ndim<2>`, `Ndim<ANY>`) or fixed extents (`Shape3<ANY, ANY, 3>`)"
+    note = "use a number of dimensions (`Dims<2>`, `Dims<ANY>`) and extents (`Dims<3, ANY, ANY, 3>`)"
 )]
 pub trait Shape: sealed::Sealed + 'static {
     /// The ndarray dimension type of the views (feature `ndarray`).
@@ -35,51 +33,61 @@ pub trait Shape: sealed::Sealed + 'static {
     const EXTENTS: Option<&'static [usize]>;
 }
 
-/// A [`Shape`] of `N` dimensions of any extent (`N` <= 6), or any shape for `Ndim<ANY>`.
+/// A [`Shape`] of `N` dimensions (`N` <= 6; [`ANY`], the default: any number), the first four
+/// of extents `A` .. `D` ([`ANY`], the default: any extent). `Dims<2>` is any matrix,
+/// `Dims<3, ANY, ANY, 3>` an RGB image; an extent past the last dimension must stay [`ANY`]
+/// (a compile error otherwise).
 #[derive(Debug)]
-pub enum Ndim<const N: usize> {}
+pub enum Dims<
+    const N: usize = ANY,
+    const A: usize = ANY,
+    const B: usize = ANY,
+    const C: usize = ANY,
+    const D: usize = ANY,
+> {}
 
-macro_rules! ndims {
-    ($($n:literal $ix:ident),*) => {$(
-        impl sealed::Sealed for Ndim<$n> {}
-        impl Shape for Ndim<$n> {
+macro_rules! dims {
+    ($($n:tt $ix:ident [$($e:ident),*] [$($free:ident),*];)*) => {$(
+        impl<const A: usize, const B: usize, const C: usize, const D: usize> sealed::Sealed
+            for Dims<$n, A, B, C, D> {}
+        impl<const A: usize, const B: usize, const C: usize, const D: usize> Shape
+            for Dims<$n, A, B, C, D>
+        {
             #[cfg(feature = "ndarray")]
             type Dim = ndarray::$ix;
-            const EXTENTS: Option<&'static [usize]> = Some(&[ANY; $n]);
+            const EXTENTS: Option<&'static [usize]> = {
+                assert!(true $(&& $free == ANY)*, "Dims<N, A, B, C, D>: an extent past the N-th must stay ANY");
+                Some(&[$($e),*])
+            };
         }
     )*};
 }
-ndims!(0 Ix0, 1 Ix1, 2 Ix2, 3 Ix3, 4 Ix4, 5 Ix5, 6 Ix6);
+dims! {
+    0 Ix0 [] [A, B, C, D];
+    1 Ix1 [A] [B, C, D];
+    2 Ix2 [A, B] [C, D];
+    3 Ix3 [A, B, C] [D];
+    4 Ix4 [A, B, C, D] [];
+    5 Ix5 [A, B, C, D, ANY] [];
+    6 Ix6 [A, B, C, D, ANY, ANY] [];
+}
 
-impl sealed::Sealed for Ndim<ANY> {}
-impl Shape for Ndim<ANY> {
+impl<const A: usize, const B: usize, const C: usize, const D: usize> sealed::Sealed
+    for Dims<ANY, A, B, C, D>
+{
+}
+impl<const A: usize, const B: usize, const C: usize, const D: usize> Shape
+    for Dims<ANY, A, B, C, D>
+{
     #[cfg(feature = "ndarray")]
     type Dim = ndarray::IxDyn;
-    const EXTENTS: Option<&'static [usize]> = None;
-}
-
-macro_rules! fixed_shapes {
-    ($($(#[$doc:meta])* $name:ident $ix:ident [$($e:ident),*];)*) => {$(
-        $(#[$doc])*
-        #[derive(Debug)]
-        pub enum $name<$(const $e: usize),*> {}
-        impl<$(const $e: usize),*> sealed::Sealed for $name<$($e),*> {}
-        impl<$(const $e: usize),*> Shape for $name<$($e),*> {
-            #[cfg(feature = "ndarray")]
-            type Dim = ndarray::$ix;
-            const EXTENTS: Option<&'static [usize]> = Some(&[$($e),*]);
-        }
-    )*};
-}
-fixed_shapes! {
-    /// A 1-d [`Shape`] of extent `A` ([`ANY`]: any).
-    Shape1 Ix1 [A];
-    /// A 2-d [`Shape`] of extents `A`, `B` ([`ANY`]: any).
-    Shape2 Ix2 [A, B];
-    /// A 3-d [`Shape`] of extents `A`, `B`, `C` ([`ANY`]: any); RGB: `Shape3<ANY, ANY, 3>`.
-    Shape3 Ix3 [A, B, C];
-    /// A 4-d [`Shape`] of extents `A` .. `D` ([`ANY`]: any).
-    Shape4 Ix4 [A, B, C, D];
+    const EXTENTS: Option<&'static [usize]> = {
+        assert!(
+            A == ANY && B == ANY && C == ANY && D == ANY,
+            "Dims<ANY, ..>: extents need a number of dimensions (Dims<3, ANY, ANY, 3>)"
+        );
+        None
+    };
 }
 
 /// The layout a typed argument must have: [`Strided`] (any, the default), [`CContig`]

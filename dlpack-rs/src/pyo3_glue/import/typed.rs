@@ -1,6 +1,6 @@
 //! The typed `#[pyfunction]` arguments [`TensorView`] (shared) and [`TensorViewMut`]
 //! (exclusive), whose parameters say what the signature demands: element type `T`, shape `S`
-//! ([`Ndim`], ...), layout `L` ([`Strided`], [`CContig`], ...) and device `D` ([`Cpu`], ...).
+//! ([`Dims`], ...), layout `L` ([`Strided`], [`CContig`], ...) and device `D` ([`Cpu`], ...).
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -15,7 +15,7 @@ use alloc::borrow::Cow;
 use crate::ffi::{DLDataType, DLDevice};
 use crate::pyo3_glue::export::framework::Framework;
 use crate::pyo3_glue::import::constraints::{
-    check_meta, layout_error, AnyDevice, CContig, Cpu, Device, Layout, Ndim, Shape, Strided, ANY,
+    check_meta, layout_error, AnyDevice, CContig, Cpu, Device, Dims, Layout, Shape, Strided, ANY,
 };
 use crate::pyo3_glue::import::source::Source;
 use crate::safe::borrow::BorrowToken;
@@ -256,14 +256,14 @@ impl<T> Held<T> {
 /// (feature `ndarray`) [`view`](Self::view); a [`CContig`] argument derefs to `[T]`.
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::{CContig, Ndim, Shape3, TensorView, TensorViewMut, ANY};
+/// use dlpack_rs::pyo3_glue::{CContig, Dims, TensorView, TensorViewMut, ANY};
 /// use pyo3::prelude::*;
 ///
 /// #[pyfunction]
 /// fn add(
-///     a: TensorView<f32, Ndim<2>, CContig>,
-///     b: TensorView<f32, Ndim<2>, CContig>,
-///     mut out: TensorViewMut<f32, Ndim<2>, CContig>,
+///     a: TensorView<f32, Dims<2>, CContig>,
+///     b: TensorView<f32, Dims<2>, CContig>,
+///     mut out: TensorViewMut<f32, Dims<2>, CContig>,
 /// ) -> PyResult<()> {
 ///     if a.shape() != b.shape() || a.shape() != out.shape() {
 ///         return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
@@ -275,12 +275,12 @@ impl<T> Held<T> {
 /// }
 ///
 /// #[pyfunction]
-/// fn red(image: TensorView<u8, Shape3<ANY, ANY, 3>>, y: usize, x: usize) -> Option<u8> {
+/// fn red(image: TensorView<u8, Dims<3, ANY, ANY, 3>>, y: usize, x: usize) -> Option<u8> {
 ///     image.get(&[y, x, 0]).copied()
 /// }
 /// # fn main() {}
 /// ```
-pub struct TensorView<T, S: Shape = Ndim<ANY>, L: Layout = Strided, D: Device = Cpu> {
+pub struct TensorView<T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = Cpu> {
     held: Held<T>,
     _constraints: PhantomData<(S, L, D)>,
 }
@@ -293,7 +293,7 @@ pub struct TensorView<T, S: Shape = Ndim<ANY>, L: Layout = Strided, D: Device = 
 /// the CPU it gives [`get_mut`](Self::get_mut), [`as_slice_mut`](Self::as_slice_mut) and
 /// [`view_mut`](Self::view_mut), and a [`CContig`] argument derefs mutably to `[T]`; on any
 /// device, [`data_ptr_mut`](Self::data_ptr_mut).
-pub struct TensorViewMut<T, S: Shape = Ndim<ANY>, L: Layout = Strided, D: Device = Cpu> {
+pub struct TensorViewMut<T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = Cpu> {
     held: Held<T>,
     _constraints: PhantomData<(S, L, D)>,
 }

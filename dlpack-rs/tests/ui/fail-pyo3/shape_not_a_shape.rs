@@ -1,5 +1,5 @@
-// A shape constraint is a type: a number of dimensions (`Ndim<2>`, `Ndim<ANY>`) or fixed
-// extents (`Shape3<ANY, ANY, 3>`). An array of extents is not one, and says what to write instead.
+// A shape constraint is a type: a number of dimensions (`Dims<2>`, `Dims<ANY>`) or fixed
+// extents (`Dims<3, ANY, ANY, 3>`). An array of extents is not one, and says what to write instead.
 use dlpack_rs::pyo3::prelude::*;
 use dlpack_rs::pyo3_glue::TensorView;
 

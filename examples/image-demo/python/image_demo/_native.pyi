@@ -115,7 +115,7 @@ def grayscale(rgb: SupportsDLPack) -> DLPackArray:
     Round trip: an `H x W x 3` `uint8` tensor in, its luma (`0.299 R + 0.587 G + 0.114 B`) out
     as a new Rust-owned `H x W` array, handed back as the caller's framework's own type.
 
-    `Shape3<ANY, ANY, 3>` checks the three channels at extraction: a 4-channel image gets
+    `Dims<3, ANY, ANY, 3>` checks the three channels at extraction: a 4-channel image gets
     `TypeError: expected shape (*, *, 3), got (480, 640, 4)`.
     """
 
