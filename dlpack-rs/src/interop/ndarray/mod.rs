@@ -3,9 +3,9 @@
 //!
 //! # Import
 //!
-//! [`Managed::as_array`] borrows the elements as a [`ReadArray`] guard with the producer's exact
-//! layout (any strides, negative ones included, and the `byte_offset`);
-//! [`Managed::as_array_mut`] gives a [`WriteArray`]. Both are registered in the
+//! [`Managed::as_array`] borrows the elements as a [`ReadGuard`] of an [`ArrayViewD`] with the
+//! producer's exact layout (any strides, negative ones included, and the `byte_offset`);
+//! [`Managed::as_array_mut`] gives a [`WriteGuard`]. Both are registered in the
 //! [borrow registry](crate::safe#the-borrow-registry) like slices.
 //!
 //! ```
@@ -51,18 +51,15 @@
 
 mod export;
 
-use core::ops::{Deref, DerefMut};
-
 #[cfg(doc)]
 use ::ndarray::{ArcArray, Array};
 use ::ndarray::{
-    ArrayBase, ArrayRef, ArrayView, ArrayViewD, ArrayViewMut, ArrayViewMutD, Axis, Data, Dimension,
-    IxDyn, ShapeBuilder,
+    ArrayBase, ArrayView, ArrayViewD, ArrayViewMut, ArrayViewMutD, Axis, Data, Dimension, IxDyn,
+    ShapeBuilder,
 };
 
-use crate::safe::borrow::BorrowToken;
 use crate::safe::import::strided::Normalized;
-use crate::safe::{Element, Error, Kind, Managed};
+use crate::safe::{Element, Error, Kind, Managed, ReadGuard, WriteGuard};
 
 impl<T> Normalized<T> {
     /// The shape and strides as `D`, which has `self.shape().len()` dimensions.
@@ -111,21 +108,20 @@ impl<K: Kind> Managed<K> {
     ///
     /// Refused for another dtype than `T`'s, memory the CPU cannot view, a first element not
     /// aligned for `T`, and ([`Error::AlreadyBorrowed`]) while a mutable view of it exists.
-    pub fn as_array<T: Element>(&self) -> Result<ReadArray<'_, T>, Error> {
+    pub fn as_array<T: Element>(&self) -> Result<ReadGuard<'_, ArrayViewD<'_, T>>, Error> {
         let (n, token) = self.borrowed_layout::<T>(false)?;
         // SAFETY: checked and borrowed (shared) by `strided_parts`; alive while `self` is.
         let array = unsafe { n.view::<IxDyn>() };
-        Ok(ReadArray {
-            array,
-            _borrow: token,
-        })
+        Ok(ReadGuard::new(array, token))
     }
 
     /// The elements as a mutable array view with the tensor's exact layout.
     ///
     /// Refused as [`Managed::as_array`] is, and also for a read-only tensor, one where two
     /// indices address the same element, and while any other view of its bytes exists.
-    pub fn as_array_mut<T: Element>(&mut self) -> Result<WriteArray<'_, T>, Error> {
+    pub fn as_array_mut<T: Element>(
+        &mut self,
+    ) -> Result<WriteGuard<'_, ArrayViewMutD<'_, T>>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
@@ -133,65 +129,22 @@ impl<K: Kind> Managed<K> {
         // SAFETY: as in `as_array`; writable, borrowed exclusively (no aliasing indices), and
         // `&mut self` keeps this owner from handing out another view.
         let array = unsafe { n.view_mut::<IxDyn>() };
-        Ok(WriteArray {
-            array,
-            _borrow: token,
-        })
+        Ok(WriteGuard::new(array, token))
     }
 }
 
-/// A shared, borrow-registered array view of a tensor; derefs to [`ArrayRef`].
-pub struct ReadArray<'a, T> {
-    array: ArrayViewD<'a, T>,
-    _borrow: BorrowToken,
-}
-
-/// An exclusive, borrow-registered array view of a tensor; derefs mutably to [`ArrayRef`].
-pub struct WriteArray<'a, T> {
-    array: ArrayViewMutD<'a, T>,
-    _borrow: BorrowToken,
-}
-
-impl<T> Deref for ReadArray<'_, T> {
-    type Target = ArrayRef<T, IxDyn>;
-    fn deref(&self) -> &ArrayRef<T, IxDyn> {
-        &self.array
-    }
-}
-
-impl<T> Deref for WriteArray<'_, T> {
-    type Target = ArrayRef<T, IxDyn>;
-    fn deref(&self) -> &ArrayRef<T, IxDyn> {
-        &self.array
-    }
-}
-
-impl<T> DerefMut for WriteArray<'_, T> {
-    fn deref_mut(&mut self) -> &mut ArrayRef<T, IxDyn> {
-        &mut self.array
-    }
-}
-
-impl<T: PartialEq, S: Data<Elem = T>> PartialEq<ArrayBase<S, IxDyn>> for ReadArray<'_, T> {
+impl<T: PartialEq, S: Data<Elem = T>> PartialEq<ArrayBase<S, IxDyn>>
+    for ReadGuard<'_, ArrayViewD<'_, T>>
+{
     fn eq(&self, other: &ArrayBase<S, IxDyn>) -> bool {
-        self.array == *other
+        self.view == *other
     }
 }
 
-impl<T: PartialEq, S: Data<Elem = T>> PartialEq<ArrayBase<S, IxDyn>> for WriteArray<'_, T> {
+impl<T: PartialEq, S: Data<Elem = T>> PartialEq<ArrayBase<S, IxDyn>>
+    for WriteGuard<'_, ArrayViewMutD<'_, T>>
+{
     fn eq(&self, other: &ArrayBase<S, IxDyn>) -> bool {
-        self.array == *other
-    }
-}
-
-impl<T: core::fmt::Debug> core::fmt::Debug for ReadArray<'_, T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.array.fmt(f)
-    }
-}
-
-impl<T: core::fmt::Debug> core::fmt::Debug for WriteArray<'_, T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.array.fmt(f)
+        self.view == *other
     }
 }

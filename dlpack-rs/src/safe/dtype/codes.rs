@@ -213,26 +213,28 @@ const fn fixed_form(dtype: DLDataType) -> Option<(Lanes, &'static str)> {
     None
 }
 
-/// The `(bits, lanes)` a type code allows, described for error messages; `None` when free.
-///
-/// Fixed: bool (8 bits), bfloat16 (16 bits), FP8 (8 bits, 1 lane), FP6 (6 bits, 1 lane) and
-/// FP4 (4 bits, 1 lane packed, or 2 lanes as torch's `float4_e2m1fn_x2`).
-///
-/// ```
-/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
-/// use dlpack_rs::safe::dtype_rule;
-///
-/// assert_eq!(dtype_rule(DLDataTypeCode::FLOAT8_E5M2), Some("8 bits, 1 lane"));
-/// assert_eq!(dtype_rule(DLDataTypeCode::FLOAT), None);
-/// ```
-pub const fn dtype_rule(code: DLDataTypeCode) -> Option<&'static str> {
-    match rule_of(code) {
-        Some(Rule::Fixed { rule, .. }) => Some(rule),
-        _ => None,
+impl DLDataTypeCode {
+    /// The `(bits, lanes)` this type code allows, described for error messages; `None` when free.
+    ///
+    /// Fixed: bool (8 bits), bfloat16 (16 bits), FP8 (8 bits, 1 lane), FP6 (6 bits, 1 lane) and
+    /// FP4 (4 bits, 1 lane packed, or 2 lanes as torch's `float4_e2m1fn_x2`).
+    ///
+    /// ```
+    /// use dlpack_rs::ffi::DLDataTypeCode;
+    ///
+    /// assert_eq!(DLDataTypeCode::FLOAT8_E5M2.rule(), Some("8 bits, 1 lane"));
+    /// assert_eq!(DLDataTypeCode::FLOAT.rule(), None);
+    /// ```
+    pub const fn rule(self) -> Option<&'static str> {
+        match rule_of(self) {
+            Some(Rule::Fixed { rule, .. }) => Some(rule),
+            _ => None,
+        }
     }
 }
 
-/// Whether a dtype has non-zero bits and lanes, and the form [`dtype_rule`] names if any.
+/// Whether a dtype has non-zero bits and lanes, and the form its code's
+/// [`rule`](DLDataTypeCode::rule) names if any.
 pub fn dtype_allowed(dtype: DLDataType) -> bool {
     dtype.bits != 0
         && dtype.lanes != 0
@@ -242,28 +244,28 @@ pub fn dtype_allowed(dtype: DLDataType) -> bool {
         }
 }
 
-/// Displays the name Python libraries give a dtype (`float32`, `float8_e4m3fn`, ...), without
-/// allocating.
-///
-/// ```
-/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
-/// use dlpack_rs::safe::DtypeName;
-///
-/// assert_eq!(DtypeName(DLDataType::FLOAT32).to_string(), "float32");
-/// let fp4 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
-/// assert_eq!(DtypeName(fp4).to_string(), "float4_e2m1fn_x2");
-/// let odd = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 16, lanes: 1 };
-/// assert_eq!(DtypeName(odd).to_string(), "dtype(code=kDLFloat8_e5m2, bits=16, lanes=1)");
-/// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct DtypeName(pub DLDataType);
+impl DLDataType {
+    /// The name Python libraries give this dtype (`float32`, `float8_e4m3fn`, ...), displayed
+    /// without allocating.
+    ///
+    /// ```
+    /// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
+    ///
+    /// assert_eq!(DLDataType::FLOAT32.name().to_string(), "float32");
+    /// let fp4 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
+    /// assert_eq!(fp4.name().to_string(), "float4_e2m1fn_x2");
+    /// let odd = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 16, lanes: 1 };
+    /// assert_eq!(odd.name().to_string(), "dtype(code=kDLFloat8_e5m2, bits=16, lanes=1)");
+    /// ```
+    pub fn name(self) -> impl core::fmt::Display {
+        Name(self)
+    }
 
-impl DtypeName {
     /// The fixed name of a bool, bfloat16, FP8, FP6 or FP4 dtype, else `None`.
-    pub const fn fixed(dtype: DLDataType) -> Option<&'static str> {
-        match fixed_form(dtype) {
+    pub const fn fixed_name(self) -> Option<&'static str> {
+        match fixed_form(self) {
             // A vector of a fixed code has no name of its own.
-            Some((Lanes::Any, _)) if dtype.lanes != 1 => None,
+            Some((Lanes::Any, _)) if self.lanes != 1 => None,
             Some((_, name)) => Some(name),
             None => None,
         }
@@ -271,31 +273,34 @@ impl DtypeName {
 
     /// Whether every supported numpy takes this dtype over DLPack: 1-lane int, uint, float,
     /// complex and bool (not assuming `ml_dtypes`).
-    pub const fn numpy_has(dtype: DLDataType) -> bool {
-        if dtype.lanes != 1 {
+    pub const fn numpy_has(self) -> bool {
+        if self.lanes != 1 {
             return false;
         }
-        match rule_of(dtype.code) {
+        match rule_of(self.code) {
             Some(Rule::Free { numpy, .. }) => {
                 let mut i = 0;
                 while i < numpy.len() {
-                    if numpy[i] == dtype.bits {
+                    if numpy[i] == self.bits {
                         return true;
                     }
                     i += 1;
                 }
                 false
             }
-            Some(Rule::Fixed { numpy, .. }) => *numpy && fixed_form(dtype).is_some(),
+            Some(Rule::Fixed { numpy, .. }) => *numpy && fixed_form(self).is_some(),
             None => false,
         }
     }
 }
 
-impl core::fmt::Display for DtypeName {
+/// What [`DLDataType::name`] displays.
+struct Name(DLDataType);
+
+impl core::fmt::Display for Name {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let d = self.0;
-        if let Some(name) = Self::fixed(d) {
+        if let Some(name) = d.fixed_name() {
             return f.write_str(name);
         }
         match rule_of(d.code) {

@@ -2,7 +2,7 @@
 
 mod codes;
 
-pub use codes::{dtype_allowed, dtype_rule, DtypeName};
+pub use codes::dtype_allowed;
 
 use crate::ffi::{DLDataType, DLDevice, DLDeviceType};
 

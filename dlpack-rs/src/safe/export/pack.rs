@@ -79,6 +79,8 @@ pub fn try_pack_versioned<K: Send + 'static>(
 pub(crate) trait PackAs: ManagedStruct {
     /// The owner of this struct.
     type Owner;
+    /// Whether the struct has flags (`READ_ONLY`): only the versioned one does.
+    const HAS_FLAGS: bool;
     /// Takes ownership of a block [`build_validated`] made.
     ///
     /// # Safety
@@ -89,6 +91,7 @@ pub(crate) trait PackAs: ManagedStruct {
 
 impl PackAs for DLManagedTensor {
     type Owner = ManagedTensor;
+    const HAS_FLAGS: bool = false;
     unsafe fn own(ptr: NonNull<Self>) -> ManagedTensor {
         // SAFETY: this function's contract.
         unsafe { ManagedTensor::from_raw_unchecked(ptr) }
@@ -97,6 +100,7 @@ impl PackAs for DLManagedTensor {
 
 impl PackAs for DLManagedTensorVersioned {
     type Owner = ManagedTensorVersioned;
+    const HAS_FLAGS: bool = true;
     unsafe fn own(ptr: NonNull<Self>) -> ManagedTensorVersioned {
         // SAFETY: this function's contract.
         unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }
