@@ -17,65 +17,45 @@ use crate::safe::{
     TensorInfo, Validated,
 };
 
+/// safetensors' dtypes and the DLPack type code and bits of each (one lane).
+const DTYPES: &[(Dtype, C, u8)] = &[
+    (Dtype::BOOL, C::BOOL, 8),
+    (Dtype::U8, C::UINT, 8),
+    (Dtype::I8, C::INT, 8),
+    (Dtype::U16, C::UINT, 16),
+    (Dtype::I16, C::INT, 16),
+    (Dtype::U32, C::UINT, 32),
+    (Dtype::I32, C::INT, 32),
+    (Dtype::U64, C::UINT, 64),
+    (Dtype::I64, C::INT, 64),
+    (Dtype::F16, C::FLOAT, 16),
+    (Dtype::BF16, C::BFLOAT, 16),
+    (Dtype::F32, C::FLOAT, 32),
+    (Dtype::F64, C::FLOAT, 64),
+    (Dtype::C64, C::COMPLEX, 64),
+    // safetensors' F8_E4M3 is torch's and jax's float8_e4m3fn.
+    (Dtype::F8_E4M3, C::FLOAT8_E4M3FN, 8),
+    (Dtype::F8_E5M2, C::FLOAT8_E5M2, 8),
+    (Dtype::F8_E4M3FNUZ, C::FLOAT8_E4M3FNUZ, 8),
+    (Dtype::F8_E5M2FNUZ, C::FLOAT8_E5M2FNUZ, 8),
+    (Dtype::F8_E8M0, C::FLOAT8_E8M0FNU, 8),
+    (Dtype::F6_E2M3, C::FLOAT6_E2M3FN, 6),
+    (Dtype::F6_E3M2, C::FLOAT6_E3M2FN, 6),
+    (Dtype::F4, C::FLOAT4_E2M1FN, 4),
+];
+
 /// The DLPack dtype of a safetensors dtype.
 fn dlpack_dtype(dtype: Dtype) -> Option<DLDataType> {
-    let (code, bits, lanes) = match dtype {
-        Dtype::BOOL => (C::BOOL, 8, 1),
-        Dtype::U8 => (C::UINT, 8, 1),
-        Dtype::I8 => (C::INT, 8, 1),
-        Dtype::U16 => (C::UINT, 16, 1),
-        Dtype::I16 => (C::INT, 16, 1),
-        Dtype::U32 => (C::UINT, 32, 1),
-        Dtype::I32 => (C::INT, 32, 1),
-        Dtype::U64 => (C::UINT, 64, 1),
-        Dtype::I64 => (C::INT, 64, 1),
-        Dtype::F16 => (C::FLOAT, 16, 1),
-        Dtype::BF16 => (C::BFLOAT, 16, 1),
-        Dtype::F32 => (C::FLOAT, 32, 1),
-        Dtype::F64 => (C::FLOAT, 64, 1),
-        Dtype::C64 => (C::COMPLEX, 64, 1),
-        // safetensors' F8_E4M3 is torch's and jax's float8_e4m3fn.
-        Dtype::F8_E4M3 => (C::FLOAT8_E4M3FN, 8, 1),
-        Dtype::F8_E5M2 => (C::FLOAT8_E5M2, 8, 1),
-        Dtype::F8_E4M3FNUZ => (C::FLOAT8_E4M3FNUZ, 8, 1),
-        Dtype::F8_E5M2FNUZ => (C::FLOAT8_E5M2FNUZ, 8, 1),
-        Dtype::F8_E8M0 => (C::FLOAT8_E8M0FNU, 8, 1),
-        Dtype::F6_E2M3 => (C::FLOAT6_E2M3FN, 6, 1),
-        Dtype::F6_E3M2 => (C::FLOAT6_E3M2FN, 6, 1),
-        Dtype::F4 => (C::FLOAT4_E2M1FN, 4, 1),
-        _ => return None,
-    };
-    Some(DLDataType::new(code, bits, lanes))
+    let &(_, code, bits) = DTYPES.iter().find(|row| row.0 == dtype)?;
+    Some(DLDataType::new(code, bits, 1))
 }
 
 /// The safetensors dtype of a DLPack dtype, where the format has one.
 fn safetensors_dtype(dtype: DLDataType) -> Option<Dtype> {
-    [
-        Dtype::BOOL,
-        Dtype::U8,
-        Dtype::I8,
-        Dtype::U16,
-        Dtype::I16,
-        Dtype::U32,
-        Dtype::I32,
-        Dtype::U64,
-        Dtype::I64,
-        Dtype::F16,
-        Dtype::BF16,
-        Dtype::F32,
-        Dtype::F64,
-        Dtype::C64,
-        Dtype::F8_E4M3,
-        Dtype::F8_E5M2,
-        Dtype::F8_E4M3FNUZ,
-        Dtype::F8_E5M2FNUZ,
-        Dtype::F8_E8M0,
-        Dtype::F6_E2M3,
-        Dtype::F6_E3M2,
-        Dtype::F4,
-    ]
-    .into_iter()
-    .find(|&d| dlpack_dtype(d) == Some(dtype))
+    DTYPES
+        .iter()
+        .find(|&&(_, code, bits)| DLDataType::new(code, bits, 1) == dtype)
+        .map(|row| row.0)
 }
 
 /// The file's bytes: read (from the offset that aligns the data section to 64 bytes), or mapped.

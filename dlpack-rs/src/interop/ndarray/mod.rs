@@ -1,53 +1,6 @@
 //! Tensors as ndarray arrays (feature `ndarray`): imports viewed as [`ArrayViewD`] /
-//! [`ArrayViewMutD`], and [`Array`] / [`ArcArray`] exported without a copy.
-//!
-//! # Import
-//!
-//! [`Managed::as_array`] borrows the elements as a [`ReadGuard`] of an [`ArrayViewD`] with the
-//! producer's exact layout (any strides, negative ones included, and the `byte_offset`);
-//! [`Managed::as_array_mut`] gives a [`WriteGuard`]. Both are registered in the
-//! [borrow registry](crate::safe#the-borrow-registry) like slices.
-//!
-//! ```
-//! use dlpack_rs::safe::Export;
-//!
-//! // A 2x3 tensor seen transposed: ndarray gets the same layout.
-//! let t = Export::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
-//!     .shape(&[3, 2])
-//!     .strides(&[1, 3])
-//!     .versioned()?;
-//! let a = t.as_array::<f32>()?;
-//! assert_eq!(a.shape(), &[3, 2]);
-//! assert_eq!(a[[0, 1]], 4.0);
-//! assert_eq!(a.strides(), &[1, 3]);
-//! # Ok::<(), dlpack_rs::safe::Error>(())
-//! ```
-//!
-//! # Export
-//!
-//! [`Array<T, D>`] and [`ArcArray<T, D>`] implement [`IntoDLPack`](crate::IntoDLPack) with
-//! their own layout, nothing copied. An `Array` is exported writable, an `ArcArray` only when
-//! it is the sole owner of its data ([`ArcArray::is_unique`]), else read-only.
-//!
-//! ```
-//! use dlpack_rs::IntoDLPack;
-//! use ndarray::{s, Array2};
-//!
-//! let a = Array2::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as u16);
-//! let reversed = a.slice_move(s![.., ..;-2]); // every other column, right to left
-//! let t = reversed.into_managed_tensor_versioned()?;
-//! assert_eq!(t.shape(), &[3, 2]);
-//! assert_eq!(&*t.strides(), &[4, -2]);
-//! assert_eq!(t.as_array::<u16>()?[[1, 0]], 7);
-//! # Ok::<(), dlpack_rs::safe::Error>(())
-//! ```
-//!
-//! # Derive fields
-//!
-//! `Array` and `ArcArray` are also [`Buffer`](crate::safe::Buffer)s for a `#[dlpack(data)]`
-//! field: flat storage from the lowest to the highest element address, skipped elements
-//! included. An `ArcArray` field is always read-only: the struct could clone it while a
-//! consumer writes.
+//! [`ArrayViewMutD`] ([`Managed::as_array`]), and [`Array`] / [`ArcArray`] exported without a
+//! copy (`export.rs`).
 
 mod export;
 
@@ -104,10 +57,27 @@ impl<T> Normalized<T> {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The elements as an array view with the tensor's exact layout.
+    /// The elements as an array view with the tensor's exact layout (any strides, negative
+    /// ones included, and the `byte_offset`), registered in the
+    /// [borrow registry](crate::safe#the-borrow-registry) like slices.
     ///
     /// Refused for another dtype than `T`'s, memory the CPU cannot view, a first element not
     /// aligned for `T`, and ([`Error::AlreadyBorrowed`]) while a mutable view of it exists.
+    ///
+    /// ```
+    /// use dlpack_rs::safe::Export;
+    ///
+    /// // A 2x3 tensor seen transposed: ndarray gets the same layout.
+    /// let t = Export::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+    ///     .shape(&[3, 2])
+    ///     .strides(&[1, 3])
+    ///     .versioned()?;
+    /// let a = t.as_array::<f32>()?;
+    /// assert_eq!(a.shape(), &[3, 2]);
+    /// assert_eq!(a[[0, 1]], 4.0);
+    /// assert_eq!(a.strides(), &[1, 3]);
+    /// # Ok::<(), dlpack_rs::safe::Error>(())
+    /// ```
     pub fn as_array<T: Element>(&self) -> Result<ReadGuard<'_, ArrayViewD<'_, T>>, Error> {
         let (n, token) = self.borrowed_layout::<T>(false)?;
         // SAFETY: checked and borrowed (shared) by `strided_parts`; alive while `self` is.

@@ -28,42 +28,37 @@ enum Rule {
     },
 }
 
+/// A [`Rule::Free`] row: `base` + bits names it, numpy takes the `numpy` widths.
+macro_rules! free {
+    ($base:expr, $numpy:expr) => {
+        Rule::Free {
+            base: $base,
+            numpy: $numpy,
+        }
+    };
+}
+
+/// A [`Rule::Fixed`] row of `bits` bits and 1 lane, named `name`, that numpy does not take.
+macro_rules! one_lane {
+    ($bits:literal, $name:literal) => {
+        Rule::Fixed {
+            forms: &[($bits, Lanes::Exactly(1), $name)],
+            rule: concat!($bits, " bits, 1 lane"),
+            numpy: false,
+        }
+    };
+}
+
 /// DLPack's type codes; a new dtype is a row here and maybe an [`Element`] impl. Unlisted codes
 /// are free.
 const CODES: &[(DLDataTypeCode, Rule)] = {
     use DLDataTypeCode as C;
     use Lanes::{Any, Exactly};
-    const FP8: &str = "8 bits, 1 lane";
-    const FP6: &str = "6 bits, 1 lane";
     &[
-        (
-            C::INT,
-            Rule::Free {
-                base: Some("int"),
-                numpy: &[8, 16, 32, 64],
-            },
-        ),
-        (
-            C::UINT,
-            Rule::Free {
-                base: Some("uint"),
-                numpy: &[8, 16, 32, 64],
-            },
-        ),
-        (
-            C::FLOAT,
-            Rule::Free {
-                base: Some("float"),
-                numpy: &[16, 32, 64],
-            },
-        ),
-        (
-            C::OPAQUE_HANDLE,
-            Rule::Free {
-                base: None,
-                numpy: &[],
-            },
-        ),
+        (C::INT, free!(Some("int"), &[8, 16, 32, 64])),
+        (C::UINT, free!(Some("uint"), &[8, 16, 32, 64])),
+        (C::FLOAT, free!(Some("float"), &[16, 32, 64])),
+        (C::OPAQUE_HANDLE, free!(None, &[])),
         (
             C::BFLOAT,
             Rule::Fixed {
@@ -72,13 +67,7 @@ const CODES: &[(DLDataTypeCode, Rule)] = {
                 numpy: false,
             },
         ),
-        (
-            C::COMPLEX,
-            Rule::Free {
-                base: Some("complex"),
-                numpy: &[64, 128],
-            },
-        ),
+        (C::COMPLEX, free!(Some("complex"), &[64, 128])),
         (
             C::BOOL,
             Rule::Fixed {
@@ -87,86 +76,16 @@ const CODES: &[(DLDataTypeCode, Rule)] = {
                 numpy: true,
             },
         ),
-        (
-            C::FLOAT8_E3M4,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e3m4")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E4M3,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e4m3")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E4M3B11FNUZ,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e4m3b11fnuz")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E4M3FN,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e4m3fn")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E4M3FNUZ,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e4m3fnuz")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E5M2,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e5m2")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E5M2FNUZ,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e5m2fnuz")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E8M0FNU,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e8m0fnu")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT6_E2M3FN,
-            Rule::Fixed {
-                forms: &[(6, Exactly(1), "float6_e2m3fn")],
-                rule: FP6,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT6_E3M2FN,
-            Rule::Fixed {
-                forms: &[(6, Exactly(1), "float6_e3m2fn")],
-                rule: FP6,
-                numpy: false,
-            },
-        ),
+        (C::FLOAT8_E3M4, one_lane!(8, "float8_e3m4")),
+        (C::FLOAT8_E4M3, one_lane!(8, "float8_e4m3")),
+        (C::FLOAT8_E4M3B11FNUZ, one_lane!(8, "float8_e4m3b11fnuz")),
+        (C::FLOAT8_E4M3FN, one_lane!(8, "float8_e4m3fn")),
+        (C::FLOAT8_E4M3FNUZ, one_lane!(8, "float8_e4m3fnuz")),
+        (C::FLOAT8_E5M2, one_lane!(8, "float8_e5m2")),
+        (C::FLOAT8_E5M2FNUZ, one_lane!(8, "float8_e5m2fnuz")),
+        (C::FLOAT8_E8M0FNU, one_lane!(8, "float8_e8m0fnu")),
+        (C::FLOAT6_E2M3FN, one_lane!(6, "float6_e2m3fn")),
+        (C::FLOAT6_E3M2FN, one_lane!(6, "float6_e3m2fn")),
         (
             C::FLOAT4_E2M1FN,
             Rule::Fixed {
