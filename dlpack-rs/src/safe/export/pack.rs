@@ -3,7 +3,7 @@
 use core::ptr::NonNull;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
-use crate::safe::export::block::{build, build_validated, ManagedStruct, Readers};
+use crate::safe::export::block::{build_validated, ManagedStruct, Readers};
 use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
 use crate::safe::{Error, TensorInfo, Validated};
 
@@ -34,7 +34,9 @@ pub fn try_pack<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
 ) -> Result<*mut DLManagedTensor, Error> {
-    build::<DLManagedTensor, K>(keepalive, info, 0, Readers::ExportOnly, None).map(NonNull::as_ptr)
+    let info = Validated::new(info)?;
+    build_validated::<DLManagedTensor, K>(keepalive, info, 0, Readers::ExportOnly, None)
+        .map(NonNull::as_ptr)
 }
 
 /// As [`pack`], for a [`DLManagedTensorVersioned`] with `flags` (`DLPACK_FLAG_BITMASK_*`).
@@ -71,8 +73,15 @@ pub fn try_pack_versioned<K: Send + 'static>(
     info: TensorInfo,
     flags: u64,
 ) -> Result<*mut DLManagedTensorVersioned, Error> {
-    build::<DLManagedTensorVersioned, K>(keepalive, info, flags, Readers::ExportOnly, None)
-        .map(NonNull::as_ptr)
+    let info = Validated::new(info)?;
+    build_validated::<DLManagedTensorVersioned, K>(
+        keepalive,
+        info,
+        flags,
+        Readers::ExportOnly,
+        None,
+    )
+    .map(NonNull::as_ptr)
 }
 
 /// The managed struct an owned export is packed as, with its owner type.
