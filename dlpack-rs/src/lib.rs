@@ -18,7 +18,7 @@
 )]
 #![cfg_attr(
     feature = "ndarray",
-    doc = "- [`safe::ndarray`]: ndarray views of imports, zero-copy `Array` export (feature `ndarray`)."
+    doc = "- [`safe::Managed::as_array`]: ndarray views of imports, zero-copy `Array` export (feature `ndarray`)."
 )]
 //!
 //! Without features the crate is `#![no_std]` (it needs `alloc`) and has no dependencies.
@@ -68,7 +68,7 @@
 //! | `num-complex` | no | `Complex32` and `Complex64` as [`safe::Element`]s |
 //! | `ndarray` | no | `as_array` / `as_array_mut` views, `Array` / `ArcArray` export and `Buffer` |
 //! | `image` | no | `image` 0.25: `ImageBuffer` export as `(H, W, C)` and `TensorView::as_image` views (implies `std`) |
-//! | `safetensors` | no | `safe::SafeTensorsFile` (zero-copy reads) and `safe::serialize_safetensors` (implies `std`) |
+//! | `safetensors` | no | `safe::SafeTensorsFile` (zero-copy reads, and `serialize` to write; implies `std`) |
 //! | `inspect` | no | pyo3's `experimental-inspect`: type hints in generated stubs (implies `pyo3`; see `pyo3_glue::TYPING_STUB`) |
 //! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import, stream ordering (implies `std`) |
 //! | `abi3` | no | builds the pyo3 glue against CPython's stable ABI (Python >= 3.9, one wheel) |

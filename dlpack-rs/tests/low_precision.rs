@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dlpack_rs::ffi::*;
-use dlpack_rs::safe::{DtypeName, Error, ManagedTensorVersioned, PackedExport, Packing};
+use dlpack_rs::safe::{Error, ManagedTensorVersioned, PackedExport, Packing};
 
 /// A hand-built producer over memory the test owns (`data`), with a counting deleter.
 #[repr(C)]
@@ -92,7 +92,7 @@ fn check_code(code: u8, ok: &[(u8, u16)], refused: &[(u8, u16)]) {
             "invalid dtype: code {:?}, bits {bits}, lanes {lanes}",
             d.code
         )));
-        if let Some(rule) = dlpack_rs::safe::dtype_rule(d.code) {
+        if let Some(rule) = d.code.rule() {
             assert!(
                 message.ends_with(&format!("({:?} must be {rule})", d.code)),
                 "{message}"
@@ -244,13 +244,13 @@ fn python_names_of_every_code() {
         ),
     ];
     for &(d, name) in cases {
-        assert_eq!(DtypeName(d).to_string(), name);
+        assert_eq!(d.name().to_string(), name);
     }
-    assert!(DtypeName::numpy_has(dtype(6, 8, 1)));
-    assert!(DtypeName::numpy_has(dtype(2, 16, 1)));
-    assert!(!DtypeName::numpy_has(dtype(4, 16, 1)));
-    assert!(!DtypeName::numpy_has(dtype(10, 8, 1)));
-    assert!(!DtypeName::numpy_has(dtype(17, 4, 2)));
+    assert!(dtype(6, 8, 1).numpy_has());
+    assert!(dtype(2, 16, 1).numpy_has());
+    assert!(!dtype(4, 16, 1).numpy_has());
+    assert!(!dtype(10, 8, 1).numpy_has());
+    assert!(!dtype(17, 4, 2).numpy_has());
 }
 
 #[test]
@@ -449,8 +449,8 @@ mod float8_elements {
     fn dtypes_are_the_ones_torch_and_jax_use() {
         assert_eq!(F8E4M3::DTYPE, dtype(10, 8, 1));
         assert_eq!(F8E5M2::DTYPE, dtype(12, 8, 1));
-        assert_eq!(DtypeName(F8E4M3::DTYPE).to_string(), "float8_e4m3fn");
-        assert_eq!(DtypeName(F8E5M2::DTYPE).to_string(), "float8_e5m2");
+        assert_eq!(F8E4M3::DTYPE.name().to_string(), "float8_e4m3fn");
+        assert_eq!(F8E5M2::DTYPE.name().to_string(), "float8_e5m2");
         is_any_bit_pattern::<F8E4M3>();
         is_any_bit_pattern::<F8E5M2>();
     }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use dlpack_rs::ffi::DLDataType;
-use dlpack_rs::safe::{serialize_safetensors, Export, PackedExport, SafeTensorsFile};
+use dlpack_rs::safe::{Export, PackedExport, SafeTensorsFile};
 
 fn temp(name: &str, bytes: &[u8]) -> PathBuf {
     let path = std::env::temp_dir().join(format!(
@@ -27,7 +27,7 @@ fn sample() -> Vec<u8> {
         .shape(&[0, 4])
         .versioned()
         .unwrap();
-    serialize_safetensors([("a", &a), ("b", &b), ("empty", &c)]).unwrap()
+    SafeTensorsFile::serialize([("a", &a), ("b", &b), ("empty", &c)]).unwrap()
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn a_file_round_trips_byte_for_byte() {
         .names()
         .map(|n| (n.to_string(), file.tensor(n).unwrap().unwrap()))
         .collect();
-    let again = serialize_safetensors(tensors.iter().map(|(n, t)| (n.as_str(), t))).unwrap();
+    let again = SafeTensorsFile::serialize(tensors.iter().map(|(n, t)| (n.as_str(), t))).unwrap();
     assert_eq!(again, bytes);
     std::fs::remove_file(path).unwrap();
 }
@@ -85,7 +85,7 @@ fn low_precision_and_packed_dtypes_keep_their_codes() {
         .shape(&[4])
         .versioned()
         .unwrap();
-    let bytes = serialize_safetensors([("f4", &f4)]).unwrap();
+    let bytes = SafeTensorsFile::serialize([("f4", &f4)]).unwrap();
     let path = temp("packed", &bytes);
     let file = SafeTensorsFile::read(&path).unwrap();
     let t = file.tensor("f4").unwrap().unwrap();
@@ -107,7 +107,7 @@ fn strided_and_unsupported_tensors_are_refused_with_the_reason() {
         .strides(&[1, 2])
         .versioned()
         .unwrap();
-    let e = serialize_safetensors([("t", &t)]).unwrap_err();
+    let e = SafeTensorsFile::serialize([("t", &t)]).unwrap_err();
     assert_eq!(e, dlpack_rs::safe::Error::NotContiguous);
     let c = Export::new(vec![0u8; 2]).versioned().unwrap();
     let odd = dlpack_rs::safe::PackedExport::new(
@@ -117,7 +117,7 @@ fn strided_and_unsupported_tensors_are_refused_with_the_reason() {
     .shape(&[4])
     .versioned()
     .unwrap();
-    let e = serialize_safetensors([("c", &c), ("u4", &odd)]).unwrap_err();
+    let e = SafeTensorsFile::serialize([("c", &c), ("u4", &odd)]).unwrap_err();
     assert!(e.to_string().contains("safetensors has no dtype"), "{e}");
 }
 
@@ -146,13 +146,13 @@ fn malformed_files_are_invalid_data() {
 fn repeated_and_reserved_names_are_refused_before_serializing() {
     let t = Export::new(vec![1u8, 2]).versioned().unwrap();
     // safetensors' own serializer panics on a repeated name.
-    let e = serialize_safetensors([("a", &t), ("a", &t)]).unwrap_err();
+    let e = SafeTensorsFile::serialize([("a", &t), ("a", &t)]).unwrap_err();
     assert_eq!(
         e,
         dlpack_rs::safe::Error::Unserializable("tensor name \"a\": given twice".into())
     );
     // `__metadata__` is the header's metadata key: a file with such a tensor loads nowhere.
-    let e = serialize_safetensors([("__metadata__", &t)]).unwrap_err();
+    let e = SafeTensorsFile::serialize([("__metadata__", &t)]).unwrap_err();
     assert!(e.to_string().contains("reserved"), "{e}");
 }
 

@@ -68,7 +68,7 @@ r = torch.from_dlpack(ext.cuda_arange(1 << 20))
 check("cudarc export: torch sees the Rust write", torch.equal(r, torch.arange(1 << 20, dtype=torch.float32, device=dev)))
 check("cudarc export: a CUDA tensor on device 0", r.device == dev)
 
-# torch -> Rust: a write queued behind a long sleep on a side stream; cuda::import takes the
+# torch -> Rust: a write queued behind a long sleep on a side stream; CudaTensor::import takes the
 # tensor through torch's table and orders the extension's stream after the side stream.
 z = torch.zeros(1 << 20, device=dev)
 with torch.cuda.stream(side):

@@ -34,7 +34,7 @@
 //! # Import
 //!
 //! [`CudaTensor`] owns an imported CUDA tensor and hands out cudarc views bound to the
-//! consumer's stream. With the Python glue, [`import`] / [`import_mut`] take it from any
+//! consumer's stream. With the Python glue, [`CudaTensor::import`] / [`CudaTensor::import_mut`] take it from any
 //! producer, ordering the consumer's stream after the producer's work.
 //!
 //! ```no_run
@@ -45,7 +45,7 @@
 //! #[pyfunction]
 //! fn total(tensor: &Bound<'_, PyAny>) -> PyResult<f32> {
 //!     let stream = CudaContext::new(0).map_err(dlpack_rs::cuda::driver_error)?.default_stream();
-//!     let imported = dlpack_rs::cuda::import::<f32>(tensor, &stream)?;
+//!     let imported = dlpack_rs::cuda::CudaTensor::<f32>::import(tensor, &stream)?;
 //!     let host = stream.clone_dtoh(&imported.as_view()).map_err(dlpack_rs::cuda::driver_error)?;
 //!     Ok(host.iter().sum())
 //! }
@@ -266,7 +266,7 @@ impl<T> CudaTensor<T> {
     }
 
     /// The memory as a mutable cudarc view; [`Error::ReadOnly`] unless made by
-    /// [`CudaTensor::new_mut`] (or [`import_mut`]).
+    /// [`CudaTensor::new_mut`] (or [`CudaTensor::import_mut`]).
     pub fn as_view_mut(&mut self) -> Result<CudaViewMut<'_, T>, Error> {
         if !self.writable {
             return Err(Error::ReadOnly);
@@ -381,48 +381,48 @@ pub(crate) fn check_cuda<T: Element>(
     Ok((tensor.first_element::<T>()? as usize, len))
 }
 
-/// Imports `obj` (any object with `__dlpack__`) for reading on `stream`.
-///
-/// A producer with a C exchange table (torch) is ordered by an event after its current work
-/// stream; any other is called as `obj.__dlpack__(stream=...)` and orders itself. Errors are
-/// `BufferError` (`TypeError` for a dtype mismatch), as for host imports.
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
-pub fn import<T: AnyBitPattern>(
-    obj: &pyo3::Bound<'_, pyo3::PyAny>,
-    stream: &Arc<CudaStream>,
-) -> pyo3::PyResult<CudaTensor<T>> {
-    import_impl(obj, stream, false)
-}
-
-/// As [`import`], with a mutable view: refused for read-only tensors and legacy-only producers.
-#[cfg(feature = "pyo3")]
-#[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
-pub fn import_mut<T: AnyBitPattern>(
-    obj: &pyo3::Bound<'_, pyo3::PyAny>,
-    stream: &Arc<CudaStream>,
-) -> pyo3::PyResult<CudaTensor<T>> {
-    import_impl(obj, stream, true)
-}
-
-#[cfg(feature = "pyo3")]
-fn import_impl<T: AnyBitPattern>(
-    obj: &pyo3::Bound<'_, pyo3::PyAny>,
-    stream: &Arc<CudaStream>,
-    exclusive: bool,
-) -> pyo3::PyResult<CudaTensor<T>> {
-    // No `dl_device`: managed memory is welcome too; `check_cuda` refuses other devices.
-    let tensor = crate::pyo3_glue::ImportOptions::new()
-        .unsynchronized(true)
-        .stream(dlpack_stream_of(stream.cu_stream()))
-        .import(obj)?;
-    let producer_stream = tensor.producer_stream();
-    let imported = CudaTensor::<T>::build(tensor.into_inner(), stream, exclusive)?;
-    if let Some(producer_stream) = producer_stream {
-        // SAFETY: the producer's current work stream, named by its trusted exchange table.
-        unsafe { imported.order_after(producer_stream.cast()) }?;
+impl<T: AnyBitPattern> CudaTensor<T> {
+    /// Imports `obj` (any object with `__dlpack__`) for reading on `stream`.
+    ///
+    /// A producer with a C exchange table (torch) is ordered by an event after its current work
+    /// stream; any other is called as `obj.__dlpack__(stream=...)` and orders itself. Errors are
+    /// `BufferError` (`TypeError` for a dtype mismatch), as for host imports.
+    pub fn import(
+        obj: &pyo3::Bound<'_, pyo3::PyAny>,
+        stream: &Arc<CudaStream>,
+    ) -> pyo3::PyResult<Self> {
+        Self::import_with(obj, stream, false)
     }
-    Ok(imported)
+
+    /// As [`CudaTensor::import`], with a mutable view: refused for read-only tensors and
+    /// legacy-only producers.
+    pub fn import_mut(
+        obj: &pyo3::Bound<'_, pyo3::PyAny>,
+        stream: &Arc<CudaStream>,
+    ) -> pyo3::PyResult<Self> {
+        Self::import_with(obj, stream, true)
+    }
+
+    fn import_with(
+        obj: &pyo3::Bound<'_, pyo3::PyAny>,
+        stream: &Arc<CudaStream>,
+        exclusive: bool,
+    ) -> pyo3::PyResult<Self> {
+        // No `dl_device`: managed memory is welcome too; `check_cuda` refuses other devices.
+        let tensor = crate::pyo3_glue::ImportOptions::new()
+            .unsynchronized(true)
+            .stream(dlpack_stream_of(stream.cu_stream()))
+            .import(obj)?;
+        let producer_stream = tensor.producer_stream();
+        let imported = Self::build(tensor.into_inner(), stream, exclusive)?;
+        if let Some(producer_stream) = producer_stream {
+            // SAFETY: the producer's current work stream, named by its trusted exchange table.
+            unsafe { imported.order_after(producer_stream.cast()) }?;
+        }
+        Ok(imported)
+    }
 }
 
 #[cfg(test)]

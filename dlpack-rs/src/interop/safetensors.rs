@@ -1,5 +1,5 @@
 //! safetensors files (feature `safetensors`): [`SafeTensorsFile`] exports a file's tensors
-//! zero-copy; [`serialize_safetensors`] writes tensors in the format.
+//! zero-copy; [`SafeTensorsFile::serialize`] writes tensors in the format.
 
 use alloc::borrow::Cow;
 use alloc::collections::BTreeMap;
@@ -13,69 +13,49 @@ use safetensors::tensor::{Dtype, SafeTensors, View};
 
 use crate::ffi::{DLDataType, DLDataTypeCode as C, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::safe::{
-    cpu_device, AlignedBuffer, Error, Kind, Managed, ManagedTensorVersioned, ReadSlice, Readers,
+    cpu_device, AlignedBuffer, Error, Kind, Managed, ManagedTensorVersioned, ReadGuard, Readers,
     TensorInfo, Validated,
 };
 
+/// safetensors' dtypes and the DLPack type code and bits of each (one lane).
+const DTYPES: &[(Dtype, C, u8)] = &[
+    (Dtype::BOOL, C::BOOL, 8),
+    (Dtype::U8, C::UINT, 8),
+    (Dtype::I8, C::INT, 8),
+    (Dtype::U16, C::UINT, 16),
+    (Dtype::I16, C::INT, 16),
+    (Dtype::U32, C::UINT, 32),
+    (Dtype::I32, C::INT, 32),
+    (Dtype::U64, C::UINT, 64),
+    (Dtype::I64, C::INT, 64),
+    (Dtype::F16, C::FLOAT, 16),
+    (Dtype::BF16, C::BFLOAT, 16),
+    (Dtype::F32, C::FLOAT, 32),
+    (Dtype::F64, C::FLOAT, 64),
+    (Dtype::C64, C::COMPLEX, 64),
+    // safetensors' F8_E4M3 is torch's and jax's float8_e4m3fn.
+    (Dtype::F8_E4M3, C::FLOAT8_E4M3FN, 8),
+    (Dtype::F8_E5M2, C::FLOAT8_E5M2, 8),
+    (Dtype::F8_E4M3FNUZ, C::FLOAT8_E4M3FNUZ, 8),
+    (Dtype::F8_E5M2FNUZ, C::FLOAT8_E5M2FNUZ, 8),
+    (Dtype::F8_E8M0, C::FLOAT8_E8M0FNU, 8),
+    (Dtype::F6_E2M3, C::FLOAT6_E2M3FN, 6),
+    (Dtype::F6_E3M2, C::FLOAT6_E3M2FN, 6),
+    (Dtype::F4, C::FLOAT4_E2M1FN, 4),
+];
+
 /// The DLPack dtype of a safetensors dtype.
 fn dlpack_dtype(dtype: Dtype) -> Option<DLDataType> {
-    let (code, bits, lanes) = match dtype {
-        Dtype::BOOL => (C::BOOL, 8, 1),
-        Dtype::U8 => (C::UINT, 8, 1),
-        Dtype::I8 => (C::INT, 8, 1),
-        Dtype::U16 => (C::UINT, 16, 1),
-        Dtype::I16 => (C::INT, 16, 1),
-        Dtype::U32 => (C::UINT, 32, 1),
-        Dtype::I32 => (C::INT, 32, 1),
-        Dtype::U64 => (C::UINT, 64, 1),
-        Dtype::I64 => (C::INT, 64, 1),
-        Dtype::F16 => (C::FLOAT, 16, 1),
-        Dtype::BF16 => (C::BFLOAT, 16, 1),
-        Dtype::F32 => (C::FLOAT, 32, 1),
-        Dtype::F64 => (C::FLOAT, 64, 1),
-        Dtype::C64 => (C::COMPLEX, 64, 1),
-        // safetensors' F8_E4M3 is torch's and jax's float8_e4m3fn.
-        Dtype::F8_E4M3 => (C::FLOAT8_E4M3FN, 8, 1),
-        Dtype::F8_E5M2 => (C::FLOAT8_E5M2, 8, 1),
-        Dtype::F8_E4M3FNUZ => (C::FLOAT8_E4M3FNUZ, 8, 1),
-        Dtype::F8_E5M2FNUZ => (C::FLOAT8_E5M2FNUZ, 8, 1),
-        Dtype::F8_E8M0 => (C::FLOAT8_E8M0FNU, 8, 1),
-        Dtype::F6_E2M3 => (C::FLOAT6_E2M3FN, 6, 1),
-        Dtype::F6_E3M2 => (C::FLOAT6_E3M2FN, 6, 1),
-        Dtype::F4 => (C::FLOAT4_E2M1FN, 4, 1),
-        _ => return None,
-    };
-    Some(DLDataType::new(code, bits, lanes))
+    let &(_, code, bits) = DTYPES.iter().find(|row| row.0 == dtype)?;
+    Some(DLDataType::new(code, bits, 1))
 }
 
 /// The safetensors dtype of a DLPack dtype, where the format has one.
 fn safetensors_dtype(dtype: DLDataType) -> Option<Dtype> {
-    [
-        Dtype::BOOL,
-        Dtype::U8,
-        Dtype::I8,
-        Dtype::U16,
-        Dtype::I16,
-        Dtype::U32,
-        Dtype::I32,
-        Dtype::U64,
-        Dtype::I64,
-        Dtype::F16,
-        Dtype::BF16,
-        Dtype::F32,
-        Dtype::F64,
-        Dtype::C64,
-        Dtype::F8_E4M3,
-        Dtype::F8_E5M2,
-        Dtype::F8_E4M3FNUZ,
-        Dtype::F8_E5M2FNUZ,
-        Dtype::F8_E8M0,
-        Dtype::F6_E2M3,
-        Dtype::F6_E3M2,
-        Dtype::F4,
-    ]
-    .into_iter()
-    .find(|&d| dlpack_dtype(d) == Some(dtype))
+    DTYPES
+        .iter()
+        .find(|&&(_, code, bits)| DLDataType::new(code, bits, 1) == dtype)
+        .map(|row| row.0)
 }
 
 /// The file's bytes: read (from the offset that aligns the data section to 64 bytes), or mapped.
@@ -99,11 +79,11 @@ impl Bytes {
 /// dtype, shape and byte range is checked when the file is opened.
 ///
 /// ```
-/// use dlpack_rs::safe::{serialize_safetensors, Export, SafeTensorsFile};
+/// use dlpack_rs::safe::{Export, SafeTensorsFile};
 ///
 /// let weights = Export::new(vec![1.0f32, 2.0, 3.0, 4.0]).shape(&[2, 2]).versioned()?;
 /// let path = std::env::temp_dir().join(format!("dlpack-rs-doc-{}.safetensors", std::process::id()));
-/// std::fs::write(&path, serialize_safetensors([("weights", &weights)])?)?;
+/// std::fs::write(&path, SafeTensorsFile::serialize([("weights", &weights)])?)?;
 /// let file = SafeTensorsFile::read(&path)?;
 /// assert_eq!(file.names().collect::<Vec<_>>(), ["weights"]);
 /// let t = file.tensor("weights").unwrap()?;
@@ -190,13 +170,64 @@ impl SafeTensorsFile {
                         "tensor {name}: {} bytes for {} elements of {}",
                         data.len(),
                         validated.extent().numel,
-                        crate::safe::DtypeName(dtype)
+                        dtype.name()
                     ),
                 ));
             }
             tensors.insert(name.to_string(), info);
         }
         Ok(SafeTensorsFile { bytes, tensors })
+    }
+
+    /// Serializes `(name, tensor)` pairs in the safetensors format.
+    ///
+    /// Each tensor must be C-contiguous on the host (`NotContiguous`, `NotHostAccessible`), of a
+    /// dtype the format has, under a unique name other than `__metadata__` (`Unserializable`), and
+    /// not mutably borrowed (`AlreadyBorrowed`). Python raises `BufferError` (`ValueError` for names
+    /// and dtypes).
+    pub fn serialize<'a, S, K, I>(tensors: I) -> Result<Vec<u8>, Error>
+    where
+        S: AsRef<str>,
+        K: Kind + 'a,
+        I: IntoIterator<Item = (S, &'a Managed<K>)>,
+    {
+        let mut views = Vec::new();
+        let mut names = alloc::collections::BTreeSet::new();
+        for (name, t) in tensors {
+            let name = name.as_ref();
+            // safetensors panics on a repeated name, and `__metadata__` is the header's own key.
+            if name == "__metadata__" {
+                return Err(unserializable(name, "reserved for the header's metadata"));
+            }
+            if !names.insert(name.to_string()) {
+                return Err(unserializable(name, "given twice"));
+            }
+            let dtype = safetensors_dtype(t.dtype()).ok_or_else(|| {
+                unserializable(
+                    name,
+                    &alloc::format!("safetensors has no dtype {}", t.dtype().name()),
+                )
+            })?;
+            let bits = u128::from(crate::safe::element_bits(t.dtype()));
+            if bits < 8 && (t.numel() as u128 * bits) % 8 != 0 {
+                // safetensors refuses it too, without saying which tensor.
+                return Err(unserializable(
+                    name,
+                    "sub-byte elements that do not fill a whole number of bytes",
+                ));
+            }
+            let shape = t.shape().iter().map(|&d| d as usize).collect();
+            views.push((
+                name.to_string(),
+                Bytewise {
+                    dtype,
+                    shape,
+                    bytes: t.contiguous_bytes()?,
+                },
+            ));
+        }
+        safetensors::serialize(views.iter().map(|(n, v)| (n.as_str(), v)), None)
+            .map_err(|e| Error::Unserializable(e.to_string()))
     }
 
     /// The tensors' names, in sorted order.
@@ -243,7 +274,7 @@ fn named(name: &str, e: Error) -> io::Error {
 struct Bytewise<'a> {
     dtype: Dtype,
     shape: Vec<usize>,
-    bytes: ReadSlice<'a, u8>,
+    bytes: ReadGuard<'a, &'a [u8]>,
 }
 
 impl View for &Bytewise<'_> {
@@ -261,88 +292,7 @@ impl View for &Bytewise<'_> {
     }
 }
 
-/// Serializes `(name, tensor)` pairs in the safetensors format.
-///
-/// Each tensor must be C-contiguous on the host (`NotContiguous`, `NotHostAccessible`), of a
-/// dtype the format has, under a unique name other than `__metadata__` (`Unserializable`), and
-/// not mutably borrowed (`AlreadyBorrowed`). Python raises `BufferError` (`ValueError` for names
-/// and dtypes).
-pub fn serialize_safetensors<'a, S, K, I>(tensors: I) -> Result<Vec<u8>, Error>
-where
-    S: AsRef<str>,
-    K: Kind + 'a,
-    I: IntoIterator<Item = (S, &'a Managed<K>)>,
-{
-    let mut views = Vec::new();
-    let mut names = alloc::collections::BTreeSet::new();
-    for (name, t) in tensors {
-        let name = name.as_ref();
-        // safetensors panics on a repeated name, and `__metadata__` is the header's own key.
-        if name == "__metadata__" {
-            return Err(unserializable(name, "reserved for the header's metadata"));
-        }
-        if !names.insert(name.to_string()) {
-            return Err(unserializable(name, "given twice"));
-        }
-        let dtype = safetensors_dtype(t.dtype()).ok_or_else(|| {
-            unserializable(
-                name,
-                &alloc::format!(
-                    "safetensors has no dtype {}",
-                    crate::safe::DtypeName(t.dtype())
-                ),
-            )
-        })?;
-        let bits = u128::from(crate::safe::element_bits(t.dtype()));
-        if bits < 8 && (t.numel() as u128 * bits) % 8 != 0 {
-            // safetensors refuses it too, without saying which tensor.
-            return Err(unserializable(
-                name,
-                "sub-byte elements that do not fill a whole number of bytes",
-            ));
-        }
-        let shape = t.shape().iter().map(|&d| d as usize).collect();
-        views.push((
-            name.to_string(),
-            Bytewise {
-                dtype,
-                shape,
-                bytes: contiguous_bytes(t)?,
-            },
-        ));
-    }
-    safetensors::serialize(views.iter().map(|(n, v)| (n.as_str(), v)), None)
-        .map_err(|e| Error::Unserializable(e.to_string()))
-}
-
 /// `Unserializable`, naming the tensor.
 fn unserializable(name: &str, reason: &str) -> Error {
     Error::Unserializable(alloc::format!("tensor name {name:?}: {reason}"))
-}
-
-/// The bytes of a C-contiguous host tensor (any dtype), borrowed shared.
-fn contiguous_bytes<K: Kind>(t: &Managed<K>) -> Result<ReadSlice<'_, u8>, Error> {
-    crate::safe::host_viewable(t.device())?;
-    if !t.is_contiguous() {
-        return Err(Error::NotContiguous);
-    }
-    let len = t.nbytes();
-    if len == 0 {
-        // SAFETY: an empty slice at a dangling aligned pointer, nothing to borrow.
-        return Ok(unsafe {
-            ReadSlice::new(
-                core::ptr::NonNull::<u8>::dangling().as_ptr(),
-                0,
-                crate::safe::borrow::BorrowToken::EMPTY,
-            )
-        });
-    }
-    let ptr = t.data_ptr().cast::<u8>();
-    if ptr.is_null() {
-        return Err(Error::NullData);
-    }
-    let token = t.borrow_addressed(false)?;
-    // SAFETY: non-NULL contiguous host memory of `nbytes` (validated to lie in the producer's
-    // allocation), alive while `t` is, any byte a valid u8, and borrowed shared above.
-    Ok(unsafe { ReadSlice::new(ptr, len, token) })
 }

@@ -4,6 +4,9 @@ use core::fmt;
 
 use crate::ffi::{DLDataType, DLDevice, DLPackVersion};
 
+/// The largest `ndim` accepted, public as [`TensorInfo::MAX_NDIM`](crate::safe::TensorInfo::MAX_NDIM).
+pub(crate) const MAX_NDIM: usize = 1024;
+
 /// Everything that can be wrong with a tensor handed to, or built by, the safe layer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -21,7 +24,7 @@ pub enum Error {
     },
     /// `ndim` is negative.
     NegativeNdim(i32),
-    /// `ndim` is larger than [`MAX_NDIM`](crate::safe::MAX_NDIM).
+    /// `ndim` is larger than [`TensorInfo::MAX_NDIM`](crate::safe::TensorInfo::MAX_NDIM).
     TooManyDims(i32),
     /// `ndim > 0` but the shape pointer is NULL.
     NullShape,
@@ -146,11 +149,7 @@ impl fmt::Display for Error {
             }
             Error::NegativeNdim(n) => write!(f, "ndim is negative ({n})"),
             Error::TooManyDims(n) => {
-                write!(
-                    f,
-                    "ndim {n} exceeds the supported maximum of {}",
-                    crate::safe::MAX_NDIM
-                )
+                write!(f, "ndim {n} exceeds the supported maximum of {}", MAX_NDIM)
             }
             Error::NullShape => f.write_str("shape pointer is NULL but ndim > 0"),
             Error::NegativeDim { axis, extent } => {
@@ -168,7 +167,7 @@ impl fmt::Display for Error {
                     "invalid dtype: code {:?}, bits {}, lanes {}",
                     d.code, d.bits, d.lanes
                 )?;
-                match crate::safe::dtype_rule(d.code) {
+                match d.code.rule() {
                     Some(rule) => write!(f, " ({:?} must be {rule})", d.code),
                     None => Ok(()),
                 }
@@ -176,14 +175,14 @@ impl fmt::Display for Error {
             Error::DtypeMismatch { expected, found } => write!(
                 f,
                 "dtype mismatch: asked for {} ({expected}), tensor holds {} ({found})",
-                crate::safe::DtypeName(*expected),
-                crate::safe::DtypeName(*found)
+                expected.name(),
+                found.name()
             ),
             Error::PaddedSubByte(d) => write!(
                 f,
                 "sub-byte dtype {} ({d}) flagged IS_SUBBYTE_TYPE_PADDED: only packed sub-byte \
                  data is read (ask the producer for packed data)",
-                crate::safe::DtypeName(*d)
+                d.name()
             ),
             Error::PackedLength {
                 bytes,
@@ -196,7 +195,7 @@ impl fmt::Display for Error {
             Error::NotPacked(d) => write!(
                 f,
                 "dtype {} ({d}) has values wider than 8 bits: view it typed, not packed",
-                crate::safe::DtypeName(*d)
+                d.name()
             ),
             Error::NotContiguous => f.write_str("tensor is not C-contiguous"),
             Error::NotHostAccessible(d) => write!(

@@ -10,11 +10,11 @@
 //! | how do I export safely? | [`Export`] |
 //! | how do I export a raw pointer? | [`pack`], [`pack_versioned`], `try_` forms |
 //! | who owns a managed tensor? | [`Managed`] ([`ManagedTensor`], [`ManagedTensorVersioned`], [`AnyManaged`]) |
-//! | how are views kept from aliasing? | [the borrow registry](#the-borrow-registry), [`ReadSlice`], [`WriteSlice`] |
-//! | element types and devices | [`Element`], `dtype_*`, `*_device`, [`DtypeName`] |
+//! | how are views kept from aliasing? | [the borrow registry](#the-borrow-registry), [`ReadGuard`], [`WriteGuard`] |
+//! | element types and devices | [`Element`], `dtype_*`, `*_device`, [`DLDataType::name`](crate::ffi::DLDataType::name) |
 //! | sub-byte and low-precision data | [`Packing`], [`Managed::as_packed`], [`PackedExport`] |
 //!
-//! With feature `ndarray`, [`ndarray`](mod@ndarray) adds `as_array` / `as_array_mut` views.
+//! With feature `ndarray`, `Managed::as_array` / `as_array_mut` give ndarray views.
 //!
 //! # The borrow registry
 //!
@@ -53,18 +53,15 @@ pub(crate) use export::copy::{copy_described, AlignedBytes};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::described::Described;
 // Named one by one, so that what is public is a decision.
-#[cfg(feature = "ndarray")]
-#[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
-pub use crate::interop::ndarray;
 #[cfg(feature = "safetensors")]
 #[cfg_attr(docsrs, doc(cfg(feature = "safetensors")))]
-pub use crate::interop::safetensors::{serialize_safetensors, SafeTensorsFile};
-pub use borrow::guard::{ReadSlice, WriteSlice};
+pub use crate::interop::safetensors::SafeTensorsFile;
+pub use borrow::guard::{ReadGuard, WriteGuard};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use dtype::element_bits;
 pub use dtype::{
-    cpu_device, cuda_device, dtype_bool, dtype_f32, dtype_f64, dtype_i32, dtype_i64, dtype_rule,
-    dtype_u16, dtype_u8, AnyBitPattern, DtypeName, Element,
+    cpu_device, cuda_device, dtype_bool, dtype_f32, dtype_f64, dtype_i32, dtype_i64, dtype_u16,
+    dtype_u8, AnyBitPattern, Element,
 };
 pub use error::Error;
 pub use export::pack::{pack, pack_versioned, try_pack, try_pack_versioned};
@@ -87,6 +84,3 @@ pub(crate) use layout::Extent;
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use layout::{compact_strides, is_c_contiguous};
 pub use packed::{PackedExport, PackedSlice, Packing};
-
-/// The largest `ndim` this crate accepts (numpy allows 64, torch fewer).
-pub const MAX_NDIM: usize = 1024;

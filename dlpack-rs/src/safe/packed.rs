@@ -11,16 +11,15 @@
 
 use alloc::vec::Vec;
 use core::ffi::c_void;
-use core::ptr::NonNull;
 
-use crate::ffi::{DLDataType, DLPACK_FLAG_BITMASK_READ_ONLY};
-use crate::safe::borrow::guard::ReadSlice;
+use crate::ffi::{DLDataType, DLManagedTensor, DLManagedTensorVersioned};
+use crate::safe::borrow::guard::ReadGuard;
 use crate::safe::borrow::BorrowToken;
-use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
-use crate::safe::export::pack::pack_validated;
+use crate::safe::export::buffer::to_i64s;
+use crate::safe::export::pack_buffer;
 use crate::safe::import::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
-use crate::safe::{validate_dtype, Buffer, Dim, Error, Readers, TensorInfo};
+use crate::safe::{validate_dtype, Buffer, Dim, Error, TensorInfo};
 
 /// How the values of a dtype of at most 8 bits sit in bytes.
 ///
@@ -141,7 +140,7 @@ impl Packing {
 
 /// A shared view of a contiguous tensor's packed bytes ([`Managed::as_packed`]).
 pub struct PackedSlice<'a> {
-    bytes: ReadSlice<'a, u8>,
+    bytes: ReadGuard<'a, &'a [u8]>,
     packing: Packing,
     numel: usize,
 }
@@ -149,7 +148,7 @@ pub struct PackedSlice<'a> {
 impl core::fmt::Debug for PackedSlice<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("PackedSlice")
-            .field("dtype", &crate::safe::DtypeName(self.packing.dtype))
+            .field("dtype", &format_args!("{}", self.packing.dtype.name()))
             .field("numel", &self.numel)
             .field("bytes", &self.bytes())
             .finish()
@@ -211,21 +210,21 @@ impl<K: Kind> Managed<K> {
     /// ```
     pub fn as_packed(&self) -> Result<PackedSlice<'_>, Error> {
         let packing = Packing::of(self.dtype())?;
+        Ok(PackedSlice {
+            bytes: self.contiguous_bytes()?,
+            packing,
+            numel: self.numel(),
+        })
+    }
+
+    /// The bytes of a C-contiguous host tensor (any dtype), borrowed shared.
+    pub(crate) fn contiguous_bytes(&self) -> Result<ReadGuard<'_, &[u8]>, Error> {
         crate::safe::import::views::host_viewable(self.device())?;
         if !self.is_contiguous() {
             return Err(Error::NotContiguous);
         }
-        let numel = self.numel();
-        if numel == 0 {
-            // SAFETY: no bytes: a dangling aligned pointer for an empty slice, nothing to borrow.
-            let bytes = unsafe {
-                ReadSlice::new(NonNull::<u8>::dangling().as_ptr(), 0, BorrowToken::EMPTY)
-            };
-            return Ok(PackedSlice {
-                bytes,
-                packing,
-                numel,
-            });
+        if self.numel() == 0 {
+            return Ok(ReadGuard::new(&[], BorrowToken::EMPTY));
         }
         let ptr = self.data_ptr().cast::<u8>();
         if ptr.is_null() {
@@ -233,13 +232,9 @@ impl<K: Kind> Managed<K> {
         }
         let token = self.borrow_addressed(false)?;
         // SAFETY: non-NULL host memory, `nbytes` bytes validated in bounds, alive while `self`
-        // is, any byte a valid u8, and borrowed (shared) above.
-        let bytes = unsafe { ReadSlice::new(ptr, self.nbytes(), token) };
-        Ok(PackedSlice {
-            bytes,
-            packing,
-            numel,
-        })
+        // is, any byte a valid u8, and borrowed (shared) above until the guard drops.
+        let bytes = unsafe { core::slice::from_raw_parts(ptr, self.nbytes()) };
+        Ok(ReadGuard::new(bytes, token))
     }
 }
 
@@ -250,11 +245,11 @@ impl<K: Kind> Managed<K> {
 ///
 /// ```
 /// use dlpack_rs::ffi::DLDataType;
-/// use dlpack_rs::safe::{DtypeName, PackedExport};
+/// use dlpack_rs::safe::PackedExport;
 ///
 /// let t = PackedExport::new(vec![0x21u8, 0x43, 0x65], DLDataType::FLOAT4_E2M1FN_X2).versioned()?;
 /// assert_eq!(t.shape(), &[3]);
-/// assert_eq!(DtypeName(t.dtype()).to_string(), "float4_e2m1fn_x2");
+/// assert_eq!(t.dtype().name().to_string(), "float4_e2m1fn_x2");
 /// # Ok::<(), dlpack_rs::safe::Error>(())
 /// ```
 #[derive(Debug)]
@@ -288,8 +283,8 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
         self
     }
 
-    /// The buffer, its validated metadata and the export's flags.
-    fn into_parts(self) -> Result<(B, Validated, u64), Error> {
+    /// The buffer, its validated metadata and whether the builder asked for read-only.
+    fn into_parts(self) -> Result<(B, Validated, bool), Error> {
         let packing = Packing::of(self.dtype)?;
         let len = self.buffer.num_elements();
         let shape = match self.shape? {
@@ -317,51 +312,20 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
                 needed,
             });
         }
-        let read_only = self.read_only || !self.buffer.is_writable();
-        let flags = if read_only {
-            DLPACK_FLAG_BITMASK_READ_ONLY
-        } else {
-            0
-        };
-        Ok((self.buffer, info, flags))
+        Ok((self.buffer, info, self.read_only))
     }
 
     /// Builds a versioned managed tensor (`READ_ONLY` when the buffer or builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
-        let (buffer, info, flags) = self.into_parts()?;
-        let data_of: fn(&mut B) -> *mut c_void = if flags & DLPACK_FLAG_BITMASK_READ_ONLY == 0 {
-            write_ptr::<B>
-        } else {
-            read_ptr::<B>
-        };
-        // SAFETY: `into_parts` checked the layout covers exactly the buffer's bytes, which the
-        // `Buffer` contract keeps in place while the buffer lives; written only when writable.
-        unsafe {
-            pack_validated::<crate::ffi::DLManagedTensorVersioned, _>(
-                buffer,
-                info,
-                flags,
-                Readers::ExportOnly,
-                Some(data_of),
-            )
-        }
+        let (buffer, info, read_only) = self.into_parts()?;
+        // SAFETY: `into_parts` checked the layout covers exactly the buffer's bytes.
+        unsafe { pack_buffer::<DLManagedTensorVersioned, B>(buffer, info, read_only) }
     }
 
     /// Builds a legacy managed tensor; [`Error::ReadOnly`] for a read-only export.
     pub fn legacy(self) -> Result<ManagedTensor, Error> {
-        let (buffer, info, flags) = self.into_parts()?;
-        if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
-            return Err(Error::ReadOnly);
-        }
-        // SAFETY: as in `versioned`; a legacy export is always writable.
-        unsafe {
-            pack_validated::<crate::ffi::DLManagedTensor, _>(
-                buffer,
-                info,
-                0,
-                Readers::ExportOnly,
-                Some(write_ptr::<B>),
-            )
-        }
+        let (buffer, info, read_only) = self.into_parts()?;
+        // SAFETY: as in `versioned`.
+        unsafe { pack_buffer::<DLManagedTensor, B>(buffer, info, read_only) }
     }
 }

@@ -13,7 +13,9 @@ use std::cell::Cell;
 use std::ffi::c_void;
 
 use dlpack_rs::ffi::*;
-use dlpack_rs::safe::{ManagedTensor, ManagedTensorVersioned, MAX_NDIM};
+use dlpack_rs::safe::{ManagedTensor, ManagedTensorVersioned, TensorInfo};
+
+const MAX_NDIM: usize = TensorInfo::MAX_NDIM;
 
 /// Reads fields from the fuzzer's bytes; past the end everything reads as 0.
 struct Reader<'a>(&'a [u8]);

@@ -190,7 +190,7 @@ fn guards_compare_as_their_slices() {
     let (rb, rc) = (b.as_slice::<u8>().unwrap(), c.as_slice::<u8>().unwrap());
     let same: &[u8] = &[1, 2, 3];
     let other: &[u8] = &[1, 2, 4];
-    // ReadSlice against every right-hand side, equal and not.
+    // ReadGuard against every right-hand side, equal and not.
     let ra = a.as_slice::<u8>().unwrap();
     assert!(ra == rb && ra != rc);
     assert!(ra == *same && ra != *other);
@@ -202,7 +202,7 @@ fn guards_compare_as_their_slices() {
     assert_eq!((&ra).into_iter().copied().collect::<Vec<_>>(), same);
     drop(ra);
     drop((rb, rc));
-    // WriteSlice likewise.
+    // WriteGuard likewise.
     let mut d = Export::new(vec![1u8, 2, 3]).versioned().unwrap();
     let mut e = Export::new(vec![9u8, 2, 3]).versioned().unwrap();
     let wa = a.as_mut_slice::<u8>().unwrap();

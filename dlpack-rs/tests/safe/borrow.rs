@@ -177,8 +177,8 @@ fn owners_and_views_have_the_documented_auto_traits() {
     send_sync::<dlpack_rs::safe::ManagedTensor>();
     send_sync::<ManagedTensorVersioned>();
     send_sync::<dlpack_rs::safe::AnyManaged>();
-    send_sync::<dlpack_rs::safe::ReadSlice<'static, f32>>();
-    send_sync::<dlpack_rs::safe::WriteSlice<'static, f32>>();
+    send_sync::<dlpack_rs::safe::ReadGuard<'static, &'static [f32]>>();
+    send_sync::<dlpack_rs::safe::WriteGuard<'static, &'static mut [f32]>>();
     // `&owner` shared across threads: concurrent shared views.
     let t = Export::new(vec![1u8, 2, 3]).versioned().unwrap();
     std::thread::scope(|s| {

@@ -330,7 +330,7 @@ fn export_validation_errors() {
         (&mut x as *mut u8).cast(),
         cpu_device(),
         dtype_u8(),
-        vec![1; MAX_NDIM + 1],
+        vec![1; TensorInfo::MAX_NDIM + 1],
     );
     assert!(matches!(
         try_pack_versioned((), info, 0).unwrap_err(),

@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
-use dlpack_rs::cuda::{driver_error, import, import_mut};
+use dlpack_rs::cuda::{driver_error, CudaTensor};
 use dlpack_rs::pyo3_glue::DLPackTensor;
 use dlpack_rs::safe::Export;
 use pyo3::prelude::*;
@@ -32,11 +32,11 @@ fn cuda_arange(n: usize) -> PyResult<DLPackTensor> {
 }
 
 /// The sum of a float32 CUDA tensor, read on the extension's stream through a cudarc view
-/// (ordered after the producer's work by `dlpack_rs::cuda::import`), and its device pointer.
+/// (ordered after the producer's work by `CudaTensor::import`), and its device pointer.
 #[pyfunction]
 fn cuda_sum(obj: &Bound<'_, PyAny>) -> PyResult<(f64, u64)> {
     let stream = stream()?;
-    let tensor = import::<f32>(obj, &stream)?;
+    let tensor = CudaTensor::<f32>::import(obj, &stream)?;
     let view = tensor.as_view();
     let ptr = view.device_ptr(&stream).0;
     let host = stream.clone_dtoh(&view).map_err(driver_error)?;
@@ -48,7 +48,7 @@ fn cuda_sum(obj: &Bound<'_, PyAny>) -> PyResult<(f64, u64)> {
 #[pyfunction]
 fn cuda_fill(obj: &Bound<'_, PyAny>, value: f32) -> PyResult<()> {
     let stream = stream()?;
-    let mut tensor = import_mut::<f32>(obj, &stream)?;
+    let mut tensor = CudaTensor::<f32>::import_mut(obj, &stream)?;
     let host = vec![value; tensor.len()];
     let mut view = tensor.as_view_mut()?;
     stream.memcpy_htod(&host, &mut view).map_err(driver_error)?;

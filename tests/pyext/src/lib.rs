@@ -30,7 +30,7 @@ use pyo3::prelude::*;
 
 /// numpy's, torch's and jax's name of a dtype.
 pub(crate) fn dtype_name(dtype: dlpack_rs::ffi::DLDataType) -> String {
-    dlpack_rs::safe::DtypeName(dtype).to_string()
+    dtype.name().to_string()
 }
 
 #[pymodule(gil_used = false)]

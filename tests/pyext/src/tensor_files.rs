@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
-use dlpack_rs::safe::{serialize_safetensors, SafeTensorsFile};
+use dlpack_rs::safe::SafeTensorsFile;
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 
@@ -34,7 +34,7 @@ fn st_open(path: &str, mapped: bool) -> PyResult<BTreeMap<String, DLPackTensor>>
 #[pyfunction]
 fn st_serialize(tensors: BTreeMap<String, PyTensor>) -> PyResult<Vec<u8>> {
     // The crate's own error: `BufferError` for a borrow conflict or a layout, as everywhere.
-    Ok(serialize_safetensors(
+    Ok(SafeTensorsFile::serialize(
         tensors.iter().map(|(n, t)| (n.as_str(), &**t)),
     )?)
 }
@@ -46,7 +46,7 @@ fn st_serialize_while_writing(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResul
     let mut writer = PyTensor::from_pyany(py, obj)?;
     let _view = writer.as_mut_slice::<u8>()?;
     let reader = PyTensor::from_pyany(py, obj)?;
-    Ok(serialize_safetensors([("t", &*reader)])?)
+    Ok(SafeTensorsFile::serialize([("t", &*reader)])?)
 }
 
 /// Adds this file's functions to the module.

@@ -26,6 +26,24 @@ pub(crate) fn span<A, S: Data<Elem = A>, D: Dimension>(array: &ArrayBase<S, D>) 
     )
 }
 
+/// An `Array` (or, read-only, an `ArcArray`) is exported with its own layout, nothing copied
+/// (`IntoDLPack`); as a `#[dlpack(data)]` field of a derived struct, its flat storage is the
+/// span from the lowest to the highest element address, skipped elements included. An
+/// `ArcArray` exports writable through `IntoDLPack` only as the sole owner of its data
+/// ([`ArcArray::is_unique`]), and is always read-only as a field (the struct could clone it).
+///
+/// ```
+/// use dlpack_rs::IntoDLPack;
+/// use ndarray::{s, Array2};
+///
+/// let a = Array2::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as u16);
+/// let reversed = a.slice_move(s![.., ..;-2]); // every other column, right to left
+/// let t = reversed.into_managed_tensor_versioned()?;
+/// assert_eq!(t.shape(), &[3, 2]);
+/// assert_eq!(&*t.strides(), &[4, -2]);
+/// assert_eq!(t.as_array::<u16>()?[[1, 0]], 7);
+/// # Ok::<(), dlpack_rs::safe::Error>(())
+/// ```
 // SAFETY: an `Array` owns its elements in one heap allocation that does not move with it, and
 // every element of the span is an initialised element of it. The pointer is the raw data
 // pointer, and the data is owned uniquely, so consumer writes touch nothing else relies on.

@@ -1,68 +1,18 @@
 //! Tensors as ndarray arrays (feature `ndarray`): imports viewed as [`ArrayViewD`] /
-//! [`ArrayViewMutD`], and [`Array`] / [`ArcArray`] exported without a copy.
-//!
-//! # Import
-//!
-//! [`Managed::as_array`] borrows the elements as a [`ReadArray`] guard with the producer's exact
-//! layout (any strides, negative ones included, and the `byte_offset`);
-//! [`Managed::as_array_mut`] gives a [`WriteArray`]. Both are registered in the
-//! [borrow registry](crate::safe#the-borrow-registry) like slices.
-//!
-//! ```
-//! use dlpack_rs::safe::Export;
-//!
-//! // A 2x3 tensor seen transposed: ndarray gets the same layout.
-//! let t = Export::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
-//!     .shape(&[3, 2])
-//!     .strides(&[1, 3])
-//!     .versioned()?;
-//! let a = t.as_array::<f32>()?;
-//! assert_eq!(a.shape(), &[3, 2]);
-//! assert_eq!(a[[0, 1]], 4.0);
-//! assert_eq!(a.strides(), &[1, 3]);
-//! # Ok::<(), dlpack_rs::safe::Error>(())
-//! ```
-//!
-//! # Export
-//!
-//! [`Array<T, D>`] and [`ArcArray<T, D>`] implement [`IntoDLPack`](crate::IntoDLPack) with
-//! their own layout, nothing copied. An `Array` is exported writable, an `ArcArray` only when
-//! it is the sole owner of its data ([`ArcArray::is_unique`]), else read-only.
-//!
-//! ```
-//! use dlpack_rs::IntoDLPack;
-//! use ndarray::{s, Array2};
-//!
-//! let a = Array2::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as u16);
-//! let reversed = a.slice_move(s![.., ..;-2]); // every other column, right to left
-//! let t = reversed.into_managed_tensor_versioned()?;
-//! assert_eq!(t.shape(), &[3, 2]);
-//! assert_eq!(&*t.strides(), &[4, -2]);
-//! assert_eq!(t.as_array::<u16>()?[[1, 0]], 7);
-//! # Ok::<(), dlpack_rs::safe::Error>(())
-//! ```
-//!
-//! # Derive fields
-//!
-//! `Array` and `ArcArray` are also [`Buffer`](crate::safe::Buffer)s for a `#[dlpack(data)]`
-//! field: flat storage from the lowest to the highest element address, skipped elements
-//! included. An `ArcArray` field is always read-only: the struct could clone it while a
-//! consumer writes.
+//! [`ArrayViewMutD`] ([`Managed::as_array`]), and [`Array`] / [`ArcArray`] exported without a
+//! copy (`export.rs`).
 
 mod export;
-
-use core::ops::{Deref, DerefMut};
 
 #[cfg(doc)]
 use ::ndarray::{ArcArray, Array};
 use ::ndarray::{
-    ArrayBase, ArrayRef, ArrayView, ArrayViewD, ArrayViewMut, ArrayViewMutD, Axis, Data, Dimension,
-    IxDyn, ShapeBuilder,
+    ArrayBase, ArrayView, ArrayViewD, ArrayViewMut, ArrayViewMutD, Axis, Data, Dimension, IxDyn,
+    ShapeBuilder,
 };
 
-use crate::safe::borrow::BorrowToken;
 use crate::safe::import::strided::Normalized;
-use crate::safe::{Element, Error, Kind, Managed};
+use crate::safe::{Element, Error, Kind, Managed, ReadGuard, WriteGuard};
 
 impl<T> Normalized<T> {
     /// The shape and strides as `D`, which has `self.shape().len()` dimensions.
@@ -107,25 +57,41 @@ impl<T> Normalized<T> {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The elements as an array view with the tensor's exact layout.
+    /// The elements as an array view with the tensor's exact layout (any strides, negative
+    /// ones included, and the `byte_offset`), registered in the
+    /// [borrow registry](crate::safe#the-borrow-registry) like slices.
     ///
     /// Refused for another dtype than `T`'s, memory the CPU cannot view, a first element not
     /// aligned for `T`, and ([`Error::AlreadyBorrowed`]) while a mutable view of it exists.
-    pub fn as_array<T: Element>(&self) -> Result<ReadArray<'_, T>, Error> {
+    ///
+    /// ```
+    /// use dlpack_rs::safe::Export;
+    ///
+    /// // A 2x3 tensor seen transposed: ndarray gets the same layout.
+    /// let t = Export::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+    ///     .shape(&[3, 2])
+    ///     .strides(&[1, 3])
+    ///     .versioned()?;
+    /// let a = t.as_array::<f32>()?;
+    /// assert_eq!(a.shape(), &[3, 2]);
+    /// assert_eq!(a[[0, 1]], 4.0);
+    /// assert_eq!(a.strides(), &[1, 3]);
+    /// # Ok::<(), dlpack_rs::safe::Error>(())
+    /// ```
+    pub fn as_array<T: Element>(&self) -> Result<ReadGuard<'_, ArrayViewD<'_, T>>, Error> {
         let (n, token) = self.borrowed_layout::<T>(false)?;
         // SAFETY: checked and borrowed (shared) by `strided_parts`; alive while `self` is.
         let array = unsafe { n.view::<IxDyn>() };
-        Ok(ReadArray {
-            array,
-            _borrow: token,
-        })
+        Ok(ReadGuard::new(array, token))
     }
 
     /// The elements as a mutable array view with the tensor's exact layout.
     ///
     /// Refused as [`Managed::as_array`] is, and also for a read-only tensor, one where two
     /// indices address the same element, and while any other view of its bytes exists.
-    pub fn as_array_mut<T: Element>(&mut self) -> Result<WriteArray<'_, T>, Error> {
+    pub fn as_array_mut<T: Element>(
+        &mut self,
+    ) -> Result<WriteGuard<'_, ArrayViewMutD<'_, T>>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
@@ -133,65 +99,22 @@ impl<K: Kind> Managed<K> {
         // SAFETY: as in `as_array`; writable, borrowed exclusively (no aliasing indices), and
         // `&mut self` keeps this owner from handing out another view.
         let array = unsafe { n.view_mut::<IxDyn>() };
-        Ok(WriteArray {
-            array,
-            _borrow: token,
-        })
+        Ok(WriteGuard::new(array, token))
     }
 }
 
-/// A shared, borrow-registered array view of a tensor; derefs to [`ArrayRef`].
-pub struct ReadArray<'a, T> {
-    array: ArrayViewD<'a, T>,
-    _borrow: BorrowToken,
-}
-
-/// An exclusive, borrow-registered array view of a tensor; derefs mutably to [`ArrayRef`].
-pub struct WriteArray<'a, T> {
-    array: ArrayViewMutD<'a, T>,
-    _borrow: BorrowToken,
-}
-
-impl<T> Deref for ReadArray<'_, T> {
-    type Target = ArrayRef<T, IxDyn>;
-    fn deref(&self) -> &ArrayRef<T, IxDyn> {
-        &self.array
-    }
-}
-
-impl<T> Deref for WriteArray<'_, T> {
-    type Target = ArrayRef<T, IxDyn>;
-    fn deref(&self) -> &ArrayRef<T, IxDyn> {
-        &self.array
-    }
-}
-
-impl<T> DerefMut for WriteArray<'_, T> {
-    fn deref_mut(&mut self) -> &mut ArrayRef<T, IxDyn> {
-        &mut self.array
-    }
-}
-
-impl<T: PartialEq, S: Data<Elem = T>> PartialEq<ArrayBase<S, IxDyn>> for ReadArray<'_, T> {
+impl<T: PartialEq, S: Data<Elem = T>> PartialEq<ArrayBase<S, IxDyn>>
+    for ReadGuard<'_, ArrayViewD<'_, T>>
+{
     fn eq(&self, other: &ArrayBase<S, IxDyn>) -> bool {
-        self.array == *other
+        self.view == *other
     }
 }
 
-impl<T: PartialEq, S: Data<Elem = T>> PartialEq<ArrayBase<S, IxDyn>> for WriteArray<'_, T> {
+impl<T: PartialEq, S: Data<Elem = T>> PartialEq<ArrayBase<S, IxDyn>>
+    for WriteGuard<'_, ArrayViewMutD<'_, T>>
+{
     fn eq(&self, other: &ArrayBase<S, IxDyn>) -> bool {
-        self.array == *other
-    }
-}
-
-impl<T: core::fmt::Debug> core::fmt::Debug for ReadArray<'_, T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.array.fmt(f)
-    }
-}
-
-impl<T: core::fmt::Debug> core::fmt::Debug for WriteArray<'_, T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        self.array.fmt(f)
+        self.view == *other
     }
 }

@@ -21,7 +21,7 @@ use crate::ffi::{
 };
 use crate::pyo3_glue::export::class_export::{class_export, ClassRoute};
 use crate::pyo3_glue::export::protocol::DLPackArgs;
-use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo, MAX_NDIM};
+use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo};
 
 /// Runs an exchange function's body: a `PyErr` becomes the pending exception and a panic a
 /// `PanicException`, both returning -1. Joins the shared borrow registry first: the caller may
@@ -169,7 +169,7 @@ unsafe fn allocate_like(
             )),
         ));
     }
-    if p.ndim < 0 || p.ndim as usize > MAX_NDIM || (p.ndim > 0 && p.shape.is_null()) {
+    if p.ndim < 0 || p.ndim as usize > TensorInfo::MAX_NDIM || (p.ndim > 0 && p.shape.is_null()) {
         return Err((c"ValueError", msg("prototype has an invalid ndim or shape")));
     }
     let shape: Vec<i64> = if p.ndim == 0 {

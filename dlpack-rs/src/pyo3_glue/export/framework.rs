@@ -110,7 +110,7 @@ fn numpy_dtype_hint(
         .getattr("__module__")
         .and_then(|m| m.extract::<String>())
         .is_ok_and(|m| m == "numpy" || m.starts_with("numpy."));
-    if !is_numpy || crate::safe::DtypeName::numpy_has(dtype) {
+    if !is_numpy || dtype.numpy_has() {
         return err;
     }
     let hint = PyTypeError::new_err(format!(

@@ -128,7 +128,7 @@ impl ImportOptions {
     /// stream before touching the data or handing the tensor on (a re-export drops the stream).
     /// With [`ImportOptions::stream`] too, the table is still used (the stream goes only to a
     /// producer without one); without `unsynchronized`, a stream always takes `__dlpack__`.
-    /// `dlpack_rs::cuda::import` (feature `cudarc`) does this ordering itself.
+    /// `dlpack_rs::cuda::CudaTensor::import` (feature `cudarc`) does this ordering itself.
     pub fn unsynchronized(mut self, enabled: bool) -> Self {
         self.unsynchronized = enabled;
         self

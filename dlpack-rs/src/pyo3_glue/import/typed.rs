@@ -395,7 +395,7 @@ macro_rules! accessors {
             ///   work using it must finish before the argument drops (on CUDA, sync its stream).
             /// - The import passes no `stream`: on CUDA, the legacy default stream. Work on a
             ///   non-blocking stream must first wait for an event recorded there; for a cudarc
-            ///   view on a chosen stream, use `dlpack_rs::cuda::import` (feature `cudarc`).
+            ///   view on a chosen stream, use `cuda::CudaTensor::import` (feature `cudarc`).
             /// - The borrow covers every byte the elements address; nothing may write through a
             ///   [`TensorView`]'s pointer ([`TensorViewMut::data_ptr_mut`] may).
             pub fn data_ptr(&self) -> *const T {

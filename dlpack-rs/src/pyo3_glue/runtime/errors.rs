@@ -4,7 +4,7 @@ use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::PyErr;
 
 use crate::ffi::DLDataType;
-use crate::safe::{self, Error};
+use crate::safe::Error;
 
 /// Converts a safe-layer error into the Python exception the protocol names.
 ///
@@ -45,9 +45,9 @@ impl From<Error> for PyErr {
 }
 
 /// The name numpy, torch and jax give a dtype (`"float32"`, `"bfloat16"`, ...), else a
-/// description of its code, bits and lanes (`safe::DtypeName`).
+/// description of its code, bits and lanes (`DLDataType::name`).
 pub fn dtype_name(dtype: DLDataType) -> String {
-    safe::DtypeName(dtype).to_string()
+    dtype.name().to_string()
 }
 
 /// A dtype mismatch message in Python's names, with the conversion that fixes it.
@@ -55,9 +55,9 @@ pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
     let first = wanted.first().copied().unwrap_or(got);
     let name = dtype_name(first);
     // A conversion hint only where numpy and torch both have the name.
-    let hint = if crate::safe::DtypeName::numpy_has(first) {
+    let hint = if first.numpy_has() {
         format!(" (convert it first, e.g. x.astype(\"{name}\") in numpy or x.to(torch.{name}) in torch)")
-    } else if crate::safe::DtypeName::fixed(first).is_some() {
+    } else if first.fixed_name().is_some() {
         // bfloat16, FP8, FP4: torch and jax have them; numpy cannot pass them over DLPack.
         format!(
             " (convert it first, e.g. x.to(torch.{name}) in torch or x.astype(jnp.{name}) in jax)"

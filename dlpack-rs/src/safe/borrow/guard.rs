@@ -1,4 +1,4 @@
-//! Slice views that hold a registry borrow while they live.
+//! Views that hold a registry borrow while they live.
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -6,131 +6,121 @@ use core::ops::{Deref, DerefMut};
 
 use crate::safe::borrow::BorrowToken;
 
-/// A shared view of a tensor's elements ([`Managed::as_slice`](crate::safe::Managed::as_slice)).
+/// A shared view `V` of a tensor's elements (`&'a [T]` from
+/// [`Managed::as_slice`](crate::safe::Managed::as_slice), ndarray's `ArrayViewD` from
+/// `Managed::as_array`); derefs to what `V` derefs to.
 ///
 /// While it lives, no mutable view of its bytes can be taken through any owner of the memory.
-pub struct ReadSlice<'a, T> {
-    ptr: *const T,
-    len: usize,
+pub struct ReadGuard<'a, V> {
+    pub(crate) view: V,
     _borrow: BorrowToken,
-    _life: PhantomData<&'a [T]>,
+    _life: PhantomData<&'a ()>,
 }
 
-/// An exclusive view of a tensor's elements ([`Managed::as_mut_slice`](crate::safe::Managed::as_mut_slice)).
+/// An exclusive view `V` of a tensor's elements (`&'a mut [T]` from
+/// [`Managed::as_mut_slice`](crate::safe::Managed::as_mut_slice), ndarray's `ArrayViewMutD`
+/// from `Managed::as_array_mut`); derefs mutably to what `V` derefs to.
 ///
 /// While it lives, no other view of its bytes can be taken through any owner of the memory.
-pub struct WriteSlice<'a, T> {
-    ptr: *mut T,
-    len: usize,
+pub struct WriteGuard<'a, V> {
+    pub(crate) view: V,
     _borrow: BorrowToken,
-    _life: PhantomData<&'a mut [T]>,
+    _life: PhantomData<&'a ()>,
 }
 
-// SAFETY: a `ReadSlice` is a `&[T]` plus a registry token (thread-safe to release anywhere).
-unsafe impl<T: Sync> Send for ReadSlice<'_, T> {}
-// SAFETY: as above.
-unsafe impl<T: Sync> Sync for ReadSlice<'_, T> {}
-// SAFETY: a `WriteSlice` is a `&mut [T]` plus a registry token.
-unsafe impl<T: Send> Send for WriteSlice<'_, T> {}
-// SAFETY: as above; `&WriteSlice` only gives `&[T]`.
-unsafe impl<T: Sync> Sync for WriteSlice<'_, T> {}
-
-impl<'a, T> ReadSlice<'a, T> {
-    /// # Safety
-    /// `ptr` points at `len` initialised, valid `T`s (or dangles, aligned, for `len == 0`) that
-    /// stay alive and unwritten for `'a`. `borrow` (shared, covering them) only excludes writers
-    /// in the registry; foreign writers are excluded by the export rules (read-only flags).
-    pub(crate) unsafe fn new(ptr: *const T, len: usize, borrow: BorrowToken) -> Self {
-        ReadSlice {
-            ptr,
-            len,
+impl<V> ReadGuard<'_, V> {
+    /// `view` under `borrow`, a shared registry borrow of its bytes that ends with the guard
+    /// (foreign writers are excluded by the export rules: read-only flags).
+    pub(crate) fn new(view: V, borrow: BorrowToken) -> Self {
+        ReadGuard {
+            view,
             _borrow: borrow,
             _life: PhantomData,
         }
     }
 }
 
-impl<'a, T> WriteSlice<'a, T> {
-    /// # Safety
-    /// `ptr` points at `len` initialised, valid, writable `T`s (or dangles, aligned, for
-    /// `len == 0`) alive for `'a`, and nothing else reads or writes them meanwhile. `borrow`
-    /// (exclusive, covering them) establishes that for views and exports of this crate only.
-    pub(crate) unsafe fn new(ptr: *mut T, len: usize, borrow: BorrowToken) -> Self {
-        WriteSlice {
-            ptr,
-            len,
+impl<V> WriteGuard<'_, V> {
+    /// `view` under `borrow`, an exclusive registry borrow of its bytes that ends with the guard.
+    pub(crate) fn new(view: V, borrow: BorrowToken) -> Self {
+        WriteGuard {
+            view,
             _borrow: borrow,
             _life: PhantomData,
         }
     }
 }
 
-impl<T> Deref for ReadSlice<'_, T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        // SAFETY: `new`'s contract; the slice borrows the guard, so it cannot outlive the borrow.
-        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+impl<V: Deref> Deref for ReadGuard<'_, V> {
+    type Target = V::Target;
+    fn deref(&self) -> &V::Target {
+        &self.view
     }
 }
 
-impl<T> Deref for WriteSlice<'_, T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        // SAFETY: `new`'s contract; borrows the guard.
-        unsafe { core::slice::from_raw_parts(self.ptr, self.len) }
+impl<V: Deref> Deref for WriteGuard<'_, V> {
+    type Target = V::Target;
+    fn deref(&self) -> &V::Target {
+        &self.view
     }
 }
 
-impl<T> DerefMut for WriteSlice<'_, T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        // SAFETY: `new`'s contract (exclusive); borrows the guard mutably.
-        unsafe { core::slice::from_raw_parts_mut(self.ptr, self.len) }
+impl<V: DerefMut> DerefMut for WriteGuard<'_, V> {
+    fn deref_mut(&mut self) -> &mut V::Target {
+        &mut self.view
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for ReadGuard<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.view.fmt(f)
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for WriteGuard<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.view.fmt(f)
     }
 }
 
 macro_rules! slice_like {
-    ($guard:ident) => {
-        impl<T: fmt::Debug> fmt::Debug for $guard<'_, T> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                (**self).fmt(f)
-            }
-        }
-        impl<T> AsRef<[T]> for $guard<'_, T> {
+    ($guard:ident, $view:ty) => {
+        impl<'a, T> AsRef<[T]> for $guard<'a, $view> {
             fn as_ref(&self) -> &[T] {
                 self
             }
         }
-        impl<T: PartialEq> PartialEq for $guard<'_, T> {
+        impl<'a, T: PartialEq> PartialEq for $guard<'a, $view> {
             fn eq(&self, other: &Self) -> bool {
                 **self == **other
             }
         }
-        impl<T: PartialEq> PartialEq<[T]> for $guard<'_, T> {
+        impl<'a, T: PartialEq> PartialEq<[T]> for $guard<'a, $view> {
             fn eq(&self, other: &[T]) -> bool {
                 **self == *other
             }
         }
-        impl<T: PartialEq> PartialEq<&[T]> for $guard<'_, T> {
+        impl<'a, T: PartialEq> PartialEq<&[T]> for $guard<'a, $view> {
             fn eq(&self, other: &&[T]) -> bool {
                 **self == **other
             }
         }
-        impl<T: PartialEq, const N: usize> PartialEq<[T; N]> for $guard<'_, T> {
+        impl<'a, T: PartialEq, const N: usize> PartialEq<[T; N]> for $guard<'a, $view> {
             fn eq(&self, other: &[T; N]) -> bool {
                 **self == other[..]
             }
         }
-        impl<T: PartialEq, const N: usize> PartialEq<&[T; N]> for $guard<'_, T> {
+        impl<'a, T: PartialEq, const N: usize> PartialEq<&[T; N]> for $guard<'a, $view> {
             fn eq(&self, other: &&[T; N]) -> bool {
                 **self == other[..]
             }
         }
-        impl<T: PartialEq> PartialEq<alloc::vec::Vec<T>> for $guard<'_, T> {
+        impl<'a, T: PartialEq> PartialEq<alloc::vec::Vec<T>> for $guard<'a, $view> {
             fn eq(&self, other: &alloc::vec::Vec<T>) -> bool {
                 **self == other[..]
             }
         }
-        impl<'b, T> IntoIterator for &'b $guard<'_, T> {
+        impl<'a, 'b, T> IntoIterator for &'b $guard<'a, $view> {
             type Item = &'b T;
             type IntoIter = core::slice::Iter<'b, T>;
             fn into_iter(self) -> Self::IntoIter {
@@ -139,10 +129,10 @@ macro_rules! slice_like {
         }
     };
 }
-slice_like!(ReadSlice);
-slice_like!(WriteSlice);
+slice_like!(ReadGuard, &'a [T]);
+slice_like!(WriteGuard, &'a mut [T]);
 
-impl<'b, T> IntoIterator for &'b mut WriteSlice<'_, T> {
+impl<'a, 'b, T> IntoIterator for &'b mut WriteGuard<'a, &'a mut [T]> {
     type Item = &'b mut T;
     type IntoIter = core::slice::IterMut<'b, T>;
     fn into_iter(self) -> Self::IntoIter {

@@ -28,42 +28,37 @@ enum Rule {
     },
 }
 
+/// A [`Rule::Free`] row: `base` + bits names it, numpy takes the `numpy` widths.
+macro_rules! free {
+    ($base:expr, $numpy:expr) => {
+        Rule::Free {
+            base: $base,
+            numpy: $numpy,
+        }
+    };
+}
+
+/// A [`Rule::Fixed`] row of `bits` bits and 1 lane, named `name`, that numpy does not take.
+macro_rules! one_lane {
+    ($bits:literal, $name:literal) => {
+        Rule::Fixed {
+            forms: &[($bits, Lanes::Exactly(1), $name)],
+            rule: concat!($bits, " bits, 1 lane"),
+            numpy: false,
+        }
+    };
+}
+
 /// DLPack's type codes; a new dtype is a row here and maybe an [`Element`] impl. Unlisted codes
 /// are free.
 const CODES: &[(DLDataTypeCode, Rule)] = {
     use DLDataTypeCode as C;
     use Lanes::{Any, Exactly};
-    const FP8: &str = "8 bits, 1 lane";
-    const FP6: &str = "6 bits, 1 lane";
     &[
-        (
-            C::INT,
-            Rule::Free {
-                base: Some("int"),
-                numpy: &[8, 16, 32, 64],
-            },
-        ),
-        (
-            C::UINT,
-            Rule::Free {
-                base: Some("uint"),
-                numpy: &[8, 16, 32, 64],
-            },
-        ),
-        (
-            C::FLOAT,
-            Rule::Free {
-                base: Some("float"),
-                numpy: &[16, 32, 64],
-            },
-        ),
-        (
-            C::OPAQUE_HANDLE,
-            Rule::Free {
-                base: None,
-                numpy: &[],
-            },
-        ),
+        (C::INT, free!(Some("int"), &[8, 16, 32, 64])),
+        (C::UINT, free!(Some("uint"), &[8, 16, 32, 64])),
+        (C::FLOAT, free!(Some("float"), &[16, 32, 64])),
+        (C::OPAQUE_HANDLE, free!(None, &[])),
         (
             C::BFLOAT,
             Rule::Fixed {
@@ -72,13 +67,7 @@ const CODES: &[(DLDataTypeCode, Rule)] = {
                 numpy: false,
             },
         ),
-        (
-            C::COMPLEX,
-            Rule::Free {
-                base: Some("complex"),
-                numpy: &[64, 128],
-            },
-        ),
+        (C::COMPLEX, free!(Some("complex"), &[64, 128])),
         (
             C::BOOL,
             Rule::Fixed {
@@ -87,86 +76,16 @@ const CODES: &[(DLDataTypeCode, Rule)] = {
                 numpy: true,
             },
         ),
-        (
-            C::FLOAT8_E3M4,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e3m4")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E4M3,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e4m3")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E4M3B11FNUZ,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e4m3b11fnuz")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E4M3FN,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e4m3fn")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E4M3FNUZ,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e4m3fnuz")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E5M2,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e5m2")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E5M2FNUZ,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e5m2fnuz")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT8_E8M0FNU,
-            Rule::Fixed {
-                forms: &[(8, Exactly(1), "float8_e8m0fnu")],
-                rule: FP8,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT6_E2M3FN,
-            Rule::Fixed {
-                forms: &[(6, Exactly(1), "float6_e2m3fn")],
-                rule: FP6,
-                numpy: false,
-            },
-        ),
-        (
-            C::FLOAT6_E3M2FN,
-            Rule::Fixed {
-                forms: &[(6, Exactly(1), "float6_e3m2fn")],
-                rule: FP6,
-                numpy: false,
-            },
-        ),
+        (C::FLOAT8_E3M4, one_lane!(8, "float8_e3m4")),
+        (C::FLOAT8_E4M3, one_lane!(8, "float8_e4m3")),
+        (C::FLOAT8_E4M3B11FNUZ, one_lane!(8, "float8_e4m3b11fnuz")),
+        (C::FLOAT8_E4M3FN, one_lane!(8, "float8_e4m3fn")),
+        (C::FLOAT8_E4M3FNUZ, one_lane!(8, "float8_e4m3fnuz")),
+        (C::FLOAT8_E5M2, one_lane!(8, "float8_e5m2")),
+        (C::FLOAT8_E5M2FNUZ, one_lane!(8, "float8_e5m2fnuz")),
+        (C::FLOAT8_E8M0FNU, one_lane!(8, "float8_e8m0fnu")),
+        (C::FLOAT6_E2M3FN, one_lane!(6, "float6_e2m3fn")),
+        (C::FLOAT6_E3M2FN, one_lane!(6, "float6_e3m2fn")),
         (
             C::FLOAT4_E2M1FN,
             Rule::Fixed {
@@ -213,26 +132,28 @@ const fn fixed_form(dtype: DLDataType) -> Option<(Lanes, &'static str)> {
     None
 }
 
-/// The `(bits, lanes)` a type code allows, described for error messages; `None` when free.
-///
-/// Fixed: bool (8 bits), bfloat16 (16 bits), FP8 (8 bits, 1 lane), FP6 (6 bits, 1 lane) and
-/// FP4 (4 bits, 1 lane packed, or 2 lanes as torch's `float4_e2m1fn_x2`).
-///
-/// ```
-/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
-/// use dlpack_rs::safe::dtype_rule;
-///
-/// assert_eq!(dtype_rule(DLDataTypeCode::FLOAT8_E5M2), Some("8 bits, 1 lane"));
-/// assert_eq!(dtype_rule(DLDataTypeCode::FLOAT), None);
-/// ```
-pub const fn dtype_rule(code: DLDataTypeCode) -> Option<&'static str> {
-    match rule_of(code) {
-        Some(Rule::Fixed { rule, .. }) => Some(rule),
-        _ => None,
+impl DLDataTypeCode {
+    /// The `(bits, lanes)` this type code allows, described for error messages; `None` when free.
+    ///
+    /// Fixed: bool (8 bits), bfloat16 (16 bits), FP8 (8 bits, 1 lane), FP6 (6 bits, 1 lane) and
+    /// FP4 (4 bits, 1 lane packed, or 2 lanes as torch's `float4_e2m1fn_x2`).
+    ///
+    /// ```
+    /// use dlpack_rs::ffi::DLDataTypeCode;
+    ///
+    /// assert_eq!(DLDataTypeCode::FLOAT8_E5M2.rule(), Some("8 bits, 1 lane"));
+    /// assert_eq!(DLDataTypeCode::FLOAT.rule(), None);
+    /// ```
+    pub const fn rule(self) -> Option<&'static str> {
+        match rule_of(self) {
+            Some(Rule::Fixed { rule, .. }) => Some(rule),
+            _ => None,
+        }
     }
 }
 
-/// Whether a dtype has non-zero bits and lanes, and the form [`dtype_rule`] names if any.
+/// Whether a dtype has non-zero bits and lanes, and the form its code's
+/// [`rule`](DLDataTypeCode::rule) names if any.
 pub fn dtype_allowed(dtype: DLDataType) -> bool {
     dtype.bits != 0
         && dtype.lanes != 0
@@ -242,28 +163,28 @@ pub fn dtype_allowed(dtype: DLDataType) -> bool {
         }
 }
 
-/// Displays the name Python libraries give a dtype (`float32`, `float8_e4m3fn`, ...), without
-/// allocating.
-///
-/// ```
-/// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
-/// use dlpack_rs::safe::DtypeName;
-///
-/// assert_eq!(DtypeName(DLDataType::FLOAT32).to_string(), "float32");
-/// let fp4 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
-/// assert_eq!(DtypeName(fp4).to_string(), "float4_e2m1fn_x2");
-/// let odd = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 16, lanes: 1 };
-/// assert_eq!(DtypeName(odd).to_string(), "dtype(code=kDLFloat8_e5m2, bits=16, lanes=1)");
-/// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct DtypeName(pub DLDataType);
+impl DLDataType {
+    /// The name Python libraries give this dtype (`float32`, `float8_e4m3fn`, ...), displayed
+    /// without allocating.
+    ///
+    /// ```
+    /// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};
+    ///
+    /// assert_eq!(DLDataType::FLOAT32.name().to_string(), "float32");
+    /// let fp4 = DLDataType { code: DLDataTypeCode::FLOAT4_E2M1FN, bits: 4, lanes: 2 };
+    /// assert_eq!(fp4.name().to_string(), "float4_e2m1fn_x2");
+    /// let odd = DLDataType { code: DLDataTypeCode::FLOAT8_E5M2, bits: 16, lanes: 1 };
+    /// assert_eq!(odd.name().to_string(), "dtype(code=kDLFloat8_e5m2, bits=16, lanes=1)");
+    /// ```
+    pub fn name(self) -> impl core::fmt::Display {
+        Name(self)
+    }
 
-impl DtypeName {
     /// The fixed name of a bool, bfloat16, FP8, FP6 or FP4 dtype, else `None`.
-    pub const fn fixed(dtype: DLDataType) -> Option<&'static str> {
-        match fixed_form(dtype) {
+    pub const fn fixed_name(self) -> Option<&'static str> {
+        match fixed_form(self) {
             // A vector of a fixed code has no name of its own.
-            Some((Lanes::Any, _)) if dtype.lanes != 1 => None,
+            Some((Lanes::Any, _)) if self.lanes != 1 => None,
             Some((_, name)) => Some(name),
             None => None,
         }
@@ -271,31 +192,34 @@ impl DtypeName {
 
     /// Whether every supported numpy takes this dtype over DLPack: 1-lane int, uint, float,
     /// complex and bool (not assuming `ml_dtypes`).
-    pub const fn numpy_has(dtype: DLDataType) -> bool {
-        if dtype.lanes != 1 {
+    pub const fn numpy_has(self) -> bool {
+        if self.lanes != 1 {
             return false;
         }
-        match rule_of(dtype.code) {
+        match rule_of(self.code) {
             Some(Rule::Free { numpy, .. }) => {
                 let mut i = 0;
                 while i < numpy.len() {
-                    if numpy[i] == dtype.bits {
+                    if numpy[i] == self.bits {
                         return true;
                     }
                     i += 1;
                 }
                 false
             }
-            Some(Rule::Fixed { numpy, .. }) => *numpy && fixed_form(dtype).is_some(),
+            Some(Rule::Fixed { numpy, .. }) => *numpy && fixed_form(self).is_some(),
             None => false,
         }
     }
 }
 
-impl core::fmt::Display for DtypeName {
+/// What [`DLDataType::name`] displays.
+struct Name(DLDataType);
+
+impl core::fmt::Display for Name {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let d = self.0;
-        if let Some(name) = Self::fixed(d) {
+        if let Some(name) = d.fixed_name() {
             return f.write_str(name);
         }
         match rule_of(d.code) {

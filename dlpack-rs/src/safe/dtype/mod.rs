@@ -2,7 +2,7 @@
 
 mod codes;
 
-pub use codes::{dtype_allowed, dtype_rule, DtypeName};
+pub use codes::dtype_allowed;
 
 use crate::ffi::{DLDataType, DLDevice, DLDeviceType};
 
@@ -41,20 +41,24 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
 pub unsafe trait AnyBitPattern: Element {}
 
 macro_rules! elements {
-    ($( $ty:ty => $dtype:ident $(, $helper:ident)?; )*) => {
+    ($( $(#[cfg(feature = $f:literal)])? $ty:ty => $dtype:expr $(, $helper:ident)?; )*) => {
         $(
-            // SAFETY: a primitive of `bits / 8` bytes, any bit pattern valid, laid out as DLPack says.
+            $(#[cfg(feature = $f)] #[cfg_attr(docsrs, doc(cfg(feature = $f)))])?
+            // SAFETY: each row's type is `bits / 8` bytes without padding, laid out as DLPack lays
+            // out its dtype: a primitive, a `#[repr(transparent)]` integer of the format's bits
+            // (`half`, `float8`), or a `#[repr(C)]` pair of floats (`num_complex`).
             unsafe impl Element for $ty {
-                const DTYPE: DLDataType = DLDataType::$dtype;
+                const DTYPE: DLDataType = $dtype;
             }
 
-            // SAFETY: as above, every bit pattern is a valid value.
+            $(#[cfg(feature = $f)] #[cfg_attr(docsrs, doc(cfg(feature = $f)))])?
+            // SAFETY: as above; every bit pattern is a valid value (some of them NaN).
             unsafe impl AnyBitPattern for $ty {}
 
             $(
-                #[doc = concat!("The dtype of `", stringify!($ty), "` (the seed's constructor; `DLDataType::", stringify!($dtype), "`).")]
+                #[doc = concat!("The dtype of `", stringify!($ty), "` (the seed's constructor; `", stringify!($dtype), "`).")]
                 pub const fn $helper() -> DLDataType {
-                    DLDataType::$dtype
+                    $dtype
                 }
             )?
         )*
@@ -62,16 +66,28 @@ macro_rules! elements {
 }
 
 elements! {
-    i8 => INT8;
-    i16 => INT16;
-    i32 => INT32, dtype_i32;
-    i64 => INT64, dtype_i64;
-    u8 => UINT8, dtype_u8;
-    u16 => UINT16, dtype_u16;
-    u32 => UINT32;
-    u64 => UINT64;
-    f32 => FLOAT32, dtype_f32;
-    f64 => FLOAT64, dtype_f64;
+    i8 => DLDataType::INT8;
+    i16 => DLDataType::INT16;
+    i32 => DLDataType::INT32, dtype_i32;
+    i64 => DLDataType::INT64, dtype_i64;
+    u8 => DLDataType::UINT8, dtype_u8;
+    u16 => DLDataType::UINT16, dtype_u16;
+    u32 => DLDataType::UINT32;
+    u64 => DLDataType::UINT64;
+    f32 => DLDataType::FLOAT32, dtype_f32;
+    f64 => DLDataType::FLOAT64, dtype_f64;
+    #[cfg(feature = "half")]
+    half::f16 => DLDataType::FLOAT16;
+    #[cfg(feature = "half")]
+    half::bf16 => DLDataType::BFLOAT16;
+    #[cfg(feature = "float8")]
+    float8::F8E4M3 => DLDataType::new(crate::ffi::DLDataTypeCode::FLOAT8_E4M3FN, 8, 1);
+    #[cfg(feature = "float8")]
+    float8::F8E5M2 => DLDataType::new(crate::ffi::DLDataTypeCode::FLOAT8_E5M2, 8, 1);
+    #[cfg(feature = "num-complex")]
+    num_complex::Complex32 => DLDataType::COMPLEX64;
+    #[cfg(feature = "num-complex")]
+    num_complex::Complex64 => DLDataType::COMPLEX128;
 }
 
 // SAFETY: `bool` is one byte; `is_valid_bytes` accepts only 0 and 1.
@@ -87,78 +103,6 @@ unsafe impl Element for bool {
 pub const fn dtype_bool() -> DLDataType {
     DLDataType::BOOL
 }
-
-#[cfg(feature = "half")]
-#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
-// SAFETY: `half::f16` is a `#[repr(transparent)]` u16 holding IEEE binary16 bits.
-unsafe impl Element for half::f16 {
-    const DTYPE: DLDataType = DLDataType::FLOAT16;
-}
-
-#[cfg(feature = "half")]
-#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
-// SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
-unsafe impl AnyBitPattern for half::f16 {}
-
-#[cfg(feature = "half")]
-#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
-// SAFETY: `half::bf16` is a `#[repr(transparent)]` u16 holding bfloat16 bits.
-unsafe impl Element for half::bf16 {
-    const DTYPE: DLDataType = DLDataType::BFLOAT16;
-}
-
-#[cfg(feature = "half")]
-#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
-// SAFETY: every bit pattern of its bytes is a valid value (IEEE / bfloat16 bits).
-unsafe impl AnyBitPattern for half::bf16 {}
-
-#[cfg(feature = "float8")]
-#[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
-// SAFETY: a `#[repr(transparent)]` u8 of OCP E4M3 bits: DLPack's `kDLFloat8_e4m3fn`.
-unsafe impl Element for float8::F8E4M3 {
-    const DTYPE: DLDataType = DLDataType::new(crate::ffi::DLDataTypeCode::FLOAT8_E4M3FN, 8, 1);
-}
-
-#[cfg(feature = "float8")]
-#[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
-// SAFETY: a transparent u8: every bit pattern is a value (some of them NaN).
-unsafe impl AnyBitPattern for float8::F8E4M3 {}
-
-#[cfg(feature = "float8")]
-#[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
-// SAFETY: a `#[repr(transparent)]` u8 of E5M2 bits: DLPack's `kDLFloat8_e5m2`.
-unsafe impl Element for float8::F8E5M2 {
-    const DTYPE: DLDataType = DLDataType::new(crate::ffi::DLDataTypeCode::FLOAT8_E5M2, 8, 1);
-}
-
-#[cfg(feature = "float8")]
-#[cfg_attr(docsrs, doc(cfg(feature = "float8")))]
-// SAFETY: a transparent u8: every bit pattern is a value (some of them NaN).
-unsafe impl AnyBitPattern for float8::F8E5M2 {}
-
-#[cfg(feature = "num-complex")]
-#[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
-// SAFETY: `#[repr(C)]` { re: f32, im: f32 }, no padding: DLPack's complex64.
-unsafe impl Element for num_complex::Complex32 {
-    const DTYPE: DLDataType = DLDataType::COMPLEX64;
-}
-
-#[cfg(feature = "num-complex")]
-#[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
-// SAFETY: two IEEE floats: every bit pattern is valid.
-unsafe impl AnyBitPattern for num_complex::Complex32 {}
-
-#[cfg(feature = "num-complex")]
-#[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
-// SAFETY: `#[repr(C)]` { re: f64, im: f64 }, no padding: DLPack's complex128.
-unsafe impl Element for num_complex::Complex64 {
-    const DTYPE: DLDataType = DLDataType::COMPLEX128;
-}
-
-#[cfg(feature = "num-complex")]
-#[cfg_attr(docsrs, doc(cfg(feature = "num-complex")))]
-// SAFETY: two IEEE floats: every bit pattern is valid.
-unsafe impl AnyBitPattern for num_complex::Complex64 {}
 
 /// The CPU device, `(kDLCPU, 0)` (the seed's constructor; `DLDevice::CPU`).
 pub const fn cpu_device() -> DLDevice {

@@ -10,7 +10,7 @@ use crate::ffi::{
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{Error, TensorInfo, Validated};
+use crate::safe::{Error, Validated};
 
 /// The head of an export's block; `2 * ndim` `i64`s (shape, then strides) follow it.
 ///
@@ -74,7 +74,7 @@ unsafe extern "C" fn delete_block<M, K>(ptr: *mut M) {
         return;
     }
     let header = ptr.cast::<Header<M, K>>();
-    // SAFETY: `ptr` came from `build::<M, K>` (a block of `block_layout(ndim)` starting with
+    // SAFETY: `ptr` came from `build_validated::<M, K>` (a block of `block_layout(ndim)` starting with
     // this header); DLPack calls the deleter once, so the keepalive is moved out once.
     let (layout, keepalive) = unsafe {
         let (layout, _) = block_layout::<M, K>((*header).ndim);
@@ -136,18 +136,6 @@ impl ManagedStruct for DLManagedTensorVersioned {
     fn tensor_mut(&mut self) -> &mut DLTensor {
         &mut self.dl_tensor
     }
-}
-
-/// Validates `info`, then [`build_validated`].
-pub(crate) fn build<M: ManagedStruct, K: Send + 'static>(
-    keepalive: K,
-    info: TensorInfo,
-    flags: u64,
-    readers: Readers,
-    data_from_keepalive: Option<fn(&mut K) -> *mut c_void>,
-) -> Result<NonNull<M>, Error> {
-    let validated = Validated::new(info)?;
-    build_validated(keepalive, validated, flags, readers, data_from_keepalive)
 }
 
 /// Moves validated metadata and `keepalive` into one heap block; strides are always written.

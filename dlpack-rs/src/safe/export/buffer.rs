@@ -143,12 +143,12 @@ unsafe impl<T: Element> SharedBuffer for Arc<[T]> {}
 // SAFETY: every clone points at one `B`, never moved, reached only through `&B`.
 unsafe impl<B: Buffer + Send + Sync + 'static> SharedBuffer for Arc<B> {}
 
-/// The read pointer of a buffer in its final place, for [`build`](crate::safe::export::block::build).
+/// The read pointer of a buffer in its final place, for [`build_validated`](crate::safe::export::block::build_validated).
 pub(crate) fn read_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
     buffer.data_ptr().cast()
 }
 
-/// The write pointer of a buffer in its final place, for [`build`](crate::safe::export::block::build).
+/// The write pointer of a buffer in its final place, for [`build_validated`](crate::safe::export::block::build_validated).
 pub(crate) fn write_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
     buffer.data_ptr_mut().cast()
 }

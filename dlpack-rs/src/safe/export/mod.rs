@@ -12,7 +12,7 @@ use core::ffi::c_void;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
 use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
-use crate::safe::export::pack::pack_validated;
+use crate::safe::export::pack::{pack_validated, PackAs};
 use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
 use crate::safe::{Buffer, Dim, Element, Error, Readers, TensorInfo};
@@ -82,8 +82,8 @@ impl<B: Buffer + Send + 'static> Export<B> {
         self.buffer.stream_order()
     }
 
-    /// The buffer, its validated metadata and the export's flags.
-    fn into_parts(self) -> Result<(B, Validated, u64), Error> {
+    /// The buffer, its validated metadata and whether the builder asked for read-only.
+    fn into_parts(self) -> Result<(B, Validated, bool), Error> {
         let len = self.buffer.num_elements();
         let shape = match self.shape? {
             Some(shape) => shape,
@@ -108,51 +108,44 @@ impl<B: Buffer + Send + 'static> Export<B> {
                 max: extent.max,
             });
         }
-        let read_only = self.read_only || !self.buffer.is_writable();
-        let flags = if read_only {
-            DLPACK_FLAG_BITMASK_READ_ONLY
-        } else {
-            0
-        };
-        Ok((self.buffer, info, flags))
+        Ok((self.buffer, info, self.read_only))
     }
 
     /// Builds a versioned managed tensor (`READ_ONLY` when the buffer or builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
-        let (buffer, info, flags) = self.into_parts()?;
-        let data_of: fn(&mut B) -> *mut c_void = if flags & DLPACK_FLAG_BITMASK_READ_ONLY == 0 {
-            write_ptr::<B>
-        } else {
-            read_ptr::<B>
-        };
-        // SAFETY: `into_parts` checked the layout stays inside the buffer, which the `Buffer`
-        // contract keeps in place while it lives; written only through `data_ptr_mut`.
-        unsafe {
-            pack_validated::<DLManagedTensorVersioned, _>(
-                buffer,
-                info,
-                flags,
-                Readers::ExportOnly,
-                Some(data_of),
-            )
-        }
+        let (buffer, info, read_only) = self.into_parts()?;
+        // SAFETY: `into_parts` checked the layout stays inside the buffer.
+        unsafe { pack_buffer::<DLManagedTensorVersioned, B>(buffer, info, read_only) }
     }
 
     /// Builds a legacy managed tensor; [`Error::ReadOnly`] for a read-only export.
     pub fn legacy(self) -> Result<ManagedTensor, Error> {
-        let (buffer, info, flags) = self.into_parts()?;
-        if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+        let (buffer, info, read_only) = self.into_parts()?;
+        // SAFETY: as in `versioned`.
+        unsafe { pack_buffer::<DLManagedTensor, B>(buffer, info, read_only) }
+    }
+}
+
+/// Packs `buffer` over its checked layout as `M`, `READ_ONLY` when `read_only` or the buffer is
+/// not writable ([`Error::ReadOnly`] then for a legacy struct).
+///
+/// # Safety
+/// `info` addresses only `buffer`'s memory, which the `Buffer` contract keeps in place while
+/// the buffer lives.
+pub(crate) unsafe fn pack_buffer<M: PackAs, B: Buffer + Send + 'static>(
+    buffer: B,
+    info: Validated,
+    read_only: bool,
+) -> Result<M::Owner, Error> {
+    let (flags, data_of): (u64, fn(&mut B) -> *mut c_void) = if read_only || !buffer.is_writable() {
+        if !M::HAS_FLAGS {
             return Err(Error::ReadOnly);
         }
-        // SAFETY: as in `versioned`; a legacy export is always writable.
-        unsafe {
-            pack_validated::<DLManagedTensor, _>(
-                buffer,
-                info,
-                0,
-                Readers::ExportOnly,
-                Some(write_ptr::<B>),
-            )
-        }
-    }
+        (DLPACK_FLAG_BITMASK_READ_ONLY, read_ptr::<B>)
+    } else {
+        (0, write_ptr::<B>)
+    };
+    // SAFETY: this function's contract; the memory is written only through `data_ptr_mut`,
+    // whose pointer the export gets only when not flagged `READ_ONLY`.
+    unsafe { pack_validated::<M, B>(buffer, info, flags, Readers::ExportOnly, Some(data_of)) }
 }

@@ -3,7 +3,7 @@
 use core::ptr::NonNull;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
-use crate::safe::export::block::{build, build_validated, ManagedStruct, Readers};
+use crate::safe::export::block::{build_validated, ManagedStruct, Readers};
 use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
 use crate::safe::{Error, TensorInfo, Validated};
 
@@ -34,7 +34,9 @@ pub fn try_pack<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
 ) -> Result<*mut DLManagedTensor, Error> {
-    build::<DLManagedTensor, K>(keepalive, info, 0, Readers::ExportOnly, None).map(NonNull::as_ptr)
+    let info = Validated::new(info)?;
+    build_validated::<DLManagedTensor, K>(keepalive, info, 0, Readers::ExportOnly, None)
+        .map(NonNull::as_ptr)
 }
 
 /// As [`pack`], for a [`DLManagedTensorVersioned`] with `flags` (`DLPACK_FLAG_BITMASK_*`).
@@ -71,14 +73,23 @@ pub fn try_pack_versioned<K: Send + 'static>(
     info: TensorInfo,
     flags: u64,
 ) -> Result<*mut DLManagedTensorVersioned, Error> {
-    build::<DLManagedTensorVersioned, K>(keepalive, info, flags, Readers::ExportOnly, None)
-        .map(NonNull::as_ptr)
+    let info = Validated::new(info)?;
+    build_validated::<DLManagedTensorVersioned, K>(
+        keepalive,
+        info,
+        flags,
+        Readers::ExportOnly,
+        None,
+    )
+    .map(NonNull::as_ptr)
 }
 
 /// The managed struct an owned export is packed as, with its owner type.
 pub(crate) trait PackAs: ManagedStruct {
     /// The owner of this struct.
     type Owner;
+    /// Whether the struct has flags (`READ_ONLY`): only the versioned one does.
+    const HAS_FLAGS: bool;
     /// Takes ownership of a block [`build_validated`] made.
     ///
     /// # Safety
@@ -89,6 +100,7 @@ pub(crate) trait PackAs: ManagedStruct {
 
 impl PackAs for DLManagedTensor {
     type Owner = ManagedTensor;
+    const HAS_FLAGS: bool = false;
     unsafe fn own(ptr: NonNull<Self>) -> ManagedTensor {
         // SAFETY: this function's contract.
         unsafe { ManagedTensor::from_raw_unchecked(ptr) }
@@ -97,6 +109,7 @@ impl PackAs for DLManagedTensor {
 
 impl PackAs for DLManagedTensorVersioned {
     type Owner = ManagedTensorVersioned;
+    const HAS_FLAGS: bool = true;
     unsafe fn own(ptr: NonNull<Self>) -> ManagedTensorVersioned {
         // SAFETY: this function's contract.
         unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }

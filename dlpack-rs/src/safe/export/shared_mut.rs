@@ -6,7 +6,7 @@ use core::fmt;
 
 use crate::safe::borrow::BorrowToken;
 use crate::safe::{
-    AlignedBuffer, AnyBitPattern, Buffer, Element, Error, ReadSlice, SharedBuffer, WriteSlice,
+    AlignedBuffer, AnyBitPattern, Buffer, Element, Error, ReadGuard, SharedBuffer, WriteGuard,
 };
 
 /// Shared, mutable, 64-byte aligned host memory whose exports are writable and zero-copy.
@@ -95,25 +95,28 @@ impl<T: Element> SharedMut<T> {
     }
 
     /// A shared view of the elements; [`Error::AlreadyBorrowed`] while a mutable view lives.
-    pub fn read(&self) -> Result<ReadSlice<'_, T>, Error> {
+    pub fn read(&self) -> Result<ReadGuard<'_, &[T]>, Error> {
         let (start, end) = self.byte_range();
         let token = BorrowToken::acquire(start, end, false)?;
         // SAFETY: `len` initialised `T`s (or dangling, aligned) alive while `self` is; every Rust
-        // access holds a registry borrow, so the shared one just taken excludes writers.
-        let slice = unsafe { ReadSlice::new(self.inner.as_ptr(), self.len(), token) };
-        Ok(slice)
+        // access holds a registry borrow, so the shared one just taken (ending with the guard)
+        // excludes writers.
+        let slice = unsafe { core::slice::from_raw_parts(self.inner.as_ptr(), self.len()) };
+        Ok(ReadGuard::new(slice, token))
     }
 
     /// A mutable view of the elements; [`Error::AlreadyBorrowed`] while any other view lives.
     ///
     /// Takes `&self`, as `RefCell::borrow_mut` does: the registry is the exclusion.
-    pub fn write(&self) -> Result<WriteSlice<'_, T>, Error> {
+    #[allow(clippy::mut_from_ref)] // the exclusive registry borrow makes it unique
+    pub fn write(&self) -> Result<WriteGuard<'_, &mut [T]>, Error> {
         let (start, end) = self.byte_range();
         let token = BorrowToken::acquire(start, end, true)?;
         // SAFETY: as in `read`, behind the allocator's pointer (write permission); every Rust
         // access holds a registry borrow, so the exclusive one just taken excludes them all.
-        let slice = unsafe { WriteSlice::new(self.inner.as_ptr().cast_mut(), self.len(), token) };
-        Ok(slice)
+        let slice =
+            unsafe { core::slice::from_raw_parts_mut(self.inner.as_ptr().cast_mut(), self.len()) };
+        Ok(WriteGuard::new(slice, token))
     }
 
     /// The elements, copied into a `Vec`.

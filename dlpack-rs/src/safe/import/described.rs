@@ -52,7 +52,7 @@ impl Described {
         // SAFETY: validated: ndim is in range and the pointers are readable (the contract).
         let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
         let ndim = shape.len();
-        const _: () = assert!(crate::safe::MAX_NDIM <= u16::MAX as usize);
+        const _: () = assert!(crate::safe::TensorInfo::MAX_NDIM <= u16::MAX as usize);
         let dims = if ndim <= INLINE {
             // A fixed bound: a few moves, no `memcpy` call.
             let mut dims = [0i64; 2 * INLINE];

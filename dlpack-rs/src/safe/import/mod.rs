@@ -103,7 +103,7 @@ pub(crate) unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
     if t.ndim < 0 {
         return Err(Error::NegativeNdim(t.ndim));
     }
-    if t.ndim as usize > crate::safe::MAX_NDIM {
+    if t.ndim as usize > crate::safe::TensorInfo::MAX_NDIM {
         return Err(Error::TooManyDims(t.ndim));
     }
     if t.ndim > 0 && t.shape.is_null() {

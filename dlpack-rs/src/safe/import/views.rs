@@ -4,7 +4,7 @@ use core::ffi::c_void;
 use core::ptr::NonNull;
 
 use crate::ffi::{DLDataType, DLDevice};
-use crate::safe::borrow::guard::{ReadSlice, WriteSlice};
+use crate::safe::borrow::guard::{ReadGuard, WriteGuard};
 use crate::safe::borrow::BorrowToken;
 use crate::safe::import::{Kind, Managed};
 use crate::safe::layout::is_c_contiguous;
@@ -102,23 +102,30 @@ impl<K: Kind> Managed<K> {
     ///
     /// Needs host memory, C-contiguous layout, `T`'s dtype, alignment and (for `bool`) only 0
     /// and 1. Refused with [`Error::AlreadyBorrowed`] while a mutable view of the bytes exists.
-    pub fn as_slice<T: Element>(&self) -> Result<ReadSlice<'_, T>, Error> {
+    pub fn as_slice<T: Element>(&self) -> Result<ReadGuard<'_, &[T]>, Error> {
         let (ptr, len, token) = self.slice_parts::<T>(false)?;
-        // SAFETY: checked and borrowed by `slice_parts`; the guard borrows `self`.
-        Ok(unsafe { ReadSlice::new(ptr, len, token) })
+        // SAFETY: checked and borrowed by `slice_parts`, alive while `self` is; the token ends
+        // with the guard, which borrows `self`.
+        Ok(ReadGuard::new(
+            unsafe { core::slice::from_raw_parts(ptr, len) },
+            token,
+        ))
     }
 
     /// The elements as a mutable slice guard: as [`Managed::as_slice`], and not read-only.
     ///
     /// Refused with [`Error::AlreadyBorrowed`] while any other view of the bytes exists.
-    pub fn as_mut_slice<T: Element>(&mut self) -> Result<WriteSlice<'_, T>, Error> {
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<WriteGuard<'_, &mut [T]>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
         let (ptr, len, token) = self.slice_parts::<T>(true)?;
-        // SAFETY: checked and borrowed exclusively by `slice_parts`; not READ_ONLY; the guard
-        // borrows `self` mutably.
-        Ok(unsafe { WriteSlice::new(ptr, len, token) })
+        // SAFETY: checked and borrowed exclusively by `slice_parts`; not READ_ONLY; the token
+        // ends with the guard, which borrows `self` mutably.
+        Ok(WriteGuard::new(
+            unsafe { core::slice::from_raw_parts_mut(ptr, len) },
+            token,
+        ))
     }
 }
 

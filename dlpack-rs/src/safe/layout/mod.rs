@@ -8,10 +8,10 @@ use alloc::vec::Vec;
 
 use crate::ffi::DLDataType;
 use crate::safe::dtype::{dtype_allowed, element_bits};
-use crate::safe::{Error, MAX_NDIM};
+use crate::safe::{Error, TensorInfo};
 
 /// `InvalidDtype` unless the dtype has non-zero bits and lanes and the form
-/// [`dtype_rule`](crate::safe::dtype_rule) names, if any.
+/// [`rule`](crate::ffi::DLDataTypeCode::rule) names, if any.
 pub(crate) fn validate_dtype(dtype: DLDataType) -> Result<(), Error> {
     if dtype_allowed(dtype) {
         Ok(())
@@ -41,7 +41,7 @@ pub(crate) fn check(
     byte_offset: u64,
     data_is_null: bool,
 ) -> Result<Extent, Error> {
-    if shape.len() > MAX_NDIM {
+    if shape.len() > TensorInfo::MAX_NDIM {
         return Err(Error::TooManyDims(
             i32::try_from(shape.len()).unwrap_or(i32::MAX),
         ));

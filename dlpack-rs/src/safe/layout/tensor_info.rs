@@ -30,6 +30,9 @@ unsafe impl Send for TensorInfo {}
 unsafe impl Sync for TensorInfo {}
 
 impl TensorInfo {
+    /// The largest `ndim` this crate accepts (numpy allows 64, torch fewer).
+    pub const MAX_NDIM: usize = crate::safe::error::MAX_NDIM;
+
     /// Metadata of a compact row-major tensor.
     ///
     /// ```

@@ -52,8 +52,8 @@ fn the_code_table_answers_as_the_header_rules_for_every_small_dtype() {
                 };
                 let (valid, name, numpy) = model(d);
                 assert_eq!(dtype_allowed(d), valid, "{d:?}");
-                assert_eq!(DtypeName::fixed(d), name, "{d:?}");
-                assert_eq!(DtypeName::numpy_has(d), numpy, "{d:?}");
+                assert_eq!(d.fixed_name(), name, "{d:?}");
+                assert_eq!(d.numpy_has(), numpy, "{d:?}");
             }
         }
     }
@@ -61,7 +61,7 @@ fn the_code_table_answers_as_the_header_rules_for_every_small_dtype() {
 
 #[test]
 fn names_of_free_codes_come_from_the_table() {
-    let name = |code, bits, lanes| DtypeName(DLDataType { code, bits, lanes }).to_string();
+    let name = |code, bits, lanes| DLDataType { code, bits, lanes }.name().to_string();
     assert_eq!(name(DLDataTypeCode::INT, 8, 1), "int8");
     assert_eq!(name(DLDataTypeCode::UINT, 16, 1), "uint16");
     assert_eq!(name(DLDataTypeCode::FLOAT, 32, 1), "float32");
@@ -78,7 +78,7 @@ fn names_of_free_codes_come_from_the_table() {
         name(DLDataTypeCode::OPAQUE_HANDLE, 64, 1),
         "dtype(code=kDLOpaqueHandle, bits=64, lanes=1)"
     );
-    assert_eq!(dtype_rule(DLDataTypeCode::BFLOAT), Some("16 bits"));
-    assert_eq!(dtype_rule(DLDataTypeCode::INT), None);
-    assert_eq!(dtype_rule(DLDataTypeCode::BCOMPLEX), None);
+    assert_eq!(DLDataTypeCode::BFLOAT.rule(), Some("16 bits"));
+    assert_eq!(DLDataTypeCode::INT.rule(), None);
+    assert_eq!(DLDataTypeCode::BCOMPLEX.rule(), None);
 }
