@@ -11,20 +11,24 @@ use crate::pyo3_glue::runtime::exchange_lookup::lookup;
 use crate::pyo3_glue::runtime::requires_grad::{requires_grad, Grad};
 use crate::safe::ManagedTensorVersioned;
 
-/// Imports `obj` through its type's exchange table (`Ok(None)` without one). Like torch's
-/// `__dlpack__`, refuses a tensor that requires grad (`BufferError`); a complex one is released
-/// for `__dlpack__` (which refuses a set conjugate bit); a table `RuntimeError` (a tensor DLPack
-/// cannot describe) becomes `BufferError`.
+/// Imports `obj` through its type's exchange table (`None` without one, or for a complex
+/// tensor, released for `__dlpack__`, which refuses a set conjugate bit), and whether the
+/// negative bit was asked (refused) already. Like torch's `__dlpack__`, refuses a
+/// tensor that requires grad (`BufferError`); a table `RuntimeError` (a tensor DLPack cannot
+/// describe) becomes `BufferError`.
 pub(crate) fn import(
     obj: &Bound<'_, PyAny>,
-) -> PyResult<Option<(ManagedTensorVersioned, &'static DLPackExchangeAPI)>> {
+) -> PyResult<(
+    Option<(ManagedTensorVersioned, &'static DLPackExchangeAPI)>,
+    bool,
+)> {
     let Some((api, grad)) = lookup(obj) else {
-        return Ok(None);
+        return Ok((None, false));
     };
     let py = obj.py();
-    refuse_what_dlpack_refuses(obj, grad)?;
+    let checked = refuse_what_dlpack_refuses(obj, grad)?;
     let Some(from_py) = api.managed_tensor_from_py_object_no_sync else {
-        return Ok(None);
+        return Ok((None, checked));
     };
     let mut out: *mut DLManagedTensorVersioned = core::ptr::null_mut();
     // SAFETY: `from_py` comes from the table of `obj`'s own type, called as dlpack.h says: with
@@ -43,9 +47,9 @@ pub(crate) fn import(
     let tensor = unsafe { ManagedTensorVersioned::from_raw(out) }?;
     if tensor.dtype().code == crate::ffi::DLDataTypeCode::COMPLEX {
         // torch's table exports a conjugated complex tensor unresolved; its `__dlpack__` refuses.
-        return Ok(None);
+        return Ok((None, checked));
     }
-    Ok(Some((tensor, api)))
+    Ok((Some((tensor, api)), checked))
 }
 
 /// The exception a failed table call left (a `RuntimeError` becomes `BufferError`).
@@ -116,24 +120,20 @@ pub(crate) enum Lent {
     View(crate::safe::Described),
 }
 
-/// The `BufferError` for a tensor that requires grad.
-/// What torch's table hands out and its `__dlpack__` refuses (a tensor that requires grad), and
-/// what both export un-negated (the negative bit): asked only of types with `requires_grad`.
-fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<()> {
+/// Refuses what torch's table hands out and its `__dlpack__` refuses (a tensor that requires
+/// grad), and what both export un-negated (the negative bit): asked only of types with
+/// `requires_grad` (answers whether it was).
+fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<bool> {
     if matches!(grad, Grad::Absent) {
-        return Ok(());
+        return Ok(false);
     }
     if requires_grad(obj, grad) {
-        return Err(requires_grad_error());
+        return Err(PyBufferError::new_err(
+            "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
+             too): use tensor.detach()",
+        ));
     }
-    crate::pyo3_glue::import::negative::refuse_negative_view(obj)
-}
-
-fn requires_grad_error() -> PyErr {
-    PyBufferError::new_err(
-        "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
-         too): use tensor.detach()",
-    )
+    crate::pyo3_glue::import::negative::refuse_negative_view(obj).map(|()| true)
 }
 
 /// The producer's current work stream on `device` (`current_work_stream`), or `None` when the

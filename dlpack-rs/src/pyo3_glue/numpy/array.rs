@@ -17,28 +17,24 @@ pub(in crate::pyo3_glue) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::ne
 /// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
 pub(in crate::pyo3_glue) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> =
     AtomicPtr::new(core::ptr::null_mut());
-/// `sys.modules`, where numpy is looked for.
-static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 /// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
 /// 2.1), which can say read-only; older numpy exports legacy capsules only.
 static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
 /// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (numpy 2.1 to 2.3).
 static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
 
-/// `sys.modules`, where numpy is looked for (never imported by this crate).
-fn sys_modules(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
-    crate::pyo3_glue::runtime::once::get_or_try_init(
-        &SYS_MODULES,
-        py,
-        || -> PyResult<Py<PyDict>> {
-            Ok(py
-                .import("sys")?
-                .getattr("modules")?
-                .cast_into::<PyDict>()?
-                .unbind())
-        },
-    )
-    .map(|m| m.bind(py))
+/// numpy's major version, by `numpy.__version__` (as rust-numpy itself reads it).
+pub(in crate::pyo3_glue) fn numpy_major(numpy: &Bound<'_, PyAny>) -> Option<u32> {
+    let version = numpy
+        .getattr(pyo3::intern!(numpy.py(), "__version__"))
+        .ok()?;
+    version
+        .extract::<String>()
+        .ok()?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Adopts `ty` (numpy's own `ndarray`) once numpy's major version is one whose layout this crate
@@ -49,12 +45,7 @@ fn adopt<'py>(
     ty: Bound<'py, PyType>,
 ) -> PyResult<Option<&'py Bound<'py, PyType>>> {
     let py = ty.py();
-    let major = numpy
-        .getattr(pyo3::intern!(py, "__version__"))
-        .and_then(|v| v.extract::<String>())
-        .ok()
-        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
-    if !matches!(major, Some(1 | 2)) {
+    if !matches!(numpy_major(numpy), Some(1 | 2)) {
         return Ok(None);
     }
     let Some((versioned, null_strides)) = exports_versioned(&ty) else {
@@ -146,7 +137,7 @@ pub(in crate::pyo3_glue) fn known_ndarray(
 #[inline(never)]
 fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let py = obj.py();
-    let Ok(Some(numpy)) = sys_modules(py)?.get_item("numpy") else {
+    let Some(numpy) = cpython::imported_module(py, pyo3::intern!(py, "numpy"))? else {
         return Ok(None);
     };
     let ty = obj.get_type();
@@ -224,6 +215,26 @@ impl ArrayFields {
                 core::slice::from_raw_parts(self.strides, nd),
             )
         })
+    }
+}
+
+/// The last numpy array of `array`'s base chain (the one whose base is NULL or not an array).
+/// # Safety
+/// Attached; `array` is a live numpy array and `ndarray` numpy's type.
+#[inline]
+pub(in crate::pyo3_glue) unsafe fn root_array(
+    array: *mut ffi::PyObject,
+    ndarray: *mut ffi::PyTypeObject,
+) -> *mut ffi::PyObject {
+    let mut a = array;
+    loop {
+        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
+        let base = unsafe { (*a.cast::<ArrayFields>()).base };
+        // SAFETY: `base` is a live object (an array's base is a strong reference); attached.
+        if base.is_null() || !unsafe { cpython::type_check(base, ndarray) } {
+            return a;
+        }
+        a = base;
     }
 }
 

@@ -14,7 +14,7 @@ use crate::ffi::{
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::pyo3_glue::numpy::array::{
-    known_ndarray, null_contiguous_strides, versioned_export, ArrayFields, NDARRAY_PTR,
+    known_ndarray, null_contiguous_strides, root_array, versioned_export, ArrayFields, NDARRAY_PTR,
     NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
 };
 use crate::pyo3_glue::runtime::cpython;
@@ -328,35 +328,24 @@ pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
 /// # Safety
 /// Attached; `array` is a live numpy array and `ndarray` numpy's type.
 unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject) -> bool {
-    let mut base = array;
-    loop {
-        // SAFETY: `base` is a live numpy array (the first by contract, later ones checked).
-        let next = unsafe { (*base.cast::<ArrayFields>()).base };
-        if next.is_null() {
+    // SAFETY: forwarded; the root is a live numpy array, whose base is NULL or a strong
+    // reference to a live object.
+    let base = unsafe { (*root_array(array, ndarray).cast::<ArrayFields>()).base };
+    // SAFETY: attached; a live object. A capsule of one of these names is numpy's own, made by
+    // `np.from_dlpack` around the producer's managed tensor, which it keeps until the capsule
+    // goes (numpy reads the device from it the same way).
+    unsafe {
+        if base.is_null() || !cpython::is_capsule(base) {
             return true;
         }
-        // SAFETY: an array's base is a strong reference to a live object; attached.
-        if unsafe { cpython::type_check(next, ndarray) } {
-            base = next;
-            continue;
+        if let Some(m) = cpython::pointer_if_named(base, c"numpy_dltensor_versioned") {
+            let m = m.cast::<DLManagedTensorVersioned>().as_ptr();
+            return (*m).dl_tensor.device == DLDevice::CPU;
         }
-        // SAFETY: as above.
-        if !unsafe { cpython::is_capsule(next) } {
-            return true;
+        if let Some(m) = cpython::pointer_if_named(base, c"numpy_dltensor") {
+            let m = m.cast::<crate::ffi::DLManagedTensor>().as_ptr();
+            return (*m).dl_tensor.device == DLDevice::CPU;
         }
-        // SAFETY: a live capsule; a capsule of one of these names is numpy's own, made by
-        // `np.from_dlpack` around the producer's managed tensor, which it keeps until the
-        // capsule goes (numpy reads the device from it the same way).
-        unsafe {
-            if let Some(m) = cpython::pointer_if_named(next, c"numpy_dltensor_versioned") {
-                let m = m.cast::<DLManagedTensorVersioned>().as_ptr();
-                return (*m).dl_tensor.device == DLDevice::CPU;
-            }
-            if let Some(m) = cpython::pointer_if_named(next, c"numpy_dltensor") {
-                let m = m.cast::<crate::ffi::DLManagedTensor>().as_ptr();
-                return (*m).dl_tensor.device == DLDevice::CPU;
-            }
-        }
-        return true;
     }
+    true
 }

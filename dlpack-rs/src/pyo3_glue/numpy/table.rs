@@ -99,16 +99,6 @@ pub(super) static OURS: Shared = Shared {
     release_mut: ours_release_mut,
 };
 
-/// The key of a numpy array's import, from its metadata (numpy's exported layout and dtype).
-pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Option<Span> {
-    key_of_layout(
-        tensor.data_ptr(),
-        tensor.shape(),
-        &tensor.strides(),
-        tensor.dtype(),
-    )
-}
-
 /// The key of a tensor's layout: its first element, extents, strides in elements and dtype
 /// (`None` only where the layout was never validated).
 pub(super) fn key_of_layout(
@@ -183,15 +173,8 @@ unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> 
 
 /// rust-numpy's `acquire_mut`: 0, -1 on a conflict (or a panic), -2 for a read-only array.
 unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
-    cpython::no_unwind(|| {
-        // SAFETY: rust-numpy's contract: a live numpy array.
-        if unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
-            return -2;
-        }
-        // SAFETY: as in `ours_acquire`.
-        unsafe { ours_acquire_any(array, true) }
-    })
-    .unwrap_or(-1)
+    // SAFETY: as in `ours_acquire`.
+    cpython::no_unwind(|| unsafe { ours_acquire_any(array, true) }).unwrap_or(-1)
 }
 
 /// Takes the registry's borrow of the bytes `array` addresses: 0, -1 on a conflict (or when the
@@ -199,6 +182,11 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
 /// # Safety
 /// Attached, and `array` is a live numpy array.
 unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int {
+    // SAFETY: a live numpy array (this function's contract), read in place.
+    let read_only = || unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0;
+    if exclusive && read_only() {
+        return -2;
+    }
     // SAFETY: attached (this function's contract).
     let py = unsafe { Python::assume_attached() };
     // Joins the registry all copies share, so this borrow meets theirs (a no-op once joined).
@@ -211,8 +199,7 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     };
     // Joining and the key may have run Python code (a first join, numpy asked for an element
     // size): a writable borrow asks again whether numpy lets the array be written.
-    // SAFETY: a live numpy array (this function's contract), read in place.
-    if exclusive && unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
+    if exclusive && read_only() {
         return -2;
     }
     let Ok(token) =

@@ -4,7 +4,7 @@
 //! `numpy/borrow.rs` (numpy's struct, rust-numpy's table) keep raw calls of their own;
 //! `tests/run-all.sh --step layers` checks that no other file calls `ffi::Py*`.
 
-use core::ffi::{c_char, CStr};
+use core::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use pyo3::ffi;
@@ -170,16 +170,6 @@ pub(crate) unsafe fn is_static_type(ty: *mut ffi::PyTypeObject) -> bool {
     unsafe { ffi::PyType_GetFlags(ty) & ffi::Py_TPFLAGS_HEAPTYPE == 0 }
 }
 
-/// Whether `sub` is `ty` or a subtype of it.
-/// # Safety
-/// The thread is attached; both types are live.
-#[cfg(not(feature = "abi3"))]
-#[inline]
-pub(crate) unsafe fn is_subtype(sub: *mut ffi::PyTypeObject, ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::PyType_IsSubtype(sub, ty) != 0 }
-}
-
 /// The C getter and closure of `descr` when it is exactly a getset descriptor (as torch's
 /// `requires_grad`) of a static type that is `ty` or a base of it. A static type's getset table
 /// lives for the process, so the pair outlives the descriptor (another thread may drop its last
@@ -205,7 +195,7 @@ pub(crate) unsafe fn getset_getter(
         }
         let def = descr.d_getset.as_ref()?;
         // The getter takes only instances of the owning type (a class body may copy a descriptor).
-        if !is_subtype(ty, descr.d_common.d_type) {
+        if ffi::PyType_IsSubtype(ty, descr.d_common.d_type) == 0 {
             return None;
         }
         Some((def.get?, def.closure))
@@ -246,15 +236,21 @@ pub(crate) unsafe fn type_version(ty: *mut ffi::PyTypeObject) -> u32 {
         core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
             .load(core::sync::atomic::Ordering::Acquire)
     };
-    // SAFETY: a live type object (its flags read as CPython's own API reads them).
-    if tag != 0 && !flag_unused() && unsafe { ffi::PyType_GetFlags(ty) } & VALID_VERSION_TAG == 0 {
-        return 0;
+    // SAFETY: attached (this function's contract); a live type object's flags, read as
+    // CPython's own API reads them (the flag is kept before 3.13 only).
+    let stale = unsafe {
+        tag != 0
+            && minor_version(Python::assume_attached()) < 13
+            && ffi::PyType_GetFlags(ty) & VALID_VERSION_TAG == 0
+    };
+    if stale {
+        0
+    } else {
+        tag
     }
-    tag
 }
 
 /// The running interpreter's minor version (3.x), read once.
-#[cfg(not(feature = "abi3"))]
 pub(crate) fn minor_version(py: Python<'_>) -> u8 {
     use core::sync::atomic::{AtomicU8, Ordering};
     // 0: not read yet (no supported CPython has minor version 0).
@@ -267,14 +263,6 @@ pub(crate) fn minor_version(py: Python<'_>) -> u8 {
         }
         minor => minor,
     }
-}
-
-/// Whether CPython no longer keeps `Py_TPFLAGS_VALID_VERSION_TAG` (>= 3.13). Called attached.
-#[cfg(not(feature = "abi3"))]
-#[inline]
-fn flag_unused() -> bool {
-    // SAFETY: attached (the callers' contract).
-    minor_version(unsafe { Python::assume_attached() }) >= 13
 }
 
 /// `ty`'s version tag, assigned first if it has none, as the interpreter's own attribute
@@ -299,6 +287,22 @@ pub(crate) unsafe fn assign_type_version(
         _PyType_Lookup(ty, name);
         type_version(ty)
     }
+}
+
+/// Under abi3 a type's version tag is hidden: always 0.
+/// # Safety
+/// None (the signature of the full build's).
+#[cfg(feature = "abi3")]
+pub(crate) unsafe fn type_version(_: *mut ffi::PyTypeObject) -> u32 {
+    0
+}
+
+/// Under abi3 a type's version tag is hidden: always 0.
+/// # Safety
+/// None (the signature of the full build's).
+#[cfg(feature = "abi3")]
+pub(crate) unsafe fn assign_type_version(_: *mut ffi::PyTypeObject, _: *mut ffi::PyObject) -> u32 {
+    0
 }
 
 // --- The error indicator ---
@@ -326,45 +330,6 @@ pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
 }
 
 // --- Capsules ---
-
-/// Whether `capsule` is a valid capsule named `name` (never sets an exception).
-/// # Safety
-/// The thread is attached; `capsule` is a live object.
-#[inline]
-pub(crate) unsafe fn capsule_is_named(capsule: *mut ffi::PyObject, name: &CStr) -> bool {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 }
-}
-
-/// The capsule's name, or `None` (and no exception) when it has none or is no capsule.
-/// # Safety
-/// The thread is attached; `capsule` is a live object and outlives the returned name, which
-/// the caller compares and does not keep past a rename.
-pub(crate) unsafe fn capsule_name<'a>(capsule: *mut ffi::PyObject) -> Option<&'a CStr> {
-    // SAFETY: by this function's contract; a non-NULL name is a NUL-terminated string that
-    // lives as long as the capsule keeps it.
-    unsafe {
-        let raw: *const c_char = ffi::PyCapsule_GetName(capsule);
-        if raw.is_null() {
-            ffi::PyErr_Clear();
-            None
-        } else {
-            Some(CStr::from_ptr(raw))
-        }
-    }
-}
-
-/// The capsule's pointer when it is named `name` (NULL with an exception set otherwise).
-/// # Safety
-/// The thread is attached; `capsule` is a live object.
-#[inline]
-pub(crate) unsafe fn capsule_pointer(
-    capsule: *mut ffi::PyObject,
-    name: &CStr,
-) -> *mut core::ffi::c_void {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) }
-}
 
 /// The capsule's pointer when named `name`, else `None`, never setting an exception: setting one
 /// may allocate (CPython <= 3.11 creates it at once while another is handled), and an allocation

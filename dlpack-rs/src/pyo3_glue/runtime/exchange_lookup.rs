@@ -1,22 +1,17 @@
-//! Which C exchange table a producer type publishes: `__dlpack_c_exchange_api__` in the type's
-//! own MRO, cached per type (a mutex-held cache of strong references, plus a sequence-locked
-//! copy read without a lock). The cache also keeps how the type's `requires_grad` is read.
-//!
-//! Trust: the table is looked up in the dictionaries of `type(obj).__mro__`, as the interpreter
-//! finds a special method, never through `getattr`, an instance attribute or a metaclass; what
-//! it points to is trusted as a producer is. An entry holds while the type's version tag is
-//! the one it was found under (CPython >= 3.11 resets the tag on any change to the type, its
-//! dictionary or bases, and never reuses one).
+//! Which C exchange table a producer type publishes: `__dlpack_c_exchange_api__` in the
+//! dictionaries of `type(obj).__mro__` (as the interpreter finds a special method: no
+//! `getattr`, instance attribute or metaclass), cached per type with how its `requires_grad` is
+//! read (a mutex-held cache of strong references, plus a sequence-locked copy read unlocked).
+//! An entry holds while the type's version tag is the one it was found under.
 //!
 //! A table speaks for its owner (the most basic class of the MRO whose own dictionary holds a
 //! capsule of it), and only for objects whose `__dlpack__`, `__dlpack_device__` and
-//! `__torch_function__` (torch's `__dlpack__` dispatches through it) are the owner's: a
-//! subclass overriding any is imported through its own `__dlpack__`, as `torch.from_dlpack`
-//! and `np.from_dlpack` do. Outside the model (SAFETY.md): an instance `__dlpack__`, a custom
-//! `__getattribute__`, a class changed after its first import where tags cannot be read
-//! (stable ABI, CPython < 3.11), and a class dictionary written behind the interpreter's back
-//! (`gc.get_referents`), which leaves the tag. A type whose metaclass defines its own `mro()`
-//! has no usable tag and is looked up on every import.
+//! `__torch_function__` are the owner's: a subclass overriding any takes its own `__dlpack__`.
+//! Outside the model (SAFETY.md): an instance `__dlpack__`, a custom `__getattribute__`, a class
+//! changed after its first import where tags cannot be read (abi3, CPython < 3.11), and a class
+//! dictionary written behind the interpreter's back (`gc.get_referents`). A type whose
+//! metaclass defines its own `mro()` gets no tag: its answer is never cached, and its
+//! `requires_grad` is read through `getattr`.
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -28,6 +23,7 @@ use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPACK_EXCHANGE_API_CAPSULE_NAME,
     DLPACK_MAJOR_VERSION,
 };
+use crate::pyo3_glue::runtime::cpython;
 use crate::pyo3_glue::runtime::requires_grad::Grad;
 
 /// How many types the cache remembers (round-robin). A miss costs one look-up on the type.
@@ -186,55 +182,6 @@ pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchan
     unsafe { ((word & !OVERRIDDEN) as *const DLPackExchangeAPI).as_ref() }
 }
 
-/// Whether type version tags say when a type changed (CPython >= 3.11, not abi3, which hides
-/// them): then a cached answer holds only under its tag. Elsewhere the first answer is kept
-/// (SAFETY.md: outside the model).
-fn tracked(py: Python<'_>) -> bool {
-    #[cfg(not(feature = "abi3"))]
-    {
-        crate::pyo3_glue::runtime::cpython::minor_version(py) >= 11
-    }
-    #[cfg(feature = "abi3")]
-    {
-        let _ = py;
-        false
-    }
-}
-
-/// The version tag of the live type at `key` now (0: none), where [`tracked`].
-fn tag_now(key: usize) -> u32 {
-    #[cfg(not(feature = "abi3"))]
-    {
-        // SAFETY: attached (the caller's `Python`); `key` is a live type's address: the caller
-        // holds it, or an object of it.
-        unsafe {
-            crate::pyo3_glue::runtime::cpython::type_version(key as *mut pyo3::ffi::PyTypeObject)
-        }
-    }
-    #[cfg(feature = "abi3")]
-    {
-        let _ = key;
-        0
-    }
-}
-
-/// `ty`'s version tag, assigned first if it has none (0: it cannot have one), where [`tracked`].
-fn tag_assigned(ty: &Bound<'_, PyType>) -> u32 {
-    #[cfg(not(feature = "abi3"))]
-    {
-        let name = pyo3::intern!(ty.py(), "__dlpack__");
-        // SAFETY: attached (the `Bound`s prove it), a live type and string.
-        unsafe {
-            crate::pyo3_glue::runtime::cpython::assign_type_version(ty.as_type_ptr(), name.as_ptr())
-        }
-    }
-    #[cfg(feature = "abi3")]
-    {
-        let _ = ty;
-        0
-    }
-}
-
 /// [`lookup`] by type address `key`; `ty` makes the type on a miss. Answers the slot's `api`
 /// word and how `requires_grad` is read.
 fn lookup_type<'py>(
@@ -242,8 +189,16 @@ fn lookup_type<'py>(
     key: usize,
     ty: impl FnOnce() -> Bound<'py, PyType>,
 ) -> (usize, Grad) {
-    let tracked = tracked(py);
-    let now = if tracked { tag_now(key) } else { 0 };
+    // Whether version tags say when a type changed (CPython >= 3.11, not abi3): then a cached
+    // answer holds only under its tag; elsewhere the first answer is kept (outside the model).
+    let tracked = cfg!(not(feature = "abi3")) && cpython::minor_version(py) >= 11;
+    // SAFETY: attached (`py`); `key` is a live type's address (the caller holds it or an object
+    // of it).
+    let now = if tracked {
+        unsafe { cpython::type_version(key as *mut pyo3::ffi::PyTypeObject) }
+    } else {
+        0
+    };
     // A cached answer holds under its own tag; a type without one (0) is looked up every time.
     let holds = |tag: u32| !tracked || (tag != 0 && tag == now);
     for mirror in &MIRROR {
@@ -267,7 +222,9 @@ fn lookup_type<'py>(
     // tag alone: no tag then (0).
     let custom_mro = tracked && !plain_mro(&ty);
     let tag = if tracked && !custom_mro {
-        tag_assigned(&ty)
+        let name = pyo3::intern!(py, "__dlpack__");
+        // SAFETY: attached (the `Bound`s prove it), a live type and string.
+        unsafe { cpython::assign_type_version(ty.as_type_ptr(), name.as_ptr()) }
     } else {
         0
     };
@@ -363,15 +320,10 @@ fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
 /// Whether `f` is `torch._C._disabled_torch_function_impl` (torch being already imported).
 fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
     let py = f.py();
-    let Ok(modules) = py
-        .import(pyo3::intern!(py, "sys"))
-        .and_then(|sys| sys.getattr("modules"))
-    else {
+    let Ok(Some(c)) = cpython::imported_module(py, pyo3::intern!(py, "torch._C")) else {
         return false;
     };
-    modules
-        .get_item(pyo3::intern!(py, "torch._C"))
-        .and_then(|c| c.getattr(pyo3::intern!(py, "_disabled_torch_function_impl")))
+    c.getattr(pyo3::intern!(py, "_disabled_torch_function_impl"))
         .is_ok_and(|disabled| disabled.is(f))
 }
 

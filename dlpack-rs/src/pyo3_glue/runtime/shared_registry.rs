@@ -20,6 +20,7 @@ use pyo3::exceptions::{PyBufferError, PySystemError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
+use crate::pyo3_glue::runtime::keepalive::current_interpreter as interpreter_id;
 use crate::safe::borrow::{self, BorrowApi, BORROW_API_VERSION};
 
 const KEY: &str = "dlpack_rs.borrow_registry";
@@ -30,12 +31,6 @@ const CAPSULE_NAME: &core::ffi::CStr = c"dlpack_rs.borrow_registry";
 static STATE: AtomicU8 = AtomicU8::new(0);
 /// The interpreter (its ID) whose dictionary this copy joined through.
 static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
-
-/// The ID of the interpreter this (attached) thread runs.
-fn interpreter_id() -> i64 {
-    // SAFETY: attached (callers hold a `Python` token).
-    unsafe { crate::pyo3_glue::runtime::cpython::interpreter_id() }
-}
 
 /// Sends this copy's borrows to the registry every copy shares in the interpreter, publishing
 /// ours when there is none. Cheap after the first success; raises (joining nothing) when the
@@ -75,15 +70,9 @@ pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
     if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
         return Ok(());
     }
-    check_other_interpreter(py)
-}
-
-/// In an interpreter other than the one this copy joined through: the table published there
-/// must be the one this copy uses (publishing it when there is none).
-fn check_other_interpreter(py: Python<'_>) -> PyResult<()> {
+    // Another interpreter: the table published there must be the one this copy uses.
     let ours = borrow::current_api();
-    let found = find_or_publish(py, ours)?;
-    if core::ptr::eq(found, ours) {
+    if core::ptr::eq(find_or_publish(py, ours)?, ours) {
         Ok(())
     } else {
         Err(PyBufferError::new_err(
