@@ -260,12 +260,19 @@ impl ImportOptions {
     #[inline]
     fn via_common_call(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
-        match dlpack_call(obj, max_version(py)?) {
+        static KWNAMES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+        let kwnames = crate::pyo3_glue::runtime::once::get_or_try_init(&KWNAMES, py, || {
+            PyTuple::new(py, [pyo3::intern!(py, "max_version")]).map(Bound::unbind)
+        })?;
+        let dlpack = pyo3::intern!(py, "__dlpack__");
+        let call = crate::pyo3_glue::runtime::cpython::call_method_one_keyword;
+        match call(obj, dlpack, kwnames.bind(py), max_version(py)?.as_any()) {
             Ok(result) => self.finish(py, result, false),
             Err(err) if err.is_instance_of::<PyTypeError>(py) => {
                 self.finish(py, self.method(obj)?.call0()?, true)
             }
-            Err(err) if !has_dlpack(obj) => Err(no_dlpack(obj, err)),
+            // A missing method told apart, after the failed call.
+            Err(err) if !obj.hasattr(dlpack).unwrap_or(false) => Err(no_dlpack(obj, err)),
             Err(err) => Err(err),
         }
     }
@@ -275,11 +282,15 @@ impl ImportOptions {
     fn via_keywords(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
         let method = self.method(obj)?;
-        let stream_key = pyo3::intern!(py, "stream");
-        let kwargs = PyDict::new(py);
-        if let Some(stream) = self.stream {
-            kwargs.set_item(stream_key, stream)?;
-        }
+        // `stream` alone, the keywords a pre-1.0 producer takes.
+        let stream_only = || -> PyResult<Bound<'_, PyDict>> {
+            let kwargs = PyDict::new(py);
+            if let Some(stream) = self.stream {
+                kwargs.set_item(pyo3::intern!(py, "stream"), stream)?;
+            }
+            Ok(kwargs)
+        };
+        let kwargs = stream_only()?;
         kwargs.set_item(pyo3::intern!(py, "max_version"), max_version(py)?)?;
         if let Some(device) = self.device {
             kwargs.set_item(
@@ -293,11 +304,7 @@ impl ImportOptions {
         let (result, legacy) = match method.call((), Some(&kwargs)) {
             Ok(result) => (result, false),
             Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-                let legacy_kwargs = PyDict::new(py);
-                if let Some(stream) = self.stream {
-                    legacy_kwargs.set_item(stream_key, stream)?;
-                }
-                (method.call((), Some(&legacy_kwargs))?, true)
+                (method.call((), Some(&stream_only()?))?, true)
             }
             Err(err) => return Err(err),
         };
@@ -416,32 +423,6 @@ fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
     ));
     err.set_cause(obj.py(), Some(cause));
     err
-}
-
-/// Whether `obj` has `__dlpack__` (asked after a failed call, to tell a missing method apart).
-#[cfg(not(feature = "abi3"))]
-fn has_dlpack(obj: &Bound<'_, PyAny>) -> bool {
-    obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))
-        .unwrap_or(false)
-}
-
-/// `obj.__dlpack__(max_version=max_version)` as one vectorcall.
-#[cfg(not(feature = "abi3"))]
-fn dlpack_call<'py>(
-    obj: &Bound<'py, PyAny>,
-    max_version: &Bound<'py, PyTuple>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = obj.py();
-    static KWNAMES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    let kwnames = crate::pyo3_glue::runtime::once::get_or_try_init(&KWNAMES, py, || {
-        PyTuple::new(py, [pyo3::intern!(py, "max_version")]).map(Bound::unbind)
-    })?;
-    crate::pyo3_glue::runtime::cpython::call_method_one_keyword(
-        obj,
-        pyo3::intern!(py, "__dlpack__"),
-        kwnames.bind(py),
-        max_version.as_any(),
-    )
 }
 
 /// `(1, 3)`, the `max_version` every import asks for, made once.

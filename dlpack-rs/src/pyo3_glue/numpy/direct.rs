@@ -126,8 +126,7 @@ pub(in crate::pyo3_glue) fn import(
 #[inline]
 pub(in crate::pyo3_glue) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
     let known = NDARRAY_PTR.load(Ordering::Acquire);
-    // SAFETY: `obj` is a live object; reading its type needs nothing more.
-    known.is_null() || unsafe { cpython::is_exactly(obj.as_ptr(), known) }
+    known.is_null() || obj.get_type_ptr() == known
 }
 
 /// What the direct read established of an array.
@@ -156,9 +155,25 @@ impl Checked<'_> {
         }
     }
 
-    /// Whether numpy's export gives strides (not NULL, which it gives some C-contiguous arrays).
-    fn has_strides(&self) -> bool {
-        self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides()
+    /// The tensor numpy's export describes, its shape and strides at `dims` (as `write_dims`
+    /// lays them out; NULL strides where numpy gives some C-contiguous arrays NULL).
+    fn tensor(&self, dims: *mut i64) -> DLTensor {
+        let ndim = self.dims.len();
+        let strides = self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides();
+        let null = core::ptr::null_mut();
+        DLTensor {
+            data: self.fields.data.cast(),
+            device: DLDevice::CPU,
+            ndim: ndim as i32,
+            dtype: self.dtype,
+            shape: if ndim > 0 { dims } else { null },
+            strides: if ndim > 0 && strides {
+                dims.wrapping_add(ndim)
+            } else {
+                null
+            },
+            byte_offset: 0,
+        }
     }
 }
 
@@ -168,8 +183,7 @@ fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(None);
     };
-    // SAFETY: `obj` is a live object; reading its type needs nothing more.
-    if !unsafe { cpython::is_exactly(obj.as_ptr(), ndarray) } || !versioned_export() {
+    if obj.get_type_ptr() != ndarray || !versioned_export() {
         return Ok(None);
     }
     // SAFETY: attached; `obj` is a live numpy array. Asked before the struct is read (no
@@ -230,15 +244,8 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
             } else {
                 0
             },
-            dl_tensor: DLTensor {
-                data: c.fields.data.cast(),
-                device: DLDevice::CPU,
-                ndim: ndim as i32,
-                dtype: c.dtype,
-                shape: core::ptr::null_mut(),
-                strides: core::ptr::null_mut(),
-                byte_offset: 0,
-            },
+            // Its shape and strides are set once the block is in place.
+            dl_tensor: c.tensor(core::ptr::null_mut()),
         },
         array: obj.as_ptr(),
         interp: current_interpreter(),
@@ -256,12 +263,7 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
             None => (&raw mut (*raw).inline).cast(),
         };
         c.write_dims(dims);
-        if ndim > 0 {
-            (*raw).managed.dl_tensor.shape = dims;
-            if c.has_strides() {
-                (*raw).managed.dl_tensor.strides = dims.add(ndim);
-            }
-        }
+        (*raw).managed.dl_tensor = c.tensor(dims);
         (*raw).managed.manager_ctx = raw.cast();
     }
     // SAFETY: attached; the block's reference to the array, released by its deleter.
@@ -291,26 +293,8 @@ pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Des
     };
     // SAFETY: `dims` holds `2 * ndim` values (either buffer).
     unsafe { c.write_dims(dims) };
-    let t = DLTensor {
-        data: c.fields.data.cast(),
-        device: DLDevice::CPU,
-        ndim: ndim as i32,
-        dtype: c.dtype,
-        shape: if ndim > 0 {
-            dims
-        } else {
-            core::ptr::null_mut()
-        },
-        strides: if ndim > 0 && c.has_strides() {
-            // SAFETY: the second half of the `2 * ndim` values.
-            unsafe { dims.add(ndim) }
-        } else {
-            core::ptr::null_mut()
-        },
-        byte_offset: 0,
-    };
-    // SAFETY: `t.shape` and `t.strides` point at `ndim` values each, alive for the call.
-    let view = unsafe { Described::new(&t) }?;
+    // SAFETY: the tensor's shape and strides point at `ndim` values each, alive for the call.
+    let view = unsafe { Described::new(&c.tensor(dims)) }?;
     Ok(Some((view, c.fields.flags & NPY_ARRAY_WRITEABLE != 0)))
 }
 

@@ -1,13 +1,8 @@
 //! Our version-1 implementation of rust-numpy's borrow-checking table, published when no module
-//! made one first (`numpy/borrow.rs` is its client).
-//!
-//! Its borrows are entries of the borrow registry every copy of this crate shares: rust-numpy's
-//! borrow of an array is the registry's borrow of the bytes its elements address, decided
-//! against every other borrow of them. So this crate's views take none in it. A release gives
-//! back a borrow taken for the same array object (rust-numpy releases with the array it
-//! acquired with, and holds it meanwhile), never by its layout's key then: Python may change an
-//! array's shape and strides in place meanwhile, so neither key nor order tells which shared
-//! borrow a release is for. They all go back together at the array's last shared release.
+//! made one first (`numpy/borrow.rs` is its client). Its borrows are the shared registry's, of
+//! the bytes the array's elements address, so this crate's views take none in it. A release is
+//! matched by array object, not by layout (Python may change an array's shape in place): an
+//! array's shared borrows all go back together at its last shared release.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -37,9 +32,7 @@ unsafe impl Sync for Shared {}
 
 /// The key of a borrow, as the registry names a strided view's bytes (a `Span` from the lowest
 /// to the highest element, on the gcd of the stepped axes' byte strides), for `itemsize`-byte
-/// elements at `data`; `None` when the range exceeds the address space (an unchecked
-/// `as_strided` array: refused). A 0-d array holds one element (rust-numpy's table gives it an
-/// empty range, which conflicts with nothing that starts at its element).
+/// elements at `data`; `None` when the range exceeds the address space (refused).
 fn key_of_axes(
     data: usize,
     axes: impl Iterator<Item = (isize, isize)> + Clone,
@@ -122,9 +115,8 @@ pub(super) fn key_of_layout(
 pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
-    // The element size first: where the type number does not fix it numpy is asked (Python
-    // code, during which nothing may be borrowed from the struct: `arr.shape = ...` frees the
-    // extents).
+    // The element size first: numpy may be asked (Python code, during which nothing may be
+    // borrowed from the struct: `arr.shape = ...` frees the extents).
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out (read in
     // place, no reference kept).
     let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
@@ -235,10 +227,9 @@ impl Back {
     }
 }
 
-/// Releases one borrow of `array` (`exclusive`: its exclusive one) taken for this object. An
-/// exclusive one goes back at once (an object has at most one with bytes: every layout of it
-/// addresses its first element). A shared one is marked released; the array's shared borrows
-/// all go back once none is live, as the layout may have changed between them.
+/// Releases one borrow of `array` (`exclusive`: its exclusive one) taken for this object: an
+/// exclusive one at once (an object has at most one), a shared one marked released, all of the
+/// array's shared ones given back once none is live.
 fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     let array = array as usize;
     let tokens = with_flags(|flags| {

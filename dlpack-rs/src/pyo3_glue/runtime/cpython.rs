@@ -144,15 +144,6 @@ pub(crate) unsafe fn type_check(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObj
     unsafe { ffi::PyObject_TypeCheck(obj, ty) != 0 }
 }
 
-/// Whether the type of `obj` is exactly `ty` (no subtype).
-/// # Safety
-/// `obj` is live.
-#[inline]
-pub(crate) unsafe fn is_exactly(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::Py_TYPE(obj) == ty }
-}
-
 /// Whether `obj` is a capsule (exactly `PyCapsule`).
 /// # Safety
 /// The thread is attached; `obj` is live.

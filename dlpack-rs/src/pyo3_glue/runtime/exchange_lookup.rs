@@ -29,16 +29,12 @@ use crate::pyo3_glue::runtime::requires_grad::Grad;
 /// How many types the cache remembers (round-robin). A miss costs one look-up on the type.
 const CACHE_SLOTS: usize = 8;
 
-/// One remembered type. The strong references keep the type (the key is its address) and the
-/// capsule (maybe the only thing naming the table) alive, so no new type can reuse the key.
+/// One remembered type (its answer is in [`MIRROR`]). The strong references keep the type (the
+/// key is its address) and the capsule (maybe the only thing naming the table) alive, so no new
+/// type can reuse the key.
 struct Slot {
     key: usize,
-    /// The table (0: none usable), its low bit set when the type overrides its owner's
-    /// `__dlpack__` or `__dlpack_device__`.
-    api: usize,
-    /// How the type's `requires_grad` is read (an import checks it as `__dlpack__` would).
-    grad: Grad,
-    /// The type's version tag before the answer was found (see [`tracked`]).
+    /// The type's version tag before the answer was found.
     tag: u32,
     /// The `requires_grad` descriptor, kept alive (its getter is called directly).
     _grad_descr: Option<Py<PyAny>>,
@@ -51,13 +47,15 @@ struct Cache {
     next: usize,
 }
 
-/// A lock-free copy of the cache for the hit path: one sequence lock per slot, written only
-/// under the cache's mutex, before an evicted entry's references drop. A reader seeing an odd
-/// or changed sequence takes the mutex path. A hit's type cannot be freed and its address
-/// reused meanwhile: the reader holds it (or an object of it).
+/// The cache's answers, read lock-free: one sequence lock per slot, written only under the
+/// cache's mutex, before an evicted entry's references drop. A reader seeing an odd or changed
+/// sequence looks the type up again. A hit's type cannot be freed and its address reused
+/// meanwhile: the reader holds it (or an object of it).
 struct Mirror {
     seq: AtomicUsize,
     key: AtomicUsize,
+    /// The table (0: none usable), its low bit set when the type overrides its owner's
+    /// `__dlpack__` or `__dlpack_device__`.
     api: AtomicUsize,
     /// 0: no `requires_grad`; 1: through `getattr`; 2: through the direct getter below.
     grad: AtomicUsize,
@@ -192,9 +190,9 @@ fn lookup_type<'py>(
     // Whether version tags say when a type changed (CPython >= 3.11, not abi3): then a cached
     // answer holds only under its tag; elsewhere the first answer is kept (outside the model).
     let tracked = cfg!(not(feature = "abi3")) && cpython::minor_version(py) >= 11;
-    // SAFETY: attached (`py`); `key` is a live type's address (the caller holds it or an object
-    // of it).
     let now = if tracked {
+        // SAFETY: attached (`py`); `key` is a live type's address (the caller holds it or an
+        // object of it).
         unsafe { cpython::type_version(key as *mut pyo3::ffi::PyTypeObject) }
     } else {
         0
@@ -205,14 +203,6 @@ fn lookup_type<'py>(
         if let Some((api, grad, tag)) = mirror.read(key) {
             if holds(tag) {
                 return (api, grad);
-            }
-        }
-    }
-    {
-        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in cache.slots.iter().flatten() {
-            if slot.key == key && holds(slot.tag) {
-                return (slot.api, slot.grad);
             }
         }
     }
@@ -280,8 +270,6 @@ fn lookup_type<'py>(
                 MIRROR[i].write(key, word, grad, tag);
                 cache.slots[i].replace(Slot {
                     key,
-                    api: word,
-                    grad,
                     tag,
                     _grad_descr: grad_descr.map(Bound::unbind),
                     _ty: ty.unbind(),
