@@ -326,24 +326,17 @@ impl ImportOptions {
         // SAFETY: the capsule is the producer's `__dlpack__` answer, and the producer is
         // trusted (`import`'s documented contract, as for every DLPack consumer).
         let consumed = unsafe { crate::pyo3_glue::runtime::capsule::consume_capsule(capsule) }?;
-        let tensor = self.check(PyTensor::new(py, consumed, self.writable_legacy)?)?;
+        let tensor = PyTensor::new(py, consumed, self.writable_legacy)?;
+        // What an older producer (or a raw capsule) could not be asked for.
+        if let Some(device) = self.device.filter(|&d| d != tensor.device()) {
+            return Err(PyBufferError::new_err(format!(
+                "the producer exported to {}, not the requested {device}",
+                tensor.device()
+            )));
+        }
         if legacy && self.copy == Some(true) {
             let copy = tensor.copy()?;
             return PyTensor::new(py, copy.into_any(), false);
-        }
-        Ok(tensor)
-    }
-
-    /// Enforces what an older producer (or a raw capsule) could not be asked for.
-    fn check(&self, tensor: PyTensor) -> PyResult<PyTensor> {
-        if let Some(device) = self.device {
-            if tensor.device() != device {
-                return Err(PyBufferError::new_err(format!(
-                    "the producer exported to {}, not the requested {}",
-                    tensor.device(),
-                    device
-                )));
-            }
         }
         Ok(tensor)
     }

@@ -82,7 +82,7 @@ impl Source {
         }
         let tensor = ImportOptions::new().import(obj)?;
         if exclusive && tensor.is_read_only() {
-            return Err(read_only_error(&tensor));
+            return Err(read_only_error(tensor.is_versioned()));
         }
         Ok(Source::Owned {
             tensor,
@@ -105,7 +105,7 @@ impl Source {
         if !writable && exclusive {
             // Refused early; asked again below, as Python code may clear the flag meanwhile.
             // numpy >= 2.1 (the direct read's condition) exports versioned tensors.
-            return Err(read_only_message(true));
+            return Err(read_only_error(true));
         }
         crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
         crate::pyo3_glue::numpy::borrow::coordinate_view(obj, &mut view)?;
@@ -115,7 +115,7 @@ impl Source {
             // SAFETY: numpy flags the array `WRITEABLE` now: its export would not be READ_ONLY.
             unsafe { view.allow_writes() };
         } else if exclusive {
-            return Err(read_only_message(true));
+            return Err(read_only_error(true));
         }
         Ok(Some(Source::Borrowed {
             view,
@@ -230,13 +230,9 @@ impl Source {
     }
 }
 
-/// The `BufferError` for a writable argument given a read-only tensor, saying why.
-pub(in crate::pyo3_glue) fn read_only_error(tensor: &PyTensor) -> PyErr {
-    read_only_message(tensor.is_versioned())
-}
-
-/// [`read_only_error`] for a versioned (`true`) or legacy export.
-fn read_only_message(versioned: bool) -> PyErr {
+/// The `BufferError` for a writable argument given a read-only tensor, saying why (a versioned
+/// export's flag, or a legacy one's).
+fn read_only_error(versioned: bool) -> PyErr {
     if versioned {
         PyBufferError::new_err(
             "expected a writable tensor, got a read-only one: its producer exported it \

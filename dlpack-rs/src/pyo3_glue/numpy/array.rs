@@ -18,10 +18,10 @@ pub(in crate::pyo3_glue) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::ne
 pub(in crate::pyo3_glue) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> =
     AtomicPtr::new(core::ptr::null_mut());
 /// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
-/// 2.1), which can say read-only; older numpy exports legacy capsules only.
-static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
+/// 2.1), which can say read-only; meaningful once [`known_ndarray`] found the type.
+pub(in crate::pyo3_glue) static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
 /// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (numpy 2.1 to 2.3).
-static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
+pub(in crate::pyo3_glue) static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
 
 /// numpy's major version, by `numpy.__version__` (as rust-numpy itself reads it).
 pub(in crate::pyo3_glue) fn numpy_major(numpy: &Bound<'_, PyAny>) -> Option<u32> {
@@ -37,9 +37,8 @@ pub(in crate::pyo3_glue) fn numpy_major(numpy: &Bound<'_, PyAny>) -> Option<u32>
         .ok()
 }
 
-/// Adopts `ty` (numpy's own `ndarray`) once numpy's major version is one whose layout this crate
-/// knows and numpy said whether it exports versioned tensors (a static type's methods cannot be
-/// replaced, so asking once suffices).
+/// Adopts `ty` (numpy's own `ndarray`) for numpy 1 or 2, once numpy said whether it exports
+/// versioned tensors (asked once: a static type's methods cannot be replaced).
 fn adopt<'py>(
     numpy: &Bound<'py, PyAny>,
     ty: Bound<'py, PyType>,
@@ -110,18 +109,13 @@ fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
 }
 
 /// The last type seen that neither is nor derives from `ndarray`, so other producers' bases are
-/// walked once. Its address cannot later be numpy's: numpy's type is static (in its
-/// never-unloaded extension module), at its address from the moment numpy loads.
+/// walked once (numpy's type is static: its address can never have been another type's).
 static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
 
-/// numpy's own `ndarray` type object, once someone imported numpy (this crate never does).
-///
-/// `numpy.ndarray` can be replaced by Python code, so a type is taken only if static (Python
-/// can neither make nor rename one), named `numpy.ndarray`, with instances at least as large as
-/// the fields read ([`is_numpy_own`]). It is sought on `obj`'s type and bases, else at
-/// `numpy.ndarray`, and adopted for numpy 1 or 2 only ([`adopt`]). Anything missing, half
-/// imported or not numpy's own answers `None`, cached nowhere. No pointer numpy publishes is
-/// followed.
+/// numpy's own `ndarray` type object, once someone imported numpy (this crate never does):
+/// sought on `obj`'s type and bases, else at `numpy.ndarray`, and taken only if it is numpy's
+/// own ([`is_numpy_own`]: Python code can replace `numpy.ndarray`) of numpy 1 or 2 ([`adopt`]).
+/// Anything else answers `None`, cached nowhere.
 #[inline]
 pub(in crate::pyo3_glue) fn known_ndarray(
     obj: &Bound<'_, PyAny>,
@@ -169,21 +163,10 @@ fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObjec
     Ok(Some(ndarray))
 }
 
-/// Whether numpy exports versioned tensors; meaningful once [`known_ndarray`] found the type.
-pub(in crate::pyo3_glue) fn versioned_export() -> bool {
-    VERSIONED_EXPORT.load(Ordering::Acquire)
-}
-
-/// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides; as [`versioned_export`].
-pub(in crate::pyo3_glue) fn null_contiguous_strides() -> bool {
-    NULL_CONTIGUOUS_STRIDES.load(Ordering::Acquire)
-}
-
 /// The `PyArrayObject` fields this crate reads (numpy's ABI, the same in numpy 1 and 2). The
-/// header is in an `UnsafeCell`: reference counts move under a `&ArrayFields` (our `incref`,
-/// other threads when free-threaded). The other fields are numpy's to write; a `&ArrayFields`
-/// lives only while no Python code can run, so with the GIL nothing writes them meanwhile, and
-/// free-threaded, another thread's write races the read exactly as it races numpy's `__dlpack__`.
+/// header is in an `UnsafeCell` (reference counts move under a `&ArrayFields`); the other fields
+/// are read only while no Python code can run (free-threaded, another thread's write races the
+/// read exactly as it races numpy's `__dlpack__`).
 #[repr(C)]
 pub(in crate::pyo3_glue) struct ArrayFields {
     ob_base: core::cell::UnsafeCell<ffi::PyObject>,

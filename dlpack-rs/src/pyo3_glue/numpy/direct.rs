@@ -1,7 +1,6 @@
 //! A numpy array imported by reading its struct: the managed tensor numpy's own
-//! `__dlpack__(max_version=(1, 3))` would hand over (same data, shape, strides, dtype,
-//! `READ_ONLY` flag and device; the array kept alive until the deleter), without the call, the
-//! capsule or numpy's allocation. Anything numpy would answer otherwise takes the DLPack route.
+//! `__dlpack__(max_version=(1, 3))` would hand over, without the call, the capsule or numpy's
+//! allocation. Anything numpy would answer otherwise takes the DLPack route.
 
 use core::ffi::{c_char, c_int, c_long};
 use std::sync::atomic::Ordering;
@@ -14,8 +13,8 @@ use crate::ffi::{
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::pyo3_glue::numpy::array::{
-    known_ndarray, null_contiguous_strides, root_array, versioned_export, ArrayFields, NDARRAY_PTR,
-    NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
+    known_ndarray, root_array, ArrayFields, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
+    NPY_ARRAY_WRITEABLE, NULL_CONTIGUOUS_STRIDES, VERSIONED_EXPORT,
 };
 use crate::pyo3_glue::runtime::cpython;
 use crate::pyo3_glue::runtime::keepalive::{current_interpreter, release_owned};
@@ -109,8 +108,7 @@ unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
 
 /// The managed tensor of `obj` when it is exactly numpy's `ndarray` (a subclass may override
 /// `__dlpack__`) and numpy would export it versioned, on the CPU, of a built-in native-order
-/// dtype, with whole-element strides; else `None` (the DLPack route asks numpy). The fields
-/// are read as numpy's `__dlpack__` reads them (a free-threaded `arr.shape = ...` races both).
+/// dtype, with whole-element strides; else `None` (the DLPack route asks numpy).
 #[inline]
 pub(in crate::pyo3_glue) fn import(
     obj: &Bound<'_, PyAny>,
@@ -159,7 +157,8 @@ impl Checked<'_> {
     /// lays them out; NULL strides where numpy gives some C-contiguous arrays NULL).
     fn tensor(&self, dims: *mut i64) -> DLTensor {
         let ndim = self.dims.len();
-        let strides = self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides();
+        let strides = self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0
+            || !NULL_CONTIGUOUS_STRIDES.load(Ordering::Acquire);
         let null = core::ptr::null_mut();
         DLTensor {
             data: self.fields.data.cast(),
@@ -183,7 +182,7 @@ fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(None);
     };
-    if obj.get_type_ptr() != ndarray || !versioned_export() {
+    if obj.get_type_ptr() != ndarray || !VERSIONED_EXPORT.load(Ordering::Acquire) {
         return Ok(None);
     }
     // SAFETY: attached; `obj` is a live numpy array. Asked before the struct is read (no
@@ -244,8 +243,9 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
             } else {
                 0
             },
-            // Its shape and strides are set once the block is in place.
-            dl_tensor: c.tensor(core::ptr::null_mut()),
+            // SAFETY: all-zero is valid for every field; the tensor is set once the block (which
+            // its shape and strides point into) is in place.
+            dl_tensor: unsafe { core::mem::zeroed() },
         },
         array: obj.as_ptr(),
         interp: current_interpreter(),
@@ -276,8 +276,7 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
 }
 
 /// A non-owning view of `obj` where [`import`] would read it (after [`may_be_array`]), and
-/// whether numpy lets it be written (`READ_ONLY` unset). No block, deleter or reference: the
-/// caller keeps `obj` alive while the view is used. `None` where [`import`] answers `None`.
+/// whether numpy lets it be written; the caller keeps `obj` alive while the view is used.
 pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
     let Some(c) = checked(obj)? else {
         return Ok(None);
@@ -306,9 +305,8 @@ pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
     unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags & NPY_ARRAY_WRITEABLE != 0 }
 }
 
-/// Whether numpy says `array` is on the CPU (`__dlpack_device__` `(1, 0)`): the device of the
-/// tensor in a `numpy_dltensor[_versioned]` capsule ending the base chain (`np.from_dlpack`),
-/// else the CPU.
+/// Whether numpy says `array` is on the CPU: the device of the tensor in a
+/// `numpy_dltensor[_versioned]` capsule ending the base chain (`np.from_dlpack`), else the CPU.
 /// # Safety
 /// Attached; `array` is a live numpy array and `ndarray` numpy's type.
 unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject) -> bool {

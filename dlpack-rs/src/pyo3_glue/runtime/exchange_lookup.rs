@@ -230,17 +230,12 @@ fn lookup_type<'py>(
         Some(_) if custom_mro => Grad::Getattr,
         Some(descr) => Grad::of_descriptor(&ty, descr, tag),
     };
-    let api = capsule
-        .as_ref()
-        .and_then(|c| c.cast::<PyCapsule>().ok())
-        .and_then(|c| {
-            c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
-                .ok()
-        })
+    let api = match capsule.as_ref().and_then(exchange_capsule) {
         // SAFETY: a "dlpack_exchange_api" capsule points at a producer's static table, starting
         // with a header whose prev_api chain is static too.
-        .map(|p| unsafe { select_table(p.as_ptr().cast()) })
-        .unwrap_or(core::ptr::null());
+        Some(p) => unsafe { select_table(p.as_ptr().cast()) },
+        None => core::ptr::null(),
+    };
     let word = if api.is_null() {
         0
     } else {
@@ -315,6 +310,14 @@ fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
         .is_ok_and(|disabled| disabled.is(f))
 }
 
+/// The pointer of `c` when it is a `"dlpack_exchange_api"` capsule.
+fn exchange_capsule(c: &Bound<'_, PyAny>) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
+    let capsule = c.cast::<PyCapsule>().ok()?;
+    capsule
+        .pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
+        .ok()
+}
+
 /// The class a table speaks for: the most basic class in `holder`'s MRO whose own dictionary
 /// holds a capsule of the same table. A subclass that copies its base's capsule is then
 /// compared with the base that made it.
@@ -324,23 +327,16 @@ fn table_owner<'py>(
 ) -> Bound<'py, PyType> {
     let py = holder.py();
     let name = pyo3::intern!(py, "__dlpack_c_exchange_api__");
-    let table = |c: &Bound<'py, PyAny>| {
-        c.cast::<PyCapsule>()
-            .ok()
-            .and_then(|c| {
-                c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
-                    .ok()
-            })
-            .map(|p| p.as_ptr() as usize)
-    };
-    let ours = table(capsule);
+    let ours = exchange_capsule(capsule);
     let mut owner = holder.clone();
     for base in holder.mro().iter().skip(1) {
         let Ok(base) = base.cast_into::<PyType>() else {
             continue;
         };
         if let Some((found, at)) = type_lookup(&base, name) {
-            if at.is(&base) && (found.is(capsule) || (ours.is_some() && table(&found) == ours)) {
+            if at.is(&base)
+                && (found.is(capsule) || (ours.is_some() && exchange_capsule(&found) == ours))
+            {
                 owner = base;
             }
         }
