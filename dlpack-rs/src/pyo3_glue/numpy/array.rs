@@ -63,8 +63,7 @@ fn adopt<'py>(
 /// makes one, and its name is fixed there) named `numpy.ndarray`, as large as the fields read.
 fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
-    // SAFETY: attached; `ty` is a live type.
-    if !unsafe { cpython::is_static_type(ty.as_type_ptr()) } {
+    if !cpython::is_static_type(ty) {
         return false;
     }
     let named = |attr: &Bound<'_, pyo3::types::PyString>, want: &str| {

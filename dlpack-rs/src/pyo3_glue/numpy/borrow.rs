@@ -393,7 +393,6 @@ fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
 unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
     // SAFETY: a live context (this function's contract).
     let ctx = unsafe { &*ctx.cast::<Ctx>() };
-    let array = ctx.array;
     // Set before any context was made (`coordinate`).
     let Some(t) = found_table() else {
         return Err(Error::AlreadyBorrowed { exclusive });
@@ -414,29 +413,23 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
     // A 0-d array: first the borrow rust-numpy itself takes of it (its empty range, which only
     // that very key meets), then the one of its element (which meets windows of the base).
     if !ctx.array0.is_null() {
-        match take(ctx.array0) {
-            Some(0) => {}
-            rc => return Err(refusal(rc, exclusive)),
-        }
+        answer(take(ctx.array0), exclusive)?;
     }
-    match take(array) {
-        Some(0) => Ok(()),
-        rc => {
-            if !ctx.array0.is_null() {
-                // SAFETY: gives back the borrow of `array0` taken just above.
-                unsafe { foreign_release(t, ctx.array0, exclusive) };
-            }
-            Err(refusal(rc, exclusive))
-        }
+    let taken = answer(take(ctx.array), exclusive);
+    if taken.is_err() && !ctx.array0.is_null() {
+        // SAFETY: gives back the borrow of `array0` taken just above.
+        unsafe { foreign_release(t, ctx.array0, exclusive) };
     }
+    taken
 }
 
-/// The error for a table's answer other than 0: -2 (not writeable), else (-1, a conflicting
-/// borrow in rust-numpy, an unknown answer, or shutdown) refused.
-fn refusal(rc: Option<c_int>, exclusive: bool) -> Error {
+/// A table's answer: 0 taken, -2 not writeable, else (-1, a conflicting borrow in rust-numpy,
+/// an unknown answer, or shutdown) refused.
+fn answer(rc: Option<c_int>, exclusive: bool) -> Result<(), Error> {
     match rc {
-        Some(-2) => Error::ReadOnly,
-        _ => Error::AlreadyBorrowed { exclusive },
+        Some(0) => Ok(()),
+        Some(-2) => Err(Error::ReadOnly),
+        _ => Err(Error::AlreadyBorrowed { exclusive }),
     }
 }
 
@@ -464,13 +457,12 @@ unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool
 unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
     // SAFETY: a live context (as in `numpy_acquire`).
     let ctx = unsafe { &*ctx.cast::<Ctx>() };
-    let array = ctx.array;
     let Some(t) = found_table() else {
         return;
     };
     // SAFETY: the borrows `numpy_acquire` took with the same kind, in reverse order.
     unsafe {
-        foreign_release(t, array, exclusive);
+        foreign_release(t, ctx.array, exclusive);
         if !ctx.array0.is_null() {
             foreign_release(t, ctx.array0, exclusive);
         }

@@ -76,11 +76,7 @@ struct Entry {
 }
 
 /// The borrows rust-numpy took: a short list scanned whole (a handful of views at a time).
-type Flags = Vec<Entry>;
-
-struct OurFlags(Mutex<Flags>);
-
-static FLAGS: OurFlags = OurFlags(Mutex::new(Vec::new()));
+static FLAGS: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
 /// Our version-1 table.
 pub(super) static OURS: Shared = Shared {
@@ -151,9 +147,9 @@ pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     )
 }
 
-fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
-    let mut guard = FLAGS.0.lock().unwrap_or_else(|e| e.into_inner());
-    f(&mut guard)
+/// Runs `f` on the borrows rust-numpy took, locked.
+fn with_flags<R>(f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
+    f(&mut FLAGS.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// rust-numpy's `acquire`: 0, or -1 on a conflict (and on a panic, which must not unwind into

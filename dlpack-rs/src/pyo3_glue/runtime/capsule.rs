@@ -46,10 +46,7 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
         DLPACK_CAPSULE_NAME
     };
     if !versioned && tensor.is_read_only() {
-        return Err(pyo3::exceptions::PyBufferError::new_err(
-            "cannot export read-only data as a legacy DLPack capsule (it cannot signal \
-             read-only); ask for max_version=(1, x)",
-        ));
+        return Err(legacy_read_only_error());
     }
     let (raw, _) = tensor.into_raw_parts();
     let destructor = if versioned {
@@ -66,6 +63,14 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
         unsafe { Managed::<K>::drop_raw_parts(raw, versioned) };
     }
     capsule
+}
+
+/// The `BufferError` for read-only data asked for as a legacy capsule (which cannot say so).
+pub(crate) fn legacy_read_only_error() -> PyErr {
+    pyo3::exceptions::PyBufferError::new_err(
+        "cannot export read-only data as a legacy DLPack capsule (it cannot signal read-only); \
+         ask for max_version=(1, x)",
+    )
 }
 
 /// Takes ownership of the managed tensor in a DLPack capsule of either name.

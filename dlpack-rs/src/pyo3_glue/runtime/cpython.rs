@@ -1,8 +1,7 @@
 //! The CPython C API calls the Python glue makes itself, each with the contract it needs, and
 //! the panic guard of every `extern "C"` function that CPython or a DLPack consumer calls.
-//! Only `export/dlpack_method.rs` (a hand-written method descriptor's vectorcall entry) and
-//! `numpy/borrow.rs` (numpy's struct, rust-numpy's table) keep raw calls of their own;
-//! `tests/run-all.sh --step layers` checks that no other file calls `ffi::Py*`.
+//! Beside `export/dlpack_method.rs` and `numpy/borrow.rs`, no file calls `ffi::Py*` (the
+//! `layers` step checks).
 
 use core::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -154,18 +153,14 @@ pub(crate) unsafe fn is_capsule(obj: *mut ffi::PyObject) -> bool {
 }
 
 /// Whether `ty` is a static type (made by C code: Python code can only make heap types).
-/// # Safety
-/// The thread is attached; `ty` is a live type.
-pub(crate) unsafe fn is_static_type(ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::PyType_GetFlags(ty) & ffi::Py_TPFLAGS_HEAPTYPE == 0 }
+pub(crate) fn is_static_type(ty: &Bound<'_, pyo3::types::PyType>) -> bool {
+    // SAFETY: attached, a live type (the `Bound` proves both).
+    unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) & ffi::Py_TPFLAGS_HEAPTYPE == 0 }
 }
 
 /// The C getter and closure of `descr` when it is exactly a getset descriptor (as torch's
-/// `requires_grad`) of a static type that is `ty` or a base of it. A static type's getset table
-/// lives for the process, so the pair outlives the descriptor (another thread may drop its last
-/// reference between a cache read and the call); a heap type's dies with it. Not abi3 (the
-/// layout is hidden there).
+/// `requires_grad`) of a static type that is `ty` or a base of it: a static type's getset table
+/// lives for the process, so the pair outlives the descriptor. Not abi3 (the layout is hidden).
 /// # Safety
 /// The thread is attached; `descr` and `ty` are live.
 #[cfg(not(feature = "abi3"))]
@@ -181,7 +176,7 @@ pub(crate) unsafe fn getset_getter(
             return None;
         }
         let descr = &*descr.cast::<ffi::PyGetSetDescrObject>();
-        if !is_static_type(descr.d_common.d_type) {
+        if ffi::PyType_GetFlags(descr.d_common.d_type) & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
             return None;
         }
         let def = descr.d_getset.as_ref()?;
@@ -322,10 +317,8 @@ pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
 
 // --- Capsules ---
 
-/// The capsule's pointer when named `name`, else `None`, never setting an exception: setting one
-/// may allocate (CPython <= 3.11 creates it at once while another is handled), and an allocation
-/// may run a garbage collection whose finalizers run Python code (which could change an array's
-/// dtype in the middle of the direct read of its struct).
+/// The capsule's pointer when named `name`, else `None`, never setting an exception (whose
+/// allocation may run finalizers' Python code, say in the middle of a direct read of an array).
 /// # Safety
 /// The thread is attached; `capsule` is a live capsule.
 pub(crate) unsafe fn pointer_if_named(

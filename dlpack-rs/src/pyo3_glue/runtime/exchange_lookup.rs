@@ -9,9 +9,9 @@
 //! `__torch_function__` are the owner's: a subclass overriding any takes its own `__dlpack__`.
 //! Outside the model (SAFETY.md): an instance `__dlpack__`, a custom `__getattribute__`, a class
 //! changed after its first import where tags cannot be read (abi3, CPython < 3.11), and a class
-//! dictionary written behind the interpreter's back (`gc.get_referents`). A type whose
-//! metaclass defines its own `mro()` gets no tag: its answer is never cached, and its
-//! `requires_grad` is read through `getattr`.
+//! dictionary written behind the interpreter's back (`gc.get_referents`). Where tags are read, a
+//! type whose metaclass defines its own `mro()` gets none (its extra classes' changes would not
+//! reset it): its answer is never cached and its `requires_grad` is read through `getattr`.
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -29,9 +29,8 @@ use crate::pyo3_glue::runtime::requires_grad::Grad;
 /// How many types the cache remembers (round-robin). A miss costs one look-up on the type.
 const CACHE_SLOTS: usize = 8;
 
-/// One remembered type (its answer is in [`MIRROR`]). The strong references keep the type (the
-/// key is its address) and the capsule (maybe the only thing naming the table) alive, so no new
-/// type can reuse the key.
+/// One remembered type (its answer is in [`MIRROR`]), whose strong references keep the type (the
+/// key is its address) and the capsule alive, so no new type can reuse the key.
 struct Slot {
     key: usize,
     /// The type's version tag before the answer was found.
