@@ -166,7 +166,7 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
 }
 
 /// Takes the registry's borrow of the bytes `array` addresses: 0, -1 on a conflict (or when the
-/// registry cannot be joined), -2 for an exclusive one numpy no longer lets be written.
+/// registry cannot be joined), -2 for an exclusive one of a read-only array.
 /// # Safety
 /// Attached, and `array` is a live numpy array.
 unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int {

@@ -204,11 +204,9 @@ pub(crate) unsafe fn call_getter<'py>(
     unsafe { Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure)) }
 }
 
-/// A type's version tag, read atomically (free-threaded builds update it from any thread), or 0
-/// where it is not valid. CPython >= 3.11 resets it to 0 on any change to the type, its
-/// dictionary or its bases, and never reuses one; before 3.13 a type may also keep a non-zero
-/// tag that CPython itself considers invalid (its `Py_TPFLAGS_VALID_VERSION_TAG` clear, when
-/// tagging a base failed), which a change then never resets: such a tag reads as 0 here.
+/// A type's version tag, read atomically, or 0 where it is not valid. CPython >= 3.11 resets it
+/// to 0 on any change to the type, its dictionary or its bases, and never reuses one; a tag
+/// CPython < 3.13 itself considers invalid (`Py_TPFLAGS_VALID_VERSION_TAG` clear) reads as 0.
 /// # Safety
 /// Attached; `ty` is a live type object.
 #[cfg(not(feature = "abi3"))]

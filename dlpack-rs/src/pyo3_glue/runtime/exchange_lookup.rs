@@ -120,8 +120,7 @@ impl Mirror {
 
 static MIRROR: [Mirror; CACHE_SLOTS] = [const { Mirror::empty() }; CACHE_SLOTS];
 
-/// A `Mutex`, not the GIL, so free-threaded builds are correct. No Python code runs while it is
-/// held (look-ups and reference drops happen outside), so it cannot deadlock the interpreter.
+/// A `Mutex`, not the GIL (free-threaded builds), never held while Python code runs.
 static CACHE: Mutex<Cache> = Mutex::new(Cache {
     slots: [const { None }; CACHE_SLOTS],
     next: 0,

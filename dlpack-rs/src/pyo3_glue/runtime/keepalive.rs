@@ -127,7 +127,8 @@ pub fn keepalive_counts() -> KeepaliveCounts {
 /// A Python object held as the keepalive of an exported tensor.
 ///
 /// Dropping it is sound on any thread, with or without the GIL, even during shutdown, as DLPack
-/// deleters run: see [`release_owned`].
+/// deleters run: an attached thread releases the object at once, an unattached one attaches for
+/// real to release it, and during shutdown it leaks.
 pub struct PyKeepalive {
     obj: Option<Py<PyAny>>,
     /// The interpreter the object belongs to (its ID: unlike its address, never reused).
