@@ -334,10 +334,7 @@ unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
         into_capsule(py, mt)
     } else {
         if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
-            return Err(PyBufferError::new_err(
-                "cannot export read-only data as a legacy DLPack capsule (it cannot signal \
-                 read-only); ask for max_version=(1, x)",
-            ));
+            return Err(crate::pyo3_glue::runtime::capsule::legacy_read_only_error());
         }
         // SAFETY: forwarded from this function's contract (not read-only: checked above).
         let mt = unsafe {

@@ -1,7 +1,6 @@
-//! Importing through a producer type's C exchange table (`managed_tensor_from_py_object_no_sync`,
-//! or a non-owning `dltensor_from_py_object_no_sync` view for shared typed arguments), with the
-//! refusals of the producer's `__dlpack__`. Every table function but the allocator is called
-//! attached and fails by returning -1 with a Python exception set.
+//! Importing through a producer type's C exchange table (an owned tensor, or a non-owning view
+//! for shared typed arguments), with the refusals of the producer's `__dlpack__`. Table
+//! functions are called attached and fail by returning -1 with a Python exception set.
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
@@ -11,20 +10,24 @@ use crate::pyo3_glue::runtime::exchange_lookup::lookup;
 use crate::pyo3_glue::runtime::requires_grad::{requires_grad, Grad};
 use crate::safe::ManagedTensorVersioned;
 
-/// Imports `obj` through its type's exchange table (`Ok(None)` without one). Like torch's
-/// `__dlpack__`, refuses a tensor that requires grad (`BufferError`); a complex one is released
-/// for `__dlpack__` (which refuses a set conjugate bit); a table `RuntimeError` (a tensor DLPack
-/// cannot describe) becomes `BufferError`.
+/// Imports `obj` through its type's exchange table (`None` without one, or for a complex
+/// tensor, released for `__dlpack__`, which refuses a set conjugate bit), and whether the
+/// negative bit was asked (refused) already. Like torch's `__dlpack__`, refuses a
+/// tensor that requires grad (`BufferError`); a table `RuntimeError` (a tensor DLPack cannot
+/// describe) becomes `BufferError`.
 pub(crate) fn import(
     obj: &Bound<'_, PyAny>,
-) -> PyResult<Option<(ManagedTensorVersioned, &'static DLPackExchangeAPI)>> {
+) -> PyResult<(
+    Option<(ManagedTensorVersioned, &'static DLPackExchangeAPI)>,
+    bool,
+)> {
     let Some((api, grad)) = lookup(obj) else {
-        return Ok(None);
+        return Ok((None, false));
     };
     let py = obj.py();
-    refuse_what_dlpack_refuses(obj, grad)?;
+    let checked = refuse_what_dlpack_refuses(obj, grad)?;
     let Some(from_py) = api.managed_tensor_from_py_object_no_sync else {
-        return Ok(None);
+        return Ok((None, checked));
     };
     let mut out: *mut DLManagedTensorVersioned = core::ptr::null_mut();
     // SAFETY: `from_py` comes from the table of `obj`'s own type, called as dlpack.h says: with
@@ -43,18 +46,23 @@ pub(crate) fn import(
     let tensor = unsafe { ManagedTensorVersioned::from_raw(out) }?;
     if tensor.dtype().code == crate::ffi::DLDataTypeCode::COMPLEX {
         // torch's table exports a conjugated complex tensor unresolved; its `__dlpack__` refuses.
-        return Ok(None);
+        return Ok((None, checked));
     }
-    Ok(Some((tensor, api)))
+    Ok((Some((tensor, api)), checked))
 }
 
-/// The exception a failed table call left (a `RuntimeError` becomes `BufferError`).
-fn table_error(py: Python<'_>, function: &str) -> PyErr {
-    let err = PyErr::take(py).unwrap_or_else(|| {
+/// The exception a failed table call left (`SystemError` if none).
+fn pending_error(py: Python<'_>, function: &str) -> PyErr {
+    PyErr::take(py).unwrap_or_else(|| {
         PySystemError::new_err(format!(
             "__dlpack_c_exchange_api__: {function} failed without setting an exception"
         ))
-    });
+    })
+}
+
+/// [`pending_error`], a `RuntimeError` becoming `BufferError`.
+fn table_error(py: Python<'_>, function: &str) -> PyErr {
+    let err = pending_error(py, function);
     if err.is_instance_of::<PyRuntimeError>(py) {
         let message = err.value(py).to_string();
         let first_line = message.lines().next().unwrap_or_default();
@@ -65,12 +73,10 @@ fn table_error(py: Python<'_>, function: &str) -> PyErr {
     err
 }
 
-/// A non-owning view of `obj`'s CPU tensor through its type's `dltensor_from_py_object_no_sync`
-/// (no managed tensor, no deleter), its metadata validated and copied. Valid while the caller
-/// holds `obj` (torch's managed tensor holds the very tensor the object holds). Refuses a
-/// tensor that requires grad. `Lent::Nothing` when there is no such function, the table
-/// declines, or the tensor is not a plain CPU one or is complex: the owned route handles those.
-/// The view has no flags (nothing says read-only), so it serves shared views only.
+/// A non-owning view of `obj`'s CPU tensor through its type's `dltensor_from_py_object_no_sync`,
+/// its metadata validated and copied, valid while the caller holds `obj`; for shared views only
+/// (it has no flags). Refuses what [`import`] refuses; `Lent::Nothing` where the owned route
+/// decides (no such function, the table declines, not a plain CPU tensor, complex).
 pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let Some((api, grad)) = lookup(obj) else {
         return Ok(Lent::Nothing);
@@ -116,24 +122,20 @@ pub(crate) enum Lent {
     View(crate::safe::Described),
 }
 
-/// The `BufferError` for a tensor that requires grad.
-/// What torch's table hands out and its `__dlpack__` refuses (a tensor that requires grad), and
-/// what both export un-negated (the negative bit): asked only of types with `requires_grad`.
-fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<()> {
+/// Refuses what torch's table hands out and its `__dlpack__` refuses (a tensor that requires
+/// grad), and what both export un-negated (the negative bit): asked only of types with
+/// `requires_grad` (answers whether it was).
+fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<bool> {
     if matches!(grad, Grad::Absent) {
-        return Ok(());
+        return Ok(false);
     }
     if requires_grad(obj, grad) {
-        return Err(requires_grad_error());
+        return Err(PyBufferError::new_err(
+            "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
+             too): use tensor.detach()",
+        ));
     }
-    crate::pyo3_glue::import::negative::refuse_negative_view(obj)
-}
-
-fn requires_grad_error() -> PyErr {
-    PyBufferError::new_err(
-        "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
-         too): use tensor.detach()",
-    )
+    crate::pyo3_glue::import::negative::refuse_negative_view(obj).map(|()| true)
 }
 
 /// The producer's current work stream on `device` (`current_work_stream`), or `None` when the
@@ -151,9 +153,7 @@ pub(crate) fn current_stream(
     // (we hold `py`), with a device and a valid out pointer.
     let rc = unsafe { current(device.device_type, device.device_id, &mut stream) };
     if rc != 0 {
-        return Err(PyErr::take(py).unwrap_or_else(|| {
-            PySystemError::new_err("current_work_stream failed without setting an exception")
-        }));
+        return Err(pending_error(py, "current_work_stream"));
     }
     Ok(Some(stream))
 }

@@ -21,14 +21,10 @@ use crate::safe::AnyManaged;
 
 /// A tensor imported from Python; calls the producer's deleter exactly once when dropped.
 ///
-/// It derefs to its owner, [`AnyManaged`](crate::safe::Managed), whose views are
-/// borrow-checked against every other view of the memory in the process. A legacy
-/// (unversioned) import is read-only unless [`ImportOptions::writable_legacy`] says otherwise.
-///
-/// The deleter runs on the dropping thread, with or without the GIL, as DLPack requires
-/// producers to allow. Dropped on an unattached thread after `atexit` began, the tensor (or
-/// the owner [`PyTensor::into_inner`] returns) leaks instead: producers' deleters take the
-/// GIL, which is unsafe during shutdown.
+/// It derefs to its owner, [`AnyManaged`](crate::safe::Managed), whose views are borrow-checked
+/// against every other view of the memory in the process. A legacy import is read-only unless
+/// [`ImportOptions::writable_legacy`]. The deleter runs on the dropping thread, with or without
+/// the GIL; dropped on an unattached thread after `atexit` began, the tensor leaks instead.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
@@ -122,30 +118,26 @@ impl ImportOptions {
     /// Whether a device tensor may come through the exchange table unsynchronised (default
     /// `false`: device tensors take `__dlpack__`, which orders the producer's work first).
     ///
-    /// With `true`, a tensor on memory the CPU cannot address (CUDA, ROCm; not pinned or managed
-    /// memory) is kept when the table reports the producer's work stream, which
-    /// [`PyTensor::producer_stream`] returns. The caller must order its device work after that
-    /// stream before touching the data or handing the tensor on (a re-export drops the stream).
-    /// With [`ImportOptions::stream`] too, the table is still used (the stream goes only to a
-    /// producer without one); without `unsynchronized`, a stream always takes `__dlpack__`.
-    /// `dlpack_rs::cuda::CudaTensor::import` (feature `cudarc`) does this ordering itself.
+    /// With `true`, a tensor on memory the CPU cannot address (CUDA, ROCm) is kept when the
+    /// table reports the producer's work stream ([`PyTensor::producer_stream`]), after which
+    /// the caller must order its device work (`dlpack_rs::cuda::CudaTensor::import` does). With
+    /// [`ImportOptions::stream`] too, the table is still used; without `unsynchronized`, a
+    /// stream always takes `__dlpack__`.
     pub fn unsynchronized(mut self, enabled: bool) -> Self {
         self.unsynchronized = enabled;
         self
     }
 
-    /// Whether a legacy (unversioned) tensor may be written (default `false`). A legacy capsule
-    /// cannot say "read-only", and producers export immutable data that way (jax arrays; numpy
-    /// 2.x imports legacy capsules read-only for this reason), so by default a legacy import is
-    /// read-only: `as_mut_slice` raises `BufferError` and a re-export carries `READ_ONLY`.
+    /// Whether a legacy (unversioned) tensor may be written (default `false`): a legacy capsule
+    /// cannot say "read-only" and producers export immutable data that way (jax), so by default
+    /// a legacy import is read-only (`as_mut_slice` raises `BufferError`, a re-export carries
+    /// `READ_ONLY`).
     ///
     /// # Safety
     ///
     /// With `true`, the caller promises that every object imported with these options whose
     /// producer answers with a legacy capsule hands out memory it lets consumers write (an
-    /// older torch, a numpy array that is `WRITEABLE`). Never so for jax arrays, which are
-    /// immutable: a write through the view would change an array jax shares and caches. A
-    /// versioned producer says itself whether its memory is writable; prefer it.
+    /// older torch, a `WRITEABLE` numpy array; never a jax array, which jax shares and caches).
     pub unsafe fn writable_legacy(mut self, writable: bool) -> Self {
         self.writable_legacy = writable;
         self
@@ -153,25 +145,15 @@ impl ImportOptions {
 
     /// Imports `obj` (an object with `__dlpack__`) with these options.
     ///
-    /// The producer is trusted, as by every DLPack consumer. A bare capsule is refused with
-    /// `TypeError` (its name proves nothing); [`PyTensor::from_capsule`] takes one, `unsafe`ly.
-    ///
-    /// Without `copy`, and without `stream` unless `unsynchronized`, a type's C exchange table
-    /// (a `"dlpack_exchange_api"` capsule with major version 1 in its `prev_api` chain, cached
-    /// per type) replaces `__dlpack__`. Its tensor is kept if on the requested device (if any)
-    /// and on the CPU, or on a device with [`ImportOptions::unsynchronized`] (the table does no
-    /// stream synchronisation; see [`PyTensor::producer_stream`]). Any other is released and
-    /// fetched through `__dlpack__`, which synchronises. Complex tensors take `__dlpack__` too:
-    /// torch's table, unlike its `__dlpack__`, accepts a tensor with the conjugate bit set.
-    ///
-    /// A numpy array (exactly `numpy.ndarray`, numpy >= 2.1) with no option is read from its own
-    /// struct: the tensor its `__dlpack__(max_version=(1, 3))` would give, without the call (the
-    /// array held until the tensor drops). An array numpy would refuse or export otherwise takes
-    /// `__dlpack__`, which raises what numpy raises.
-    ///
-    /// Otherwise calls `obj.__dlpack__(max_version=(1, 3), ...)`. If that raises `TypeError` (a
-    /// pre-1.0 producer), retries with `stream` only, then checks the device and makes a
-    /// requested copy itself.
+    /// The producer is trusted, as by every DLPack consumer; a bare capsule is refused with
+    /// `TypeError` ([`PyTensor::from_capsule`] takes one, `unsafe`ly). Without options, a numpy
+    /// array (exactly `numpy.ndarray`, numpy >= 2.1) is read from its own struct, as its
+    /// `__dlpack__(max_version=(1, 3))` would give it. Without `copy` (and `stream`, unless
+    /// `unsynchronized`), a type's C exchange table replaces `__dlpack__` for a tensor on the
+    /// requested device and the CPU (or any device, `unsynchronized`), not complex (torch's
+    /// table keeps the conjugate bit). Otherwise calls `obj.__dlpack__(max_version=(1, 3),
+    /// ...)`, retried with `stream` only on `TypeError` (a pre-1.0 producer), then checks the
+    /// device and makes a requested copy itself.
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let (mut tensor, table) = self.import_unchecked_by_numpy(obj)?;
         if self.copy != Some(true) {
@@ -216,16 +198,21 @@ impl ImportOptions {
                 return Ok((PyTensor::new(obj.py(), tensor.into_any(), false)?, None));
             }
         }
+        let mut checked = false;
         if !self.no_exchange_api
             && self.copy.is_none()
             && (self.stream.is_none() || self.unsynchronized)
         {
-            if let Some(imported) = self.via_exchange_table(obj)? {
-                return Ok(imported);
+            match self.via_exchange_table(obj)? {
+                Ok(imported) => return Ok(imported),
+                Err(refused) => checked = refused,
             }
         }
-        // torch's `__dlpack__` exports a negated view un-negated, as its table does.
-        crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
+        // torch's `__dlpack__` exports a negated view un-negated, as its table does (refused
+        // once: the table's route may have asked already).
+        if !checked {
+            crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
+        }
         #[cfg(not(feature = "abi3"))]
         if self.stream.is_none() && self.device.is_none() && self.copy.is_none() {
             return self.via_common_call(obj).map(|t| (t, None));
@@ -233,40 +220,38 @@ impl ImportOptions {
         self.via_keywords(obj).map(|t| (t, None))
     }
 
-    /// The import through the type's exchange table; `None` without one, or when its tensor
-    /// cannot be kept.
+    /// The import through the type's exchange table; `Err` without one, or when its tensor
+    /// cannot be kept (`Err(true)`: the negative bit was asked already).
     #[inline]
     fn via_exchange_table(
         &self,
         obj: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<(PyTensor, Option<&'static DLPackExchangeAPI>)>> {
+    ) -> PyResult<Result<(PyTensor, Option<&'static DLPackExchangeAPI>), bool>> {
         let py = obj.py();
-        let Some((tensor, api)) = crate::pyo3_glue::import::exchange_import::import(obj)? else {
-            return Ok(None);
+        let (imported, checked) = crate::pyo3_glue::import::exchange_import::import(obj)?;
+        let Some((tensor, api)) = imported else {
+            return Ok(Err(checked));
         };
         let device = tensor.device();
         if self.device.is_some_and(|d| d != device) {
-            return Ok(None);
+            return Ok(Err(checked));
         }
-        if device.device_type.is_host_viewable() {
-            return Ok(Some((
-                PyTensor::new(py, tensor.into_any(), false)?,
-                Some(api),
-            )));
+        let mut stream = None;
+        // An unsynchronised device tensor is kept only if asked, on memory the CPU cannot reach
+        // (no host view can race pending work), with a known stream; else `__dlpack__`
+        // synchronises.
+        if !device.device_type.is_host_viewable() {
+            if !self.unsynchronized || device.device_type.is_host_accessible() {
+                return Ok(Err(checked));
+            }
+            match crate::pyo3_glue::import::exchange_import::current_stream(py, api, device)? {
+                Some(current) => stream = Some(current as usize),
+                None => return Ok(Err(checked)),
+            }
         }
-        // Unsynchronised device tensor: kept only if asked, on memory the CPU cannot reach (no
-        // host view can race pending work), with a known stream; else `__dlpack__` synchronises.
-        if !self.unsynchronized || device.device_type.is_host_accessible() {
-            return Ok(None);
-        }
-        let Some(stream) =
-            crate::pyo3_glue::import::exchange_import::current_stream(py, api, device)?
-        else {
-            return Ok(None);
-        };
         let mut imported = PyTensor::new(py, tensor.into_any(), false)?;
-        imported.1 = Some(stream as usize);
-        Ok(Some((imported, Some(api))))
+        imported.1 = stream;
+        Ok(Ok((imported, Some(api))))
     }
 
     /// `obj.__dlpack__(max_version=(1, 3))` as one vectorcall, retried bare for a pre-1.0
@@ -275,12 +260,19 @@ impl ImportOptions {
     #[inline]
     fn via_common_call(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
-        match dlpack_call(obj, max_version(py)?) {
+        static KWNAMES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+        let kwnames = crate::pyo3_glue::runtime::once::get_or_try_init(&KWNAMES, py, || {
+            PyTuple::new(py, [pyo3::intern!(py, "max_version")]).map(Bound::unbind)
+        })?;
+        let dlpack = pyo3::intern!(py, "__dlpack__");
+        let call = crate::pyo3_glue::runtime::cpython::call_method_one_keyword;
+        match call(obj, dlpack, kwnames.bind(py), max_version(py)?.as_any()) {
             Ok(result) => self.finish(py, result, false),
             Err(err) if err.is_instance_of::<PyTypeError>(py) => {
                 self.finish(py, self.method(obj)?.call0()?, true)
             }
-            Err(err) if !has_dlpack(obj) => Err(no_dlpack(obj, err)),
+            // A missing method told apart, after the failed call.
+            Err(err) if !obj.hasattr(dlpack).unwrap_or(false) => Err(no_dlpack(obj, err)),
             Err(err) => Err(err),
         }
     }
@@ -290,11 +282,15 @@ impl ImportOptions {
     fn via_keywords(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
         let method = self.method(obj)?;
-        let stream_key = pyo3::intern!(py, "stream");
-        let kwargs = PyDict::new(py);
-        if let Some(stream) = self.stream {
-            kwargs.set_item(stream_key, stream)?;
-        }
+        // `stream` alone, the keywords a pre-1.0 producer takes.
+        let stream_only = || -> PyResult<Bound<'_, PyDict>> {
+            let kwargs = PyDict::new(py);
+            if let Some(stream) = self.stream {
+                kwargs.set_item(pyo3::intern!(py, "stream"), stream)?;
+            }
+            Ok(kwargs)
+        };
+        let kwargs = stream_only()?;
         kwargs.set_item(pyo3::intern!(py, "max_version"), max_version(py)?)?;
         if let Some(device) = self.device {
             kwargs.set_item(
@@ -308,11 +304,7 @@ impl ImportOptions {
         let (result, legacy) = match method.call((), Some(&kwargs)) {
             Ok(result) => (result, false),
             Err(err) if err.is_instance_of::<PyTypeError>(py) => {
-                let legacy_kwargs = PyDict::new(py);
-                if let Some(stream) = self.stream {
-                    legacy_kwargs.set_item(stream_key, stream)?;
-                }
-                (method.call((), Some(&legacy_kwargs))?, true)
+                (method.call((), Some(&stream_only()?))?, true)
             }
             Err(err) => return Err(err),
         };
@@ -334,24 +326,17 @@ impl ImportOptions {
         // SAFETY: the capsule is the producer's `__dlpack__` answer, and the producer is
         // trusted (`import`'s documented contract, as for every DLPack consumer).
         let consumed = unsafe { crate::pyo3_glue::runtime::capsule::consume_capsule(capsule) }?;
-        let tensor = self.check(PyTensor::new(py, consumed, self.writable_legacy)?)?;
+        let tensor = PyTensor::new(py, consumed, self.writable_legacy)?;
+        // What an older producer (or a raw capsule) could not be asked for.
+        if let Some(device) = self.device.filter(|&d| d != tensor.device()) {
+            return Err(PyBufferError::new_err(format!(
+                "the producer exported to {}, not the requested {device}",
+                tensor.device()
+            )));
+        }
         if legacy && self.copy == Some(true) {
             let copy = tensor.copy()?;
             return PyTensor::new(py, copy.into_any(), false);
-        }
-        Ok(tensor)
-    }
-
-    /// Enforces what an older producer (or a raw capsule) could not be asked for.
-    fn check(&self, tensor: PyTensor) -> PyResult<PyTensor> {
-        if let Some(device) = self.device {
-            if tensor.device() != device {
-                return Err(PyBufferError::new_err(format!(
-                    "the producer exported to {}, not the requested {}",
-                    tensor.device(),
-                    device
-                )));
-            }
         }
         Ok(tensor)
     }
@@ -399,11 +384,9 @@ impl PyTensor {
     /// The producer's work stream, for a device tensor imported through its exchange table.
     ///
     /// It is the table's `current_work_stream` at import (a `cudaStream_t` / `hipStream_t`;
-    /// NULL is the legacy default stream). Work on the data must be ordered after that
-    /// stream's pending work, e.g. by an event recorded on it and waited for on the consumer's
-    /// stream. `None` for a CPU tensor or a `__dlpack__` import (already ordered). Only
-    /// [`ImportOptions::unsynchronized`] imports have one; [`PyTensor::into_inner`] and a
-    /// re-export drop it, so order the work first.
+    /// NULL is the legacy default stream), after whose pending work any work on the data must be
+    /// ordered. Only [`ImportOptions::unsynchronized`] imports have one; [`PyTensor::into_inner`]
+    /// and a re-export drop it.
     pub fn producer_stream(&self) -> Option<*mut core::ffi::c_void> {
         self.1.map(|s| s as *mut core::ffi::c_void)
     }
@@ -433,32 +416,6 @@ fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
     ));
     err.set_cause(obj.py(), Some(cause));
     err
-}
-
-/// Whether `obj` has `__dlpack__` (asked after a failed call, to tell a missing method apart).
-#[cfg(not(feature = "abi3"))]
-fn has_dlpack(obj: &Bound<'_, PyAny>) -> bool {
-    obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))
-        .unwrap_or(false)
-}
-
-/// `obj.__dlpack__(max_version=max_version)` as one vectorcall.
-#[cfg(not(feature = "abi3"))]
-fn dlpack_call<'py>(
-    obj: &Bound<'py, PyAny>,
-    max_version: &Bound<'py, PyTuple>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = obj.py();
-    static KWNAMES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    let kwnames = crate::pyo3_glue::runtime::once::get_or_try_init(&KWNAMES, py, || {
-        PyTuple::new(py, [pyo3::intern!(py, "max_version")]).map(Bound::unbind)
-    })?;
-    crate::pyo3_glue::runtime::cpython::call_method_one_keyword(
-        obj,
-        pyo3::intern!(py, "__dlpack__"),
-        kwnames.bind(py),
-        max_version.as_any(),
-    )
 }
 
 /// `(1, 3)`, the `max_version` every import asks for, made once.

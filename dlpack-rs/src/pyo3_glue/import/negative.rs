@@ -7,16 +7,13 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
-/// What the check needs of torch, found once torch is imported (nothing here imports it:
-/// without torch in `sys.modules` no object can be a torch tensor).
+/// What the check needs of torch, found once torch is imported (nothing here imports it).
 struct Torch {
-    /// `torch._C.TensorBase`: a static type (C code made it; Python code can only make heap
-    /// types), so a module posing as torch cannot stand in for it.
+    /// `torch._C.TensorBase`: a static type, which a module posing as torch cannot make.
     base: Py<PyType>,
     /// `torch.Tensor`, a subclass of `base`.
     tensor: Py<PyType>,
-    /// `TensorBase.is_neg`, the method descriptor: neither an instance attribute nor a patch of
-    /// `torch.Tensor.is_neg` stands in for it.
+    /// `TensorBase.is_neg`, the method descriptor (no instance attribute or patch stands in).
     is_neg: Py<PyAny>,
     /// `torch._C._disabled_torch_function_impl`: calls a function as torch's default
     /// `__torch_function__` does, past a subclass's own.
@@ -37,9 +34,7 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
         let c = torch.getattr("_C")?;
         let base = c.getattr("TensorBase")?.cast_into::<PyType>()?;
         let tensor = torch.getattr("Tensor")?.cast_into::<PyType>()?;
-        // SAFETY: attached, a live type.
-        let genuine =
-            unsafe { crate::pyo3_glue::runtime::cpython::is_static_type(base.as_type_ptr()) };
+        let genuine = crate::pyo3_glue::runtime::cpython::is_static_type(&base);
         if !genuine || !tensor.is_subclass(&base)? {
             return Ok(None);
         }

@@ -23,17 +23,14 @@ pub(in crate::pyo3_glue) enum Source {
         tensor: PyTensor,
         _object: PyKeepalive,
     },
-    /// One of our own frozen `dlpack_rs.Tensor` objects, viewed in place: its tensor never
-    /// changes or moves while the object, held here, lives. Its views are the owner's own
-    /// (with its rust-numpy coordination and read-only state).
+    /// One of our own frozen `dlpack_rs.Tensor` objects, viewed in place (its tensor never
+    /// changes or moves while the object, held here, lives), with the owner's own views.
     Ours {
         tensor: *const AnyManaged,
         _object: PyKeepalive,
     },
-    /// A non-owning view (no deleter) through the producer's exchange table
-    /// (`dltensor_from_py_object_no_sync`) or of a numpy array's struct (with rust-numpy's
-    /// borrows). Valid while the object held here lives, as an owned import would be (torch's
-    /// managed tensor holds the tensor its object holds; numpy's, the array).
+    /// A non-owning view (no deleter) through the producer's exchange table or of a numpy
+    /// array's struct (with rust-numpy's borrows), valid while the object held here lives.
     Borrowed {
         view: Described,
         _object: PyKeepalive,
@@ -82,7 +79,7 @@ impl Source {
         }
         let tensor = ImportOptions::new().import(obj)?;
         if exclusive && tensor.is_read_only() {
-            return Err(read_only_error(&tensor));
+            return Err(read_only_error(tensor.is_versioned()));
         }
         Ok(Source::Owned {
             tensor,
@@ -94,10 +91,8 @@ impl Source {
     #[inline(never)]
     fn numpy_view(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Option<Source>> {
         // Hold the array before reading its struct: Python code may run before the view is
-        // handed out (any allocation may run finalizers and `gc.callbacks`; free-threaded
-        // builds run other threads), and numpy's `resize` refuses to reallocate an array
-        // another reference holds. Without it, a finalizer's `resize` could free the memory
-        // the view addresses.
+        // handed out (finalizers, other threads), and numpy's `resize` refuses to reallocate an
+        // array another reference holds.
         let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
         let Some((mut view, writable)) = crate::pyo3_glue::numpy::direct::view(obj)? else {
             return Ok(None);
@@ -105,7 +100,7 @@ impl Source {
         if !writable && exclusive {
             // Refused early; asked again below, as Python code may clear the flag meanwhile.
             // numpy >= 2.1 (the direct read's condition) exports versioned tensors.
-            return Err(read_only_message(true));
+            return Err(read_only_error(true));
         }
         crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
         crate::pyo3_glue::numpy::borrow::coordinate_view(obj, &mut view)?;
@@ -115,7 +110,7 @@ impl Source {
             // SAFETY: numpy flags the array `WRITEABLE` now: its export would not be READ_ONLY.
             unsafe { view.allow_writes() };
         } else if exclusive {
-            return Err(read_only_message(true));
+            return Err(read_only_error(true));
         }
         Ok(Some(Source::Borrowed {
             view,
@@ -230,13 +225,9 @@ impl Source {
     }
 }
 
-/// The `BufferError` for a writable argument given a read-only tensor, saying why.
-pub(in crate::pyo3_glue) fn read_only_error(tensor: &PyTensor) -> PyErr {
-    read_only_message(tensor.is_versioned())
-}
-
-/// [`read_only_error`] for a versioned (`true`) or legacy export.
-fn read_only_message(versioned: bool) -> PyErr {
+/// The `BufferError` for a writable argument given a read-only tensor, saying why (a versioned
+/// export's flag, or a legacy one's).
+fn read_only_error(versioned: bool) -> PyErr {
     if versioned {
         PyBufferError::new_err(
             "expected a writable tensor, got a read-only one: its producer exported it \

@@ -17,44 +17,34 @@ pub(in crate::pyo3_glue) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::ne
 /// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
 pub(in crate::pyo3_glue) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> =
     AtomicPtr::new(core::ptr::null_mut());
-/// `sys.modules`, where numpy is looked for.
-static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 /// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
-/// 2.1), which can say read-only; older numpy exports legacy capsules only.
-static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
+/// 2.1), which can say read-only; meaningful once [`known_ndarray`] found the type.
+pub(in crate::pyo3_glue) static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
 /// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (numpy 2.1 to 2.3).
-static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
+pub(in crate::pyo3_glue) static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
 
-/// `sys.modules`, where numpy is looked for (never imported by this crate).
-fn sys_modules(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
-    crate::pyo3_glue::runtime::once::get_or_try_init(
-        &SYS_MODULES,
-        py,
-        || -> PyResult<Py<PyDict>> {
-            Ok(py
-                .import("sys")?
-                .getattr("modules")?
-                .cast_into::<PyDict>()?
-                .unbind())
-        },
-    )
-    .map(|m| m.bind(py))
+/// numpy's major version, by `numpy.__version__` (as rust-numpy itself reads it).
+pub(in crate::pyo3_glue) fn numpy_major(numpy: &Bound<'_, PyAny>) -> Option<u32> {
+    let version = numpy
+        .getattr(pyo3::intern!(numpy.py(), "__version__"))
+        .ok()?;
+    version
+        .extract::<String>()
+        .ok()?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
 }
 
-/// Adopts `ty` (numpy's own `ndarray`) once numpy's major version is one whose layout this crate
-/// knows and numpy said whether it exports versioned tensors (a static type's methods cannot be
-/// replaced, so asking once suffices).
+/// Adopts `ty` (numpy's own `ndarray`) for numpy 1 or 2, once numpy said whether it exports
+/// versioned tensors (asked once: a static type's methods cannot be replaced).
 fn adopt<'py>(
     numpy: &Bound<'py, PyAny>,
     ty: Bound<'py, PyType>,
 ) -> PyResult<Option<&'py Bound<'py, PyType>>> {
     let py = ty.py();
-    let major = numpy
-        .getattr(pyo3::intern!(py, "__version__"))
-        .and_then(|v| v.extract::<String>())
-        .ok()
-        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
-    if !matches!(major, Some(1 | 2)) {
+    if !matches!(numpy_major(numpy), Some(1 | 2)) {
         return Ok(None);
     }
     let Some((versioned, null_strides)) = exports_versioned(&ty) else {
@@ -73,8 +63,7 @@ fn adopt<'py>(
 /// makes one, and its name is fixed there) named `numpy.ndarray`, as large as the fields read.
 fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
-    // SAFETY: attached; `ty` is a live type.
-    if !unsafe { cpython::is_static_type(ty.as_type_ptr()) } {
+    if !cpython::is_static_type(ty) {
         return false;
     }
     let named = |attr: &Bound<'_, pyo3::types::PyString>, want: &str| {
@@ -119,18 +108,13 @@ fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
 }
 
 /// The last type seen that neither is nor derives from `ndarray`, so other producers' bases are
-/// walked once. Its address cannot later be numpy's: numpy's type is static (in its
-/// never-unloaded extension module), at its address from the moment numpy loads.
+/// walked once (numpy's type is static: its address can never have been another type's).
 static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
 
-/// numpy's own `ndarray` type object, once someone imported numpy (this crate never does).
-///
-/// `numpy.ndarray` can be replaced by Python code, so a type is taken only if static (Python
-/// can neither make nor rename one), named `numpy.ndarray`, with instances at least as large as
-/// the fields read ([`is_numpy_own`]). It is sought on `obj`'s type and bases, else at
-/// `numpy.ndarray`, and adopted for numpy 1 or 2 only ([`adopt`]). Anything missing, half
-/// imported or not numpy's own answers `None`, cached nowhere. No pointer numpy publishes is
-/// followed.
+/// numpy's own `ndarray` type object, once someone imported numpy (this crate never does):
+/// sought on `obj`'s type and bases, else at `numpy.ndarray`, and taken only if it is numpy's
+/// own ([`is_numpy_own`]: Python code can replace `numpy.ndarray`) of numpy 1 or 2 ([`adopt`]).
+/// Anything else answers `None`, cached nowhere.
 #[inline]
 pub(in crate::pyo3_glue) fn known_ndarray(
     obj: &Bound<'_, PyAny>,
@@ -146,7 +130,7 @@ pub(in crate::pyo3_glue) fn known_ndarray(
 #[inline(never)]
 fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let py = obj.py();
-    let Ok(Some(numpy)) = sys_modules(py)?.get_item("numpy") else {
+    let Some(numpy) = cpython::imported_module(py, pyo3::intern!(py, "numpy"))? else {
         return Ok(None);
     };
     let ty = obj.get_type();
@@ -178,21 +162,10 @@ fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObjec
     Ok(Some(ndarray))
 }
 
-/// Whether numpy exports versioned tensors; meaningful once [`known_ndarray`] found the type.
-pub(in crate::pyo3_glue) fn versioned_export() -> bool {
-    VERSIONED_EXPORT.load(Ordering::Acquire)
-}
-
-/// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides; as [`versioned_export`].
-pub(in crate::pyo3_glue) fn null_contiguous_strides() -> bool {
-    NULL_CONTIGUOUS_STRIDES.load(Ordering::Acquire)
-}
-
 /// The `PyArrayObject` fields this crate reads (numpy's ABI, the same in numpy 1 and 2). The
-/// header is in an `UnsafeCell`: reference counts move under a `&ArrayFields` (our `incref`,
-/// other threads when free-threaded). The other fields are numpy's to write; a `&ArrayFields`
-/// lives only while no Python code can run, so with the GIL nothing writes them meanwhile, and
-/// free-threaded, another thread's write races the read exactly as it races numpy's `__dlpack__`.
+/// header is in an `UnsafeCell` (reference counts move under a `&ArrayFields`); the other fields
+/// are read only while no Python code can run (free-threaded, another thread's write races the
+/// read exactly as it races numpy's `__dlpack__`).
 #[repr(C)]
 pub(in crate::pyo3_glue) struct ArrayFields {
     ob_base: core::cell::UnsafeCell<ffi::PyObject>,
@@ -224,6 +197,26 @@ impl ArrayFields {
                 core::slice::from_raw_parts(self.strides, nd),
             )
         })
+    }
+}
+
+/// The last numpy array of `array`'s base chain (the one whose base is NULL or not an array).
+/// # Safety
+/// Attached; `array` is a live numpy array and `ndarray` numpy's type.
+#[inline]
+pub(in crate::pyo3_glue) unsafe fn root_array(
+    array: *mut ffi::PyObject,
+    ndarray: *mut ffi::PyTypeObject,
+) -> *mut ffi::PyObject {
+    let mut a = array;
+    loop {
+        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
+        let base = unsafe { (*a.cast::<ArrayFields>()).base };
+        // SAFETY: `base` is a live object (an array's base is a strong reference); attached.
+        if base.is_null() || !unsafe { cpython::type_check(base, ndarray) } {
+            return a;
+        }
+        a = base;
     }
 }
 

@@ -2,31 +2,25 @@
 //! matching borrow in rust-numpy's table, so a rust-numpy `PyReadwriteArray` and a mutable view
 //! of this crate never alias one array.
 //!
-//! rust-numpy publishes its borrow checking as a versioned C table in the capsule
-//! `_RUST_NUMPY_BORROW_CHECKING_API` on numpy's `multiarray` module (`numpy._core` from numpy 2,
-//! `numpy.core` before), made by the first module that needs it. Its functions take the table's
-//! state and an array, called attached: `acquire` / `acquire_mut` answer 0 (taken), -1 (a
-//! conflicting borrow) or, for `acquire_mut`, -2 (not writeable); `release` / `release_mut`
-//! give one back. Versions only append fields; version 1's layout below was checked against
-//! rust-numpy 0.30's `src/borrow/shared.rs`, and any version >= 1 is accepted, as rust-numpy does.
-//!
-//! With no table yet, this crate publishes its own version 1 (`numpy/table.rs`), so a
-//! rust-numpy module loaded later sees earlier borrows. Its borrows are entries of the shared
-//! borrow registry, so while it (or another copy's, marked so) is the table, views need nothing
-//! here. Only rust-numpy's own table gets a borrow from every view. The table lives for good.
+//! rust-numpy's table is the capsule `_RUST_NUMPY_BORROW_CHECKING_API` on numpy's `multiarray`
+//! module, made by the first module that needs it; its functions are called attached, and
+//! `acquire` / `acquire_mut` answer 0 (taken), -1 (a conflict) or -2 (not writeable). Any
+//! version >= 1 is accepted, as rust-numpy does (version 1's layout: rust-numpy 0.30's
+//! `src/borrow/shared.rs`). With no table yet, this crate publishes its own (`numpy/table.rs`),
+//! backed by the shared borrow registry: then (or with another copy's, marked so) views need
+//! nothing here. The table lives for good.
 
 use core::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
-use super::table::{key_of_array, key_of_import, key_of_layout, Shared, OURS};
+use super::table::{key_of_array, key_of_layout, Shared, OURS};
 use crate::pyo3_glue::numpy::array::{
-    known_ndarray, ArrayFields, NDARRAY, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
+    known_ndarray, root_array, ArrayFields, NDARRAY, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
 };
 use crate::pyo3_glue::runtime::cpython;
@@ -39,23 +33,16 @@ use crate::safe::Error;
 /// The capsule's name (and the attribute's).
 const NAME: &core::ffi::CStr = c"_RUST_NUMPY_BORROW_CHECKING_API";
 
-/// The process's table, as an address (alive for good: a capsule of numpy's module we hold, or
-/// our static), and whether it is marked as a copy of this crate's (registry borrows).
-struct Table {
-    ptr: *const Shared,
-    registry_backed: bool,
-}
-// SAFETY: the table is immutable and its functions synchronise their own state.
-unsafe impl Send for Table {}
-// SAFETY: as above.
-unsafe impl Sync for Table {}
+/// The process's table once found (alive for good: a capsule of numpy's module we hold, or our
+/// static), its address's low bit set when it is marked as another copy's of this crate (see
+/// [`marks`]): one word, so whoever sees the table sees the mark. Set once, first store wins.
+static TABLE: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
 
-static TABLE: PyOnceLock<Table> = PyOnceLock::new();
-/// The same table, for the view hooks, which run without a `Python` token.
-static TABLE_PTR: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
-/// Whether the table is this crate's (ours or another copy's, see [`marks`]): its borrows are
-/// the registry's, which every view takes anyway, so views take none in it.
-static REGISTRY_BACKED: AtomicBool = AtomicBool::new(false);
+/// The table [`TABLE`] holds, if found.
+fn found_table() -> Option<&'static Shared> {
+    // SAFETY: NULL, or a table of version >= 1 that lives for good (`table`), mark bit cleared.
+    unsafe { TABLE.load(Ordering::Acquire).map_addr(|a| a & !1).as_ref() }
+}
 
 /// The mark's capsule name (`_DLPACK_RS_REGISTRY_BORROWS` on numpy's module), by which a copy of
 /// this crate says the table it published is its own, backed by the shared registry: it points
@@ -82,14 +69,9 @@ fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
 }
 /// numpy's `multiarray` module, where rust-numpy keeps its table.
 fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    // By `numpy.__version__`, as rust-numpy itself finds it (both must find the same table).
-    let version: String = py.import("numpy")?.getattr("__version__")?.extract()?;
-    let major: u32 = version
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(2);
-    py.import(if major >= 2 {
+    // By numpy's version, as rust-numpy itself finds it (both must find the same table).
+    let major = crate::pyo3_glue::numpy::array::numpy_major(py.import("numpy")?.as_any());
+    py.import(if major.unwrap_or(2) >= 2 {
         "numpy._core.multiarray"
     } else {
         "numpy.core.multiarray"
@@ -98,68 +80,69 @@ fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 
 /// rust-numpy's table: the one some module published, or ours, published now.
 fn table(py: Python<'_>) -> PyResult<&'static Shared> {
-    // Idempotent (re-entered, the inner look-up publishes first and the outer adopts it); what
-    // the cell keeps is published below, never what a look-up that lost found.
-    let table =
-        crate::pyo3_glue::runtime::once::get_or_try_init(&TABLE, py, || -> PyResult<Table> {
-            let module = multiarray(py)?;
-            let name = pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API");
-            let dict = module.dict();
-            let capsule = match dict.get_item(name)? {
-                Some(found) => found,
-                None => {
-                    // SAFETY: `OURS` is a static that lives for the rest of the process; the
-                    // capsules have no destructor, and their names are static strings.
-                    let (capsule, mark) = unsafe {
-                        let ours = core::ptr::NonNull::from(&OURS).cast();
-                        (
-                            PyCapsule::new_with_pointer(py, ours, NAME)?,
-                            PyCapsule::new_with_pointer(py, ours, MARK)?,
-                        )
-                    };
-                    // Each inserted only where absent (another copy or rust-numpy may publish
-                    // meanwhile, free-threaded); what is there is adopted. The mark first, so a
-                    // copy finding our table finds it marked (two copies' mark and table differ).
-                    dict.set_default(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS"), &mark)?;
-                    dict.set_default_with_result(name, &capsule)?.1
-                }
-            };
-            let capsule = capsule.cast_into::<PyCapsule>()?;
-            let registry_backed = marks(&module, &capsule);
-            let ptr = capsule
-                .pointer_checked(Some(NAME))?
-                .as_ptr()
-                .cast::<Shared>();
-            // SAFETY: every version of the table starts with its version (a u64).
-            let version = unsafe { ptr.cast::<u64>().read() };
-            if version < 1 {
-                return Err(PyTypeError::new_err(format!(
-                    "rust-numpy's borrow checking table has version {version}, which this crate \
-                 cannot share borrows with"
-                )));
-            }
-            // The table must outlive every use: keep the capsule (and so the table) for good.
-            core::mem::forget(capsule);
-            Ok(Table {
-                ptr,
-                registry_backed,
-            })
-        })?;
-    // Decided once, here only, from the cell's table (a failed look-up leaves both unset); the
-    // flag before the pointer, so whoever sees the pointer sees the flag. Racing stores agree.
-    if TABLE_PTR.load(Ordering::Acquire).is_null() {
-        REGISTRY_BACKED.store(table.registry_backed, Ordering::Release);
-        TABLE_PTR.store(table.ptr.cast_mut(), Ordering::Release);
+    if let Some(found) = found_table() {
+        return Ok(found);
     }
-    // SAFETY: a table of version >= 1 that lives for the rest of the process (above).
-    Ok(unsafe { &*table.ptr })
+    // Idempotent: a re-entered or racing look-up finds the table the first one published.
+    let table = (|| -> PyResult<*mut Shared> {
+        let module = multiarray(py)?;
+        let name = pyo3::intern!(py, "_RUST_NUMPY_BORROW_CHECKING_API");
+        let dict = module.dict();
+        let capsule = match dict.get_item(name)? {
+            Some(found) => found,
+            None => {
+                // SAFETY: `OURS` is a static that lives for the rest of the process; the
+                // capsules have no destructor, and their names are static strings.
+                let (capsule, mark) = unsafe {
+                    let ours = core::ptr::NonNull::from(&OURS).cast();
+                    (
+                        PyCapsule::new_with_pointer(py, ours, NAME)?,
+                        PyCapsule::new_with_pointer(py, ours, MARK)?,
+                    )
+                };
+                // Each inserted only where absent (another copy or rust-numpy may publish
+                // meanwhile, free-threaded); what is there is adopted. The mark first, so a
+                // copy finding our table finds it marked (two copies' mark and table differ).
+                dict.set_default(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS"), &mark)?;
+                dict.set_default_with_result(name, &capsule)?.1
+            }
+        };
+        let capsule = capsule.cast_into::<PyCapsule>()?;
+        let registry_backed = marks(&module, &capsule);
+        let ptr = capsule
+            .pointer_checked(Some(NAME))?
+            .as_ptr()
+            .cast::<Shared>();
+        // SAFETY: every version of the table starts with its version (a u64).
+        let version = unsafe { ptr.cast::<u64>().read() };
+        if version < 1 {
+            return Err(PyTypeError::new_err(format!(
+                "rust-numpy's borrow checking table has version {version}, which this crate \
+                 cannot share borrows with"
+            )));
+        }
+        // The table must outlive every use: keep the capsule (and so the table) for good.
+        core::mem::forget(capsule);
+        Ok(ptr.map_addr(|a| a | usize::from(registry_backed)))
+    })()?;
+    // A failed look-up stores nothing; a racing one found the same table, and the first kept.
+    let kept = TABLE
+        .compare_exchange(
+            core::ptr::null_mut(),
+            table,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .unwrap_or_else(|first| first);
+    // SAFETY: a table of version >= 1 that lives for good (above), mark bit cleared.
+    Ok(unsafe { &*kept.map_addr(|a| a & !1) })
 }
 
 /// Whether the process's table (found already) is this crate's, this copy's or another's,
 /// marked: rust-numpy's borrows there are the shared registry's, which every view takes anyway.
 fn registry_backed() -> bool {
-    let table = TABLE_PTR.load(Ordering::Acquire);
-    !table.is_null() && (core::ptr::eq(table, &OURS) || REGISTRY_BACKED.load(Ordering::Acquire))
+    let table = TABLE.load(Ordering::Acquire);
+    !table.is_null() && (core::ptr::eq(table, &OURS) || table.addr() & 1 != 0)
 }
 
 /// The interpreter this crate's imports run in: pyo3 refuses to load the module in a
@@ -167,12 +150,10 @@ fn registry_backed() -> bool {
 const MAIN_INTERPRETER: i64 = 0;
 
 /// Makes every view of `tensor` (imported from `obj`) take rust-numpy's borrow of `obj` too,
-/// when `obj` is a numpy array; answers whether it is. Nothing for other producers (torch's
-/// `from_numpy` tensors are invisible to rust-numpy's table, which keys by numpy objects: outside
-/// the model), nor with this crate's table. With rust-numpy's own, the owner holds a private view
-/// of the array (that table keys by it) until it drops. The borrow covers the bytes the import
-/// addresses, whatever its layout (a subclass's `__dlpack__` may transpose or reshape); an import
-/// of memory wholly outside the array's base is not coordinated (SAFETY.md: outside the model).
+/// when `obj` is a numpy array; answers whether it is. With rust-numpy's own table the owner
+/// holds a private view of the bytes the import addresses, whatever its layout, until it drops;
+/// other producers (torch's `from_numpy`) and memory wholly outside the array's base are outside
+/// the model (SAFETY.md).
 pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
@@ -189,7 +170,15 @@ pub(crate) fn coordinate(
     if registry_backed() {
         return Ok(true);
     }
-    if let Some(external) = external_for(obj, || key_of_import(tensor), Foreign::Uncoordinated)? {
+    let key = || {
+        key_of_layout(
+            tensor.data_ptr(),
+            tensor.shape(),
+            &tensor.strides(),
+            tensor.dtype(),
+        )
+    };
+    if let Some(external) = external_for(obj, key, Foreign::Uncoordinated)? {
         // SAFETY: `external_for`'s context, owned by this owner alone.
         unsafe { tensor.set_external(external) };
     }
@@ -218,18 +207,16 @@ enum Foreign {
     Refused,
 }
 
-/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj`, publishing
-/// the table if there is none. `None` with this crate's table (registry borrows suffice),
-/// outside the main interpreter (no table there), and for bytes wholly outside `obj`'s base
-/// when `foreign` allows; bytes partly outside raise `BufferError`. The caller owns the context
-/// (`drop_ctx` once). `obj` is a live numpy array; `key` computes a validated layout's key.
+/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj` (publishing
+/// the table if there is none), which the caller owns. `None` with this crate's table, outside
+/// the main interpreter, and for bytes wholly outside `obj`'s base when `foreign` allows.
 fn external_for(
     obj: &Bound<'_, PyAny>,
     key: impl FnOnce() -> Option<Span>,
     foreign: Foreign,
 ) -> PyResult<Option<crate::safe::External>> {
     let py = obj.py();
-    if TABLE_PTR.load(Ordering::Acquire).is_null() {
+    if found_table().is_none() {
         if current_interpreter() != MAIN_INTERPRETER {
             return Ok(None);
         }
@@ -238,11 +225,9 @@ fn external_for(
     if registry_backed() {
         return Ok(None);
     }
-    // rust-numpy keys a borrow by the array's layout (shape, strides, dtype) at take and at
-    // release; Python may change `obj`'s in place while a view lives, and a release under another
-    // key would return another view's borrow: so borrows are taken on private arrays of `obj`'s
-    // base. Its overlap rule uses the gcd of strides and the data pointers' distance, ignoring
-    // element width: borrowing the bytes as a 1-D uint8 array (gcd 1) makes any overlap conflict.
+    // rust-numpy keys a borrow by the array's layout at take and at release, which Python may
+    // change in place: borrows are taken on private arrays of `obj`'s base, as 1-D uint8 (its
+    // overlap rule ignores element width; gcd 1 makes any overlap conflict).
     let key = key().ok_or_else(|| {
         pyo3::exceptions::PyBufferError::new_err(
             "cannot take rust-numpy's borrow of this array: it addresses memory beyond the \
@@ -263,38 +248,28 @@ fn external_for(
     } else {
         core::ptr::null_mut()
     };
-    let ctx = Box::new(Ctx {
-        array: bytes.into_ptr(),
-        array0,
-    });
-    let external = crate::safe::External {
-        api: &NUMPY_API,
-        ctx: Box::into_raw(ctx).cast(),
-    };
     // What `set_external` asks of its caller: the context owns strong references to live numpy
     // arrays of the main interpreter, valid until `drop_ctx` releases them.
-    Ok(Some(external))
+    Ok(Some(Ctx::external(bytes.into_ptr(), array0)))
 }
 
 /// The bytes `key` names, as a private 1-D `uint8` slice of a flat view of the last array of
-/// `obj`'s base chain: rust-numpy keys by the base, so its borrows of any array of that base
-/// meet this one wherever ranges overlap. `BufferError` when that array is not contiguous (no
-/// flat view without a copy) or holds only part of the range; `None` when it holds none and
-/// `foreign` allows. No borrow rust-numpy's rule could miss is ever taken.
+/// `obj`'s base chain (rust-numpy keys by the base). `BufferError` when that array is not
+/// contiguous or holds only part of the range; `None` when it holds none and `foreign` allows.
 fn byte_view<'py>(
     obj: &Bound<'py, PyAny>,
     key: &Span,
     foreign: Foreign,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = obj.py();
-    // SAFETY: attached, and `obj` is a live numpy array (the caller checked).
-    let root = unsafe { root_array(obj.as_ptr()) };
+    // SAFETY: attached, and `obj` is a live numpy array (the caller checked; so numpy's type is
+    // known).
+    let root = unsafe { root_array(obj.as_ptr(), NDARRAY_PTR.load(Ordering::Acquire)) };
     // SAFETY: `root` is a live numpy array (a strong reference is taken just below).
     let root = unsafe { Bound::from_borrowed_ptr(py, root) };
-    // A plain ndarray of the root's memory (a subclass like np.matrix has its own shape rules),
-    // private, so its layout read here holds until flattened below. The root's may change
-    // meanwhile (a finalizer, another thread), and a flat view of a no longer contiguous array
-    // would be a copy, whose borrow meets nothing.
+    // A private plain ndarray of the root's memory (np.matrix has its own shape rules), so its
+    // layout read here holds until flattened below (a flat view of a no longer contiguous array
+    // would be a copy, whose borrow meets nothing).
     let ndarray_ty = NDARRAY
         .get(py)
         .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
@@ -346,23 +321,6 @@ fn byte_view<'py>(
     bytes.get_item(slice).map(Some)
 }
 
-/// The last numpy array of `array`'s base chain (the one whose base is NULL or not an array).
-/// # Safety
-/// Attached, and `array` is a live numpy array (numpy's `ndarray` type is known).
-unsafe fn root_array(array: *mut ffi::PyObject) -> *mut ffi::PyObject {
-    let ndarray = NDARRAY_PTR.load(Ordering::Acquire);
-    let mut a = array;
-    loop {
-        // SAFETY: `a` is a live numpy array (the first by contract, later ones checked below).
-        let base = unsafe { (*a.cast::<ArrayFields>()).base };
-        // SAFETY: `base` is a live object (an array's base is a strong reference); attached.
-        if base.is_null() || !unsafe { cpython::type_check(base, ndarray) } {
-            return a;
-        }
-        a = base;
-    }
-}
-
 /// Gives `tensor` (an import of `wrapper`, a `dlpack_rs.Tensor` wrapping a numpy import) that
 /// import's rust-numpy coordination: both view the array's memory.
 pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyManaged) {
@@ -385,17 +343,9 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
             unsafe { cpython::incref(array) };
         }
     }
-    let ctx = Box::new(Ctx {
-        array: from.array,
-        array0: from.array0,
-    });
-    let external = crate::safe::External {
-        api: &NUMPY_API,
-        ctx: Box::into_raw(ctx).cast(),
-    };
     // SAFETY: the new context owns its own strong references to the live private views (of
     // the main interpreter), valid until `drop_ctx` releases them, owned by this owner alone.
-    unsafe { tensor.set_external(external) };
+    unsafe { tensor.set_external(Ctx::external(from.array, from.array0)) };
 }
 
 /// An import's context with rust-numpy's own table: the private views its functions are given.
@@ -405,6 +355,16 @@ struct Ctx {
     /// A private 0-d `uint8` array of the first byte `array` holds (a strong reference; see
     /// `external_for`), or NULL when `array` is empty.
     array0: *mut ffi::PyObject,
+}
+
+impl Ctx {
+    /// A context of these two strong references, boxed, as an `External` of rust-numpy's table.
+    fn external(array: *mut ffi::PyObject, array0: *mut ffi::PyObject) -> crate::safe::External {
+        crate::safe::External {
+            api: &NUMPY_API,
+            ctx: Box::into_raw(Box::new(Ctx { array, array0 })).cast(),
+        }
+    }
 }
 
 static NUMPY_API: crate::safe::ExternalApi = crate::safe::ExternalApi {
@@ -433,9 +393,8 @@ fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
 unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> {
     // SAFETY: a live context (this function's contract).
     let ctx = unsafe { &*ctx.cast::<Ctx>() };
-    let array = ctx.array;
-    // SAFETY: set before any context was made (`coordinate`), to a table that lives for good.
-    let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
+    // Set before any context was made (`coordinate`).
+    let Some(t) = found_table() else {
         return Err(Error::AlreadyBorrowed { exclusive });
     };
     let take = |array: *mut ffi::PyObject| {
@@ -454,29 +413,23 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
     // A 0-d array: first the borrow rust-numpy itself takes of it (its empty range, which only
     // that very key meets), then the one of its element (which meets windows of the base).
     if !ctx.array0.is_null() {
-        match take(ctx.array0) {
-            Some(0) => {}
-            rc => return Err(refusal(rc, exclusive)),
-        }
+        answer(take(ctx.array0), exclusive)?;
     }
-    match take(array) {
-        Some(0) => Ok(()),
-        rc => {
-            if !ctx.array0.is_null() {
-                // SAFETY: gives back the borrow of `array0` taken just above.
-                unsafe { foreign_release(t, ctx.array0, exclusive) };
-            }
-            Err(refusal(rc, exclusive))
-        }
+    let taken = answer(take(ctx.array), exclusive);
+    if taken.is_err() && !ctx.array0.is_null() {
+        // SAFETY: gives back the borrow of `array0` taken just above.
+        unsafe { foreign_release(t, ctx.array0, exclusive) };
     }
+    taken
 }
 
-/// The error for a table's answer other than 0: -2 (not writeable), else (-1, a conflicting
-/// borrow in rust-numpy, an unknown answer, or shutdown) refused.
-fn refusal(rc: Option<c_int>, exclusive: bool) -> Error {
+/// A table's answer: 0 taken, -2 not writeable, else (-1, a conflicting borrow in rust-numpy,
+/// an unknown answer, or shutdown) refused.
+fn answer(rc: Option<c_int>, exclusive: bool) -> Result<(), Error> {
     match rc {
-        Some(-2) => Error::ReadOnly,
-        _ => Error::AlreadyBorrowed { exclusive },
+        Some(0) => Ok(()),
+        Some(-2) => Err(Error::ReadOnly),
+        _ => Err(Error::AlreadyBorrowed { exclusive }),
     }
 }
 
@@ -504,14 +457,12 @@ unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool
 unsafe fn numpy_release(ctx: *mut c_void, exclusive: bool) {
     // SAFETY: a live context (as in `numpy_acquire`).
     let ctx = unsafe { &*ctx.cast::<Ctx>() };
-    let array = ctx.array;
-    // SAFETY: as in `numpy_acquire`.
-    let Some(t) = (unsafe { TABLE_PTR.load(Ordering::Acquire).as_ref() }) else {
+    let Some(t) = found_table() else {
         return;
     };
     // SAFETY: the borrows `numpy_acquire` took with the same kind, in reverse order.
     unsafe {
-        foreign_release(t, array, exclusive);
+        foreign_release(t, ctx.array, exclusive);
         if !ctx.array0.is_null() {
             foreign_release(t, ctx.array0, exclusive);
         }

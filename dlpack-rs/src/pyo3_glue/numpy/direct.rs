@@ -1,7 +1,6 @@
 //! A numpy array imported by reading its struct: the managed tensor numpy's own
-//! `__dlpack__(max_version=(1, 3))` would hand over (same data, shape, strides, dtype,
-//! `READ_ONLY` flag and device; the array kept alive until the deleter), without the call, the
-//! capsule or numpy's allocation. Anything numpy would answer otherwise takes the DLPack route.
+//! `__dlpack__(max_version=(1, 3))` would hand over, without the call, the capsule or numpy's
+//! allocation. Anything numpy would answer otherwise takes the DLPack route.
 
 use core::ffi::{c_char, c_int, c_long};
 use std::sync::atomic::Ordering;
@@ -14,8 +13,8 @@ use crate::ffi::{
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::pyo3_glue::numpy::array::{
-    known_ndarray, null_contiguous_strides, versioned_export, ArrayFields, NDARRAY_PTR,
-    NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE,
+    known_ndarray, root_array, ArrayFields, NDARRAY_PTR, NPY_ARRAY_C_CONTIGUOUS,
+    NPY_ARRAY_WRITEABLE, NULL_CONTIGUOUS_STRIDES, VERSIONED_EXPORT,
 };
 use crate::pyo3_glue::runtime::cpython;
 use crate::pyo3_glue::runtime::keepalive::{current_interpreter, release_owned};
@@ -109,8 +108,7 @@ unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
 
 /// The managed tensor of `obj` when it is exactly numpy's `ndarray` (a subclass may override
 /// `__dlpack__`) and numpy would export it versioned, on the CPU, of a built-in native-order
-/// dtype, with whole-element strides; else `None` (the DLPack route asks numpy). The fields
-/// are read as numpy's `__dlpack__` reads them (a free-threaded `arr.shape = ...` races both).
+/// dtype, with whole-element strides; else `None` (the DLPack route asks numpy).
 #[inline]
 pub(in crate::pyo3_glue) fn import(
     obj: &Bound<'_, PyAny>,
@@ -126,8 +124,7 @@ pub(in crate::pyo3_glue) fn import(
 #[inline]
 pub(in crate::pyo3_glue) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
     let known = NDARRAY_PTR.load(Ordering::Acquire);
-    // SAFETY: `obj` is a live object; reading its type needs nothing more.
-    known.is_null() || unsafe { cpython::is_exactly(obj.as_ptr(), known) }
+    known.is_null() || obj.get_type_ptr() == known
 }
 
 /// What the direct read established of an array.
@@ -156,9 +153,26 @@ impl Checked<'_> {
         }
     }
 
-    /// Whether numpy's export gives strides (not NULL, which it gives some C-contiguous arrays).
-    fn has_strides(&self) -> bool {
-        self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0 || !null_contiguous_strides()
+    /// The tensor numpy's export describes, its shape and strides at `dims` (as `write_dims`
+    /// lays them out; NULL strides where numpy gives some C-contiguous arrays NULL).
+    fn tensor(&self, dims: *mut i64) -> DLTensor {
+        let ndim = self.dims.len();
+        let strides = self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0
+            || !NULL_CONTIGUOUS_STRIDES.load(Ordering::Acquire);
+        let null = core::ptr::null_mut();
+        DLTensor {
+            data: self.fields.data.cast(),
+            device: DLDevice::CPU,
+            ndim: ndim as i32,
+            dtype: self.dtype,
+            shape: if ndim > 0 { dims } else { null },
+            strides: if ndim > 0 && strides {
+                dims.wrapping_add(ndim)
+            } else {
+                null
+            },
+            byte_offset: 0,
+        }
     }
 }
 
@@ -168,8 +182,7 @@ fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(None);
     };
-    // SAFETY: `obj` is a live object; reading its type needs nothing more.
-    if !unsafe { cpython::is_exactly(obj.as_ptr(), ndarray) } || !versioned_export() {
+    if obj.get_type_ptr() != ndarray || !VERSIONED_EXPORT.load(Ordering::Acquire) {
         return Ok(None);
     }
     // SAFETY: attached; `obj` is a live numpy array. Asked before the struct is read (no
@@ -230,15 +243,9 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
             } else {
                 0
             },
-            dl_tensor: DLTensor {
-                data: c.fields.data.cast(),
-                device: DLDevice::CPU,
-                ndim: ndim as i32,
-                dtype: c.dtype,
-                shape: core::ptr::null_mut(),
-                strides: core::ptr::null_mut(),
-                byte_offset: 0,
-            },
+            // SAFETY: all-zero is valid for every field; the tensor is set once the block (which
+            // its shape and strides point into) is in place.
+            dl_tensor: unsafe { core::mem::zeroed() },
         },
         array: obj.as_ptr(),
         interp: current_interpreter(),
@@ -256,12 +263,7 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
             None => (&raw mut (*raw).inline).cast(),
         };
         c.write_dims(dims);
-        if ndim > 0 {
-            (*raw).managed.dl_tensor.shape = dims;
-            if c.has_strides() {
-                (*raw).managed.dl_tensor.strides = dims.add(ndim);
-            }
-        }
+        (*raw).managed.dl_tensor = c.tensor(dims);
         (*raw).managed.manager_ctx = raw.cast();
     }
     // SAFETY: attached; the block's reference to the array, released by its deleter.
@@ -274,8 +276,7 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
 }
 
 /// A non-owning view of `obj` where [`import`] would read it (after [`may_be_array`]), and
-/// whether numpy lets it be written (`READ_ONLY` unset). No block, deleter or reference: the
-/// caller keeps `obj` alive while the view is used. `None` where [`import`] answers `None`.
+/// whether numpy lets it be written; the caller keeps `obj` alive while the view is used.
 pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
     let Some(c) = checked(obj)? else {
         return Ok(None);
@@ -291,26 +292,8 @@ pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Des
     };
     // SAFETY: `dims` holds `2 * ndim` values (either buffer).
     unsafe { c.write_dims(dims) };
-    let t = DLTensor {
-        data: c.fields.data.cast(),
-        device: DLDevice::CPU,
-        ndim: ndim as i32,
-        dtype: c.dtype,
-        shape: if ndim > 0 {
-            dims
-        } else {
-            core::ptr::null_mut()
-        },
-        strides: if ndim > 0 && c.has_strides() {
-            // SAFETY: the second half of the `2 * ndim` values.
-            unsafe { dims.add(ndim) }
-        } else {
-            core::ptr::null_mut()
-        },
-        byte_offset: 0,
-    };
-    // SAFETY: `t.shape` and `t.strides` point at `ndim` values each, alive for the call.
-    let view = unsafe { Described::new(&t) }?;
+    // SAFETY: the tensor's shape and strides point at `ndim` values each, alive for the call.
+    let view = unsafe { Described::new(&c.tensor(dims)) }?;
     Ok(Some((view, c.fields.flags & NPY_ARRAY_WRITEABLE != 0)))
 }
 
@@ -322,41 +305,29 @@ pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
     unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags & NPY_ARRAY_WRITEABLE != 0 }
 }
 
-/// Whether numpy says `array` is on the CPU (`__dlpack_device__` `(1, 0)`): the device of the
-/// tensor in a `numpy_dltensor[_versioned]` capsule ending the base chain (`np.from_dlpack`),
-/// else the CPU.
+/// Whether numpy says `array` is on the CPU: the device of the tensor in a
+/// `numpy_dltensor[_versioned]` capsule ending the base chain (`np.from_dlpack`), else the CPU.
 /// # Safety
 /// Attached; `array` is a live numpy array and `ndarray` numpy's type.
 unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject) -> bool {
-    let mut base = array;
-    loop {
-        // SAFETY: `base` is a live numpy array (the first by contract, later ones checked).
-        let next = unsafe { (*base.cast::<ArrayFields>()).base };
-        if next.is_null() {
+    // SAFETY: forwarded; the root is a live numpy array, whose base is NULL or a strong
+    // reference to a live object.
+    let base = unsafe { (*root_array(array, ndarray).cast::<ArrayFields>()).base };
+    // SAFETY: attached; a live object. A capsule of one of these names is numpy's own, made by
+    // `np.from_dlpack` around the producer's managed tensor, which it keeps until the capsule
+    // goes (numpy reads the device from it the same way).
+    unsafe {
+        if base.is_null() || !cpython::is_capsule(base) {
             return true;
         }
-        // SAFETY: an array's base is a strong reference to a live object; attached.
-        if unsafe { cpython::type_check(next, ndarray) } {
-            base = next;
-            continue;
+        if let Some(m) = cpython::pointer_if_named(base, c"numpy_dltensor_versioned") {
+            let m = m.cast::<DLManagedTensorVersioned>().as_ptr();
+            return (*m).dl_tensor.device == DLDevice::CPU;
         }
-        // SAFETY: as above.
-        if !unsafe { cpython::is_capsule(next) } {
-            return true;
+        if let Some(m) = cpython::pointer_if_named(base, c"numpy_dltensor") {
+            let m = m.cast::<crate::ffi::DLManagedTensor>().as_ptr();
+            return (*m).dl_tensor.device == DLDevice::CPU;
         }
-        // SAFETY: a live capsule; a capsule of one of these names is numpy's own, made by
-        // `np.from_dlpack` around the producer's managed tensor, which it keeps until the
-        // capsule goes (numpy reads the device from it the same way).
-        unsafe {
-            if let Some(m) = cpython::pointer_if_named(next, c"numpy_dltensor_versioned") {
-                let m = m.cast::<DLManagedTensorVersioned>().as_ptr();
-                return (*m).dl_tensor.device == DLDevice::CPU;
-            }
-            if let Some(m) = cpython::pointer_if_named(next, c"numpy_dltensor") {
-                let m = m.cast::<crate::ffi::DLManagedTensor>().as_ptr();
-                return (*m).dl_tensor.device == DLDevice::CPU;
-            }
-        }
-        return true;
     }
+    true
 }

@@ -1,13 +1,8 @@
 //! Our version-1 implementation of rust-numpy's borrow-checking table, published when no module
-//! made one first (`numpy/borrow.rs` is its client).
-//!
-//! Its borrows are entries of the borrow registry every copy of this crate shares: rust-numpy's
-//! borrow of an array is the registry's borrow of the bytes its elements address, decided
-//! against every other borrow of them. So this crate's views take none in it. A release gives
-//! back a borrow taken for the same array object (rust-numpy releases with the array it
-//! acquired with, and holds it meanwhile), never by its layout's key then: Python may change an
-//! array's shape and strides in place meanwhile, so neither key nor order tells which shared
-//! borrow a release is for. They all go back together at the array's last shared release.
+//! made one first (`numpy/borrow.rs` is its client). Its borrows are the shared registry's, of
+//! the bytes the array's elements address, so this crate's views take none in it. A release is
+//! matched by array object, not by layout (Python may change an array's shape in place): an
+//! array's shared borrows all go back together at its last shared release.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -37,9 +32,7 @@ unsafe impl Sync for Shared {}
 
 /// The key of a borrow, as the registry names a strided view's bytes (a `Span` from the lowest
 /// to the highest element, on the gcd of the stepped axes' byte strides), for `itemsize`-byte
-/// elements at `data`; `None` when the range exceeds the address space (an unchecked
-/// `as_strided` array: refused). A 0-d array holds one element (rust-numpy's table gives it an
-/// empty range, which conflicts with nothing that starts at its element).
+/// elements at `data`; `None` when the range exceeds the address space (refused).
 fn key_of_axes(
     data: usize,
     axes: impl Iterator<Item = (isize, isize)> + Clone,
@@ -83,11 +76,7 @@ struct Entry {
 }
 
 /// The borrows rust-numpy took: a short list scanned whole (a handful of views at a time).
-type Flags = Vec<Entry>;
-
-struct OurFlags(Mutex<Flags>);
-
-static FLAGS: OurFlags = OurFlags(Mutex::new(Vec::new()));
+static FLAGS: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
 /// Our version-1 table.
 pub(super) static OURS: Shared = Shared {
@@ -98,16 +87,6 @@ pub(super) static OURS: Shared = Shared {
     release: ours_release,
     release_mut: ours_release_mut,
 };
-
-/// The key of a numpy array's import, from its metadata (numpy's exported layout and dtype).
-pub(super) fn key_of_import(tensor: &crate::safe::AnyManaged) -> Option<Span> {
-    key_of_layout(
-        tensor.data_ptr(),
-        tensor.shape(),
-        &tensor.strides(),
-        tensor.dtype(),
-    )
-}
 
 /// The key of a tensor's layout: its first element, extents, strides in elements and dtype
 /// (`None` only where the layout was never validated).
@@ -132,9 +111,8 @@ pub(super) fn key_of_layout(
 pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
-    // The element size first: where the type number does not fix it numpy is asked (Python
-    // code, during which nothing may be borrowed from the struct: `arr.shape = ...` frees the
-    // extents).
+    // The element size first: numpy may be asked (Python code, during which nothing may be
+    // borrowed from the struct: `arr.shape = ...` frees the extents).
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out (read in
     // place, no reference kept).
     let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
@@ -169,9 +147,9 @@ pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     )
 }
 
-fn with_flags<R>(f: impl FnOnce(&mut Flags) -> R) -> R {
-    let mut guard = FLAGS.0.lock().unwrap_or_else(|e| e.into_inner());
-    f(&mut guard)
+/// Runs `f` on the borrows rust-numpy took, locked.
+fn with_flags<R>(f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
+    f(&mut FLAGS.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// rust-numpy's `acquire`: 0, or -1 on a conflict (and on a panic, which must not unwind into
@@ -183,22 +161,20 @@ unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> 
 
 /// rust-numpy's `acquire_mut`: 0, -1 on a conflict (or a panic), -2 for a read-only array.
 unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
-    cpython::no_unwind(|| {
-        // SAFETY: rust-numpy's contract: a live numpy array.
-        if unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
-            return -2;
-        }
-        // SAFETY: as in `ours_acquire`.
-        unsafe { ours_acquire_any(array, true) }
-    })
-    .unwrap_or(-1)
+    // SAFETY: as in `ours_acquire`.
+    cpython::no_unwind(|| unsafe { ours_acquire_any(array, true) }).unwrap_or(-1)
 }
 
 /// Takes the registry's borrow of the bytes `array` addresses: 0, -1 on a conflict (or when the
-/// registry cannot be joined), -2 for an exclusive one numpy no longer lets be written.
+/// registry cannot be joined), -2 for an exclusive one of a read-only array.
 /// # Safety
 /// Attached, and `array` is a live numpy array.
 unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int {
+    // SAFETY: a live numpy array (this function's contract), read in place.
+    let read_only = || unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0;
+    if exclusive && read_only() {
+        return -2;
+    }
     // SAFETY: attached (this function's contract).
     let py = unsafe { Python::assume_attached() };
     // Joins the registry all copies share, so this borrow meets theirs (a no-op once joined).
@@ -211,8 +187,7 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     };
     // Joining and the key may have run Python code (a first join, numpy asked for an element
     // size): a writable borrow asks again whether numpy lets the array be written.
-    // SAFETY: a live numpy array (this function's contract), read in place.
-    if exclusive && unsafe { (*array.cast::<ArrayFields>()).flags } & NPY_ARRAY_WRITEABLE == 0 {
+    if exclusive && read_only() {
         return -2;
     }
     let Ok(token) =
@@ -248,10 +223,9 @@ impl Back {
     }
 }
 
-/// Releases one borrow of `array` (`exclusive`: its exclusive one) taken for this object. An
-/// exclusive one goes back at once (an object has at most one with bytes: every layout of it
-/// addresses its first element). A shared one is marked released; the array's shared borrows
-/// all go back once none is live, as the layout may have changed between them.
+/// Releases one borrow of `array` (`exclusive`: its exclusive one) taken for this object: an
+/// exclusive one at once (an object has at most one), a shared one marked released, all of the
+/// array's shared ones given back once none is live.
 fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     let array = array as usize;
     let tokens = with_flags(|flags| {

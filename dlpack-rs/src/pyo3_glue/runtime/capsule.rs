@@ -24,15 +24,11 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
     };
     // SAFETY: CPython calls capsule destructors with the GIL held, on a live capsule. The name
     // test sets no exception; only the deleter (which may run Python) needs the indicator aside.
+    // Still the unused name: this capsule (made by `into_capsule`) owns the struct of the kind
+    // `VERSIONED` says; dropping it calls the deleter exactly once.
     unsafe {
-        if cpython::capsule_is_named(capsule, name) {
-            cpython::preserving_error_indicator(|| {
-                let ptr = cpython::capsule_pointer(capsule, name);
-                // Still the unused name: this capsule (made by `into_capsule`) owns the struct
-                // of the kind `VERSIONED` says, at a non-NULL pointer; dropping it calls the
-                // deleter exactly once.
-                AnyManaged::drop_raw_parts(NonNull::new_unchecked(ptr), VERSIONED);
-            })
+        if let Some(ptr) = cpython::pointer_if_named(capsule, name) {
+            cpython::preserving_error_indicator(|| AnyManaged::drop_raw_parts(ptr, VERSIONED))
         }
     }
 }
@@ -50,10 +46,7 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
         DLPACK_CAPSULE_NAME
     };
     if !versioned && tensor.is_read_only() {
-        return Err(pyo3::exceptions::PyBufferError::new_err(
-            "cannot export read-only data as a legacy DLPack capsule (it cannot signal \
-             read-only); ask for max_version=(1, x)",
-        ));
+        return Err(legacy_read_only_error());
     }
     let (raw, _) = tensor.into_raw_parts();
     let destructor = if versioned {
@@ -70,6 +63,14 @@ pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bou
         unsafe { Managed::<K>::drop_raw_parts(raw, versioned) };
     }
     capsule
+}
+
+/// The `BufferError` for read-only data asked for as a legacy capsule (which cannot say so).
+pub(crate) fn legacy_read_only_error() -> PyErr {
+    pyo3::exceptions::PyBufferError::new_err(
+        "cannot export read-only data as a legacy DLPack capsule (it cannot signal read-only); \
+         ask for max_version=(1, x)",
+    )
 }
 
 /// Takes ownership of the managed tensor in a DLPack capsule of either name.
@@ -104,9 +105,12 @@ pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult
 /// Renames the capsule to its `used_` name, handing the tensor to the caller: whether it is
 /// versioned, and its pointer.
 fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_void>)> {
-    let ptr = capsule.as_ptr();
-    // SAFETY: `ptr` is a live capsule and we hold the GIL. A name is compared, never kept.
-    let name: Option<&CStr> = unsafe { cpython::capsule_name(ptr) };
+    // SAFETY: a name of the capsule we hold, compared, never kept (an error, none, clears).
+    let name: Option<&CStr> = capsule
+        .name()
+        .ok()
+        .flatten()
+        .map(|n| unsafe { n.as_cstr() });
     let versioned = match name {
         Some(n) if n == DLPACK_VERSIONED_CAPSULE_NAME => true,
         Some(n) if n == DLPACK_CAPSULE_NAME => false,
@@ -130,15 +134,10 @@ fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_v
     } else {
         (DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME)
     };
-    // SAFETY: a live capsule, the GIL held, and the name it was just found to have: the
-    // pointer is its own (NULL only for a capsule of NULL, which CPython cannot make).
-    let raw = unsafe { cpython::capsule_pointer(ptr, name) };
-    let Some(raw) = NonNull::new(raw) else {
-        return Err(PyErr::fetch(capsule.py()));
-    };
+    let raw = capsule.pointer_checked(Some(name))?;
     // After the rename the producer's capsule destructor leaves the tensor alone.
     // SAFETY: a live capsule, the GIL held, and a 'static name.
-    if !unsafe { cpython::capsule_rename(ptr, used) } {
+    if !unsafe { cpython::capsule_rename(capsule.as_ptr(), used) } {
         return Err(PyErr::fetch(capsule.py()));
     }
     Ok((versioned, raw))

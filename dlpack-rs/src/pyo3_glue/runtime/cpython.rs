@@ -1,10 +1,9 @@
 //! The CPython C API calls the Python glue makes itself, each with the contract it needs, and
 //! the panic guard of every `extern "C"` function that CPython or a DLPack consumer calls.
-//! Only `export/dlpack_method.rs` (a hand-written method descriptor's vectorcall entry) and
-//! `numpy/borrow.rs` (numpy's struct, rust-numpy's table) keep raw calls of their own;
-//! `tests/run-all.sh --step layers` checks that no other file calls `ffi::Py*`.
+//! Beside `export/dlpack_method.rs` and `numpy/borrow.rs`, no file calls `ffi::Py*` (the
+//! `layers` step checks).
 
-use core::ffi::{c_char, CStr};
+use core::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use pyo3::ffi;
@@ -144,15 +143,6 @@ pub(crate) unsafe fn type_check(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObj
     unsafe { ffi::PyObject_TypeCheck(obj, ty) != 0 }
 }
 
-/// Whether the type of `obj` is exactly `ty` (no subtype).
-/// # Safety
-/// `obj` is live.
-#[inline]
-pub(crate) unsafe fn is_exactly(obj: *mut ffi::PyObject, ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::Py_TYPE(obj) == ty }
-}
-
 /// Whether `obj` is a capsule (exactly `PyCapsule`).
 /// # Safety
 /// The thread is attached; `obj` is live.
@@ -163,28 +153,14 @@ pub(crate) unsafe fn is_capsule(obj: *mut ffi::PyObject) -> bool {
 }
 
 /// Whether `ty` is a static type (made by C code: Python code can only make heap types).
-/// # Safety
-/// The thread is attached; `ty` is a live type.
-pub(crate) unsafe fn is_static_type(ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::PyType_GetFlags(ty) & ffi::Py_TPFLAGS_HEAPTYPE == 0 }
-}
-
-/// Whether `sub` is `ty` or a subtype of it.
-/// # Safety
-/// The thread is attached; both types are live.
-#[cfg(not(feature = "abi3"))]
-#[inline]
-pub(crate) unsafe fn is_subtype(sub: *mut ffi::PyTypeObject, ty: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::PyType_IsSubtype(sub, ty) != 0 }
+pub(crate) fn is_static_type(ty: &Bound<'_, pyo3::types::PyType>) -> bool {
+    // SAFETY: attached, a live type (the `Bound` proves both).
+    unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) & ffi::Py_TPFLAGS_HEAPTYPE == 0 }
 }
 
 /// The C getter and closure of `descr` when it is exactly a getset descriptor (as torch's
-/// `requires_grad`) of a static type that is `ty` or a base of it. A static type's getset table
-/// lives for the process, so the pair outlives the descriptor (another thread may drop its last
-/// reference between a cache read and the call); a heap type's dies with it. Not abi3 (the
-/// layout is hidden there).
+/// `requires_grad`) of a static type that is `ty` or a base of it: a static type's getset table
+/// lives for the process, so the pair outlives the descriptor. Not abi3 (the layout is hidden).
 /// # Safety
 /// The thread is attached; `descr` and `ty` are live.
 #[cfg(not(feature = "abi3"))]
@@ -200,12 +176,12 @@ pub(crate) unsafe fn getset_getter(
             return None;
         }
         let descr = &*descr.cast::<ffi::PyGetSetDescrObject>();
-        if !is_static_type(descr.d_common.d_type) {
+        if ffi::PyType_GetFlags(descr.d_common.d_type) & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
             return None;
         }
         let def = descr.d_getset.as_ref()?;
         // The getter takes only instances of the owning type (a class body may copy a descriptor).
-        if !is_subtype(ty, descr.d_common.d_type) {
+        if ffi::PyType_IsSubtype(ty, descr.d_common.d_type) == 0 {
             return None;
         }
         Some((def.get?, def.closure))
@@ -228,11 +204,9 @@ pub(crate) unsafe fn call_getter<'py>(
     unsafe { Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure)) }
 }
 
-/// A type's version tag, read atomically (free-threaded builds update it from any thread), or 0
-/// where it is not valid. CPython >= 3.11 resets it to 0 on any change to the type, its
-/// dictionary or its bases, and never reuses one; before 3.13 a type may also keep a non-zero
-/// tag that CPython itself considers invalid (its `Py_TPFLAGS_VALID_VERSION_TAG` clear, when
-/// tagging a base failed), which a change then never resets: such a tag reads as 0 here.
+/// A type's version tag, read atomically, or 0 where it is not valid. CPython >= 3.11 resets it
+/// to 0 on any change to the type, its dictionary or its bases, and never reuses one; a tag
+/// CPython < 3.13 itself considers invalid (`Py_TPFLAGS_VALID_VERSION_TAG` clear) reads as 0.
 /// # Safety
 /// Attached; `ty` is a live type object.
 #[cfg(not(feature = "abi3"))]
@@ -246,15 +220,21 @@ pub(crate) unsafe fn type_version(ty: *mut ffi::PyTypeObject) -> u32 {
         core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
             .load(core::sync::atomic::Ordering::Acquire)
     };
-    // SAFETY: a live type object (its flags read as CPython's own API reads them).
-    if tag != 0 && !flag_unused() && unsafe { ffi::PyType_GetFlags(ty) } & VALID_VERSION_TAG == 0 {
-        return 0;
+    // SAFETY: attached (this function's contract); a live type object's flags, read as
+    // CPython's own API reads them (the flag is kept before 3.13 only).
+    let stale = unsafe {
+        tag != 0
+            && minor_version(Python::assume_attached()) < 13
+            && ffi::PyType_GetFlags(ty) & VALID_VERSION_TAG == 0
+    };
+    if stale {
+        0
+    } else {
+        tag
     }
-    tag
 }
 
 /// The running interpreter's minor version (3.x), read once.
-#[cfg(not(feature = "abi3"))]
 pub(crate) fn minor_version(py: Python<'_>) -> u8 {
     use core::sync::atomic::{AtomicU8, Ordering};
     // 0: not read yet (no supported CPython has minor version 0).
@@ -267,14 +247,6 @@ pub(crate) fn minor_version(py: Python<'_>) -> u8 {
         }
         minor => minor,
     }
-}
-
-/// Whether CPython no longer keeps `Py_TPFLAGS_VALID_VERSION_TAG` (>= 3.13). Called attached.
-#[cfg(not(feature = "abi3"))]
-#[inline]
-fn flag_unused() -> bool {
-    // SAFETY: attached (the callers' contract).
-    minor_version(unsafe { Python::assume_attached() }) >= 13
 }
 
 /// `ty`'s version tag, assigned first if it has none, as the interpreter's own attribute
@@ -299,6 +271,22 @@ pub(crate) unsafe fn assign_type_version(
         _PyType_Lookup(ty, name);
         type_version(ty)
     }
+}
+
+/// Under abi3 a type's version tag is hidden: always 0.
+/// # Safety
+/// None (the signature of the full build's).
+#[cfg(feature = "abi3")]
+pub(crate) unsafe fn type_version(_: *mut ffi::PyTypeObject) -> u32 {
+    0
+}
+
+/// Under abi3 a type's version tag is hidden: always 0.
+/// # Safety
+/// None (the signature of the full build's).
+#[cfg(feature = "abi3")]
+pub(crate) unsafe fn assign_type_version(_: *mut ffi::PyTypeObject, _: *mut ffi::PyObject) -> u32 {
+    0
 }
 
 // --- The error indicator ---
@@ -327,49 +315,8 @@ pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
 
 // --- Capsules ---
 
-/// Whether `capsule` is a valid capsule named `name` (never sets an exception).
-/// # Safety
-/// The thread is attached; `capsule` is a live object.
-#[inline]
-pub(crate) unsafe fn capsule_is_named(capsule: *mut ffi::PyObject, name: &CStr) -> bool {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 }
-}
-
-/// The capsule's name, or `None` (and no exception) when it has none or is no capsule.
-/// # Safety
-/// The thread is attached; `capsule` is a live object and outlives the returned name, which
-/// the caller compares and does not keep past a rename.
-pub(crate) unsafe fn capsule_name<'a>(capsule: *mut ffi::PyObject) -> Option<&'a CStr> {
-    // SAFETY: by this function's contract; a non-NULL name is a NUL-terminated string that
-    // lives as long as the capsule keeps it.
-    unsafe {
-        let raw: *const c_char = ffi::PyCapsule_GetName(capsule);
-        if raw.is_null() {
-            ffi::PyErr_Clear();
-            None
-        } else {
-            Some(CStr::from_ptr(raw))
-        }
-    }
-}
-
-/// The capsule's pointer when it is named `name` (NULL with an exception set otherwise).
-/// # Safety
-/// The thread is attached; `capsule` is a live object.
-#[inline]
-pub(crate) unsafe fn capsule_pointer(
-    capsule: *mut ffi::PyObject,
-    name: &CStr,
-) -> *mut core::ffi::c_void {
-    // SAFETY: by this function's contract.
-    unsafe { ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) }
-}
-
-/// The capsule's pointer when named `name`, else `None`, never setting an exception: setting one
-/// may allocate (CPython <= 3.11 creates it at once while another is handled), and an allocation
-/// may run a garbage collection whose finalizers run Python code (which could change an array's
-/// dtype in the middle of the direct read of its struct).
+/// The capsule's pointer when named `name`, else `None`, never setting an exception (whose
+/// allocation may run finalizers' Python code, say in the middle of a direct read of an array).
 /// # Safety
 /// The thread is attached; `capsule` is a live capsule.
 pub(crate) unsafe fn pointer_if_named(

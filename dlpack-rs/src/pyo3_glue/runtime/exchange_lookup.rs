@@ -1,22 +1,17 @@
-//! Which C exchange table a producer type publishes: `__dlpack_c_exchange_api__` in the type's
-//! own MRO, cached per type (a mutex-held cache of strong references, plus a sequence-locked
-//! copy read without a lock). The cache also keeps how the type's `requires_grad` is read.
-//!
-//! Trust: the table is looked up in the dictionaries of `type(obj).__mro__`, as the interpreter
-//! finds a special method, never through `getattr`, an instance attribute or a metaclass; what
-//! it points to is trusted as a producer is. An entry holds while the type's version tag is
-//! the one it was found under (CPython >= 3.11 resets the tag on any change to the type, its
-//! dictionary or bases, and never reuses one).
+//! Which C exchange table a producer type publishes: `__dlpack_c_exchange_api__` in the
+//! dictionaries of `type(obj).__mro__` (as the interpreter finds a special method: no
+//! `getattr`, instance attribute or metaclass), cached per type with how its `requires_grad` is
+//! read (a mutex-held cache of strong references, plus a sequence-locked copy read unlocked).
+//! An entry holds while the type's version tag is the one it was found under.
 //!
 //! A table speaks for its owner (the most basic class of the MRO whose own dictionary holds a
 //! capsule of it), and only for objects whose `__dlpack__`, `__dlpack_device__` and
-//! `__torch_function__` (torch's `__dlpack__` dispatches through it) are the owner's: a
-//! subclass overriding any is imported through its own `__dlpack__`, as `torch.from_dlpack`
-//! and `np.from_dlpack` do. Outside the model (SAFETY.md): an instance `__dlpack__`, a custom
-//! `__getattribute__`, a class changed after its first import where tags cannot be read
-//! (stable ABI, CPython < 3.11), and a class dictionary written behind the interpreter's back
-//! (`gc.get_referents`), which leaves the tag. A type whose metaclass defines its own `mro()`
-//! has no usable tag and is looked up on every import.
+//! `__torch_function__` are the owner's: a subclass overriding any takes its own `__dlpack__`.
+//! Outside the model (SAFETY.md): an instance `__dlpack__`, a custom `__getattribute__`, a class
+//! changed after its first import where tags cannot be read (abi3, CPython < 3.11), and a class
+//! dictionary written behind the interpreter's back (`gc.get_referents`). Where tags are read, a
+//! type whose metaclass defines its own `mro()` gets none (its extra classes' changes would not
+//! reset it): its answer is never cached and its `requires_grad` is read through `getattr`.
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -28,21 +23,17 @@ use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPACK_EXCHANGE_API_CAPSULE_NAME,
     DLPACK_MAJOR_VERSION,
 };
+use crate::pyo3_glue::runtime::cpython;
 use crate::pyo3_glue::runtime::requires_grad::Grad;
 
 /// How many types the cache remembers (round-robin). A miss costs one look-up on the type.
 const CACHE_SLOTS: usize = 8;
 
-/// One remembered type. The strong references keep the type (the key is its address) and the
-/// capsule (maybe the only thing naming the table) alive, so no new type can reuse the key.
+/// One remembered type (its answer is in [`MIRROR`]), whose strong references keep the type (the
+/// key is its address) and the capsule alive, so no new type can reuse the key.
 struct Slot {
     key: usize,
-    /// The table (0: none usable), its low bit set when the type overrides its owner's
-    /// `__dlpack__` or `__dlpack_device__`.
-    api: usize,
-    /// How the type's `requires_grad` is read (an import checks it as `__dlpack__` would).
-    grad: Grad,
-    /// The type's version tag before the answer was found (see [`tracked`]).
+    /// The type's version tag before the answer was found.
     tag: u32,
     /// The `requires_grad` descriptor, kept alive (its getter is called directly).
     _grad_descr: Option<Py<PyAny>>,
@@ -55,13 +46,15 @@ struct Cache {
     next: usize,
 }
 
-/// A lock-free copy of the cache for the hit path: one sequence lock per slot, written only
-/// under the cache's mutex, before an evicted entry's references drop. A reader seeing an odd
-/// or changed sequence takes the mutex path. A hit's type cannot be freed and its address
-/// reused meanwhile: the reader holds it (or an object of it).
+/// The cache's answers, read lock-free: one sequence lock per slot, written only under the
+/// cache's mutex, before an evicted entry's references drop. A reader seeing an odd or changed
+/// sequence looks the type up again. A hit's type cannot be freed and its address reused
+/// meanwhile: the reader holds it (or an object of it).
 struct Mirror {
     seq: AtomicUsize,
     key: AtomicUsize,
+    /// The table (0: none usable), its low bit set when the type overrides its owner's
+    /// `__dlpack__` or `__dlpack_device__`.
     api: AtomicUsize,
     /// 0: no `requires_grad`; 1: through `getattr`; 2: through the direct getter below.
     grad: AtomicUsize,
@@ -127,8 +120,7 @@ impl Mirror {
 
 static MIRROR: [Mirror; CACHE_SLOTS] = [const { Mirror::empty() }; CACHE_SLOTS];
 
-/// A `Mutex`, not the GIL, so free-threaded builds are correct. No Python code runs while it is
-/// held (look-ups and reference drops happen outside), so it cannot deadlock the interpreter.
+/// A `Mutex`, not the GIL (free-threaded builds), never held while Python code runs.
 static CACHE: Mutex<Cache> = Mutex::new(Cache {
     slots: [const { None }; CACHE_SLOTS],
     next: 0,
@@ -186,55 +178,6 @@ pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchan
     unsafe { ((word & !OVERRIDDEN) as *const DLPackExchangeAPI).as_ref() }
 }
 
-/// Whether type version tags say when a type changed (CPython >= 3.11, not abi3, which hides
-/// them): then a cached answer holds only under its tag. Elsewhere the first answer is kept
-/// (SAFETY.md: outside the model).
-fn tracked(py: Python<'_>) -> bool {
-    #[cfg(not(feature = "abi3"))]
-    {
-        crate::pyo3_glue::runtime::cpython::minor_version(py) >= 11
-    }
-    #[cfg(feature = "abi3")]
-    {
-        let _ = py;
-        false
-    }
-}
-
-/// The version tag of the live type at `key` now (0: none), where [`tracked`].
-fn tag_now(key: usize) -> u32 {
-    #[cfg(not(feature = "abi3"))]
-    {
-        // SAFETY: attached (the caller's `Python`); `key` is a live type's address: the caller
-        // holds it, or an object of it.
-        unsafe {
-            crate::pyo3_glue::runtime::cpython::type_version(key as *mut pyo3::ffi::PyTypeObject)
-        }
-    }
-    #[cfg(feature = "abi3")]
-    {
-        let _ = key;
-        0
-    }
-}
-
-/// `ty`'s version tag, assigned first if it has none (0: it cannot have one), where [`tracked`].
-fn tag_assigned(ty: &Bound<'_, PyType>) -> u32 {
-    #[cfg(not(feature = "abi3"))]
-    {
-        let name = pyo3::intern!(ty.py(), "__dlpack__");
-        // SAFETY: attached (the `Bound`s prove it), a live type and string.
-        unsafe {
-            crate::pyo3_glue::runtime::cpython::assign_type_version(ty.as_type_ptr(), name.as_ptr())
-        }
-    }
-    #[cfg(feature = "abi3")]
-    {
-        let _ = ty;
-        0
-    }
-}
-
 /// [`lookup`] by type address `key`; `ty` makes the type on a miss. Answers the slot's `api`
 /// word and how `requires_grad` is read.
 fn lookup_type<'py>(
@@ -242,8 +185,16 @@ fn lookup_type<'py>(
     key: usize,
     ty: impl FnOnce() -> Bound<'py, PyType>,
 ) -> (usize, Grad) {
-    let tracked = tracked(py);
-    let now = if tracked { tag_now(key) } else { 0 };
+    // Whether version tags say when a type changed (CPython >= 3.11, not abi3): then a cached
+    // answer holds only under its tag; elsewhere the first answer is kept (outside the model).
+    let tracked = cfg!(not(feature = "abi3")) && cpython::minor_version(py) >= 11;
+    let now = if tracked {
+        // SAFETY: attached (`py`); `key` is a live type's address (the caller holds it or an
+        // object of it).
+        unsafe { cpython::type_version(key as *mut pyo3::ffi::PyTypeObject) }
+    } else {
+        0
+    };
     // A cached answer holds under its own tag; a type without one (0) is looked up every time.
     let holds = |tag: u32| !tracked || (tag != 0 && tag == now);
     for mirror in &MIRROR {
@@ -253,21 +204,15 @@ fn lookup_type<'py>(
             }
         }
     }
-    {
-        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in cache.slots.iter().flatten() {
-            if slot.key == key && holds(slot.tag) {
-                return (slot.api, slot.grad);
-            }
-        }
-    }
     let ty = ty();
     // The tag first, then the answer: a change meanwhile resets the tag, so the entry is looked
     // up again next time. A metaclass's own `mro()` may list non-bases, whose changes leave the
     // tag alone: no tag then (0).
     let custom_mro = tracked && !plain_mro(&ty);
     let tag = if tracked && !custom_mro {
-        tag_assigned(&ty)
+        let name = pyo3::intern!(py, "__dlpack__");
+        // SAFETY: attached (the `Bound`s prove it), a live type and string.
+        unsafe { cpython::assign_type_version(ty.as_type_ptr(), name.as_ptr()) }
     } else {
         0
     };
@@ -283,17 +228,12 @@ fn lookup_type<'py>(
         Some(_) if custom_mro => Grad::Getattr,
         Some(descr) => Grad::of_descriptor(&ty, descr, tag),
     };
-    let api = capsule
-        .as_ref()
-        .and_then(|c| c.cast::<PyCapsule>().ok())
-        .and_then(|c| {
-            c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
-                .ok()
-        })
+    let api = match capsule.as_ref().and_then(exchange_capsule) {
         // SAFETY: a "dlpack_exchange_api" capsule points at a producer's static table, starting
         // with a header whose prev_api chain is static too.
-        .map(|p| unsafe { select_table(p.as_ptr().cast()) })
-        .unwrap_or(core::ptr::null());
+        Some(p) => unsafe { select_table(p.as_ptr().cast()) },
+        None => core::ptr::null(),
+    };
     let word = if api.is_null() {
         0
     } else {
@@ -323,8 +263,6 @@ fn lookup_type<'py>(
                 MIRROR[i].write(key, word, grad, tag);
                 cache.slots[i].replace(Slot {
                     key,
-                    api: word,
-                    grad,
                     tag,
                     _grad_descr: grad_descr.map(Bound::unbind),
                     _ty: ty.unbind(),
@@ -363,16 +301,19 @@ fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
 /// Whether `f` is `torch._C._disabled_torch_function_impl` (torch being already imported).
 fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
     let py = f.py();
-    let Ok(modules) = py
-        .import(pyo3::intern!(py, "sys"))
-        .and_then(|sys| sys.getattr("modules"))
-    else {
+    let Ok(Some(c)) = cpython::imported_module(py, pyo3::intern!(py, "torch._C")) else {
         return false;
     };
-    modules
-        .get_item(pyo3::intern!(py, "torch._C"))
-        .and_then(|c| c.getattr(pyo3::intern!(py, "_disabled_torch_function_impl")))
+    c.getattr(pyo3::intern!(py, "_disabled_torch_function_impl"))
         .is_ok_and(|disabled| disabled.is(f))
+}
+
+/// The pointer of `c` when it is a `"dlpack_exchange_api"` capsule.
+fn exchange_capsule(c: &Bound<'_, PyAny>) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
+    let capsule = c.cast::<PyCapsule>().ok()?;
+    capsule
+        .pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
+        .ok()
 }
 
 /// The class a table speaks for: the most basic class in `holder`'s MRO whose own dictionary
@@ -384,23 +325,16 @@ fn table_owner<'py>(
 ) -> Bound<'py, PyType> {
     let py = holder.py();
     let name = pyo3::intern!(py, "__dlpack_c_exchange_api__");
-    let table = |c: &Bound<'py, PyAny>| {
-        c.cast::<PyCapsule>()
-            .ok()
-            .and_then(|c| {
-                c.pointer_checked(Some(DLPACK_EXCHANGE_API_CAPSULE_NAME))
-                    .ok()
-            })
-            .map(|p| p.as_ptr() as usize)
-    };
-    let ours = table(capsule);
+    let ours = exchange_capsule(capsule);
     let mut owner = holder.clone();
     for base in holder.mro().iter().skip(1) {
         let Ok(base) = base.cast_into::<PyType>() else {
             continue;
         };
         if let Some((found, at)) = type_lookup(&base, name) {
-            if at.is(&base) && (found.is(capsule) || (ours.is_some() && table(&found) == ours)) {
+            if at.is(&base)
+                && (found.is(capsule) || (ours.is_some() && exchange_capsule(&found) == ours))
+            {
                 owner = base;
             }
         }

@@ -16,9 +16,8 @@ static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 /// 0: hook not installed; 1: being installed by some thread; 2: installed (or given up).
 static HOOK_STATE: AtomicU8 = AtomicU8::new(0);
 
-/// Registers the `atexit` hook that sets the shutdown flag, once per copy of this crate. No
-/// lock is held while Python code runs (a `Once` would deadlock if `atexit` re-entered us, or a
-/// waiter held the GIL): the thread winning the flag installs it; others install nothing.
+/// Registers the `atexit` hook that sets the shutdown flag, once per copy of this crate, by the
+/// thread winning the flag (no lock is held while Python code runs, unlike a `Once`).
 pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     if HOOK_STATE.load(Ordering::Acquire) != 0 {
         return;
@@ -30,7 +29,8 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
         return;
     }
     // Once, like the hook (until then the probe uses the check right on every version).
-    learn_tstate_kind(py);
+    let kind = if py.version_info() >= (3, 12) { 2 } else { 1 };
+    TSTATE_PER_THREAD.store(kind, Ordering::Relaxed);
     let hook = PyCFunction::new_closure(py, None, None, |_args, _kwargs| {
         SHUTTING_DOWN.store(true, Ordering::SeqCst);
     });
@@ -46,28 +46,16 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     HOOK_STATE.store(2, Ordering::Release);
 }
 
-/// 0: not known yet; 1: CPython <= 3.11, whose "current thread state" is the GIL holder's,
-/// process-wide; 2: CPython >= 3.12, where it is the calling thread's own.
+/// Which current-thread-state read this interpreter has (see [`this_thread_is_attached`]), set
+/// with the hook: 0 not known yet; 1 CPython <= 3.11, whose "current thread state" is the GIL
+/// holder's, process-wide; 2 CPython >= 3.12, where it is the calling thread's own.
 static TSTATE_PER_THREAD: AtomicU8 = AtomicU8::new(0);
 
-/// Records which kind of current-thread-state read this interpreter has (see
-/// [`this_thread_is_attached`]). Called once, attached, by the first export or import.
-fn learn_tstate_kind(py: Python<'_>) {
-    if TSTATE_PER_THREAD.load(Ordering::Relaxed) == 0 {
-        let kind = if py.version_info() >= (3, 12) { 2 } else { 1 };
-        TSTATE_PER_THREAD.store(kind, Ordering::Relaxed);
-    }
-}
-
-/// Whether this thread is attached (has a current thread state; holds the GIL on GIL builds).
-/// `PyGILState_Check` cannot tell: it returns 1 on every thread once a sub-interpreter exists.
-/// Before 3.12, CPython's unchecked current-thread-state read returns the GIL holder's state,
-/// not the caller's, so a never-attached thread looked attached while another ran Python, and
-/// released objects without the GIL (a reference-count data race). There the caller counts as
-/// attached only if that state is its own (`PyGILState`'s record); a thread attached to a
-/// sub-interpreter through a thread state of its own making then reads as unattached, which on
-/// those versions only matters to embedders. Under `abi3` (no unchecked read) the answer is
-/// always "no", which only makes callers take their conservative path.
+/// Whether this thread is attached (has a current thread state; holds the GIL on GIL builds),
+/// by CPython's thread state (`PyGILState_Check` says 1 everywhere once a sub-interpreter
+/// exists). Before 3.12 the unchecked read returns the GIL holder's state, so the caller counts
+/// as attached only if that state is its own (`PyGILState`'s record). Always "no" under `abi3`
+/// (no unchecked read), which only makes callers take their conservative path.
 pub(crate) fn this_thread_is_attached() -> bool {
     #[cfg(not(feature = "abi3"))]
     {
@@ -94,8 +82,8 @@ pub(crate) fn exiting_unattached() -> bool {
     SHUTTING_DOWN.load(Ordering::SeqCst) && !this_thread_is_attached()
 }
 
-/// How the keepalives dropped so far let go of their object, one counter per path of
-/// [`PyKeepalive`]'s `Drop`, for tests (feature `test-counters` only). Not a stable API.
+/// How the keepalives dropped so far let go of their object, per path of [`PyKeepalive`]'s
+/// `Drop`, for tests (feature `test-counters` only). Not a stable API.
 #[cfg(feature = "test-counters")]
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -138,10 +126,9 @@ pub fn keepalive_counts() -> KeepaliveCounts {
 
 /// A Python object held as the keepalive of an exported tensor.
 ///
-/// DLPack deleters run on any thread, with or without the GIL, even during shutdown; dropping a
-/// `PyKeepalive` is sound in each case. An attached thread (by CPython's thread state, never
-/// pyo3's attach count) releases the reference at once; an unattached one attaches for real
-/// (`PyGILState_Ensure`) to release it; during shutdown, or when not attachable, it leaks.
+/// Dropping it is sound on any thread, with or without the GIL, even during shutdown, as DLPack
+/// deleters run: an attached thread releases the object at once, an unattached one attaches for
+/// real to release it, and during shutdown it leaks.
 pub struct PyKeepalive {
     obj: Option<Py<PyAny>>,
     /// The interpreter the object belongs to (its ID: unlike its address, never reused).
@@ -179,10 +166,10 @@ impl Drop for PyKeepalive {
     }
 }
 
-/// Releases a strong reference from any thread, as [`PyKeepalive`]'s `Drop` does. Never through
-/// pyo3's `Drop for Py`, whose thread-local attach count disagrees with the real thread state
-/// inside a foreign deleter (torch drops storage with the GIL released, under our pyo3 frame)
-/// or `Py_BEGIN_ALLOW_THREADS`: every decision below reads CPython's real thread state.
+/// Releases a strong reference from any thread, as [`PyKeepalive`]'s `Drop` does: at once on an
+/// attached thread (by CPython's real thread state, never pyo3's attach count, which a foreign
+/// deleter or `Py_BEGIN_ALLOW_THREADS` makes wrong), else after attaching for real; leaked
+/// during shutdown or for another interpreter's object.
 /// # Safety
 /// `ptr` is a strong reference the caller owns (and gives up), to an object of the interpreter
 /// whose ID is `interp`.
@@ -205,10 +192,8 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
         count(&LEAKED_AT_SHUTDOWN);
         return;
     }
-    // Attach for real: `PyGILState_Ensure` restores (or makes) this thread's own state whatever
-    // pyo3's count says, and `PyGILState_Release` puts it back exactly (detached again inside
-    // `Py_BEGIN_ALLOW_THREADS`). Under `abi3`, where the probe always says "no", an attached
-    // thread takes this path too: `PyGILState_Ensure` is re-entrant.
+    // Under `abi3`, where the probe always says "no", an attached thread takes this path too:
+    // `PyGILState_Ensure` is re-entrant.
     // SAFETY: initialized and not shutting down (checked above; pyo3's wrapper makes a thread
     // meeting a finalizing interpreter hang instead of unwinding through Rust frames).
     unsafe {

@@ -1,9 +1,6 @@
-//! What the rest of the glue stands on: CPython calls and the panic guard (`cpython`), one-time
-//! values (`once`), the per-interpreter shared registry (`shared_registry`), keepalives and
-//! deleters that may touch Python (`keepalive`), capsules (`capsule`) and Python exceptions
-//! (`errors`); and what both `export/` and `import/` ask: a type's exchange table
-//! (`exchange_lookup`, with torch's `requires_grad` reader, `requires_grad`) and the typing
-//! stubs' names (`type_hints`). It names nothing of `export/`, `import/` or `numpy/`.
+//! What the rest of the glue stands on (CPython calls, one-time values, the shared registry,
+//! keepalives, capsules, Python exceptions) and what both `export/` and `import/` ask (a type's
+//! exchange table and `requires_grad` reader, the typing stubs' names); it names nothing above.
 
 pub(crate) mod capsule;
 pub(in crate::pyo3_glue) mod cpython;

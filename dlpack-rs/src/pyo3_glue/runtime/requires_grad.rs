@@ -1,6 +1,5 @@
-//! Whether a tensor requires grad. torch's `__dlpack__` refuses such tensors but its exchange
-//! table does not, so a table import reads `requires_grad` itself: through the getset
-//! descriptor's C getter while the type is unchanged (cheaper than `getattr`, same answer).
+//! Whether a tensor requires grad (torch's `__dlpack__` refuses such tensors, its exchange table
+//! does not): through the getset descriptor's C getter while the type is unchanged.
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -23,9 +22,8 @@ pub(crate) enum Grad {
 pub(crate) struct DirectGetter {
     get: pyo3::ffi::getter,
     closure: usize,
-    /// The type's version tag when the descriptor was found on one of its bases. CPython >= 3.11
-    /// resets it to 0 on any change to the type, its dict or bases, and never reuses one: while
-    /// it holds, `getattr` finds this descriptor and instances are of the owning type.
+    /// The type's version tag when the descriptor was found (`cpython::type_version`): while it
+    /// holds, `getattr` finds this descriptor and instances are of the owning type.
     version: u32,
 }
 
@@ -40,10 +38,9 @@ impl Grad {
     ) -> Grad {
         #[cfg(not(feature = "abi3"))]
         {
-            // The tag was read before `descr` was found and the owning-type check is made now:
-            // the check holds while the tag does (an MRO change resets it), even if another
-            // thread changes the type in between (free-threaded builds), and a getter found
-            // after a change is never cached under the older tag. No tag: no later check.
+            // The tag was read before `descr` was found: the owning-type check made now holds
+            // while the tag does, even if another thread changes the type in between. No tag: no
+            // later check.
             if tag == 0 {
                 return Grad::Getattr;
             }

@@ -1,18 +1,10 @@
 //! One borrow registry shared by every extension module in the process: the first copy of
-//! this crate to touch Python publishes its table in a capsule, later copies adopt it.
-//!
-//! The capsule `"dlpack_rs.borrow_registry"` sits under that key in the interpreter's state
-//! dictionary (`PyInterpreterState_GetDict`, out of Python code's reach). It points at the C
-//! table of `safe::borrow` (`version: u64`, `state`, `acquire`, `release`; version 2 appends
-//! `acquire_strided` and `release_strided`; later versions only append), so modules built
-//! against different releases see each other's borrows. Version 0 makes joining raise;
-//! version 1 is used for whole ranges.
-//!
-//! Joining fails closed: if the table cannot be found or published, the asking import or
-//! export raises and this copy retries next time (its borrows stay in its own table, moved
-//! over when it joins). Trust: the capsule is believed to be what its name says (as numpy's C
-//! API capsule is); native code planting a forged one is outside the model. Copies share one
-//! table per interpreter.
+//! this crate to touch Python publishes its table (`safe::borrow`'s C table; versions only
+//! append, version 1 is used for whole ranges, version 0 refused) in the capsule
+//! `"dlpack_rs.borrow_registry"` under that key in the interpreter's state dictionary (out of
+//! Python code's reach); later copies adopt it. Joining fails closed: the asking import or
+//! export raises and this copy retries next time. Trust: the capsule is believed to be what its
+//! name says; native code planting a forged one is outside the model.
 
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
@@ -20,6 +12,7 @@ use pyo3::exceptions::{PyBufferError, PySystemError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
+use crate::pyo3_glue::runtime::keepalive::current_interpreter as interpreter_id;
 use crate::safe::borrow::{self, BorrowApi, BORROW_API_VERSION};
 
 const KEY: &str = "dlpack_rs.borrow_registry";
@@ -31,17 +24,9 @@ static STATE: AtomicU8 = AtomicU8::new(0);
 /// The interpreter (its ID) whose dictionary this copy joined through.
 static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
 
-/// The ID of the interpreter this (attached) thread runs.
-fn interpreter_id() -> i64 {
-    // SAFETY: attached (callers hold a `Python` token).
-    unsafe { crate::pyo3_glue::runtime::cpython::interpreter_id() }
-}
-
 /// Sends this copy's borrows to the registry every copy shares in the interpreter, publishing
-/// ours when there is none. Cheap after the first success; raises (joining nothing) when the
-/// table cannot be had, so no copy runs with a table the others do not see. A copy joins once
-/// per process; in another interpreter it checks that the table there (publishing its own if
-/// none) is the one it uses, and raises otherwise.
+/// ours when there is none; raises when the table cannot be had. A copy joins once per process;
+/// in another interpreter the table there must be the one it uses.
 pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
     if STATE.load(Ordering::Acquire) != 2 {
         // The table first, outside the claim: finding it runs Python code (a GC finalizer may
@@ -75,15 +60,9 @@ pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
     if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
         return Ok(());
     }
-    check_other_interpreter(py)
-}
-
-/// In an interpreter other than the one this copy joined through: the table published there
-/// must be the one this copy uses (publishing it when there is none).
-fn check_other_interpreter(py: Python<'_>) -> PyResult<()> {
+    // Another interpreter: the table published there must be the one this copy uses.
     let ours = borrow::current_api();
-    let found = find_or_publish(py, ours)?;
-    if core::ptr::eq(found, ours) {
+    if core::ptr::eq(find_or_publish(py, ours)?, ours) {
         Ok(())
     } else {
         Err(PyBufferError::new_err(

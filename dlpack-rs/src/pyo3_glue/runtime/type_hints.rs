@@ -19,32 +19,25 @@ const MODULE_NAME: PyStaticExpr = PyStaticExpr::Name {
 /// What pyo3 writes for a type it cannot name.
 const INCOMPLETE: PyStaticExpr = pyo3::type_hint_identifier!("_typeshed", "Incomplete");
 
+/// The protocol `attr` of [`MODULE`], or [`INCOMPLETE`] without one.
+const fn protocol(attr: &'static str) -> PyStaticExpr {
+    match MODULE {
+        Some(_) => PyStaticExpr::Attribute {
+            value: &MODULE_NAME,
+            attr,
+        },
+        None => INCOMPLETE,
+    }
+}
+
 /// Any object with `__dlpack__`: what every typed argument and `PyTensor` accepts.
-pub(crate) const SUPPORTS_DLPACK: PyStaticExpr = match MODULE {
-    Some(_) => PyStaticExpr::Attribute {
-        value: &MODULE_NAME,
-        attr: "SupportsDLPack",
-    },
-    None => INCOMPLETE,
-};
+pub(crate) const SUPPORTS_DLPACK: PyStaticExpr = protocol("SupportsDLPack");
 
 /// An array with the array API's `__dlpack__` and `__dlpack_device__`: a `Returned<Framework>`.
-pub(crate) const DLPACK_ARRAY: PyStaticExpr = match MODULE {
-    Some(_) => PyStaticExpr::Attribute {
-        value: &MODULE_NAME,
-        attr: "DLPackArray",
-    },
-    None => INCOMPLETE,
-};
+pub(crate) const DLPACK_ARRAY: PyStaticExpr = protocol("DLPackArray");
 
 /// The `__dlpack__` method of a derived class, with the array API standard's signature.
-pub(crate) const DLPACK_METHOD: PyStaticExpr = match MODULE {
-    Some(_) => PyStaticExpr::Attribute {
-        value: &MODULE_NAME,
-        attr: "DLPackMethod",
-    },
-    None => INCOMPLETE,
-};
+pub(crate) const DLPACK_METHOD: PyStaticExpr = protocol("DLPackMethod");
 
 /// The text of the stub module `DLPACK_RS_TYPING_MODULE` names, shipped beside the generated
 /// stubs: `SupportsDLPack` (arguments) asks only for a `__dlpack__()` callable, as every
