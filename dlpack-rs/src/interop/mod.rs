@@ -2,6 +2,8 @@
 //! `dlpack_rs::safe::ndarray`, `dlpack_rs::safe::{SafeTensorsFile, serialize_safetensors}`,
 //! `dlpack_rs::cuda`; `image` adds trait impls and `TensorView::as_image`.
 
+#[cfg(feature = "candle")]
+mod candle;
 #[cfg(feature = "cudarc")]
 pub mod cudarc;
 #[cfg(feature = "image")]
