@@ -190,9 +190,10 @@ step_candle() {
   # interpreter that sees the suite's packages.
   python_packages
   local features=candle,pyo3,derive,ndarray
-  cargo clippy -p dlpack-rs --lib --test candle --features $features -- -D warnings
+  cargo clippy -p dlpack-rs --lib --test candle --test candle_hardening --features $features \
+    -- -D warnings
   PYTHONPATH="$PWD/$venv/lib/python$py_minor/site-packages" \
-    cargo test -p dlpack-rs --features $features --test candle
+    cargo test -p dlpack-rs --features $features --test candle --test candle_hardening
   # The candle module's examples and the guides' candle sections (with the guides' others).
   cargo test -p dlpack-rs --features $features --doc -- candle GuideDoctests
 }

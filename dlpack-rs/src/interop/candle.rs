@@ -25,11 +25,11 @@ use alloc::format;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use candle_core::{CpuStorage, DType, Device, Layout, Storage, Tensor};
+use candle_core::{CpuStorage, DType, Device, DeviceLocation, Layout, Storage, Tensor};
 
 use crate::ffi::{
-    DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED,
-    DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensorVersioned,
+    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::safe::import::{Kind, Managed, ManagedTensorVersioned};
 use crate::safe::{
@@ -37,7 +37,28 @@ use crate::safe::{
     Readers, TensorInfo, Validated,
 };
 
-/// What candle's storage holds, as a slice of the element type: `$f::<T>(slice, dtype)`.
+/// candle's F8E8M0 bytes as DLPack's `float8_e8m0fnu` elements, one byte each.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+struct E8M0(#[allow(dead_code)] u8);
+
+// SAFETY: one byte with no padding, DLPack's float8_e8m0fnu (8 bits, one lane); every byte is
+// a value (0xff is its NaN).
+unsafe impl crate::safe::Element for E8M0 {
+    const DTYPE: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT8_E8M0FNU, 8, 1);
+}
+// SAFETY: every byte is a value (above).
+unsafe impl AnyBitPattern for E8M0 {}
+
+impl E8M0 {
+    fn wrap(bytes: &[u8]) -> &[E8M0] {
+        // SAFETY: `E8M0` is a transparent `u8`: same size, alignment and validity; the slice
+        // borrows `bytes`.
+        unsafe { core::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len()) }
+    }
+}
+
+/// What candle's storage holds, as a slice of the element type: `$f::<T>(slice, args)`.
 macro_rules! with_elements {
     ($storage:expr, $f:ident($($arg:expr),*)) => {
         match $storage {
@@ -51,14 +72,15 @@ macro_rules! with_elements {
             CpuStorage::F32(v) => $f(v.as_slice(), $($arg),*),
             CpuStorage::F64(v) => $f(v.as_slice(), $($arg),*),
             CpuStorage::F8E4M3(v) => $f(v.as_slice(), $($arg),*),
-            CpuStorage::F6E2M3(_)
-            | CpuStorage::F6E3M2(_)
-            | CpuStorage::F4(_)
-            | CpuStorage::F8E8M0(_) => Err(Error::Unserializable(
-                "candle's sub-byte tensors (f6, f4, f8e8m0) have no DLPack layout this crate \
-                 exports; convert with `to_dtype` first"
-                    .into(),
-            )),
+            CpuStorage::F8E8M0(v) => $f(E8M0::wrap(v), $($arg),*),
+            CpuStorage::F6E2M3(_) | CpuStorage::F6E3M2(_) | CpuStorage::F4(_) => {
+                Err(Error::Unserializable(
+                    "candle's F6E2M3, F6E3M2 and F4 tensors hold raw bytes without the element \
+                     layout DLPack's packed types need, and candle converts them to no other \
+                     dtype: they are not exported"
+                        .into(),
+                ))
+            }
         }
     };
 }
@@ -119,23 +141,22 @@ fn copy_out<T: AnyBitPattern>(
     }
 }
 
-/// Refuses a tensor off the CPU.
+/// Refuses a tensor off the CPU ([`Error::NotHostAccessible`] naming its DLPack device).
 fn on_cpu(tensor: &Tensor) -> Result<(), Error> {
-    if tensor.device().is_cpu() {
-        Ok(())
-    } else {
-        Err(Error::Unserializable(format!(
-            "a candle tensor on {:?} exports from the CPU only: move it with \
-             `to_device(&Device::Cpu)` first",
-            tensor.device()
-        )))
-    }
+    let (device_type, id) = match tensor.device().location() {
+        DeviceLocation::Cpu => return Ok(()),
+        DeviceLocation::Cuda { gpu_id } => (DLDeviceType::CUDA, gpu_id),
+        DeviceLocation::Metal { gpu_id } => (DLDeviceType::METAL, gpu_id),
+    };
+    let id = i32::try_from(id).unwrap_or(i32::MAX);
+    Err(Error::NotHostAccessible(DLDevice::new(device_type, id)))
 }
 
 /// A CPU tensor, copied: compact C order, 64-byte aligned (jax shares it), writable,
 /// flagged `IS_COPIED`, whatever layout candle describes (start offset, strides, broadcast).
 ///
-/// Device tensors and candle's sub-byte dtypes are refused with [`Error::Unserializable`].
+/// Refused: device tensors ([`Error::NotHostAccessible`]) and candle's raw-byte F6E2M3,
+/// F6E3M2 and F4 ([`Error::Unserializable`]). candle's F8E8M0 is `float8_e8m0fnu`.
 impl TryFrom<&Tensor> for ManagedTensorVersioned {
     type Error = Error;
 
@@ -163,9 +184,10 @@ unsafe fn share_out<T: AnyBitPattern>(
 ) -> Result<ManagedTensorVersioned, Error> {
     let validated = describe(elements, layout)?;
     // SAFETY: `describe` checked the layout stays inside `elements`, candle's storage, which
-    // the tensor clone keeps allocated and in place (candle never reallocates a storage's
-    // vector); nobody writes it by the caller's contract, and it is exported `READ_ONLY` with
-    // a shared registry borrow held until the deleter runs.
+    // the tensor clone keeps allocated; candle's own writes happen in place, and by the
+    // caller's contract nothing writes or replaces it (a custom in-place op could swap the
+    // vector). It is exported `READ_ONLY` with a shared registry borrow held until the deleter
+    // runs.
     unsafe {
         pack_validated::<DLManagedTensorVersioned, _>(
             Shared(tensor.clone()),
@@ -182,14 +204,17 @@ impl ManagedTensorVersioned {
     /// storage alive (on whatever thread its deleter runs).
     ///
     /// Like the copy ([`ManagedTensorVersioned::try_from`]), it describes whatever layout
-    /// candle has, and refuses device tensors and sub-byte dtypes.
+    /// candle has and refuses what the copy refuses. Like candle's `storage_and_layout`, it
+    /// takes the storage's read lock: a thread holding that lock's guard must not call it.
     ///
     /// # Safety
     /// While the export (or any consumer's view of it) lives:
-    /// - no clone of the tensor's storage is written: no `slice_set`, `Var::set` or in-place
-    ///   op on any tensor or variable sharing it (candle writes through `&self`);
-    /// - no consumer writes the memory: torch ignores `READ_ONLY` (SAFETY.md), so a torch
-    ///   tensor made from it must not be written in place.
+    /// - no clone of the tensor's storage is written or replaced: no `slice_set`, `Var::set`,
+    ///   in-place op or custom `inplace_op*` on any tensor or variable sharing it (candle
+    ///   writes through `&self`; a custom op that swaps the storage's vector frees the memory);
+    /// - no consumer writes the memory: torch ignores `READ_ONLY` (SAFETY.md), and numpy hands
+    ///   a read-only array to torch writable, so a Python caller given the export must not
+    ///   write it in place through any framework.
     ///
     /// ```
     /// use candle_core::{Device, Tensor};
@@ -226,18 +251,22 @@ fn candle_dtype(dtype: DLDataType) -> Option<DType> {
         DLDataType::FLOAT32 => DType::F32,
         DLDataType::FLOAT64 => DType::F64,
         d if d == <float8::F8E4M3 as crate::safe::Element>::DTYPE => DType::F8E4M3,
+        d if d == <E8M0 as crate::safe::Element>::DTYPE => DType::F8E8M0,
         _ => return None,
     })
 }
 
-/// The elements `validated` describes, in C order, in a new vector.
+/// The elements `validated` describes, in C order, in a new vector ([`Error::OutOfMemory`] for
+/// a broadcast too large to allocate).
 ///
 /// # Safety
 /// `validated` describes initialised host memory of `T`s that nobody writes during the call.
-unsafe fn gather<T: AnyBitPattern>(validated: &Validated) -> Vec<T> {
+unsafe fn gather<T: AnyBitPattern>(validated: &Validated) -> Result<Vec<T>, Error> {
     let info = validated.info();
     let numel = validated.extent().numel;
-    let mut out = Vec::with_capacity(numel);
+    let mut out = Vec::new();
+    out.try_reserve_exact(numel)
+        .map_err(|_| Error::OutOfMemory)?;
     let first = info
         .data
         .cast::<u8>()
@@ -262,7 +291,31 @@ unsafe fn gather<T: AnyBitPattern>(validated: &Validated) -> Vec<T> {
             index[axis] = 0;
         }
     }
-    out
+    Ok(out)
+}
+
+/// The shape as candle holds it: every product of extents candle forms (its contiguous strides)
+/// must fit a `usize`, which an empty tensor's other extents need not.
+fn candle_shape(validated: &Validated) -> Result<Vec<usize>, Error> {
+    let shape: Vec<usize> = validated.info().shape.iter().map(|&d| d as usize).collect();
+    shape
+        .iter()
+        .filter(|&&d| d != 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or(Error::Overflow)?;
+    Ok(shape)
+}
+
+/// candle's F8E8M0 tensor of `validated`'s bytes.
+///
+/// # Safety
+/// As [`gather`].
+unsafe fn import_e8m0(validated: &Validated) -> Result<Tensor, Error> {
+    let shape = candle_shape(validated)?;
+    // SAFETY: forwarded from this function's contract; one byte per element.
+    let bytes = unsafe { gather::<u8>(validated) }?;
+    Tensor::from_raw_buffer(&bytes, DType::F8E8M0, &shape, &Device::Cpu)
+        .map_err(|e| Error::Unserializable(format!("candle refused the tensor: {e}")))
 }
 
 /// The candle tensor of `validated`'s elements, copied once.
@@ -272,20 +325,21 @@ unsafe fn gather<T: AnyBitPattern>(validated: &Validated) -> Vec<T> {
 unsafe fn import_as<T: AnyBitPattern + candle_core::WithDType>(
     validated: &Validated,
 ) -> Result<Tensor, Error> {
-    let shape: Vec<usize> = validated.info().shape.iter().map(|&d| d as usize).collect();
+    let shape = candle_shape(validated)?;
     // SAFETY: forwarded from this function's contract.
-    let elements = unsafe { gather::<T>(validated) };
+    let elements = unsafe { gather::<T>(validated) }?;
     Tensor::from_vec(elements, shape, &Device::Cpu)
         .map_err(|e| Error::Unserializable(format!("candle refused the tensor: {e}")))
 }
 
 /// Any host tensor, copied once into a new candle CPU tensor (candle's storage owns a `Vec`):
-/// every dtype both have (u8, u32, i16, i32, i64, f16, bf16, f32, f64, f8e4m3fn), any strides
-/// and byte offset.
+/// every dtype both have (u8, u32, i16, i32, i64, f16, bf16, f32, f64, float8_e4m3fn,
+/// float8_e8m0fnu), any strides and byte offset.
 ///
 /// Refused: memory that is not `kDLCPU` ([`Error::NotHostAccessible`]), a dtype candle lacks
 /// ([`Error::Unserializable`] naming it), a tensor a mutable view of holds
-/// ([`Error::AlreadyBorrowed`]).
+/// ([`Error::AlreadyBorrowed`]), extents candle's shape cannot hold ([`Error::Overflow`]), a
+/// broadcast too large to allocate ([`Error::OutOfMemory`]).
 impl<K: Kind> TryFrom<&Managed<K>> for Tensor {
     type Error = Error;
 
@@ -313,6 +367,7 @@ impl<K: Kind> TryFrom<&Managed<K>> for Tensor {
                 DType::F32 => import_as::<f32>(&validated),
                 DType::F64 => import_as::<f64>(&validated),
                 DType::F8E4M3 => import_as::<float8::F8E4M3>(&validated),
+                DType::F8E8M0 => import_e8m0(&validated),
                 _ => unreachable!("candle_dtype maps to these only"),
             }
         }
