@@ -72,6 +72,7 @@
 //! | `inspect` | no | pyo3's `experimental-inspect`: type hints in generated stubs (implies `pyo3`; see `pyo3_glue::TYPING_STUB`) |
 //! | `cudarc` | no | `dlpack_rs::cuda`: `CudaSlice` export, `CudaTensor` import, stream ordering (implies `std`) |
 //! | `abi3` | no | builds the pyo3 glue against CPython's stable ABI (Python >= 3.9, one wheel) |
+//! | `candle` | no | candle-core 0.11 CPU tensors: `ManagedTensorVersioned::try_from(&tensor)` (one copy), `unsafe ManagedTensorVersioned::share_candle` (zero-copy, `READ_ONLY`), `Tensor::try_from(&managed)` (one copy) |
 //!
 //! # Python glue
 //!

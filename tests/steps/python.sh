@@ -7,7 +7,8 @@
 # `set -Eeuo pipefail`, with its helpers (skip, need, nightly_or_skip) and variables ($PY,
 # $venv, $py_minor, step_result).
 
-step_python() {
+# The suite's venv with its packages (numpy, torch, jax, ...), made or completed as needed.
+python_packages() {
   if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' "$py_minor" 2>/dev/null; then
     echo "creating $venv with $PY"
     rm -rf "$venv"
@@ -24,6 +25,10 @@ step_python() {
     "$venv/bin/python" -m pip install --progress-bar on -c tests/python/constraints.txt \
       maturin pytest pytest-xdist numpy torch "jax[cpu]" pyarrow array-api-strict safetensors
   fi
+}
+
+step_python() {
+  python_packages
   "$venv/bin/python" -c 'import numpy, torch, jax, pyarrow, array_api_strict as s, sys
 print("CPython", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__,
       "jax", jax.__version__, "pyarrow", pyarrow.__version__, "array-api-strict", s.__version__)'
@@ -177,4 +182,18 @@ step_abi3() {
     4) step_result="partial ($(cat target/abi3-matrix/missing))" ;;
     *) return "$status" ;;
   esac
+}
+
+step_candle() {
+  # candle-core (about 140 crates) builds here only: the other steps name every feature but
+  # candle. Lint the code, then its tests with the real numpy, torch and jax in an embedded
+  # interpreter that sees the suite's packages.
+  python_packages
+  local features=candle,pyo3,derive,ndarray
+  cargo clippy -p dlpack-rs --lib --test candle --test candle_hardening --features $features \
+    -- -D warnings
+  PYTHONPATH="$PWD/$venv/lib/python$py_minor/site-packages" \
+    cargo test -p dlpack-rs --features $features --test candle --test candle_hardening
+  # The candle module's examples and the guides' candle sections (with the guides' others).
+  cargo test -p dlpack-rs --features $features --doc -- candle GuideDoctests
 }

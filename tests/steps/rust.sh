@@ -14,11 +14,11 @@ step_fmt() {
 
 step_clippy() {
   cargo clippy --version >/dev/null 2>&1 || { skip "clippy not installed; 'rustup component add clippy'"; return 0; }
-  cargo clippy --workspace --all-targets --all-features -- -D warnings
+  cargo clippy --workspace --all-targets --features "$(features_but_candle)" -- -D warnings
 }
 
 step_test-all() {
-  cargo test --workspace --all-features
+  cargo test --workspace --features "$(features_but_candle)"
 }
 
 step_test-none() {
@@ -138,10 +138,10 @@ step_no-std() {
 }
 
 step_doc() {
-  RUSTDOCFLAGS="-Dwarnings" cargo doc --workspace --all-features --no-deps
+  RUSTDOCFLAGS="-Dwarnings" cargo doc --workspace --features "$(features_but_candle)" --no-deps
   if command -v rustup >/dev/null 2>&1 && rustup run nightly rustc --version >/dev/null 2>&1; then
     echo "docs.rs build (nightly, --cfg docsrs: feature badges)"
-    RUSTDOCFLAGS="-Dwarnings --cfg docsrs" cargo +nightly doc -p dlpack-rs --all-features --no-deps \
+    RUSTDOCFLAGS="-Dwarnings --cfg docsrs" cargo +nightly doc -p dlpack-rs --features "$(features_but_candle dlpack-rs)" --no-deps \
       --target-dir target/docsrs
   else
     echo "no nightly toolchain: the docs.rs build (--cfg docsrs) is not checked"
@@ -214,15 +214,24 @@ step_msrv() {
   # Any python3 reads the metadata (this step needs no CPython 3.9-3.13 of the Python suite).
   local py=${PY:-python3}
   need "$py" "install python3 (it reads cargo metadata)" || return 0
-  cargo metadata --format-version 1 --all-features -q | "$py" -c '
+  # Features cudarc and image have a Rust version of their own (README: Rust version), checked
+  # apart; candle's (it also turns on features of half and float8) from its own resolve.
+  cargo metadata --format-version 1 --features "$(features_but_candle)" -q \
+    | "$py" -c "$msrv_check" "$declared" '{"cudarc": [1, 88], "image": [1, 88]}'
+  cargo metadata --format-version 1 --features dlpack-rs/candle -q \
+    | "$py" -c "$msrv_check" 1.89 '{}'
+}
+
+# Reads `cargo metadata` on stdin: the dependencies of our crates need at most Rust argv[1],
+# those of each package named in the JSON argv[2] at most its own version.
+msrv_check='
 import json, sys
 declared = tuple(int(x) for x in sys.argv[1].split("."))
 m = json.load(sys.stdin)
 ours = {"dlpack-rs", "dlpack-rs-derive"}
 nodes = {n["id"]: n for n in m["resolve"]["nodes"]}
 pkgs = {p["id"]: p for p in m["packages"]}
-# Features cudarc and image have a Rust version of their own (README: Rust version), checked apart.
-own_msrv = {"cudarc": (1, 88), "image": (1, 88)}
+own_msrv = {k: tuple(v) for k, v in json.loads(sys.argv[2]).items()}
 def closure(roots, stop):
     """The normal (non-dev) dependency closure of `roots`, not entering packages in `stop`."""
     todo, seen = list(roots), set()
@@ -259,8 +268,7 @@ bad = [w for w in worst if w[0] > declared[:2]]
 if bad:
     print("dependencies need a newer Rust than rust-version:", bad, file=sys.stderr)
     sys.exit(1)
-' "$declared"
-}
+'
 
 step_free-threaded() {
   # No free-threaded CPython can be installed here: check against its build configuration

@@ -2,6 +2,8 @@
 //! `dlpack_rs::safe::SafeTensorsFile`, `dlpack_rs::cuda`; `ndarray` and `image` add methods and
 //! trait impls (`Managed::as_array`, `TensorView::as_image`).
 
+#[cfg(feature = "candle")]
+mod candle;
 #[cfg(feature = "cudarc")]
 pub mod cudarc;
 #[cfg(feature = "image")]
