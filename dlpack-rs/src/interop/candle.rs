@@ -346,10 +346,7 @@ impl<K: Kind> TryFrom<&Managed<K>> for Tensor {
     fn try_from(tensor: &Managed<K>) -> Result<Tensor, Error> {
         host_viewable(tensor.device())?;
         let dtype = candle_dtype(tensor.dtype()).ok_or_else(|| {
-            Error::Unserializable(format!(
-                "candle has no {} tensors",
-                tensor.dtype().name()
-            ))
+            Error::Unserializable(format!("candle has no {} tensors", tensor.dtype().name()))
         })?;
         let _shared = tensor.borrow_addressed(false)?;
         let validated = Validated::new(tensor.tensor_info())?;
