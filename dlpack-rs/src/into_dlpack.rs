@@ -119,18 +119,7 @@ pub unsafe trait IntoDLPack {
         if self.is_read_only() {
             return Err(safe::Error::ReadOnly);
         }
-        let (info, _) = self.__tensor_info_with_extent()?;
-        // SAFETY: the trait's contract: `info` describes memory `self` keeps valid and in place,
-        // writable since not read-only; the pointer is re-read in place (`pointer_in_place`).
-        unsafe {
-            safe::pack_owned::<crate::ffi::DLManagedTensor, _>(
-                self,
-                info,
-                0,
-                safe::Readers::ExportOnly,
-                Some(pointer_in_place::<Self>),
-            )
-        }
+        pack_self::<crate::ffi::DLManagedTensor, Self>(self)
     }
 
     /// Moves `self` into a versioned (DLPack 1.3) managed tensor whose deleter drops it,
@@ -139,22 +128,7 @@ pub unsafe trait IntoDLPack {
     where
         Self: Sized + Send + 'static,
     {
-        let flags = if self.is_read_only() {
-            DLPACK_FLAG_BITMASK_READ_ONLY
-        } else {
-            0
-        };
-        let (info, _) = self.__tensor_info_with_extent()?;
-        // SAFETY: as in `into_managed_tensor`; read-only memory is flagged so.
-        unsafe {
-            safe::pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
-                self,
-                info,
-                flags,
-                safe::Readers::ExportOnly,
-                Some(pointer_in_place::<Self>),
-            )
-        }
+        pack_self::<crate::ffi::DLManagedTensorVersioned, Self>(self)
     }
 
     /// Moves `self` into a legacy `"dltensor"` capsule; `BufferError` for read-only data.
@@ -220,10 +194,28 @@ unsafe impl<T: safe::Element> IntoDLPack for safe::SharedMut<T> {
     }
 }
 
-/// The keepalive's data pointer, re-read in its final place: one taken before the move could
-/// carry the provenance of a borrow the move ended.
-fn pointer_in_place<T: IntoDLPack>(value: &mut T) -> *mut core::ffi::c_void {
-    value.__data_ptr()
+/// `value` packed as its own keepalive, flagged `READ_ONLY` if read-only.
+fn pack_self<M: safe::PackAs, T: IntoDLPack + Send + 'static>(
+    value: T,
+) -> Result<M::Owner, safe::Error> {
+    let flags = if value.is_read_only() {
+        DLPACK_FLAG_BITMASK_READ_ONLY
+    } else {
+        0
+    };
+    let (info, _) = value.__tensor_info_with_extent()?;
+    // SAFETY: the trait's contract: `info` describes memory `value` keeps valid and in place,
+    // writable unless flagged read-only. The pointer is re-read in the keepalive's final place:
+    // one taken before the move could carry the provenance of a borrow the move ended.
+    unsafe {
+        safe::pack_owned::<M, T>(
+            value,
+            info,
+            flags,
+            safe::Readers::ExportOnly,
+            Some(|value: &mut T| value.__data_ptr()),
+        )
+    }
 }
 
 #[cfg(feature = "ndarray")]
