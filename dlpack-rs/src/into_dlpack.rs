@@ -67,26 +67,24 @@ pub unsafe trait IntoDLPack {
     }
 
     /// Whether every Rust access to the memory, other than through the export, holds a registry
-    /// borrow (as [`safe::SharedMut`]'s guards do). Then a writable export holds no borrow, and
-    /// Rust may edit the memory under an exclusive guard while consumers hold views. If `false`
-    /// (the default), exports Rust may still read through `&self` hold a shared borrow, which
-    /// refuses every mutable view of the memory while they live.
+    /// borrow (as [`safe::SharedMut`]'s guards do): then a writable export holds no borrow. If
+    /// `false` (the default), exports Rust may still read hold a shared borrow, which refuses
+    /// every mutable view of the memory while they live.
     fn rust_access_registered(&self) -> bool {
         false
     }
 
-    /// Whether a legacy `__dlpack__` request for read-only data with `copy=None` or `False`
-    /// shares the memory instead of copying it (or refusing). `false` by default: a legacy
-    /// capsule cannot say "read-only". `true` (`#[dlpack(legacy_read_only = "share")]`)
-    /// **trusts the consumer not to write**; the export still holds a shared borrow, and a
-    /// consumer's write is outside the model (see SAFETY.md). Versioned requests are unaffected.
+    /// Whether a legacy `__dlpack__` request for read-only data (which a legacy capsule cannot
+    /// flag) shares the memory instead of copying it (or refusing, with `copy=False`). `true`
+    /// (`#[dlpack(legacy_read_only = "share")]`) **trusts the consumer not to write**; the
+    /// export still holds a shared borrow, and a consumer's write is outside the model (see
+    /// SAFETY.md).
     fn share_read_only_legacy(&self) -> bool {
         false
     }
 
     /// For data on a device with streams (CUDA, ROCm): what orders a consumer's stream after
-    /// the device work pending on the memory, used by `__dlpack__(stream=...)` and the C
-    /// exchange table. `None` (the default) when no work is pending; not asked for CPU data.
+    /// the device work pending on the memory (`None`, the default: no work pending).
     fn stream_order(&self) -> Option<alloc::sync::Arc<dyn safe::StreamOrder>> {
         None
     }
@@ -131,10 +129,8 @@ pub unsafe trait IntoDLPack {
         pack_self::<crate::ffi::DLManagedTensorVersioned, Self>(self)
     }
 
-    /// Moves `self` into a legacy `"dltensor"` capsule; `BufferError` for read-only data.
-    ///
-    /// A managed tensor you already own goes to Python as a
-    /// [`DLPackTensor`](crate::pyo3_glue::DLPackTensor), a producer object.
+    /// Moves `self` into a legacy `"dltensor"` capsule; `BufferError` for read-only data. (A
+    /// managed tensor goes to Python as a [`DLPackTensor`](crate::pyo3_glue::DLPackTensor).)
     #[cfg(feature = "pyo3")]
     #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
     fn into_capsule<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>>

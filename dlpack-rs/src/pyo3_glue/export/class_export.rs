@@ -159,14 +159,10 @@ mod sealed {
     impl Sealed for pyo3::pyclass::boolean_struct::False {}
 }
 
-/// How an export of a `#[pyclass]` keeps its memory alive, chosen by `T::Frozen`. Named by the
-/// derive's generated code; not a public API.
-///
-/// - **Frozen** (`True`): the Python object itself, which never hands out `&mut`, so the
-///   memory [`IntoDLPack::tensor_info`] describes stays in place.
-/// - **Mutable** (`False`, derived classes only): a clone of the data field, a
-///   [`SharedBuffer`], so a `&mut self` method may replace the class's value without touching
-///   what a consumer reads. Read-only unless the data is registry-guarded (`SharedMut`).
+/// How an export of a `#[pyclass]` keeps its memory alive, chosen by `T::Frozen`: a frozen
+/// class is its own keepalive; a mutable (derived) one keeps a clone of its [`SharedBuffer`]
+/// data field, so a `&mut self` method may replace the value without touching what a consumer
+/// reads. Named by the derive's generated code; not a public API.
 ///
 /// # Safety
 ///

@@ -37,22 +37,19 @@ where
     T: IntoDLPack + PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    #[cfg(not(feature = "abi3"))]
     const DEF: StaticDef = StaticDef(ffi::PyMethodDef {
         ml_name: NAME.as_ptr(),
+        #[cfg(not(feature = "abi3"))]
         ml_meth: ffi::PyMethodDefPointer {
             PyCFunctionFastWithKeywords: fastcall::<T>,
         },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: DOC.as_ptr(),
-    });
-
-    #[cfg(feature = "abi3")]
-    const DEF: StaticDef = StaticDef(ffi::PyMethodDef {
-        ml_name: NAME.as_ptr(),
+        #[cfg(feature = "abi3")]
         ml_meth: ffi::PyMethodDefPointer {
             PyCFunctionWithKeywords: varargs::<T>,
         },
+        #[cfg(not(feature = "abi3"))]
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        #[cfg(feature = "abi3")]
         ml_flags: ffi::METH_VARARGS | ffi::METH_KEYWORDS,
         ml_doc: DOC.as_ptr(),
     });

@@ -126,10 +126,9 @@ fn numpy_dtype_hint(
 /// [`Returned::like`].
 ///
 /// Captured by [`TensorView::framework`](crate::pyo3_glue::TensorView::framework),
-/// [`Framework::of`] (any object) or [`Framework::of_type`]. Results go through the type's
-/// exchange table (as the type that defined it: a torch subclass gets a `torch.Tensor`), else
-/// its package's `from_dlpack`, else as a `dlpack_rs.Tensor`. It holds a strong reference to
-/// the type, released as a [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is.
+/// [`Framework::of`] (any object) or [`Framework::of_type`]; results go as
+/// [`ReturnTo::hand_over`] says (a torch subclass gets a `torch.Tensor`). It holds a strong
+/// reference to the type, released as a [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is.
 pub struct Framework {
     ty: crate::pyo3_glue::PyKeepalive,
 }

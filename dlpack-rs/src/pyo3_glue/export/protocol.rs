@@ -16,24 +16,20 @@ use crate::safe::{self, cpu_device, Readers};
 
 use crate::pyo3_glue::runtime::capsule::into_capsule;
 
-/// The parsed and type-checked keyword arguments of one `__dlpack__` call.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DLPackArgs {
-    /// The consumer's stream (`None`: the producer's default, the only choice for CPU data).
-    pub stream: Option<i64>,
-    /// The highest DLPack version the consumer reads; `None` asks for a legacy capsule.
-    pub max_version: Option<DLPackVersion>,
-    /// The device the consumer wants the data on; `None`: where it is.
-    pub dl_device: Option<DLDevice>,
-    /// Always copy (`true`), never (`false`), or only if needed (`None`).
-    pub copy: Option<bool>,
+/// The parsed and type-checked keyword arguments of one `__dlpack__` call (`None`: not given).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DLPackArgs {
+    pub(crate) stream: Option<i64>,
+    pub(crate) max_version: Option<DLPackVersion>,
+    pub(crate) dl_device: Option<DLDevice>,
+    pub(crate) copy: Option<bool>,
 }
 
 impl DLPackArgs {
     /// Parses the four keyword arguments. `stream` is `None` or an `int`; `max_version` and
     /// `dl_device` `None` or a pair of `int`s (`TypeError` otherwise) fitting `u32` and `i32`
     /// (`ValueError` otherwise); `copy` is `None`, `True` or `False` (`ValueError` otherwise).
-    pub fn parse(
+    pub(crate) fn parse(
         stream: Option<Bound<'_, PyAny>>,
         max_version: Option<Bound<'_, PyAny>>,
         dl_device: Option<Bound<'_, PyAny>>,
@@ -84,13 +80,13 @@ impl DLPackArgs {
     }
 
     /// Whether the consumer reads versioned capsules (`max_version` major >= 1).
-    pub fn versioned(&self) -> bool {
+    pub(crate) fn versioned(&self) -> bool {
         self.max_version.is_some_and(|v| v.major >= 1)
     }
 
     /// Checks `stream` against the data's device (`ValueError`): host memory takes only `None`;
     /// CUDA refuses 0, ROCm 1 and 2, and both values below -1.
-    pub fn check_stream(&self, device: DLDevice) -> PyResult<()> {
+    pub(crate) fn check_stream(&self, device: DLDevice) -> PyResult<()> {
         let Some(stream) = self.stream else {
             return Ok(());
         };

@@ -9,8 +9,9 @@ use pyo3::prelude::*;
 use crate::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
 use crate::pyo3_glue::export::class_export::{class_capsule, export_dlpack_device};
 use crate::pyo3_glue::export::dlpack_method::CapsuleObject;
-use crate::pyo3_glue::export::exchange_export::class_exchange_api_capsule;
-use crate::pyo3_glue::export::exchange_export::{guarded, instance, table, StaticApi};
+use crate::pyo3_glue::export::exchange_export::{
+    class_exchange_api_capsule, guarded, instance, table, StaticApi,
+};
 use crate::pyo3_glue::export::protocol::DLPackArgs;
 use crate::pyo3_glue::runtime::errors::{dtype_name, tuple_of};
 use crate::safe::{
