@@ -35,8 +35,9 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
 ) -> PyResult<Bound<'py, PyCapsule>> {
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
     let described = RouteExport::of(&value)?;
-    // SAFETY: the `IntoDLPack` contract: `value` keeps the memory it describes valid and in place.
-    export_capsule(py, unsafe { described.kept_by(value) }, &args)
+    // SAFETY: the `IntoDLPack` contract: `value` keeps the memory it describes valid and in place
+    // (writable unless read-only), and answers `rust_access_registered` truly.
+    unsafe { export_capsule(py, described.kept_by(value), &args) }
 }
 
 /// `__dlpack__` of `slf` with parsed arguments, through its class's [`ClassRoute`].
@@ -48,11 +49,13 @@ where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    export_capsule(slf.py(), <T::Frozen as ClassRoute<T>>::export(slf)?, args)
+    let r = <T::Frozen as ClassRoute<T>>::export(slf)?;
+    // SAFETY: made by the class's `ClassRoute`, whose contract is `export_capsule`'s.
+    unsafe { export_capsule(slf.py(), r, args) }
 }
 
-/// One export: validated metadata, its keepalive and what the owner says of it. Only this
-/// module makes one, keeping [`ClassRoute`]'s contract (not a public API).
+/// One export: validated metadata, its keepalive and what the owner says of it, made only by
+/// this module (`unsafe` `RouteExport::kept_by`); not a public API.
 #[doc(hidden)]
 pub struct RouteExport<O> {
     pub(crate) validated: Validated,

@@ -189,7 +189,14 @@ fn optional_pair<T: TryFrom<i64>>(
 /// consumer's deleter call. A legacy capsule cannot say "read-only": read-only data is copied
 /// for `copy=None` (what jax gets) and refused for `copy=False`, unless the owner's
 /// [`share_read_only_legacy`](crate::IntoDLPack::share_read_only_legacy) shares it.
-pub(crate) fn export_capsule<'py, O: Send + 'static>(
+///
+/// # Safety
+///
+/// `r` is as a [`ClassRoute`](super::class_export::ClassRoute) (or `RouteExport::kept_by`
+/// within its contract) made it: its keepalive keeps the described memory valid, initialised
+/// and in place, writable unless read-only, and `registered` holds only if every Rust access
+/// outside the export holds a registry borrow.
+pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
     py: Python<'py>,
     r: RouteExport<O>,
     args: &DLPackArgs,
@@ -200,7 +207,8 @@ pub(crate) fn export_capsule<'py, O: Send + 'static>(
     // Last, once the rest of the export is known to be fine.
     r.order_before(args.stream)?;
     if copy_needed(&r, args)? {
-        return export_host_copy(py, r, args);
+        // SAFETY: this function's contract.
+        return unsafe { export_host_copy(py, r, args) };
     }
     // The owner's opt-in shares read-only data with a legacy consumer, trusting it not to write
     // (a write despite it is a foreign write, outside the model); the export keeps the shared
@@ -215,8 +223,8 @@ pub(crate) fn export_capsule<'py, O: Send + 'static>(
     } else {
         r.readers()
     };
-    // SAFETY: `RouteExport`'s makers vouch that its keepalive keeps the memory valid and in
-    // place, writable unless read-only, and that Rust reads outside the export are in `readers`.
+    // SAFETY: this function's contract: the keepalive keeps the memory valid and in place,
+    // writable unless read-only, and Rust reads outside the export are in `readers`.
     unsafe { pack_capsule(py, r.owner, r.validated, flags, readers, args, None) }
 }
 
@@ -253,7 +261,11 @@ fn copy_needed<O>(r: &RouteExport<O>, args: &DLPackArgs) -> PyResult<bool> {
 }
 
 /// Exports a writable host copy flagged `IS_COPIED`, releasing the keepalive once copied.
-fn export_host_copy<'py, O>(
+///
+/// # Safety
+///
+/// [`export_capsule`]'s contract.
+unsafe fn export_host_copy<'py, O>(
     py: Python<'py>,
     r: RouteExport<O>,
     args: &DLPackArgs,
@@ -267,7 +279,7 @@ fn export_host_copy<'py, O>(
     }
     // No view of this crate may write the source while it is copied.
     let source = r.validated.borrow(false)?;
-    // SAFETY: initialised memory kept by the keepalive (`RouteExport`'s makers vouch), kDLCPU
+    // SAFETY: initialised memory kept by the keepalive (this function's contract), kDLCPU
     // (checked above), validated, and borrowed shared, so no view of this crate writes it.
     let (buffer, copy) = unsafe { safe::copy_described(&r.validated) }?;
     drop(source);
