@@ -10,9 +10,9 @@ pub use crate::safe::layout::Extent;
 /// The class-side pieces of the Python methods the derive adds (feature `pyo3`).
 #[cfg(feature = "pyo3")]
 pub use crate::pyo3_glue::export::{
-    class_export::{export_dlpack, export_dlpack_device, ClassRoute},
-    class_table::{class_exchange_api_capsule, exchange_api},
+    class_export::{export_dlpack_device, ClassRoute},
     dlpack_method::{dlpack_method, CapsuleObject, MethodDescriptor},
+    exchange_export::{class_exchange_api_capsule, exchange_api},
 };
 
 use alloc::vec::Vec;

@@ -67,26 +67,24 @@ pub unsafe trait IntoDLPack {
     }
 
     /// Whether every Rust access to the memory, other than through the export, holds a registry
-    /// borrow (as [`safe::SharedMut`]'s guards do). Then a writable export holds no borrow, and
-    /// Rust may edit the memory under an exclusive guard while consumers hold views. If `false`
-    /// (the default), exports Rust may still read through `&self` hold a shared borrow, which
-    /// refuses every mutable view of the memory while they live.
+    /// borrow (as [`safe::SharedMut`]'s guards do): then a writable export holds no borrow. If
+    /// `false` (the default), exports Rust may still read hold a shared borrow, which refuses
+    /// every mutable view of the memory while they live.
     fn rust_access_registered(&self) -> bool {
         false
     }
 
-    /// Whether a legacy `__dlpack__` request for read-only data with `copy=None` or `False`
-    /// shares the memory instead of copying it (or refusing). `false` by default: a legacy
-    /// capsule cannot say "read-only". `true` (`#[dlpack(legacy_read_only = "share")]`)
-    /// **trusts the consumer not to write**; the export still holds a shared borrow, and a
-    /// consumer's write is outside the model (see SAFETY.md). Versioned requests are unaffected.
+    /// Whether a legacy `__dlpack__` request for read-only data (which a legacy capsule cannot
+    /// flag) shares the memory instead of copying it (or refusing, with `copy=False`). `true`
+    /// (`#[dlpack(legacy_read_only = "share")]`) **trusts the consumer not to write**; the
+    /// export still holds a shared borrow, and a consumer's write is outside the model (see
+    /// SAFETY.md).
     fn share_read_only_legacy(&self) -> bool {
         false
     }
 
     /// For data on a device with streams (CUDA, ROCm): what orders a consumer's stream after
-    /// the device work pending on the memory, used by `__dlpack__(stream=...)` and the C
-    /// exchange table. `None` (the default) when no work is pending; not asked for CPU data.
+    /// the device work pending on the memory (`None`, the default: no work pending).
     fn stream_order(&self) -> Option<alloc::sync::Arc<dyn safe::StreamOrder>> {
         None
     }
@@ -119,18 +117,7 @@ pub unsafe trait IntoDLPack {
         if self.is_read_only() {
             return Err(safe::Error::ReadOnly);
         }
-        let (info, _) = self.__tensor_info_with_extent()?;
-        // SAFETY: the trait's contract: `info` describes memory `self` keeps valid and in place,
-        // writable since not read-only; the pointer is re-read in place (`pointer_in_place`).
-        unsafe {
-            safe::pack_owned::<crate::ffi::DLManagedTensor, _>(
-                self,
-                info,
-                0,
-                safe::Readers::ExportOnly,
-                Some(pointer_in_place::<Self>),
-            )
-        }
+        pack_self::<crate::ffi::DLManagedTensor, Self>(self)
     }
 
     /// Moves `self` into a versioned (DLPack 1.3) managed tensor whose deleter drops it,
@@ -139,28 +126,11 @@ pub unsafe trait IntoDLPack {
     where
         Self: Sized + Send + 'static,
     {
-        let flags = if self.is_read_only() {
-            DLPACK_FLAG_BITMASK_READ_ONLY
-        } else {
-            0
-        };
-        let (info, _) = self.__tensor_info_with_extent()?;
-        // SAFETY: as in `into_managed_tensor`; read-only memory is flagged so.
-        unsafe {
-            safe::pack_owned::<crate::ffi::DLManagedTensorVersioned, _>(
-                self,
-                info,
-                flags,
-                safe::Readers::ExportOnly,
-                Some(pointer_in_place::<Self>),
-            )
-        }
+        pack_self::<crate::ffi::DLManagedTensorVersioned, Self>(self)
     }
 
-    /// Moves `self` into a legacy `"dltensor"` capsule; `BufferError` for read-only data.
-    ///
-    /// A managed tensor you already own goes to Python as a
-    /// [`DLPackTensor`](crate::pyo3_glue::DLPackTensor), a producer object.
+    /// Moves `self` into a legacy `"dltensor"` capsule; `BufferError` for read-only data. (A
+    /// managed tensor goes to Python as a [`DLPackTensor`](crate::pyo3_glue::DLPackTensor).)
     #[cfg(feature = "pyo3")]
     #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
     fn into_capsule<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>>
@@ -220,10 +190,28 @@ unsafe impl<T: safe::Element> IntoDLPack for safe::SharedMut<T> {
     }
 }
 
-/// The keepalive's data pointer, re-read in its final place: one taken before the move could
-/// carry the provenance of a borrow the move ended.
-fn pointer_in_place<T: IntoDLPack>(value: &mut T) -> *mut core::ffi::c_void {
-    value.__data_ptr()
+/// `value` packed as its own keepalive, flagged `READ_ONLY` if read-only.
+fn pack_self<M: safe::PackAs, T: IntoDLPack + Send + 'static>(
+    value: T,
+) -> Result<M::Owner, safe::Error> {
+    let flags = if value.is_read_only() {
+        DLPACK_FLAG_BITMASK_READ_ONLY
+    } else {
+        0
+    };
+    let (info, _) = value.__tensor_info_with_extent()?;
+    // SAFETY: the trait's contract: `info` describes memory `value` keeps valid and in place,
+    // writable unless flagged read-only. The pointer is re-read in the keepalive's final place:
+    // one taken before the move could carry the provenance of a borrow the move ended.
+    unsafe {
+        safe::pack_owned::<M, T>(
+            value,
+            info,
+            flags,
+            safe::Readers::ExportOnly,
+            Some(|value: &mut T| value.__data_ptr()),
+        )
+    }
 }
 
 #[cfg(feature = "ndarray")]

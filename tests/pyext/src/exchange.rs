@@ -62,8 +62,7 @@ impl Probe {
         copy: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
         PY_CALLS.fetch_add(1, Ordering::SeqCst);
-        // The frozen-class route the derive's methods take, called by hand (test only).
-        dlpack_rs::__private_derive_v0_4::export_dlpack(slf, stream, max_version, dl_device, copy)
+        crate::producer::export_frozen(slf, stream, max_version, dl_device, copy)
     }
 
     fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {

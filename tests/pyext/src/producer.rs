@@ -71,8 +71,51 @@ pub(crate) fn parse_dtype(name: &str) -> PyResult<DLDataType> {
     })
 }
 
-/// A frozen `#[pyclass]` that is a DLPack producer through `IntoDLPack` + `export_dlpack`,
-/// written by hand the way the derive macro generates it.
+/// A frozen object as its own export's keepalive, as a derived frozen class's export keeps it:
+/// its description, taken once (a frozen object's never changes).
+struct Frozen {
+    _object: dlpack_rs::pyo3_glue::PyKeepalive,
+    info: TensorInfo,
+    read_only: bool,
+}
+
+// SAFETY: `info`'s pointer is never dereferenced here; the object it points into is released
+// through `PyKeepalive`, which may be dropped on any thread.
+unsafe impl Send for Frozen {}
+
+// SAFETY: the frozen object, kept alive by `_object`, owns the memory its own `IntoDLPack`
+// describes (`info`, `read_only`) and never hands out `&mut`, so the memory stays in place.
+unsafe impl IntoDLPack for Frozen {
+    fn tensor_info(&self) -> TensorInfo {
+        self.info.clone()
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+/// `__dlpack__` of a frozen class by hand: `export_dlpack_value` with the object as keepalive.
+pub(crate) fn export_frozen<'py, T>(
+    slf: &Bound<'py, T>,
+    stream: Option<Bound<'py, PyAny>>,
+    max_version: Option<Bound<'py, PyAny>>,
+    dl_device: Option<Bound<'py, PyAny>>,
+    copy: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyCapsule>>
+where
+    T: IntoDLPack + pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync,
+{
+    let value = Frozen {
+        _object: dlpack_rs::pyo3_glue::PyKeepalive::new(slf.py(), slf.clone().into_any().unbind()),
+        info: slf.get().tensor_info(),
+        read_only: slf.get().is_read_only(),
+    };
+    dlpack_rs::pyo3_glue::export_dlpack_value(slf.py(), value, stream, max_version, dl_device, copy)
+}
+
+/// A frozen `#[pyclass]` that is a DLPack producer through `IntoDLPack` and a hand-written
+/// `__dlpack__` (`export_frozen`).
 #[pyclass(frozen)]
 pub(crate) struct RustTensor {
     storage: Storage,
@@ -154,8 +197,7 @@ impl RustTensor {
         dl_device: Option<Bound<'py, PyAny>>,
         copy: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
-        // The frozen-class route the derive's methods take, called by hand (test only).
-        dlpack_rs::__private_derive_v0_4::export_dlpack(slf, stream, max_version, dl_device, copy)
+        export_frozen(slf, stream, max_version, dl_device, copy)
     }
 
     fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {

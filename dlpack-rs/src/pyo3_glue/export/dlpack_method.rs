@@ -11,8 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use pyo3::{Borrowed, PyClass};
 
-use crate::pyo3_glue::export::class_export::{export_object_capsule, ClassRoute};
+use crate::pyo3_glue::export::class_export::{class_capsule, ClassRoute};
 use crate::pyo3_glue::export::protocol::DLPackArgs;
+use crate::pyo3_glue::runtime::cpython::attached_entry;
 use crate::IntoDLPack;
 
 const NAME: &CStr = c"__dlpack__";
@@ -36,22 +37,19 @@ where
     T: IntoDLPack + PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    #[cfg(not(feature = "abi3"))]
     const DEF: StaticDef = StaticDef(ffi::PyMethodDef {
         ml_name: NAME.as_ptr(),
+        #[cfg(not(feature = "abi3"))]
         ml_meth: ffi::PyMethodDefPointer {
             PyCFunctionFastWithKeywords: fastcall::<T>,
         },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: DOC.as_ptr(),
-    });
-
-    #[cfg(feature = "abi3")]
-    const DEF: StaticDef = StaticDef(ffi::PyMethodDef {
-        ml_name: NAME.as_ptr(),
+        #[cfg(feature = "abi3")]
         ml_meth: ffi::PyMethodDefPointer {
             PyCFunctionWithKeywords: varargs::<T>,
         },
+        #[cfg(not(feature = "abi3"))]
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        #[cfg(feature = "abi3")]
         ml_flags: ffi::METH_VARARGS | ffi::METH_KEYWORDS,
         ml_doc: DOC.as_ptr(),
     });
@@ -59,7 +57,7 @@ where
 
 /// The `__dlpack__` method descriptor of class `T`, the derive's class attribute. Behaves as a
 /// pyo3 method with signature `(*, stream=None, max_version=None, dl_device=None, copy=None)`,
-/// errors included, and exports as `export_dlpack` does.
+/// errors included.
 #[doc(hidden)]
 pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<MethodDescriptor<'_>>
 where
@@ -97,40 +95,41 @@ impl<'py> IntoPyObject<'py> for MethodDescriptor<'py> {
     }
 }
 
-/// Which of the four keywords `name` is, comparing the interned names by identity first.
-fn slot(py: Python<'_>, name: Borrowed<'_, '_, PyAny>) -> PyResult<usize> {
-    // Callers' keyword names are interned, so the identity test almost always decides.
-    static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 4]> = pyo3::sync::PyOnceLock::new();
-    let names = crate::pyo3_glue::runtime::once::get_or_init(&NAMES, py, || {
-        ["stream", "max_version", "dl_device", "copy"].map(|n| PyString::intern(py, n).unbind())
-    });
-    if let Some(i) = names.iter().position(|n| n.as_ptr() == name.as_ptr()) {
-        return Ok(i);
-    }
-    let name = name.cast::<PyString>()?;
-    let text = name.to_cow()?;
-    match text.as_ref() {
-        "stream" => Ok(0),
-        "max_version" => Ok(1),
-        "dl_device" => Ok(2),
-        "copy" => Ok(3),
-        other => Err(PyTypeError::new_err(format!(
-            "__dlpack__() got an unexpected keyword argument '{other}'"
-        ))),
-    }
-}
+const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
 
 type Values<'py> = [Option<Bound<'py, PyAny>>; 4];
 
-fn set<'py>(values: &mut Values<'py>, i: usize, value: Bound<'py, PyAny>) -> PyResult<()> {
-    const NAMES: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
-    if values[i].is_some() {
+/// Puts `value` in the slot of keyword `name`, comparing the interned names by identity first
+/// (callers' keyword names are interned, so that almost always decides); `TypeError` for an
+/// unknown or repeated keyword.
+fn set<'py>(
+    values: &mut Values<'py>,
+    name: Borrowed<'_, 'py, PyAny>,
+    value: Bound<'py, PyAny>,
+) -> PyResult<()> {
+    let py = name.py();
+    static NAMES: pyo3::sync::PyOnceLock<[Py<PyString>; 4]> = pyo3::sync::PyOnceLock::new();
+    let names = crate::pyo3_glue::runtime::once::get_or_init(&NAMES, py, || {
+        KEYWORDS.map(|n| PyString::intern(py, n).unbind())
+    });
+    let i = match names.iter().position(|n| n.as_ptr() == name.as_ptr()) {
+        Some(i) => i,
+        None => {
+            let name = name.cast::<PyString>()?;
+            let text = name.to_cow()?;
+            KEYWORDS.iter().position(|k| *k == text).ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "__dlpack__() got an unexpected keyword argument '{text}'"
+                ))
+            })?
+        }
+    };
+    if values[i].replace(value).is_some() {
         return Err(PyTypeError::new_err(format!(
             "__dlpack__() got multiple values for argument '{}'",
-            NAMES[i]
+            KEYWORDS[i]
         )));
     }
-    values[i] = Some(value);
     Ok(())
 }
 
@@ -156,25 +155,10 @@ where
     let slf = slf.cast::<T>()?;
     let [stream, max_version, dl_device, copy] = values;
     let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
-    export_object_capsule(&slf, &args, true).map(Bound::into_ptr)
+    class_capsule(&slf, &args).map(Bound::into_ptr)
 }
 
-/// Runs `f` as a C entry point's body: an error or panic becomes the pending exception, and NULL.
-///
-/// # Safety
-///
-/// The thread is attached (CPython calls methods attached).
-#[inline(always)]
-unsafe fn entry(f: impl FnOnce(Python<'_>) -> PyResult<*mut ffi::PyObject>) -> *mut ffi::PyObject {
-    // SAFETY: attached, by this function's contract.
-    unsafe {
-        crate::pyo3_glue::runtime::cpython::attached_entry(
-            core::ptr::null_mut(),
-            "a Rust panic in __dlpack__",
-            f,
-        )
-    }
-}
+const PANIC: &str = "a Rust panic in __dlpack__";
 
 /// `METH_FASTCALL | METH_KEYWORDS`: `nargs` positional values, then one per name in `kwnames`.
 #[cfg(not(feature = "abi3"))]
@@ -190,7 +174,7 @@ where
 {
     // SAFETY: CPython calls methods attached, with the vectorcall arguments described above.
     unsafe {
-        entry(|py| {
+        attached_entry(core::ptr::null_mut(), PANIC, |py| {
             // The vectorcall flag bit may be set in `nargs`.
             let positional = ffi::PyVectorcall_NARGS(nargs as usize);
             if positional != 0 {
@@ -198,12 +182,10 @@ where
             }
             let mut values: Values<'_> = [None, None, None, None];
             if !kwnames.is_null() {
-                let names = Borrowed::from_ptr(py, kwnames);
-                let n = ffi::PyTuple_GET_SIZE(names.as_ptr());
-                for k in 0..n {
-                    let name = Borrowed::from_ptr(py, ffi::PyTuple_GET_ITEM(names.as_ptr(), k));
+                for k in 0..ffi::PyTuple_GET_SIZE(kwnames) {
+                    let name = Borrowed::from_ptr(py, ffi::PyTuple_GET_ITEM(kwnames, k));
                     let value = Borrowed::from_ptr(py, *args.add(k as usize));
-                    set(&mut values, slot(py, name)?, value.to_owned())?;
+                    set(&mut values, name, value.to_owned())?;
                 }
             }
             export::<T>(py, slf, values)
@@ -224,7 +206,7 @@ where
 {
     // SAFETY: CPython calls methods attached, with a tuple and a dict or NULL.
     unsafe {
-        entry(|py| {
+        attached_entry(core::ptr::null_mut(), PANIC, |py| {
             let args = Borrowed::from_ptr(py, args).cast::<pyo3::types::PyTuple>()?;
             if !args.is_empty() {
                 return Err(positional_error(args.len() as isize));
@@ -233,7 +215,7 @@ where
             if !kwargs.is_null() {
                 let kwargs = Borrowed::from_ptr(py, kwargs).cast::<pyo3::types::PyDict>()?;
                 for (name, value) in kwargs.iter() {
-                    set(&mut values, slot(py, name.as_borrowed())?, value)?;
+                    set(&mut values, name.as_borrowed(), value)?;
                 }
             }
             export::<T>(py, slf, values)

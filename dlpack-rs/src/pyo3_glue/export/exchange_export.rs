@@ -1,5 +1,5 @@
-//! The C exchange API as a producer: the `extern "C"` pieces of our classes' static
-//! `DLPackExchangeAPI` tables, none of which lets a panic unwind.
+//! The C exchange API as a producer: each class's static `DLPackExchangeAPI` table
+//! (`__dlpack_c_exchange_api__`) and its `extern "C"` pieces, none of which lets a panic unwind.
 //!
 //! `dlpack.h`: every function but the allocator is called attached and fails by returning -1
 //! with a Python exception set; the allocator reports through `SetError`, touching no Python.
@@ -12,15 +12,16 @@ use core::ptr::NonNull;
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
 use pyo3::{Borrowed, PyClass};
 
 use crate::ffi::{
     DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
-    DLPackSetError, DLPackVersion, DLTensor, DLPACK_FLAG_BITMASK_READ_ONLY,
+    DLPackSetError, DLPackVersion, DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME,
 };
-use crate::pyo3_glue::export::class_export::{class_export, ClassRoute};
-use crate::pyo3_glue::export::protocol::DLPackArgs;
+use crate::pyo3_glue::export::class_export::ClassRoute;
+use crate::pyo3_glue::export::tensor::{to_py_object, DLPackTensor, TENSOR_API};
 use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo};
 
 /// Runs an exchange function's body: a `PyErr` becomes the pending exception and a panic a
@@ -45,30 +46,24 @@ pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_in
     }
 }
 
-/// Exports a pyclass instance as a versioned tensor, as `__dlpack__(max_version=(1, 3))` does.
-fn export_object<T, const RUST_READS: bool>(
-    obj: &Bound<'_, T>,
-) -> PyResult<NonNull<DLManagedTensorVersioned>>
+/// Exports a pyclass instance as a versioned tensor, as `__dlpack__(max_version=(1, 3))` does:
+/// device data is ordered before the default stream, which `current_work_stream` reports.
+fn export_object<T>(obj: &Bound<'_, T>) -> PyResult<NonNull<DLManagedTensorVersioned>>
 where
     T: PyClass,
     T::Frozen: ClassRoute<T>,
 {
-    // Default arguments: device data is ordered before the default stream, which
-    // `current_work_stream` reports. Versioned, so the legacy sharing opt-in does not apply.
-    let e = class_export(obj, RUST_READS, &DLPackArgs::default())?;
-    let flags = if e.read_only {
-        DLPACK_FLAG_BITMASK_READ_ONLY
-    } else {
-        0
-    };
+    let r = <T::Frozen as ClassRoute<T>>::export(obj)?;
+    r.order_before(None)?;
+    let (flags, readers) = (r.flags(), r.readers());
     // SAFETY: the `ClassRoute` contract: the keepalive keeps the described memory valid and in
     // place (writable unless read-only); Rust reads outside the export are in `readers`.
     let owned = unsafe {
         safe::pack_validated::<DLManagedTensorVersioned, _>(
-            e.keepalive,
-            e.validated,
+            r.owner,
+            r.validated,
             flags,
-            e.readers,
+            readers,
             None,
         )
     }?;
@@ -98,8 +93,8 @@ pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
     Ok(obj.cast::<T>()?)
 }
 
-/// `managed_tensor_from_py_object_no_sync` for class `T` (`RUST_READS`: see `class_export`).
-pub(crate) unsafe extern "C" fn from_py_object<T, const RUST_READS: bool>(
+/// `managed_tensor_from_py_object_no_sync` for class `T`.
+pub(crate) unsafe extern "C" fn from_py_object<T>(
     py_object: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,
 ) -> c_int
@@ -117,7 +112,7 @@ where
                 out.is_null(),
                 "managed_tensor_from_py_object",
             )?;
-            let ptr = export_object::<T, RUST_READS>(&obj)?;
+            let ptr = export_object::<T>(&obj)?;
             // SAFETY: `out` is a valid, non-NULL out pointer (checked above).
             *out = ptr.as_ptr();
             Ok(())
@@ -259,7 +254,7 @@ pub(crate) struct StaticApi(pub(crate) DLPackExchangeAPI);
 unsafe impl Sync for StaticApi {}
 
 /// A table whose `managed_tensor_from_py_object_no_sync` exports instances of `T`.
-pub(crate) const fn table<T, const RUST_READS: bool>(
+pub(crate) const fn table<T>(
     to_py: DLPackManagedTensorToPyObjectNoSync,
     dltensor: DLPackDLTensorFromPyObjectNoSync,
 ) -> DLPackExchangeAPI
@@ -273,9 +268,49 @@ where
             prev_api: core::ptr::null_mut(),
         },
         managed_tensor_allocator: Some(allocator),
-        managed_tensor_from_py_object_no_sync: Some(from_py_object::<T, RUST_READS>),
+        managed_tensor_from_py_object_no_sync: Some(from_py_object::<T>),
         managed_tensor_to_py_object_no_sync: to_py,
         dltensor_from_py_object_no_sync: dltensor,
         current_work_stream: Some(current_work_stream),
     }
+}
+
+/// One table per user class, a promoted constant (static storage).
+struct Tables<T>(core::marker::PhantomData<T>);
+
+impl<T> Tables<T>
+where
+    T: PyClass,
+    T::Frozen: ClassRoute<T>,
+{
+    const API: StaticApi = StaticApi(table::<T>(Some(to_py_object), None));
+}
+
+/// The static exchange table of class `T`: it exports instances zero-copy (versioned 1.3),
+/// wraps tensors in a [`DLPackTensor`], allocates zeroed CPU tensors and reports the default
+/// stream. Only [`DLPackTensor`]'s lends a bare `DLTensor` (other classes compute it per call).
+#[doc(hidden)]
+pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
+where
+    T: PyClass + 'static,
+    T::Frozen: ClassRoute<T>,
+{
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<DLPackTensor>() {
+        return &TENSOR_API.0;
+    }
+    let api: &'static StaticApi = &Tables::<T>::API;
+    &api.0
+}
+
+/// The `__dlpack_c_exchange_api__` class attribute of `T`: a capsule of its table.
+#[doc(hidden)]
+pub fn class_exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
+where
+    T: PyClass + 'static,
+    T::Frozen: ClassRoute<T>,
+{
+    let api = NonNull::from(exchange_api::<T>()).cast::<c_void>();
+    // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
+    // capsule owns nothing.
+    unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
 }

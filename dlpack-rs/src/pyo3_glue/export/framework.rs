@@ -11,11 +11,9 @@ use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
 /// Hands `tensor` to the framework whose tensor type is `ty`, zero-copy, as
-/// [`ReturnTo::hand_over`] describes.
-///
-/// A tensor a framework may not represent (lanes other than 1, sub-byte elements, a device
-/// other than the CPU, CUDA or ROCm) skips the table: a table that refuses a tensor still owns
-/// it (dlpack.h: ownership is stolen) and may leak it. No stream synchronisation is done.
+/// [`ReturnTo::hand_over`] describes. A tensor a framework may not represent (lanes other than
+/// 1, sub-byte elements, a device other than the CPU, CUDA or ROCm) skips the table: a table
+/// that refuses a tensor still owns it (ownership is stolen) and may leak it.
 fn hand_to_type<'py>(
     ty: &Bound<'py, PyType>,
     tensor: ManagedTensorVersioned,
@@ -128,25 +126,9 @@ fn numpy_dtype_hint(
 /// [`Returned::like`].
 ///
 /// Captured by [`TensorView::framework`](crate::pyo3_glue::TensorView::framework),
-/// [`Framework::of`] (any object) or [`Framework::of_type`]. Results go through the type's
-/// exchange table (as the type that defined it: a torch subclass gets a `torch.Tensor`), else
-/// its package's `from_dlpack`, else as a `dlpack_rs.Tensor`. It holds a strong reference to
-/// the type, released as a [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is.
-///
-/// ```
-/// use dlpack_rs::pyo3_glue::{CContig, Framework, Dims, Returned, TensorView, ANY};
-/// use dlpack_rs::safe::Export;
-/// use pyo3::prelude::*;
-///
-/// #[pyfunction]
-/// fn doubled(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Returned<Framework>> {
-///     let x: TensorView<f64, Dims<ANY>, CContig> = obj.extract()?;
-///     let out: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
-///     let tensor = Export::new(out).shape(x.shape()).versioned()?;
-///     Ok(Returned::like(py, &Framework::of(&obj), tensor))
-/// }
-/// # fn main() {}
-/// ```
+/// [`Framework::of`] (any object) or [`Framework::of_type`]; results go as
+/// [`ReturnTo::hand_over`] says (a torch subclass gets a `torch.Tensor`). It holds a strong
+/// reference to the type, released as a [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is.
 pub struct Framework {
     ty: crate::pyo3_glue::PyKeepalive,
 }
@@ -265,7 +247,7 @@ fixed_frameworks! {
 /// complete (or ordered before the framework's) on return: no stream synchronisation is done.
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::{Framework, Returned, TensorView, Torch};
+/// use dlpack_rs::pyo3_glue::{CContig, Framework, Dims, Returned, TensorView, Torch, ANY};
 /// use dlpack_rs::safe::Export;
 /// use pyo3::prelude::*;
 ///
@@ -276,10 +258,11 @@ fixed_frameworks! {
 /// }
 ///
 /// #[pyfunction]
-/// fn plus_one(py: Python<'_>, x: TensorView<f32>) -> PyResult<Returned<Framework>> {
-///     let out: Vec<f32> = x.view().iter().map(|v| v + 1.0).collect();
+/// fn doubled(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Returned<Framework>> {
+///     let x: TensorView<f64, Dims<ANY>, CContig> = obj.extract()?;
+///     let out: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
 ///     let tensor = Export::new(out).shape(x.shape()).versioned()?;
-///     Ok(Returned::like(py, x.framework(), tensor))
+///     Ok(Returned::like(py, &Framework::of(&obj), tensor))
 /// }
 /// # fn main() {}
 /// ```

@@ -2,9 +2,8 @@
 //! `Returned` results and `dlpack_rs.Tensor`.
 
 pub(crate) mod class_export;
-pub(crate) mod class_table;
 pub(crate) mod dlpack_method;
-pub(in crate::pyo3_glue) mod exchange_export;
+pub(crate) mod exchange_export;
 pub(in crate::pyo3_glue) mod framework;
 pub(in crate::pyo3_glue) mod protocol;
 pub(in crate::pyo3_glue) mod tensor;

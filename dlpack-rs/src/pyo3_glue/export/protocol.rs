@@ -11,28 +11,25 @@ use crate::ffi::{
     DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion,
     DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::safe::{self, cpu_device};
+use crate::pyo3_glue::export::class_export::RouteExport;
+use crate::safe::{self, cpu_device, Readers};
 
 use crate::pyo3_glue::runtime::capsule::into_capsule;
 
-/// The parsed and type-checked keyword arguments of one `__dlpack__` call.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DLPackArgs {
-    /// The consumer's stream (`None`: the producer's default, the only choice for CPU data).
-    pub stream: Option<i64>,
-    /// The highest DLPack version the consumer reads; `None` asks for a legacy capsule.
-    pub max_version: Option<DLPackVersion>,
-    /// The device the consumer wants the data on; `None`: where it is.
-    pub dl_device: Option<DLDevice>,
-    /// Always copy (`true`), never (`false`), or only if needed (`None`).
-    pub copy: Option<bool>,
+/// The parsed and type-checked keyword arguments of one `__dlpack__` call (`None`: not given).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DLPackArgs {
+    pub(crate) stream: Option<i64>,
+    pub(crate) max_version: Option<DLPackVersion>,
+    pub(crate) dl_device: Option<DLDevice>,
+    pub(crate) copy: Option<bool>,
 }
 
 impl DLPackArgs {
     /// Parses the four keyword arguments. `stream` is `None` or an `int`; `max_version` and
     /// `dl_device` `None` or a pair of `int`s (`TypeError` otherwise) fitting `u32` and `i32`
     /// (`ValueError` otherwise); `copy` is `None`, `True` or `False` (`ValueError` otherwise).
-    pub fn parse(
+    pub(crate) fn parse(
         stream: Option<Bound<'_, PyAny>>,
         max_version: Option<Bound<'_, PyAny>>,
         dl_device: Option<Bound<'_, PyAny>>,
@@ -83,23 +80,20 @@ impl DLPackArgs {
     }
 
     /// Whether the consumer reads versioned capsules (`max_version` major >= 1).
-    pub fn versioned(&self) -> bool {
+    pub(crate) fn versioned(&self) -> bool {
         self.max_version.is_some_and(|v| v.major >= 1)
     }
 
     /// Checks `stream` against the data's device (`ValueError`): host memory takes only `None`;
     /// CUDA refuses 0, ROCm 1 and 2, and both values below -1.
-    pub fn check_stream(&self, device: DLDevice) -> PyResult<()> {
+    pub(crate) fn check_stream(&self, device: DLDevice) -> PyResult<()> {
         let Some(stream) = self.stream else {
             return Ok(());
         };
         let t = device.device_type;
-        let ok = if t == DLDeviceType::CUDA || t == DLDeviceType::CUDA_MANAGED {
-            stream != 0 && stream >= -1
-        } else if t == DLDeviceType::ROCM {
-            stream != 1 && stream != 2 && stream >= -1
-        } else {
-            !t.is_host_accessible()
+        let ok = match streams(t) {
+            Some((_, refused)) => stream >= -1 && !refused.contains(&stream),
+            None => !t.is_host_accessible(),
         };
         if ok {
             Ok(())
@@ -115,17 +109,22 @@ impl DLPackArgs {
     }
 }
 
-/// The stream to order pending work before, for a checked `stream` argument: `None` is the
-/// default stream (CUDA's legacy 1, ROCm's 0), -1 none. `None` for devices without streams.
-pub(crate) fn ordered_stream(device: DLDevice, stream: Option<i64>) -> Option<i64> {
-    let t = device.device_type;
-    let default = if t == DLDeviceType::CUDA || t == DLDeviceType::CUDA_MANAGED {
-        1
+/// The default stream and the stream values a consumer may not pass, for devices with streams:
+/// CUDA's legacy default 1 (0 is ambiguous), ROCm's 0 (1 and 2 are reserved).
+fn streams(t: DLDeviceType) -> Option<(i64, &'static [i64])> {
+    if t == DLDeviceType::CUDA || t == DLDeviceType::CUDA_MANAGED {
+        Some((1, &[0]))
     } else if t == DLDeviceType::ROCM {
-        0
+        Some((0, &[1, 2]))
     } else {
-        return None;
-    };
+        None
+    }
+}
+
+/// The stream to order pending work before, for a checked `stream` argument: `None` is the
+/// default stream, -1 none. `None` for devices without streams.
+pub(crate) fn ordered_stream(device: DLDevice, stream: Option<i64>) -> Option<i64> {
+    let (default, _) = streams(device.device_type)?;
     match stream {
         None => Some(default),
         Some(-1) => None,
@@ -182,67 +181,58 @@ fn optional_pair<T: TryFrom<i64>>(
     }
 }
 
-/// The producer side of `__dlpack__`: exports the validated tensor, kept alive by `keepalive`,
-/// as the capsule `args` ask for.
+/// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for.
 ///
 /// `dl_device` must be the data's device, or `kDLCPU:0` for plain CPU data (a copy); anything
 /// else raises `BufferError`. `copy=True` or a device change makes a compact copy flagged
-/// `IS_COPIED` (`BufferError` with `copy=False`); otherwise `keepalive` lives until the
+/// `IS_COPIED` (`BufferError` with `copy=False`); otherwise the keepalive lives until the
 /// consumer's deleter call. A legacy capsule cannot say "read-only": read-only data is copied
-/// for `copy=None` (what jax gets) and refused for `copy=False`, unless `share_legacy` (the
-/// owner's [`share_read_only_legacy`](crate::IntoDLPack::share_read_only_legacy)) shares it.
+/// for `copy=None` (what jax gets) and refused for `copy=False`, unless the owner's
+/// [`share_read_only_legacy`](crate::IntoDLPack::share_read_only_legacy) shares it.
 ///
 /// # Safety
 ///
-/// The metadata must describe initialised memory that stays valid (and writable by the
-/// consumer unless `read_only`) while `keepalive` lives: the
-/// [`IntoDLPack`](crate::IntoDLPack) contract. `readers` must be
-/// [`Readers::Rust`](safe::Readers) when Rust code outside the export may read the memory
-/// meanwhile (read-only exports hold a shared borrow regardless). Writers outside the borrow
-/// registry (foreign code holding the memory writable) are the caller's to exclude.
-#[allow(clippy::too_many_arguments)] // one per decision the caller made
-pub(crate) unsafe fn export_capsule<'py, K: Send + 'static>(
+/// `r` is as a [`ClassRoute`](super::class_export::ClassRoute) (or `RouteExport::kept_by`
+/// within its contract) made it: its keepalive keeps the described memory valid, initialised
+/// and in place, writable unless read-only, and `registered` holds only if every Rust access
+/// outside the export holds a registry borrow.
+pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
     py: Python<'py>,
-    validated: safe::Validated,
-    read_only: bool,
-    readers: safe::Readers,
-    share_legacy: bool,
-    keepalive: K,
+    r: RouteExport<O>,
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    args.check_stream(validated.info().device)?;
-    if copy_needed(&validated, read_only, share_legacy, args)? {
-        // SAFETY: forwarded from this function's contract.
-        return unsafe { export_host_copy(py, validated, keepalive, args) };
+    // Our borrows go to the registry every copy of this crate shares (ARCHITECTURE.md).
+    crate::pyo3_glue::runtime::shared_registry::join(py)?;
+    args.check_stream(r.validated.info().device)?;
+    // Last, once the rest of the export is known to be fine.
+    r.order_before(args.stream)?;
+    if copy_needed(&r, args)? {
+        // SAFETY: this function's contract.
+        return unsafe { export_host_copy(py, r, args) };
     }
-    if read_only && share_legacy && !args.versioned() {
-        // The owner's opt-in: trust the consumer not to write. `Readers::Rust` keeps the shared
-        // borrow a read-only export holds, so no view of this crate writes the memory.
-        // SAFETY: forwarded from this function's contract; a consumer's write despite the
-        // opt-in is a foreign write, outside the model.
-        return unsafe {
-            pack_validated_capsule(py, keepalive, validated, 0, safe::Readers::Rust, args, None)
-        };
-    }
-    let flags = if read_only {
-        DLPACK_FLAG_BITMASK_READ_ONLY
-    } else {
+    // The owner's opt-in shares read-only data with a legacy consumer, trusting it not to write
+    // (a write despite it is a foreign write, outside the model); the export keeps the shared
+    // borrow a read-only export holds, so no view of this crate writes the memory.
+    let flags = if r.share && !args.versioned() {
         0
+    } else {
+        r.flags()
     };
-    // SAFETY: forwarded from this function's contract.
-    unsafe { pack_validated_capsule(py, keepalive, validated, flags, readers, args, None) }
+    let readers = if r.read_only {
+        Readers::Rust
+    } else {
+        r.readers()
+    };
+    // SAFETY: this function's contract: the keepalive keeps the memory valid and in place,
+    // writable unless read-only, and Rust reads outside the export are in `readers`.
+    unsafe { pack_capsule(py, r.owner, r.validated, flags, readers, args, None) }
 }
 
 /// Whether the export must be a copy (`copy=True`, the host from plain CPU memory, or a legacy
 /// request of read-only data with `copy=None` and no sharing opt-in); refusals are `BufferError`.
 #[inline]
-fn copy_needed(
-    validated: &safe::Validated,
-    read_only: bool,
-    share_legacy: bool,
-    args: &DLPackArgs,
-) -> PyResult<bool> {
-    let device = validated.info().device;
+fn copy_needed<O>(r: &RouteExport<O>, args: &DLPackArgs) -> PyResult<bool> {
+    let device = r.validated.info().device;
     let mut must_copy = args.copy == Some(true);
     if let Some(wanted) = args.dl_device {
         if wanted != device {
@@ -262,7 +252,7 @@ fn copy_needed(
             must_copy = true;
         }
     }
-    if read_only && !args.versioned() && args.copy.is_none() && !share_legacy {
+    if r.read_only && !args.versioned() && args.copy.is_none() && !r.share {
         // A legacy capsule cannot say "read-only": `copy=None` means "reuse if possible, else
         // copy" (the array API); `copy=False` keeps the legacy export's `BufferError`.
         must_copy = true;
@@ -270,18 +260,17 @@ fn copy_needed(
     Ok(must_copy)
 }
 
-/// Exports a writable host copy flagged `IS_COPIED`, releasing `keepalive` once copied.
+/// Exports a writable host copy flagged `IS_COPIED`, releasing the keepalive once copied.
 ///
 /// # Safety
 ///
-/// [`export_capsule`]'s contract for the memory.
-unsafe fn export_host_copy<'py, K: Send + 'static>(
+/// [`export_capsule`]'s contract.
+unsafe fn export_host_copy<'py, O>(
     py: Python<'py>,
-    validated: safe::Validated,
-    keepalive: K,
+    r: RouteExport<O>,
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    let device = validated.info().device;
+    let device = r.validated.info().device;
     if !device.device_type.is_host_viewable() {
         return Err(PyBufferError::new_err(format!(
             "cannot copy data on {device} (host copies are of kDLCPU memory only: device work \
@@ -289,20 +278,20 @@ unsafe fn export_host_copy<'py, K: Send + 'static>(
         )));
     }
     // No view of this crate may write the source while it is copied.
-    let source = validated.borrow(false)?;
-    // SAFETY: initialised memory (this function's contract), kDLCPU (checked above), validated,
-    // and borrowed shared, so no view of this crate writes it during the copy.
-    let (buffer, copy) = unsafe { safe::copy_described(&validated) }?;
+    let source = r.validated.borrow(false)?;
+    // SAFETY: initialised memory kept by the keepalive (this function's contract), kDLCPU
+    // (checked above), validated, and borrowed shared, so no view of this crate writes it.
+    let (buffer, copy) = unsafe { safe::copy_described(&r.validated) }?;
     drop(source);
-    drop(keepalive);
+    drop(r.owner);
     // SAFETY: `copy` describes the new storage, which `buffer` owns alone (no other reader).
     unsafe {
-        pack_validated_capsule(
+        pack_capsule(
             py,
             buffer,
             copy,
             DLPACK_FLAG_BITMASK_IS_COPIED,
-            safe::Readers::ExportOnly,
+            Readers::ExportOnly,
             args,
             Some(safe::AlignedBytes::as_mut_ptr),
         )
@@ -315,12 +304,12 @@ unsafe fn export_host_copy<'py, K: Send + 'static>(
 ///
 /// [`safe::pack_validated`]'s contract for `keepalive`, the metadata, `flags`, `readers` and
 /// `data_of`.
-unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
+unsafe fn pack_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     keepalive: K,
     validated: safe::Validated,
     flags: u64,
-    readers: safe::Readers,
+    readers: Readers,
     args: &DLPackArgs,
     data_of: Option<fn(&mut K) -> *mut c_void>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
@@ -331,17 +320,14 @@ unsafe fn pack_validated_capsule<'py, K: Send + 'static>(
                 keepalive, validated, flags, readers, data_of,
             )
         }?;
-        into_capsule(py, mt)
-    } else {
-        if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
-            return Err(crate::pyo3_glue::runtime::capsule::legacy_read_only_error());
-        }
-        // SAFETY: forwarded from this function's contract (not read-only: checked above).
-        let mt = unsafe {
-            safe::pack_validated::<DLManagedTensor, K>(
-                keepalive, validated, flags, readers, data_of,
-            )
-        }?;
-        into_capsule(py, mt)
+        return into_capsule(py, mt);
     }
+    if flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
+        return Err(crate::pyo3_glue::runtime::capsule::legacy_read_only_error());
+    }
+    // SAFETY: forwarded from this function's contract (not read-only: checked above).
+    let mt = unsafe {
+        safe::pack_validated::<DLManagedTensor, K>(keepalive, validated, flags, readers, data_of)
+    }?;
+    into_capsule(py, mt)
 }

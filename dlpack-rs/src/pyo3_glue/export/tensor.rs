@@ -1,19 +1,17 @@
 //! `dlpack_rs.Tensor` ([`DLPackTensor`]), the ready-made Python class owning a tensor, and its C
 //! exchange table.
 
-use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
-
 use core::ffi::{c_int, c_void};
-use core::ptr::NonNull;
 
 use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::prelude::*;
 
-use crate::ffi::{
-    DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME,
+use crate::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
+use crate::pyo3_glue::export::class_export::{class_capsule, export_dlpack_device};
+use crate::pyo3_glue::export::dlpack_method::CapsuleObject;
+use crate::pyo3_glue::export::exchange_export::{
+    class_exchange_api_capsule, guarded, instance, table, StaticApi,
 };
-use crate::pyo3_glue::export::class_export::{export_dlpack_device, export_object_capsule};
-use crate::pyo3_glue::export::exchange_export::{guarded, instance, table, StaticApi};
 use crate::pyo3_glue::export::protocol::DLPackArgs;
 use crate::pyo3_glue::runtime::errors::{dtype_name, tuple_of};
 use crate::safe::{
@@ -56,10 +54,7 @@ pub struct DLPackTensor {
 impl DLPackTensor {
     /// Takes ownership of a versioned managed tensor.
     pub fn new(tensor: ManagedTensorVersioned) -> Self {
-        DLPackTensor {
-            inner: tensor.into_any(),
-            order: None,
-        }
+        Self::from_any(tensor.into_any())
     }
 
     /// Builds the versioned tensor of an [`Export`], keeping its [`Buffer::stream_order`].
@@ -84,10 +79,7 @@ impl DLPackTensor {
 
 impl From<ManagedTensor> for DLPackTensor {
     fn from(tensor: ManagedTensor) -> Self {
-        DLPackTensor {
-            inner: tensor.into_any(),
-            order: None,
-        }
+        Self::from_any(tensor.into_any())
     }
 }
 
@@ -112,6 +104,11 @@ unsafe impl IntoDLPack for DLPackTensor {
         self.inner.is_read_only()
     }
 
+    fn rust_access_registered(&self) -> bool {
+        // Rust reads the elements only through `tensor()`'s registered views.
+        true
+    }
+
     fn stream_order(&self) -> Option<Arc<dyn StreamOrder>> {
         self.order.clone()
     }
@@ -127,12 +124,9 @@ impl DLPackTensor {
         max_version: Option<Bound<'py, PyAny>>,
         dl_device: Option<Bound<'py, PyAny>>,
         copy: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<crate::pyo3_glue::export::dlpack_method::CapsuleObject<'py>> {
+    ) -> PyResult<CapsuleObject<'py>> {
         let args = DLPackArgs::parse(stream, max_version, dl_device, copy)?;
-        // Rust reads the elements only through `tensor()`'s registered views, so a writable
-        // owner's export needs no borrow (read-only exports borrow anyway).
-        export_object_capsule(slf, &args, false)
-            .map(crate::pyo3_glue::export::dlpack_method::CapsuleObject)
+        class_capsule(slf, &args).map(CapsuleObject)
     }
 
     /// `(device_type, device_id)` of the data.
@@ -142,14 +136,8 @@ impl DLPackTensor {
 
     /// The DLPack 1.3 C exchange API table.
     #[classattr]
-    fn __dlpack_c_exchange_api__(
-        py: Python<'_>,
-    ) -> PyResult<crate::pyo3_glue::export::dlpack_method::CapsuleObject<'_>> {
-        let api = NonNull::from(&TENSOR_API.0).cast::<c_void>();
-        // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
-        // capsule owns nothing.
-        unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
-            .map(crate::pyo3_glue::export::dlpack_method::CapsuleObject)
+    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<CapsuleObject<'_>> {
+        class_exchange_api_capsule::<DLPackTensor>(py).map(CapsuleObject)
     }
 
     /// The extent of each dimension.
@@ -203,7 +191,7 @@ impl DLPackTensor {
     }
 }
 
-// The class's own exchange table (user classes' tables: `class_table.rs`).
+// The class's own exchange table (user classes' tables: `exchange_export.rs`).
 
 /// `managed_tensor_to_py_object_no_sync`: wraps the tensor in a new `dlpack_rs.Tensor`.
 pub(crate) unsafe extern "C" fn to_py_object(
@@ -266,8 +254,8 @@ pub(crate) fn is_tensor_api(api: &DLPackExchangeAPI) -> bool {
     core::ptr::eq(api, &TENSOR_API.0)
 }
 
-/// `dlpack_rs.Tensor`'s table (`RUST_READS` false: Rust reads only through registered views).
-pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor, false>(
+/// `dlpack_rs.Tensor`'s table.
+pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor>(
     Some(to_py_object),
     Some(dltensor_view),
 ));
