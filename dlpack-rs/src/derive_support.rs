@@ -68,8 +68,7 @@ fn buffer_bits<B: Buffer>(buffer: &B) -> u128 {
     buffer.num_elements() as u128 * core::mem::size_of::<B::Elem>() as u128 * 8
 }
 
-/// Extents or strides as `i64`; a value that does not fit becomes `overflow` (-1 for extents,
-/// which validation refuses; `i64::MAX` for strides).
+/// Extents or strides as `i64`, `overflow` for a value that does not fit.
 fn to_dims<D: Dim>(values: &[D], overflow: i64) -> Vec<i64> {
     values
         .iter()
@@ -187,10 +186,8 @@ macro_rules! byte_offsets {
 }
 byte_offsets!(u64, usize, u32, u16, u8);
 
-/// Returns `info` with its extent (`info.extent()`'s answer, when valid) once its device is the
-/// buffer's ([`Error::DeviceMismatch`]) and every byte it describes lies inside `buffer`
-/// ([`Error::OutsideBuffer`]). Malformed metadata comes back with no extent, for the export to
-/// refuse. Never panics.
+/// Returns `info` with its extent (`None` for malformed metadata) once its device is the
+/// buffer's ([`Error::DeviceMismatch`]) and every byte lies inside it ([`Error::OutsideBuffer`]).
 pub fn within_buffer_extent<B: Buffer>(
     buffer: &B,
     info: TensorInfo,
@@ -228,8 +225,7 @@ pub fn within_buffer_extent<B: Buffer>(
     Ok((info, Some(extent)))
 }
 
-/// The derive's `tensor_info`: the checked description, or a panic (as an out-of-bounds index
-/// does), since `tensor_info` cannot fail; exports return the error instead.
+/// The derive's `tensor_info`: the checked description, or a panic (exports return the error).
 #[track_caller]
 pub fn expect_within(checked: Result<(TensorInfo, Option<Extent>), Error>) -> TensorInfo {
     match checked {
@@ -238,13 +234,11 @@ pub fn expect_within(checked: Result<(TensorInfo, Option<Extent>), Error>) -> Te
     }
 }
 
-/// Implemented by both ways of adding the protocol methods, so that a class given both gets one
-/// E0119 error whose trait name says the fix.
+/// Implemented by both ways of adding the protocol methods: giving both is one E0119 error.
 #[allow(non_camel_case_types)]
 pub trait Use_either_dlpack_pyclass_or_dlpack_rs_pymethods_not_both {}
 
-/// Whether a concrete type is a `#[pyclass]` and has the protocol methods, at compile time: an
-/// inherent constant applies where its impl's bound holds, the trait's default otherwise.
+/// Whether a concrete type is a `#[pyclass]` with the protocol methods, at compile time.
 pub struct Probe<T: ?Sized>(core::marker::PhantomData<T>);
 
 /// The answers for types the inherent impls of [`Probe`] do not cover.
@@ -268,8 +262,7 @@ impl<T: Use_either_dlpack_pyclass_or_dlpack_rs_pymethods_not_both> Probe<T> {
     pub const HAS_PROTOCOL: bool = true;
 }
 
-/// Refuses at compile time a `#[pyclass]` deriving `IntoDLPack` without the protocol methods
-/// (Python would see no `__dlpack__`).
+/// Refuses at compile time a `#[pyclass]` deriving `IntoDLPack` without the protocol methods.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __dlpack_check_methods {
@@ -293,8 +286,7 @@ macro_rules! __dlpack_check_methods {
     };
 }
 
-/// The `#[pymethods]` block that `#[dlpack(pyclass)]` and `#[dlpack_rs::pymethods]` expand to:
-/// the class's own items (if any) plus the DLPack protocol.
+/// The `#[pymethods]` block of the class's own items plus the DLPack protocol.
 #[cfg(feature = "pyo3")]
 #[doc(hidden)]
 #[macro_export]
@@ -306,9 +298,8 @@ macro_rules! __dlpack_pymethods {
             __dlpack__ __dlpack_device__ __dlpack_c_exchange_api__
         }
     };
-    // From `#[dlpack_rs::pymethods]`: Rust names of their own, so a class given both ways gets
-    // one conflict error. The block's `cfg` also guards the marker impl, so that a block
-    // compiled out does not silence the missing-methods check.
+    // From `#[dlpack_rs::pymethods]`: Rust names of their own (one conflict error for both
+    // ways); the block's `cfg` also guards the marker impl.
     ([$($attr:tt)*] cfg[$($cfg:tt)*] $ty:ty { $($items:tt)* }) => {
         $crate::__dlpack_pymethods! {
             @block [$($attr)*] [$($cfg)*] $ty { $($items)* }

@@ -9,9 +9,7 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 /// A Rust value whose memory can be exported as a DLPack tensor that keeps the value alive.
 ///
 /// Implement [`IntoDLPack::tensor_info`] (and [`IntoDLPack::is_read_only`] if consumers must not
-/// write); the provided methods move the value into a managed tensor whose deleter drops it.
-/// `#[derive(IntoDLPack)]` and [`safe::Export`] need no `unsafe`: they check the layout against
-/// the buffer they own.
+/// write); `#[derive(IntoDLPack)]` and [`safe::Export`] do it without `unsafe`.
 ///
 /// # Safety
 ///
@@ -67,30 +65,23 @@ pub unsafe trait IntoDLPack {
     }
 
     /// Whether every Rust access to the memory, other than through the export, holds a registry
-    /// borrow (as [`safe::SharedMut`]'s guards do): then a writable export holds no borrow. If
-    /// `false` (the default), exports Rust may still read hold a shared borrow, which refuses
-    /// every mutable view of the memory while they live.
+    /// borrow (as [`safe::SharedMut`]'s guards do); if not, exports hold a shared borrow.
     fn rust_access_registered(&self) -> bool {
         false
     }
 
-    /// Whether a legacy `__dlpack__` request for read-only data (which a legacy capsule cannot
-    /// flag) shares the memory instead of copying it (or refusing, with `copy=False`). `true`
-    /// (`#[dlpack(legacy_read_only = "share")]`) **trusts the consumer not to write**; the
-    /// export still holds a shared borrow, and a consumer's write is outside the model (see
-    /// SAFETY.md).
+    /// Whether a legacy `__dlpack__` request for read-only data shares the memory instead of
+    /// copying it: `true` **trusts the consumer not to write** (SAFETY.md).
     fn share_read_only_legacy(&self) -> bool {
         false
     }
 
-    /// For data on a device with streams (CUDA, ROCm): what orders a consumer's stream after
-    /// the device work pending on the memory (`None`, the default: no work pending).
+    /// For device data: what orders a consumer's stream after pending work (`None`: none).
     fn stream_order(&self) -> Option<alloc::sync::Arc<dyn safe::StreamOrder>> {
         None
     }
 
-    /// [`IntoDLPack::tensor_info`] with its extent if already validated, or an error refusing
-    /// the export. Not an API: only the derive overrides it (see the trait's safety section).
+    /// [`IntoDLPack::tensor_info`] with its extent if validated. Not an API: only the derive.
     #[doc(hidden)]
     #[allow(clippy::type_complexity)]
     fn __tensor_info_with_extent(
@@ -99,17 +90,13 @@ pub unsafe trait IntoDLPack {
         Ok((self.tensor_info(), None))
     }
 
-    /// `tensor_info().data` alone. Not an API: the derive overrides it so that the layout is
-    /// asked once (a `Dim` may answer differently each time).
+    /// `tensor_info().data` alone. Not an API: the derive overrides it.
     #[doc(hidden)]
     fn __data_ptr(&self) -> *mut core::ffi::c_void {
         self.tensor_info().data
     }
 
-    /// Moves `self` into a legacy managed tensor whose deleter drops it.
-    ///
-    /// Fails with [`safe::Error::ReadOnly`] for read-only data, or with the validation error of
-    /// an invalid [`TensorInfo`].
+    /// Moves `self` into a legacy managed tensor; [`safe::Error::ReadOnly`] for read-only data.
     fn into_managed_tensor(self) -> Result<safe::ManagedTensor, safe::Error>
     where
         Self: Sized + Send + 'static,
@@ -120,8 +107,7 @@ pub unsafe trait IntoDLPack {
         pack_self::<crate::ffi::DLManagedTensor, Self>(self)
     }
 
-    /// Moves `self` into a versioned (DLPack 1.3) managed tensor whose deleter drops it,
-    /// flagged `READ_ONLY` when [`IntoDLPack::is_read_only`] says so.
+    /// Moves `self` into a versioned (DLPack 1.3) managed tensor whose deleter drops it.
     fn into_managed_tensor_versioned(self) -> Result<safe::ManagedTensorVersioned, safe::Error>
     where
         Self: Sized + Send + 'static,
@@ -129,8 +115,7 @@ pub unsafe trait IntoDLPack {
         pack_self::<crate::ffi::DLManagedTensorVersioned, Self>(self)
     }
 
-    /// Moves `self` into a legacy `"dltensor"` capsule; `BufferError` for read-only data. (A
-    /// managed tensor goes to Python as a [`DLPackTensor`](crate::pyo3_glue::DLPackTensor).)
+    /// Moves `self` into a legacy `"dltensor"` capsule; `BufferError` for read-only data.
     #[cfg(feature = "pyo3")]
     #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
     fn into_capsule<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>>
@@ -140,8 +125,7 @@ pub unsafe trait IntoDLPack {
         crate::pyo3_glue::runtime::capsule::into_capsule(py, self.into_managed_tensor()?)
     }
 
-    /// Moves `self` into a `"dltensor_versioned"` capsule (DLPack 1.3), flagged `READ_ONLY`
-    /// for read-only data.
+    /// Moves `self` into a `"dltensor_versioned"` capsule (DLPack 1.3).
     #[cfg(feature = "pyo3")]
     #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
     fn into_capsule_versioned<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>>
@@ -246,8 +230,7 @@ mod ndarray_impls {
         }
     }
 
-    /// Exports the array with its own shape and strides; read-only unless it is the only
-    /// owner of its data.
+    /// Exports the array as it is; read-only unless it is the only owner of its data.
     // SAFETY: as for `Array`. Shared data is exported read-only, holding a shared borrow until
     // the deleter runs, so no mutable view is granted while other owners may read; copy-on-write
     // keeps them from writing. A unique `ArcArray` moved into the export gains no other owner.

@@ -18,20 +18,6 @@ pub enum DLPackVariant {
 #[allow(deprecated)]
 impl PyTensor {
     /// dlpack-rs 0.3's name of [`is_versioned`](crate::safe::AnyManaged::is_versioned), as an enum.
-    ///
-    /// ```
-    /// # #![allow(deprecated)]
-    /// # use dlpack_rs::pyo3_glue::{DLPackVariant, PyTensor};
-    /// # use pyo3::prelude::*;
-    /// # Python::initialize();
-    /// # Python::attach(|py| {
-    /// let export = dlpack_rs::safe::Export::new(vec![1u16, 2]);
-    /// let t = dlpack_rs::pyo3_glue::DLPackTensor::from_export(export).unwrap();
-    /// let t = PyTensor::from_pyany(py, &Bound::new(py, t).unwrap().into_any()).unwrap();
-    /// assert_eq!(t.dlpack_version(), DLPackVariant::Versioned);
-    /// assert_eq!(t.element_size(), 2);
-    /// # });
-    /// ```
     #[deprecated(since = "0.4.0", note = "use `is_versioned()`")]
     pub fn dlpack_version(&self) -> DLPackVariant {
         if self.is_versioned() {
@@ -41,8 +27,7 @@ impl PyTensor {
         }
     }
 
-    /// dlpack-rs 0.3's element size in bytes, `ceil(bits / 8) * lanes` (a packed sub-byte
-    /// element counts a byte; [`nbytes`](crate::safe::AnyManaged::nbytes) is the span).
+    /// dlpack-rs 0.3's element size in bytes, `ceil(bits / 8) * lanes`.
     #[deprecated(
         since = "0.4.0",
         note = "use `dtype()`: `usize::from(d.bits).div_ceil(8) * usize::from(d.lanes)`"

@@ -1,5 +1,4 @@
-//! The Python side of DLPack (feature `pyo3`): `__dlpack__` export, and import of any object
-//! that implements it.
+//! The Python side of DLPack (feature `pyo3`): `__dlpack__` export and import.
 //!
 //! | job | door |
 //! |---|---|
@@ -10,40 +9,8 @@
 //! | any tensor in, owned | [`PyTensor`] (an argument, [`PyTensor::from_pyany`], [`ImportOptions`]) |
 //! | a tensor argument of known type and shape | [`TensorView`] / [`TensorViewMut`] (and [`AnyOf`]) |
 //!
-//! Imports use a producer type's DLPack 1.3 C exchange table when it has one (torch does);
-//! [`DLPackTensor`] and derived classes publish one. Deleters of our exports may run on any
-//! thread ([`PyKeepalive`]). Safe-layer errors become `BufferError` (`TypeError` for a dtype
-//! mismatch).
-//!
-//! ```
-//! use dlpack_rs::pyo3_glue::{IntoDLPack, PyTensor};
-//! use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
-//! use pyo3::prelude::*;
-//! use std::ffi::c_void;
-//!
-//! struct MyTensor(Vec<f32>);
-//!
-//! // SAFETY: the Vec's heap buffer holds `len` f32s and stays in place when the Vec moves.
-//! unsafe impl IntoDLPack for MyTensor {
-//!     fn tensor_info(&self) -> TensorInfo {
-//!         TensorInfo::contiguous(
-//!             self.0.as_ptr() as *mut c_void,
-//!             cpu_device(),
-//!             dtype_f32(),
-//!             vec![self.0.len() as i64],
-//!         )
-//!     }
-//! }
-//!
-//! Python::initialize();
-//! Python::attach(|py| {
-//!     let capsule = MyTensor(vec![1.0, 2.0, 3.0]).into_capsule(py).unwrap();
-//!     // SAFETY: `into_capsule` made a "dltensor" capsule of a DLManagedTensor.
-//!     let tensor = unsafe { PyTensor::from_capsule(&capsule) }.unwrap();
-//!     assert_eq!(tensor.shape(), &[3]);
-//!     assert_eq!(tensor.as_slice::<f32>().unwrap(), &[1.0, 2.0, 3.0]);
-//! });
-//! ```
+//! Imports use a type's DLPack 1.3 C exchange table when it has one (torch, [`DLPackTensor`],
+//! derived classes). Safe-layer errors become `BufferError` (`TypeError` for a dtype mismatch).
 
 mod compat_0_3;
 pub(crate) mod export;

@@ -16,15 +16,8 @@ use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
 use crate::safe::{Readers, SharedBuffer, StreamOrder, Validated};
 use crate::IntoDLPack;
 
-/// The whole `__dlpack__` protocol for a value that keeps its memory alive itself.
-///
-/// For a class the derive does not fit (a mutable `#[pyclass]` whose data sits in an enum of
-/// backings, say): its own `__dlpack__` passes a shared handle of the data (an `Arc` clone), as
-/// docs/export.md's "A class that writes its own `__dlpack__`" shows. Errors and capsules are those of a derived class's `__dlpack__`. The export holds a
-/// shared borrow of the bytes until its deleter runs, unless the value's
-/// [`IntoDLPack::rust_access_registered`] is true (a [`SharedMut`](crate::safe::SharedMut)
-/// clone): then it is writable with no borrow, and consumers see edits made under
-/// `SharedMut::write`.
+/// The whole `__dlpack__` protocol for a value that keeps its memory alive itself, for a class
+/// the derive does not fit ([export guide](https://github.com/kornia/dlpack-rs/blob/main/docs/export.md#a-class-that-writes-its-own-__dlpack__)).
 pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
     py: Python<'py>,
     value: T,
@@ -54,8 +47,7 @@ where
     unsafe { export_capsule(slf.py(), r, args) }
 }
 
-/// One export: validated metadata, its keepalive and what the owner says of it, made only by
-/// this module (`unsafe` `RouteExport::kept_by`); not a public API.
+/// One export: validated metadata, its keepalive and flags (`unsafe` `RouteExport::kept_by`).
 #[doc(hidden)]
 pub struct RouteExport<O> {
     pub(crate) validated: Validated,
@@ -71,8 +63,7 @@ pub struct RouteExport<O> {
 }
 
 impl RouteExport<()> {
-    /// What `this` describes, validated once (reusing the extent the derive's check returned);
-    /// the stream order is asked only for data that is not plain CPU memory.
+    /// What `this` describes, validated once (reusing the derive's extent).
     #[inline(always)]
     fn of<T: IntoDLPack + ?Sized>(this: &T) -> PyResult<Self> {
         let validated = match this.__tensor_info_with_extent()? {
@@ -141,8 +132,7 @@ impl<O> RouteExport<O> {
         }
     }
 
-    /// For device data: orders the consumer's `stream` (checked; `None`: the default) after
-    /// pending work, unless it is -1.
+    /// For device data: orders the consumer's `stream` after pending work, unless it is -1.
     #[inline(always)]
     pub(crate) fn order_before(&self, stream: Option<i64>) -> PyResult<()> {
         if let Some(order) = &self.order {
@@ -162,10 +152,8 @@ mod sealed {
     impl Sealed for pyo3::pyclass::boolean_struct::False {}
 }
 
-/// How an export of a `#[pyclass]` keeps its memory alive, chosen by `T::Frozen`: a frozen
-/// class is its own keepalive; a mutable (derived) one keeps a clone of its [`SharedBuffer`]
-/// data field, so a `&mut self` method may replace the value without touching what a consumer
-/// reads. Named by the derive's generated code; not a public API.
+/// How an export of a `#[pyclass]` keeps its memory alive: a frozen class is its own keepalive,
+/// a mutable (derived) one keeps a clone of its [`SharedBuffer`] data field. Not a public API.
 ///
 /// # Safety
 ///
@@ -200,9 +188,8 @@ where
 
 // SAFETY: the keepalive is a clone of the data field, which holds every byte `tensor_info`
 // describes (`DerivedData`) and, a `SharedBuffer`, keeps that memory alive and in place.
-// Copy-on-write data is never written while shared: exported read-only. Registry-guarded data
-// (`SharedMut`) is reached by Rust only under registry borrows: writable where `is_read_only`
-// allows (the derive's `consumers_may_write`), with every Rust access registered.
+// Copy-on-write data is exported read-only; registry-guarded data (`SharedMut`) is writable
+// where `consumers_may_write` allows, every Rust access to it registered.
 unsafe impl<T> ClassRoute<T> for False
 where
     T: DerivedData + PyClass<Frozen = False>,
@@ -229,8 +216,7 @@ where
     }
 }
 
-/// `__dlpack_device__()` of `this`, or the `BufferError` its export would raise (a derived
-/// layout outside its data field).
+/// `__dlpack_device__()` of `this`, or the `BufferError` its export would raise.
 pub fn export_dlpack_device<T: IntoDLPack + ?Sized>(this: &T) -> PyResult<(i32, i32)> {
     let (info, _) = this.__tensor_info_with_extent()?;
     Ok((info.device.device_type.0, info.device.device_id))

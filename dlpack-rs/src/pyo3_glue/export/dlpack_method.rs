@@ -1,6 +1,5 @@
 //! The `__dlpack__` method of derived classes, by hand: a method descriptor whose C entry reads
-//! the keyword arguments straight from the call (`METH_FASTCALL`; `METH_VARARGS` under abi3),
-//! skipping pyo3's generic extraction on the per-call path of every export.
+//! the keyword arguments straight from the call (`METH_FASTCALL`; `METH_VARARGS` under abi3).
 
 use core::ffi::CStr;
 use core::marker::PhantomData;
@@ -55,9 +54,7 @@ where
     });
 }
 
-/// The `__dlpack__` method descriptor of class `T`, the derive's class attribute. Behaves as a
-/// pyo3 method with signature `(*, stream=None, max_version=None, dl_device=None, copy=None)`,
-/// errors included.
+/// The `__dlpack__` method descriptor of class `T`, the derive's class attribute.
 #[doc(hidden)]
 pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<MethodDescriptor<'_>>
 where
@@ -99,9 +96,7 @@ const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
 
 type Values<'py> = [Option<Bound<'py, PyAny>>; 4];
 
-/// Puts `value` in the slot of keyword `name`, comparing the interned names by identity first
-/// (callers' keyword names are interned, so that almost always decides); `TypeError` for an
-/// unknown or repeated keyword.
+/// Puts `value` in the slot of keyword `name`; `TypeError` for an unknown or repeated one.
 fn set<'py>(
     values: &mut Values<'py>,
     name: Borrowed<'_, 'py, PyAny>,
@@ -223,8 +218,7 @@ where
     }
 }
 
-/// A capsule returned to Python, typed `typing_extensions.CapsuleType` in stubs (pyo3's
-/// `types.CapsuleType` is new in 3.13).
+/// A capsule returned to Python, typed `typing_extensions.CapsuleType` in stubs.
 #[doc(hidden)]
 pub struct CapsuleObject<'py>(pub Bound<'py, pyo3::types::PyCapsule>);
 

@@ -1,8 +1,5 @@
 //! The C exchange API as a producer: each class's static `DLPackExchangeAPI` table
 //! (`__dlpack_c_exchange_api__`) and its `extern "C"` pieces, none of which lets a panic unwind.
-//!
-//! `dlpack.h`: every function but the allocator is called attached and fails by returning -1
-//! with a Python exception set; the allocator reports through `SetError`, touching no Python.
 
 use alloc::ffi::CString;
 use alloc::vec::Vec;
@@ -24,9 +21,8 @@ use crate::pyo3_glue::export::class_export::ClassRoute;
 use crate::pyo3_glue::export::tensor::{to_py_object, DLPackTensor, TENSOR_API};
 use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo};
 
-/// Runs an exchange function's body: a `PyErr` becomes the pending exception and a panic a
-/// `PanicException`, both returning -1. Joins the shared borrow registry first: the caller may
-/// be another copy of this crate, which must see our live borrows (ARCHITECTURE.md).
+/// Runs an exchange function's body after joining the shared borrow registry: a `PyErr` or a
+/// panic becomes the pending exception and -1.
 ///
 /// # Safety
 ///
@@ -46,8 +42,7 @@ pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_in
     }
 }
 
-/// Exports a pyclass instance as a versioned tensor, as `__dlpack__(max_version=(1, 3))` does:
-/// device data is ordered before the default stream, which `current_work_stream` reports.
+/// Exports a pyclass instance as `__dlpack__(max_version=(1, 3))` does.
 fn export_object<T>(obj: &Bound<'_, T>) -> PyResult<NonNull<DLManagedTensorVersioned>>
 where
     T: PyClass,
@@ -120,9 +115,7 @@ where
     }
 }
 
-/// `current_work_stream`: the default stream our exports order device data before. For CUDA it
-/// is named `CU_STREAM_LEGACY` (0x1), which a per-thread-default-stream consumer cannot take for
-/// its own NULL stream; ROCm's 0; NULL for devices without streams.
+/// `current_work_stream`: the default stream our exports order device data before.
 pub(crate) unsafe extern "C" fn current_work_stream(
     device_type: DLDeviceType,
     device_id: i32,
@@ -208,8 +201,7 @@ unsafe fn allocate_like(
     Ok(owned.into_raw())
 }
 
-/// `managed_tensor_allocator`: a zeroed, compact, 64-byte aligned CPU tensor. Touches no
-/// Python state; errors go through `set_error`.
+/// `managed_tensor_allocator`: a zeroed, 64-byte aligned CPU tensor (errors: `set_error`).
 pub(crate) unsafe extern "C" fn allocator(
     prototype: *mut DLTensor,
     out: *mut *mut DLManagedTensorVersioned,
@@ -286,9 +278,7 @@ where
     const API: StaticApi = StaticApi(table::<T>(Some(to_py_object), None));
 }
 
-/// The static exchange table of class `T`: it exports instances zero-copy (versioned 1.3),
-/// wraps tensors in a [`DLPackTensor`], allocates zeroed CPU tensors and reports the default
-/// stream. Only [`DLPackTensor`]'s lends a bare `DLTensor` (other classes compute it per call).
+/// The static exchange table of class `T`; only [`DLPackTensor`]'s lends a bare `DLTensor`.
 #[doc(hidden)]
 pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
 where

@@ -1,5 +1,4 @@
-//! Handing a Rust tensor to a framework as its own type: [`Returned`] (through the type's C
-//! exchange table, else its package's `from_dlpack`), and [`Framework`], a caller's framework.
+//! Handing a Rust tensor to a framework as its own type: [`Returned`] and [`Framework`].
 
 use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
 use pyo3::prelude::*;
@@ -10,10 +9,8 @@ use crate::pyo3_glue::runtime::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
-/// Hands `tensor` to the framework whose tensor type is `ty`, zero-copy, as
-/// [`ReturnTo::hand_over`] describes. A tensor a framework may not represent (lanes other than
-/// 1, sub-byte elements, a device other than the CPU, CUDA or ROCm) skips the table: a table
-/// that refuses a tensor still owns it (ownership is stolen) and may leak it.
+/// Hands `tensor` to the framework whose tensor type is `ty`, as [`ReturnTo::hand_over`] says.
+/// A tensor it may not represent skips the table, which would steal (and may leak) it.
 fn hand_to_type<'py>(
     ty: &Bound<'py, PyType>,
     tensor: ManagedTensorVersioned,
@@ -69,9 +66,7 @@ fn hand_to_type<'py>(
     }
 }
 
-/// The `from_dlpack` of the package `ty` comes from (`jax.numpy`'s for jax), if any. Only numpy,
-/// torch and jax are imported; any other package is taken from `sys.modules`, so that no module
-/// is imported on a type's word.
+/// The `from_dlpack` of `ty`'s package (`jax.numpy`'s for jax), if imported.
 fn importer<'py>(ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = ty.py();
     let module: String = ty
@@ -95,9 +90,7 @@ fn importer<'py>(ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>>
     Ok(package.getattr(pyo3::intern!(py, "from_dlpack")).ok())
 }
 
-/// numpy refuses dtypes it lacks with a bare error (2.4: all but int, uint, float, complex and
-/// bool; 2.5 takes bfloat16 and FP8 with `ml_dtypes`): a `TypeError` naming the fixes instead,
-/// with numpy's error as the cause.
+/// numpy's bare error for a dtype it lacks, as a `TypeError` naming the fixes.
 fn numpy_dtype_hint(
     from_dlpack: &Bound<'_, PyAny>,
     dtype: crate::ffi::DLDataType,
@@ -122,13 +115,7 @@ fn numpy_dtype_hint(
     hint
 }
 
-/// The framework a tensor argument came from, to hand a result back in kind with
-/// [`Returned::like`].
-///
-/// Captured by [`TensorView::framework`](crate::pyo3_glue::TensorView::framework),
-/// [`Framework::of`] (any object) or [`Framework::of_type`]; results go as
-/// [`ReturnTo::hand_over`] says (a torch subclass gets a `torch.Tensor`). It holds a strong
-/// reference to the type, released as a [`PyKeepalive`](crate::pyo3_glue::PyKeepalive) is.
+/// The framework a tensor argument came from, to hand a result back with [`Returned::like`].
 pub struct Framework {
     ty: crate::pyo3_glue::PyKeepalive,
 }
@@ -166,19 +153,15 @@ impl core::fmt::Debug for Framework {
     }
 }
 
-/// Where a [`Returned`] tensor goes: a fixed framework ([`Numpy`], [`Torch`], [`Jax`]) or an
-/// argument's ([`Framework`]).
+/// Where a [`Returned`] tensor goes: a fixed framework, or an argument's ([`Framework`]).
 pub trait ReturnTo {
-    /// The result's type in generated stubs (feature `inspect`; see
-    /// [`TYPING_STUB`](crate::pyo3_glue::TYPING_STUB)).
+    /// The result's type in generated stubs (feature `inspect`).
     #[cfg(feature = "inspect")]
     const TYPE_HINT: pyo3::inspect::PyStaticExpr =
         crate::pyo3_glue::runtime::type_hints::DLPACK_ARRAY;
 
-    /// Hands `tensor` over: through the type's exchange table (torch), else its package's
-    /// `from_dlpack` (numpy, `jax.numpy`), else as a [`DLPackTensor`], which every consumer
-    /// takes. A read-only tensor raises `BufferError` on its way to a table or a `from_dlpack`
-    /// (neither need honour `READ_ONLY`); a `dlpack_rs.Tensor` keeps it read-only.
+    /// Hands `tensor` over: through the type's exchange table, else its package's `from_dlpack`
+    /// (`BufferError` for a read-only tensor), else as a [`DLPackTensor`].
     fn hand_over<'py>(
         &self,
         py: Python<'py>,
@@ -240,11 +223,8 @@ fixed_frameworks! {
 
 /// A tensor a `#[pyfunction]` returns, handed zero-copy to the framework its type names.
 ///
-/// `Returned<Torch>` (or [`Numpy`], [`Jax`]) always goes to that framework; `Returned<Framework>`
-/// to an argument's, made with [`Returned::like`] (numpy in, numpy out), as nanobind's
-/// `nb::ndarray<nb::pytorch>` does. The tensor must be writable (`Export` makes writable
-/// tensors); errors are [`ReturnTo::hand_over`]'s. Device work that produced the data must be
-/// complete (or ordered before the framework's) on return: no stream synchronisation is done.
+/// `Returned<Framework>` goes to an argument's framework ([`Returned::like`]). The tensor must be
+/// writable, and device work producing it complete on return (no stream is synchronised).
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{CContig, Framework, Dims, Returned, TensorView, Torch, ANY};

@@ -1,5 +1,4 @@
-//! The `__dlpack__` keyword arguments and the export they ask for (legacy or versioned capsule,
-//! zero-copy or a copy).
+//! The `__dlpack__` keyword arguments and the export they ask for.
 
 use core::ffi::c_void;
 
@@ -26,9 +25,7 @@ pub(crate) struct DLPackArgs {
 }
 
 impl DLPackArgs {
-    /// Parses the four keyword arguments. `stream` is `None` or an `int`; `max_version` and
-    /// `dl_device` `None` or a pair of `int`s (`TypeError` otherwise) fitting `u32` and `i32`
-    /// (`ValueError` otherwise); `copy` is `None`, `True` or `False` (`ValueError` otherwise).
+    /// Parses the four keyword arguments (`TypeError` or `ValueError` for a bad one).
     pub(crate) fn parse(
         stream: Option<Bound<'_, PyAny>>,
         max_version: Option<Bound<'_, PyAny>>,
@@ -84,8 +81,7 @@ impl DLPackArgs {
         self.max_version.is_some_and(|v| v.major >= 1)
     }
 
-    /// Checks `stream` against the data's device (`ValueError`): host memory takes only `None`;
-    /// CUDA refuses 0, ROCm 1 and 2, and both values below -1.
+    /// Checks `stream` against the data's device (`ValueError`; host memory takes only `None`).
     pub(crate) fn check_stream(&self, device: DLDevice) -> PyResult<()> {
         let Some(stream) = self.stream else {
             return Ok(());
@@ -109,8 +105,7 @@ impl DLPackArgs {
     }
 }
 
-/// The default stream and the stream values a consumer may not pass, for devices with streams:
-/// CUDA's legacy default 1 (0 is ambiguous), ROCm's 0 (1 and 2 are reserved).
+/// The default stream and the values a consumer may not pass, for CUDA (1; 0) and ROCm (0; 1, 2).
 fn streams(t: DLDeviceType) -> Option<(i64, &'static [i64])> {
     if t == DLDeviceType::CUDA || t == DLDeviceType::CUDA_MANAGED {
         Some((1, &[0]))
@@ -121,8 +116,7 @@ fn streams(t: DLDeviceType) -> Option<(i64, &'static [i64])> {
     }
 }
 
-/// The stream to order pending work before, for a checked `stream` argument: `None` is the
-/// default stream, -1 none. `None` for devices without streams.
+/// The stream to order pending work before, for a checked `stream` (`None`: default; -1: none).
 pub(crate) fn ordered_stream(device: DLDevice, stream: Option<i64>) -> Option<i64> {
     let (default, _) = streams(device.device_type)?;
     match stream {
@@ -139,9 +133,7 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// `None`, or a pair of ints that fit `T`: `TypeError` (`not_pair`) for anything else, then
-/// `ValueError` (`out_of_range`) for ints that do not fit. Other errors of an item's
-/// `__index__` propagate (the first item's first).
+/// `None`, or a pair of ints that fit `T`: else `not_pair`, then `out_of_range`.
 fn optional_pair<T: TryFrom<i64>>(
     value: Option<Bound<'_, PyAny>>,
     not_pair: &'static str,
@@ -181,14 +173,8 @@ fn optional_pair<T: TryFrom<i64>>(
     }
 }
 
-/// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for.
-///
-/// `dl_device` must be the data's device, or `kDLCPU:0` for plain CPU data (a copy); anything
-/// else raises `BufferError`. `copy=True` or a device change makes a compact copy flagged
-/// `IS_COPIED` (`BufferError` with `copy=False`); otherwise the keepalive lives until the
-/// consumer's deleter call. A legacy capsule cannot say "read-only": read-only data is copied
-/// for `copy=None` (what jax gets) and refused for `copy=False`, unless the owner's
-/// [`share_read_only_legacy`](crate::IntoDLPack::share_read_only_legacy) shares it.
+/// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for, zero-copy or
+/// (`copy=True`, a host copy, read-only data for a legacy consumer) a copy flagged `IS_COPIED`.
 ///
 /// # Safety
 ///
@@ -210,9 +196,8 @@ pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
         // SAFETY: this function's contract.
         return unsafe { export_host_copy(py, r, args) };
     }
-    // The owner's opt-in shares read-only data with a legacy consumer, trusting it not to write
-    // (a write despite it is a foreign write, outside the model); the export keeps the shared
-    // borrow a read-only export holds, so no view of this crate writes the memory.
+    // The owner's opt-in shares read-only data with a legacy consumer, trusting it not to write;
+    // the export keeps a read-only export's shared borrow.
     let flags = if r.share && !args.versioned() {
         0
     } else {
@@ -228,16 +213,14 @@ pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
     unsafe { pack_capsule(py, r.owner, r.validated, flags, readers, args, None) }
 }
 
-/// Whether the export must be a copy (`copy=True`, the host from plain CPU memory, or a legacy
-/// request of read-only data with `copy=None` and no sharing opt-in); refusals are `BufferError`.
+/// Whether the export must be a copy; refusals are `BufferError`.
 #[inline]
 fn copy_needed<O>(r: &RouteExport<O>, args: &DLPackArgs) -> PyResult<bool> {
     let device = r.validated.info().device;
     let mut must_copy = args.copy == Some(true);
     if let Some(wanted) = args.dl_device {
         if wanted != device {
-            // Plain CPU memory only: queued device work may still be writing pinned or managed
-            // memory.
+            // Plain CPU memory only: device work may still be writing pinned or managed memory.
             let to_host = wanted == cpu_device() && device.device_type.is_host_viewable();
             if !to_host {
                 return Err(PyBufferError::new_err(format!(
@@ -253,8 +236,7 @@ fn copy_needed<O>(r: &RouteExport<O>, args: &DLPackArgs) -> PyResult<bool> {
         }
     }
     if r.read_only && !args.versioned() && args.copy.is_none() && !r.share {
-        // A legacy capsule cannot say "read-only": `copy=None` means "reuse if possible, else
-        // copy" (the array API); `copy=False` keeps the legacy export's `BufferError`.
+        // A legacy capsule cannot say "read-only": `copy=None` copies, `copy=False` refuses.
         must_copy = true;
     }
     Ok(must_copy)
@@ -298,7 +280,7 @@ unsafe fn export_host_copy<'py, O>(
     }
 }
 
-/// Packs the export as the capsule `args` ask for (versioned, or legacy unless read-only).
+/// Packs the export as the capsule `args` ask for.
 ///
 /// # Safety
 ///

@@ -1,5 +1,4 @@
-//! `dlpack_rs.Tensor` ([`DLPackTensor`]), the ready-made Python class owning a tensor, and its C
-//! exchange table.
+//! `dlpack_rs.Tensor` ([`DLPackTensor`]) and its C exchange table.
 
 use core::ffi::{c_int, c_void};
 
@@ -90,10 +89,9 @@ impl DLPackTensor {
     }
 }
 
-// SAFETY: the memory is the owned tensor's, valid and in place until the `DLPackTensor` (every
-// export's keepalive) drops it; its metadata was validated when the owner was made. A read-only
-// owner exports read-only, with a shared borrow per export; a writable owner's elements are
-// reached from Rust only through registered views, and a `bool` view checks every byte when made.
+// SAFETY: the owned tensor's memory (validated), in place until the `DLPackTensor` (every
+// export's keepalive) drops it. A read-only owner exports read-only; a writable owner's elements
+// are reached from Rust only through registered views, a `bool` view checking every byte.
 unsafe impl IntoDLPack for DLPackTensor {
     fn tensor_info(&self) -> TensorInfo {
         self.inner.tensor_info()

@@ -1,5 +1,4 @@
-//! Typed arguments of one of two or three element types: [`AnyOf`] (read-only) and
-//! [`AnyOfMut`] (writable), each variant a [`TensorView`] / [`TensorViewMut`].
+//! Typed arguments of one of two or three element types: [`AnyOf`] and [`AnyOfMut`].
 
 use core::convert::Infallible;
 
@@ -85,9 +84,7 @@ mod sealed {
 use sealed::{Dtypes, Third};
 
 /// A read-only tensor argument of one of the element types `D`, a pair `(A, B)` or a triple
-/// `(A, B, C)`; the variant says which came (a pair's `C` cannot occur, and a `match` may
-/// leave it out). Any other dtype raises `TypeError` naming them all
-/// (`expected a tensor of uint8 or float32, got int64`).
+/// `(A, B, C)`; the variant says which came (a `match` may leave out a pair's `C`).
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{AnyOf, Dims, ANY};
@@ -121,7 +118,7 @@ pub enum AnyOf<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
 }
 
 /// A writable tensor argument of one of the element types `D`: [`AnyOf`] with
-/// [`TensorViewMut`] variants (exclusive borrow, writable memory, no element addressed twice).
+/// [`TensorViewMut`] variants.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{AnyOfMut, Dims, ANY};

@@ -1,6 +1,4 @@
-//! What a typed argument's signature demands besides the element type: shape ([`Dims`]),
-//! layout ([`Strided`], [`CContig`], [`FContig`]) and device ([`Cpu`], [`AnyDevice`]), with
-//! checks whose errors a Python user can act on.
+//! What a typed argument's signature demands besides the element type: shape, layout, device.
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::PyErr;
@@ -33,10 +31,8 @@ pub trait Shape: sealed::Sealed + 'static {
     const EXTENTS: Option<&'static [usize]>;
 }
 
-/// A [`Shape`] of `N` dimensions (`N` <= 6; [`ANY`], the default: any number), the first four
-/// of extents `A` .. `D` ([`ANY`], the default: any extent). `Dims<2>` is any matrix,
-/// `Dims<3, ANY, ANY, 3>` an RGB image; an extent past the last dimension must stay [`ANY`]
-/// (a compile error otherwise).
+/// A [`Shape`] of `N` dimensions (`N` <= 6, or [`ANY`]), the first four of extents `A` .. `D`
+/// ([`ANY`]: free): `Dims<2>` is any matrix, `Dims<3, ANY, ANY, 3>` an RGB image.
 #[derive(Debug)]
 pub enum Dims<
     const N: usize = ANY,
@@ -90,8 +86,7 @@ impl<const A: usize, const B: usize, const C: usize, const D: usize> Shape
     };
 }
 
-/// The layout a typed argument must have: [`Strided`] (any, the default), [`CContig`]
-/// (row-major: the argument then derefs to a slice) or [`FContig`] (column-major). Sealed.
+/// The layout a typed argument must have: [`Strided`], [`CContig`] or [`FContig`]. Sealed.
 pub trait Layout: sealed::Sealed + 'static {
     /// Whether `shape` with `strides` (in elements) is accepted.
     fn accepts(shape: &[i64], strides: &[i64]) -> bool;
@@ -141,16 +136,13 @@ impl Layout for FContig {
         np.asfortranarray(x) in numpy, x.mT.contiguous().mT in torch)";
 }
 
-/// Where a typed argument's memory may live: [`Cpu`] (the default; safe host views) or
-/// [`AnyDevice`] (any device; only the address is handed out). Sealed.
+/// Where a typed argument's memory may live: [`Cpu`] or [`AnyDevice`]. Sealed.
 pub trait Device: sealed::Sealed + 'static {}
 
-/// CPU memory: the argument hands out slices, elements and (feature `ndarray`) ndarray views.
-/// Only `kDLCPU`: pending device work may still write pinned or managed memory ([`AnyDevice`]).
+/// CPU memory (`kDLCPU` only): the argument hands out slices, elements and ndarray views.
 #[derive(Debug)]
 pub enum Cpu {}
-/// Memory on any device (CUDA, ROCm, Metal, ..., the CPU too): the argument hands out the
-/// address of its first element ([`data_ptr`](crate::pyo3_glue::TensorView::data_ptr)), never a host view.
+/// Memory on any device: only [`data_ptr`](crate::pyo3_glue::TensorView::data_ptr) is given.
 #[derive(Debug)]
 pub enum AnyDevice {}
 
@@ -186,8 +178,7 @@ fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
     )))
 }
 
-/// Checks a tensor's dtype (against `dtype`, which an `AnyOf` has already matched), shape
-/// (`S`) and, unless the slice route checks it, layout (`L`).
+/// Checks a tensor's dtype (against `dtype`), shape (`S`) and, unless the slice route does, layout.
 pub(in crate::pyo3_glue) fn check_meta<S: Shape, L: Layout>(
     source: &Source,
     dtype: DLDataType,

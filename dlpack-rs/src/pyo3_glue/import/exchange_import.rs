@@ -1,6 +1,5 @@
-//! Importing through a producer type's C exchange table (an owned tensor, or a non-owning view
-//! for shared typed arguments), with the refusals of the producer's `__dlpack__`. Table
-//! functions are called attached and fail by returning -1 with a Python exception set.
+//! Importing through a producer type's C exchange table, with the refusals of the producer's
+//! `__dlpack__`.
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
@@ -11,10 +10,7 @@ use crate::pyo3_glue::runtime::requires_grad::{requires_grad, Grad};
 use crate::safe::ManagedTensorVersioned;
 
 /// Imports `obj` through its type's exchange table (`None` without one, or for a complex
-/// tensor, released for `__dlpack__`, which refuses a set conjugate bit), and whether the
-/// negative bit was asked (refused) already. Like torch's `__dlpack__`, refuses a
-/// tensor that requires grad (`BufferError`); a table `RuntimeError` (a tensor DLPack cannot
-/// describe) becomes `BufferError`.
+/// tensor), and whether the negative bit was asked already.
 pub(crate) fn import(
     obj: &Bound<'_, PyAny>,
 ) -> PyResult<(
@@ -73,10 +69,8 @@ fn table_error(py: Python<'_>, function: &str) -> PyErr {
     err
 }
 
-/// A non-owning view of `obj`'s CPU tensor through its type's `dltensor_from_py_object_no_sync`,
-/// its metadata validated and copied, valid while the caller holds `obj`; for shared views only
-/// (it has no flags). Refuses what [`import`] refuses; `Lent::Nothing` where the owned route
-/// decides (no such function, the table declines, not a plain CPU tensor, complex).
+/// A non-owning view of `obj`'s CPU tensor through `dltensor_from_py_object_no_sync`, for shared
+/// views, valid while the caller holds `obj`.
 pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let Some((api, grad)) = lookup(obj) else {
         return Ok(Lent::Nothing);
@@ -103,8 +97,7 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     if !t.device.device_type.is_host_viewable()
         || t.dtype.code == crate::ffi::DLDataTypeCode::COMPLEX
     {
-        // Device memory needs stream ordering; a complex tensor may carry torch's conjugate
-        // bit: the owned route decides both.
+        // Device memory and complex tensors (torch's conjugate bit): the owned route decides.
         return Ok(Lent::Nothing);
     }
     // SAFETY: the producer's DLTensor, whose shape and strides point at `ndim` integers owned by
@@ -122,9 +115,7 @@ pub(crate) enum Lent {
     View(crate::safe::Described),
 }
 
-/// Refuses what torch's table hands out and its `__dlpack__` refuses (a tensor that requires
-/// grad), and what both export un-negated (the negative bit): asked only of types with
-/// `requires_grad` (answers whether it was).
+/// Refuses a tensor that requires grad or has the negative bit (answers if it asked).
 fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<bool> {
     if matches!(grad, Grad::Absent) {
         return Ok(false);
@@ -138,8 +129,7 @@ fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<bo
     crate::pyo3_glue::import::negative::refuse_negative_view(obj).map(|()| true)
 }
 
-/// The producer's current work stream on `device` (`current_work_stream`), or `None` when the
-/// table has no such function. Called attached; a failure raises.
+/// The producer's `current_work_stream` on `device` (`None`: the table has none).
 pub(crate) fn current_stream(
     py: Python<'_>,
     api: &'static DLPackExchangeAPI,

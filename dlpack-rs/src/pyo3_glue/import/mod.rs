@@ -1,5 +1,4 @@
-//! Import: [`PyTensor`] takes a tensor from any Python object with `__dlpack__`, negotiating
-//! the DLPack version; [`ImportOptions`] asks the producer for a device, a copy or a stream.
+//! Import: [`PyTensor`] and [`ImportOptions`].
 
 pub(in crate::pyo3_glue) mod any_of;
 pub(in crate::pyo3_glue) mod constraints;
@@ -21,10 +20,8 @@ use crate::safe::AnyManaged;
 
 /// A tensor imported from Python; calls the producer's deleter exactly once when dropped.
 ///
-/// It derefs to its owner, [`AnyManaged`](crate::safe::Managed), whose views are borrow-checked
-/// against every other view of the memory in the process. A legacy import is read-only unless
-/// [`ImportOptions::writable_legacy`]. The deleter runs on the dropping thread, with or without
-/// the GIL; dropped on an unattached thread after `atexit` began, the tensor leaks instead.
+/// It derefs to its owner, [`AnyManaged`](crate::safe::Managed); a legacy import is read-only
+/// unless [`ImportOptions::writable_legacy`].
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
@@ -108,30 +105,21 @@ impl ImportOptions {
         self
     }
 
-    /// Whether to use the producer type's C exchange API (DLPack 1.3) and a numpy array's own
-    /// struct (default `true`); `false` always calls `__dlpack__`.
+    /// Whether to use a type's C exchange table and a numpy array's struct (default `true`).
     pub fn exchange_api(mut self, enabled: bool) -> Self {
         self.no_exchange_api = !enabled;
         self
     }
 
     /// Whether a device tensor may come through the exchange table unsynchronised (default
-    /// `false`: device tensors take `__dlpack__`, which orders the producer's work first).
-    ///
-    /// With `true`, a tensor on memory the CPU cannot address (CUDA, ROCm) is kept when the
-    /// table reports the producer's work stream ([`PyTensor::producer_stream`]), after which
-    /// the caller must order its device work (`dlpack_rs::cuda::CudaTensor::import` does). With
-    /// [`ImportOptions::stream`] too, the table is still used; without `unsynchronized`, a
-    /// stream always takes `__dlpack__`.
+    /// `false`); the caller then orders its work after [`PyTensor::producer_stream`].
     pub fn unsynchronized(mut self, enabled: bool) -> Self {
         self.unsynchronized = enabled;
         self
     }
 
-    /// Whether a legacy (unversioned) tensor may be written (default `false`): a legacy capsule
-    /// cannot say "read-only" and producers export immutable data that way (jax), so by default
-    /// a legacy import is read-only (`as_mut_slice` raises `BufferError`, a re-export carries
-    /// `READ_ONLY`).
+    /// Whether a legacy (unversioned) tensor may be written (default `false`: a legacy capsule
+    /// cannot say "read-only", and jax exports immutable data that way).
     ///
     /// # Safety
     ///
@@ -143,17 +131,9 @@ impl ImportOptions {
         self
     }
 
-    /// Imports `obj` (an object with `__dlpack__`) with these options.
-    ///
-    /// The producer is trusted, as by every DLPack consumer; a bare capsule is refused with
-    /// `TypeError` ([`PyTensor::from_capsule`] takes one, `unsafe`ly). Without options, a numpy
-    /// array (exactly `numpy.ndarray`, numpy >= 2.1) is read from its own struct, as its
-    /// `__dlpack__(max_version=(1, 3))` would give it. Without `copy` (and `stream`, unless
-    /// `unsynchronized`), a type's C exchange table replaces `__dlpack__` for a tensor on the
-    /// requested device and the CPU (or any device, `unsynchronized`), not complex (torch's
-    /// table keeps the conjugate bit). Otherwise calls `obj.__dlpack__(max_version=(1, 3),
-    /// ...)`, retried with `stream` only on `TypeError` (a pre-1.0 producer), then checks the
-    /// device and makes a requested copy itself.
+    /// Imports `obj` (an object with `__dlpack__`, trusted) with these options, as the
+    /// [import guide](https://github.com/kornia/dlpack-rs/blob/main/docs/import.md#what-an-import-asks-and-what-it-skips)
+    /// says; a bare capsule raises `TypeError` ([`PyTensor::from_capsule`]).
     pub fn import(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let (mut tensor, table) = self.import_unchecked_by_numpy(obj)?;
         if self.copy != Some(true) {
@@ -164,8 +144,7 @@ impl ImportOptions {
                 }
                 Some(_) => {}
                 None => {
-                    // A numpy array's memory takes rust-numpy's borrows; else it may be one of
-                    // our own tensors asked through `__dlpack__`.
+                    // A numpy array takes rust-numpy's borrows; else it may be one of our tensors.
                     if !crate::pyo3_glue::numpy::borrow::coordinate(obj, &mut tensor.0)? {
                         crate::pyo3_glue::numpy::borrow::inherit(obj, &mut tensor.0);
                     }
@@ -175,8 +154,7 @@ impl ImportOptions {
         Ok(tensor)
     }
 
-    /// [`ImportOptions::import`] before rust-numpy's borrows are arranged, with the exchange
-    /// table that made the tensor, if any.
+    /// [`ImportOptions::import`] before rust-numpy's borrows, with the table used, if any.
     fn import_unchecked_by_numpy(
         &self,
         obj: &Bound<'_, PyAny>,
@@ -208,8 +186,7 @@ impl ImportOptions {
                 Err(refused) => checked = refused,
             }
         }
-        // torch's `__dlpack__` exports a negated view un-negated, as its table does (refused
-        // once: the table's route may have asked already).
+        // torch's `__dlpack__` exports a negated view un-negated (refused once).
         if !checked {
             crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
         }
@@ -220,8 +197,7 @@ impl ImportOptions {
         self.via_keywords(obj).map(|t| (t, None))
     }
 
-    /// The import through the type's exchange table; `Err` without one, or when its tensor
-    /// cannot be kept (`Err(true)`: the negative bit was asked already).
+    /// The import through the type's table (`Err(true)`: refused, negative bit asked).
     #[inline]
     fn via_exchange_table(
         &self,
@@ -237,9 +213,8 @@ impl ImportOptions {
             return Ok(Err(checked));
         }
         let mut stream = None;
-        // An unsynchronised device tensor is kept only if asked, on memory the CPU cannot reach
-        // (no host view can race pending work), with a known stream; else `__dlpack__`
-        // synchronises.
+        // An unsynchronised device tensor is kept only if asked, on memory the CPU cannot reach,
+        // with a known stream; else `__dlpack__` synchronises.
         if !device.device_type.is_host_viewable() {
             if !self.unsynchronized || device.device_type.is_host_accessible() {
                 return Ok(Err(checked));
@@ -254,8 +229,7 @@ impl ImportOptions {
         Ok(Ok((imported, Some(api))))
     }
 
-    /// `obj.__dlpack__(max_version=(1, 3))` as one vectorcall, retried bare for a pre-1.0
-    /// producer.
+    /// `obj.__dlpack__(max_version=(1, 3))` as one vectorcall, retried bare on `TypeError`.
     #[cfg(not(feature = "abi3"))]
     #[inline]
     fn via_common_call(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
@@ -277,8 +251,7 @@ impl ImportOptions {
         }
     }
 
-    /// `obj.__dlpack__(...)` with every option given, retried with `stream` only for a pre-1.0
-    /// producer.
+    /// `obj.__dlpack__(...)` with every option, retried with `stream` only on `TypeError`.
     fn via_keywords(&self, obj: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let py = obj.py();
         let method = self.method(obj)?;
@@ -317,8 +290,7 @@ impl ImportOptions {
             .map_err(|err| no_dlpack(obj, err))
     }
 
-    /// Takes the tensor out of `__dlpack__`'s result (`legacy`: from the call without
-    /// `max_version`), doing the checks and copy a pre-1.0 producer could not be asked for.
+    /// Takes the tensor out of `__dlpack__`'s result, checking what a legacy call could not ask.
     fn finish(&self, py: Python<'_>, result: Bound<'_, PyAny>, legacy: bool) -> PyResult<PyTensor> {
         let capsule = result
             .cast::<PyCapsule>()
@@ -343,16 +315,14 @@ impl ImportOptions {
 }
 
 impl PyTensor {
-    /// Imports `obj` with default options, as `ImportOptions::new().import(obj)` (which says
-    /// what is trusted). `py` is unused: `obj` carries its own token.
+    /// Imports `obj` with default options, as [`ImportOptions::import`] (`py` is unused).
     pub fn from_pyany(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         let _ = py;
         ImportOptions::new().import(obj)
     }
 
-    /// Takes the tensor out of a `"dltensor"` or `"dltensor_versioned"` capsule, renaming it
-    /// `used_...` first. A consumed capsule raises `ValueError`; an unsupported major version
-    /// `BufferError` (after calling the deleter). A legacy tensor is read-only.
+    /// Takes the tensor out of a `"dltensor"` or `"dltensor_versioned"` capsule; a legacy tensor
+    /// is read-only.
     /// # Safety
     /// The capsule must hold what its name says (a `DLManagedTensor` or a
     /// `DLManagedTensorVersioned`), made by a producer that keeps DLPack's contract (valid
@@ -364,8 +334,7 @@ impl PyTensor {
             .and_then(|inner| PyTensor::new(capsule.py(), inner, false))
     }
 
-    /// Wraps an import: joins the borrow registry, makes a legacy tensor read-only unless
-    /// `writable_legacy`, and leaks rather than run the deleter where no thread may attach.
+    /// Wraps an import: joins the registry, applies `writable_legacy` and the shutdown guard.
     fn new(py: Python<'_>, mut inner: AnyManaged, writable_legacy: bool) -> PyResult<Self> {
         crate::pyo3_glue::runtime::shared_registry::join(py)?;
         crate::pyo3_glue::runtime::keepalive::install_shutdown_hook(py);
@@ -381,12 +350,7 @@ impl PyTensor {
         self.0
     }
 
-    /// The producer's work stream, for a device tensor imported through its exchange table.
-    ///
-    /// It is the table's `current_work_stream` at import (a `cudaStream_t` / `hipStream_t`;
-    /// NULL is the legacy default stream), after whose pending work any work on the data must be
-    /// ordered. Only [`ImportOptions::unsynchronized`] imports have one; [`PyTensor::into_inner`]
-    /// and a re-export drop it.
+    /// The producer's work stream of an [`ImportOptions::unsynchronized`] import.
     pub fn producer_stream(&self) -> Option<*mut core::ffi::c_void> {
         self.1.map(|s| s as *mut core::ffi::c_void)
     }

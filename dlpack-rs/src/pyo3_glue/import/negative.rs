@@ -1,6 +1,5 @@
-//! torch's negative bit: a lazily negated view (`x._neg_view()`, a conjugate's imaginary part)
-//! shares its base's memory un-negated, and torch exports that memory as it is, through
-//! `__dlpack__` and its table alike: every `torch.Tensor` import refuses such a view.
+//! torch's negative bit: a lazily negated view shares its base's memory un-negated, and torch
+//! exports it as it is, so every `torch.Tensor` import refuses such a view.
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
@@ -15,8 +14,7 @@ struct Torch {
     tensor: Py<PyType>,
     /// `TensorBase.is_neg`, the method descriptor (no instance attribute or patch stands in).
     is_neg: Py<PyAny>,
-    /// `torch._C._disabled_torch_function_impl`: calls a function as torch's default
-    /// `__torch_function__` does, past a subclass's own.
+    /// `torch._C._disabled_torch_function_impl`, to call past a subclass's `__torch_function__`.
     disabled: Py<PyAny>,
 }
 
@@ -58,10 +56,7 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
     )))
 }
 
-/// `BufferError` for a torch tensor (or subclass) whose negative bit is set; `Ok` otherwise.
-/// A subclass's own `__torch_function__` is bypassed (it may refuse `is_neg`, as
-/// `ReadOnlyTensorWrapper` does); an active torch function mode is not, as for torch's own
-/// `__dlpack__`: like the producer, it is trusted.
+/// `BufferError` for a torch tensor (or subclass) whose negative bit is set.
 pub(crate) fn refuse_negative_view(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = obj.py();
     let Some(torch) = torch(py)? else {

@@ -1,5 +1,4 @@
-//! Where a typed argument's elements come from ([`Source`]), and the refusals every typed
-//! argument shares (a read-only tensor for a writable argument, a dtype mismatch).
+//! Where a typed argument's elements come from ([`Source`]), and the refusals all share.
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
@@ -17,20 +16,17 @@ use crate::safe::{AnyBitPattern, AnyManaged, Described, Error};
 
 /// Where a typed argument's elements come from.
 pub(in crate::pyo3_glue) enum Source {
-    /// An import that owns its managed tensor (every producer; a writable argument always),
-    /// and the object it came from (for the argument's framework).
+    /// An import that owns its managed tensor, and the object it came from.
     Owned {
         tensor: PyTensor,
         _object: PyKeepalive,
     },
-    /// One of our own frozen `dlpack_rs.Tensor` objects, viewed in place (its tensor never
-    /// changes or moves while the object, held here, lives), with the owner's own views.
+    /// One of our own frozen `dlpack_rs.Tensor` objects (held here), viewed in place.
     Ours {
         tensor: *const AnyManaged,
         _object: PyKeepalive,
     },
-    /// A non-owning view (no deleter) through the producer's exchange table or of a numpy
-    /// array's struct (with rust-numpy's borrows), valid while the object held here lives.
+    /// A non-owning view (a table's, or a numpy struct's), valid while the object lives.
     Borrowed {
         view: Described,
         _object: PyKeepalive,
@@ -38,10 +34,7 @@ pub(in crate::pyo3_glue) enum Source {
 }
 
 impl Source {
-    /// Imports `obj` for a typed argument: a numpy array through its own struct, a shared
-    /// `dlpack_rs.Tensor` in place, a type whose table fills a non-owning `DLTensor` (torch)
-    /// through that, anything else as [`PyTensor`]. An exclusive argument must be writable
-    /// (else `BufferError` saying why).
+    /// Imports `obj` for a typed argument by the cheapest route its type allows.
     pub(in crate::pyo3_glue) fn import(
         obj: &Bound<'_, PyAny>,
         exclusive: bool,
@@ -55,8 +48,7 @@ impl Source {
         if !exclusive {
             match crate::pyo3_glue::import::exchange_import::borrowed_view(obj)? {
                 Lent::Ours => {
-                    // A class body may copy our table's capsule: view only a real
-                    // `dlpack_rs.Tensor` (the table itself refuses other objects).
+                    // A class body may copy our capsule: view only a real `dlpack_rs.Tensor`.
                     if let Ok(ours) = obj.cast::<DLPackTensor>() {
                         crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
                         return Ok(Source::Ours {
@@ -90,9 +82,8 @@ impl Source {
     /// [`Source::import`] of a numpy array the direct read takes (`None` otherwise).
     #[inline(never)]
     fn numpy_view(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Option<Source>> {
-        // Hold the array before reading its struct: Python code may run before the view is
-        // handed out (finalizers, other threads), and numpy's `resize` refuses to reallocate an
-        // array another reference holds.
+        // Hold the array before reading its struct: numpy's `resize` refuses to reallocate an
+        // array another reference holds, and Python code may run before the view is handed out.
         let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
         let Some((mut view, writable)) = crate::pyo3_glue::numpy::direct::view(obj)? else {
             return Ok(None);
@@ -190,8 +181,7 @@ impl Source {
         }
     }
 
-    /// The checks and borrow of a raw pointer to the elements on any device (see
-    /// `safe::strided::raw_parts`): no host view is made.
+    /// The checks and borrow of a raw pointer to the elements on any device (no host view).
     pub(in crate::pyo3_glue) fn raw_parts<T: crate::safe::Element>(
         &self,
         exclusive: bool,
@@ -225,8 +215,7 @@ impl Source {
     }
 }
 
-/// The `BufferError` for a writable argument given a read-only tensor, saying why (a versioned
-/// export's flag, or a legacy one's).
+/// The `BufferError` for a writable argument given a read-only tensor, saying why.
 fn read_only_error(versioned: bool) -> PyErr {
     if versioned {
         PyBufferError::new_err(
@@ -243,8 +232,7 @@ fn read_only_error(versioned: bool) -> PyErr {
     }
 }
 
-/// The `TypeError` for a tensor of `got` where one of `wanted` was expected, in the names
-/// Python users write (`float32`), with a conversion hint for the first wanted dtype.
+/// The `TypeError` for a tensor of `got` where one of `wanted` was expected, with a hint.
 pub(in crate::pyo3_glue) fn dtype_error(wanted: &[DLDataType], got: DLDataType) -> PyErr {
     PyTypeError::new_err(dtype_message(wanted, got))
 }

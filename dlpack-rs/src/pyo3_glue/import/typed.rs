@@ -1,6 +1,5 @@
 //! The typed `#[pyfunction]` arguments [`TensorView`] (shared) and [`TensorViewMut`]
-//! (exclusive), whose parameters say what the signature demands: element type `T`, shape `S`
-//! ([`Dims`], ...), layout `L` ([`Strided`], [`CContig`], ...) and device `D` ([`Cpu`], ...).
+//! (exclusive).
 
 use core::fmt;
 use core::marker::PhantomData;
@@ -43,8 +42,7 @@ struct Held<T> {
 }
 
 impl<T: Element> Held<T> {
-    /// Checks an imported `source` against `T`, `S` and `L` (an `AnyOf` may have matched its
-    /// dtype), then borrows every byte its elements address.
+    /// Checks an imported `source` against `T`, `S` and `L`, then borrows its bytes.
     fn host_from<S: Shape, L: Layout>(source: Source, exclusive: bool) -> PyResult<Self>
     where
         T: AnyBitPattern,
@@ -98,8 +96,7 @@ impl<T: Element> Held<T> {
 }
 
 impl<T> Held<T> {
-    /// The framework of the object the tensor came from, made on first use. Attaches first,
-    /// then takes the cell: a thread never waits on it while keeping another from attaching.
+    /// The framework of the object the tensor came from, made on first use (attached first).
     fn framework(&self) -> &Framework {
         Python::attach(|py| {
             crate::pyo3_glue::runtime::once::get_or_init(&self.framework, py, || {
@@ -111,8 +108,7 @@ impl<T> Held<T> {
         })
     }
 
-    /// The number of elements when they form one C-contiguous run, from what extraction
-    /// checked (never the producer's metadata read again).
+    /// The number of elements when they form one C-contiguous run, as extraction checked.
     fn contiguous_len(&self) -> Option<usize> {
         match &self.parts {
             Parts::Slice(len) => Some(*len),
@@ -121,8 +117,7 @@ impl<T> Held<T> {
         }
     }
 
-    /// The address of the element at `index` within the shape, bounded by what extraction
-    /// borrowed, whatever the producer's metadata says now.
+    /// The address of the element at `index` within the shape, bounded by what extraction borrowed.
     fn element(&self, index: &[usize]) -> Option<*mut T> {
         match &self.parts {
             Parts::Slice(len) => {
@@ -216,8 +211,7 @@ impl<T> Held<T> {
         }
     }
 
-    /// The tensor's shape as `D` (C order). Panics if the producer changed it since the
-    /// slice's `len` was checked.
+    /// The tensor's shape as `D`; panics if the producer changed it since extraction.
     #[cfg(feature = "ndarray")]
     fn dims<D: ndarray::Dimension>(&self) -> D {
         let shape = self.source.shape();
@@ -240,39 +234,15 @@ impl<T> Held<T> {
 
 /// A read-only tensor argument of element type `T`, shape `S`, layout `L` and device `D`.
 ///
-/// By default any shape, any strides and host memory. Extraction imports the object without a
-/// copy, then checks the element type (`TypeError`: `expected a tensor of float32, got
-/// float64`), the shape (`TypeError`: `expected shape (*, *, 3), got (480, 640, 4)`), the
-/// layout (`BufferError`) and the device (`BufferError` for [`Cpu`]). It then takes a shared
-/// borrow of exactly the bytes the elements address in the
-/// [borrow registry](crate::safe#the-borrow-registry) until the argument drops: no mutable
-/// view of them exists meanwhile. Python or C writes to memory given writable fall outside
-/// that; on the CPU `T` is [`AnyBitPattern`], so they never yield an invalid value.
-///
-/// Every argument gives [`shape`](Self::shape), [`strides`](Self::strides),
-/// [`dtype`](Self::dtype), [`device`](Self::device), [`data_ptr`](Self::data_ptr) and
-/// [`framework`](Self::framework) (for [`Returned::like`](crate::pyo3_glue::Returned::like)).
-/// On the CPU also [`get`](Self::get), [`as_slice`](Self::as_slice) when C-contiguous and
-/// (feature `ndarray`) [`view`](Self::view); a [`CContig`] argument derefs to `[T]`.
+/// Extraction imports without a copy, checks the element type and shape (`TypeError`), layout
+/// and device (`BufferError`), then holds a shared [borrow](crate::safe#the-borrow-registry) of
+/// the bytes the elements address until it drops. The
+/// [import guide](https://github.com/kornia/dlpack-rs/blob/main/docs/import.md#typed-arguments)
+/// lists every constraint, refusal and accessor; a [`CContig`] argument derefs to `[T]`.
 ///
 /// ```
-/// use dlpack_rs::pyo3_glue::{CContig, Dims, TensorView, TensorViewMut, ANY};
+/// use dlpack_rs::pyo3_glue::{Dims, TensorView, ANY};
 /// use pyo3::prelude::*;
-///
-/// #[pyfunction]
-/// fn add(
-///     a: TensorView<f32, Dims<2>, CContig>,
-///     b: TensorView<f32, Dims<2>, CContig>,
-///     mut out: TensorViewMut<f32, Dims<2>, CContig>,
-/// ) -> PyResult<()> {
-///     if a.shape() != b.shape() || a.shape() != out.shape() {
-///         return Err(pyo3::exceptions::PyValueError::new_err("shapes differ"));
-///     }
-///     for ((o, x), y) in out.iter_mut().zip(a.iter()).zip(b.iter()) {
-///         *o = x + y;
-///     }
-///     Ok(())
-/// }
 ///
 /// #[pyfunction]
 /// fn red(image: TensorView<u8, Dims<3, ANY, ANY, 3>>, y: usize, x: usize) -> Option<u8> {
@@ -287,12 +257,8 @@ pub struct TensorView<T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = 
 
 /// A writable tensor argument of element type `T`, shape `S`, layout `L` and device `D`.
 ///
-/// As [`TensorView`], and: the tensor must be writable (else `BufferError` saying why), no two
-/// indices may reach one element (a broadcast view), and the borrow is exclusive: extraction
-/// raises `BufferError` while any other view of those bytes exists (`f(x, x)` is refused). On
-/// the CPU it gives [`get_mut`](Self::get_mut), [`as_slice_mut`](Self::as_slice_mut) and
-/// [`view_mut`](Self::view_mut), and a [`CContig`] argument derefs mutably to `[T]`; on any
-/// device, [`data_ptr_mut`](Self::data_ptr_mut).
+/// As [`TensorView`], but the tensor must be writable and not broadcast, and the borrow is
+/// exclusive (`f(x, x)` raises `BufferError`).
 pub struct TensorViewMut<T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = Cpu> {
     held: Held<T>,
     _constraints: PhantomData<(S, L, D)>,
@@ -378,26 +344,14 @@ macro_rules! accessors {
                 self.held.source.device()
             }
 
-            /// The framework the argument came from, to hand results back in kind. The first
-            /// call attaches (as `Python::attach`: not from a thread another joins while attached).
+            /// The framework the argument came from, to hand results back in kind.
             pub fn framework(&self) -> &Framework {
                 self.held.framework()
             }
 
-            /// The address of the element at index 0 of every axis (`data + byte_offset`) on
-            /// [`device`](Self::device). Getting it is safe; using it is `unsafe` code's business:
-            ///
-            /// - It is non-NULL and aligned for `T` unless the tensor is empty (then it means
-            ///   nothing). Element `i` is at `ptr + sum(i[k] * strides[k])` (strides in elements,
-            ///   possibly negative). Where `data` is an opaque handle (OpenCL, Vulkan), it is no
-            ///   address.
-            /// - The memory is valid while the argument lives (dropping it may free it): device
-            ///   work using it must finish before the argument drops (on CUDA, sync its stream).
-            /// - The import passes no `stream`: on CUDA, the legacy default stream. Work on a
-            ///   non-blocking stream must first wait for an event recorded there; for a cudarc
-            ///   view on a chosen stream, use `cuda::CudaTensor::import` (feature `cudarc`).
-            /// - The borrow covers every byte the elements address; nothing may write through a
-            ///   [`TensorView`]'s pointer ([`TensorViewMut::data_ptr_mut`] may).
+            /// The address of element 0 (`data + byte_offset`) on [`device`](Self::device): aligned
+            /// unless the tensor is empty, valid while the argument lives (device work must finish
+            /// first), ordered on CUDA's legacy default stream. A [`TensorView`]'s is read-only.
             pub fn data_ptr(&self) -> *const T {
                 self.held.first
             }
@@ -429,8 +383,7 @@ macro_rules! accessors {
                 unsafe { self.held.slice() }
             }
 
-            /// The elements as an ndarray view with the tensor's exact layout (feature
-            /// `ndarray`; ndarray 0.17, re-exported as [`dlpack_rs::ndarray`](crate::ndarray)).
+            /// The elements as an ndarray view with the tensor's exact layout (feature `ndarray`).
             #[cfg(feature = "ndarray")]
             #[cfg_attr(docsrs, doc(cfg(feature = "ndarray")))]
             pub fn view(&self) -> ndarray::ArrayView<'_, T, S::Dim> {

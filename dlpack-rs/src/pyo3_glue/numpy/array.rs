@@ -1,5 +1,4 @@
-//! numpy's array struct read directly (both borrow tables key by it): its `ndarray` type once
-//! someone imported numpy, the `PyArrayObject` fields read, and its flags.
+//! numpy's array struct read directly: its `ndarray` type, fields and flags.
 
 use core::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -17,8 +16,7 @@ pub(in crate::pyo3_glue) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::ne
 /// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
 pub(in crate::pyo3_glue) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> =
     AtomicPtr::new(core::ptr::null_mut());
-/// Whether numpy's `__dlpack__` answers `max_version=(1, x)` with a versioned tensor (numpy >=
-/// 2.1), which can say read-only; meaningful once [`known_ndarray`] found the type.
+/// Whether numpy's `__dlpack__` exports versioned tensors (numpy >= 2.1).
 pub(in crate::pyo3_glue) static VERSIONED_EXPORT: AtomicBool = AtomicBool::new(false);
 /// Whether numpy's `__dlpack__` gives C-contiguous arrays NULL strides (numpy 2.1 to 2.3).
 pub(in crate::pyo3_glue) static NULL_CONTIGUOUS_STRIDES: AtomicBool = AtomicBool::new(false);
@@ -37,8 +35,7 @@ pub(in crate::pyo3_glue) fn numpy_major(numpy: &Bound<'_, PyAny>) -> Option<u32>
         .ok()
 }
 
-/// Adopts `ty` (numpy's own `ndarray`) for numpy 1 or 2, once numpy said whether it exports
-/// versioned tensors (asked once: a static type's methods cannot be replaced).
+/// Adopts `ty` (numpy's own `ndarray`) for numpy 1 or 2, with how it exports.
 fn adopt<'py>(
     numpy: &Bound<'py, PyAny>,
     ty: Bound<'py, PyType>,
@@ -59,8 +56,7 @@ fn adopt<'py>(
     ))
 }
 
-/// Whether `ty` is numpy's own `ndarray` (see [`known_ndarray`]): a static type (only C code
-/// makes one, and its name is fixed there) named `numpy.ndarray`, as large as the fields read.
+/// Whether `ty` is numpy's own `ndarray`: a static type named `numpy.ndarray`, large enough.
 fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
     if !cpython::is_static_type(ty) {
@@ -79,9 +75,7 @@ fn is_numpy_own(ty: &Bound<'_, PyType>) -> bool {
             .is_ok_and(|size| size >= core::mem::size_of::<ArrayFields>())
 }
 
-/// Whether numpy's `__dlpack__(max_version=(1, 3))` exports versioned (numpy >= 2.1), and gives
-/// a C-contiguous array NULL strides (numpy 2.1 to 2.3), asked of a small array; `None` when it
-/// cannot be asked now.
+/// How numpy's `__dlpack__` exports (versioned; NULL strides), asked of a small array.
 fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
     let py = ty.py();
     let probe = ty.call1(((2usize,),)).ok()?;
@@ -107,14 +101,10 @@ fn exports_versioned(ty: &Bound<'_, PyType>) -> Option<(bool, bool)> {
     }
 }
 
-/// The last type seen that neither is nor derives from `ndarray`, so other producers' bases are
-/// walked once (numpy's type is static: its address can never have been another type's).
+/// The last type seen that is not `ndarray` nor derives from it, so its bases are walked once.
 static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(core::ptr::null_mut());
 
-/// numpy's own `ndarray` type object, once someone imported numpy (this crate never does):
-/// sought on `obj`'s type and bases, else at `numpy.ndarray`, and taken only if it is numpy's
-/// own ([`is_numpy_own`]: Python code can replace `numpy.ndarray`) of numpy 1 or 2 ([`adopt`]).
-/// Anything else answers `None`, cached nowhere.
+/// numpy's own `ndarray` type object ([`is_numpy_own`]), once someone imported numpy.
 #[inline]
 pub(in crate::pyo3_glue) fn known_ndarray(
     obj: &Bound<'_, PyAny>,
@@ -162,10 +152,7 @@ fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObjec
     Ok(Some(ndarray))
 }
 
-/// The `PyArrayObject` fields this crate reads (numpy's ABI, the same in numpy 1 and 2). The
-/// header is in an `UnsafeCell` (reference counts move under a `&ArrayFields`); the other fields
-/// are read only while no Python code can run (free-threaded, another thread's write races the
-/// read exactly as it races numpy's `__dlpack__`).
+/// The `PyArrayObject` fields this crate reads (numpy 1 and 2), while no Python code runs.
 #[repr(C)]
 pub(in crate::pyo3_glue) struct ArrayFields {
     ob_base: core::cell::UnsafeCell<ffi::PyObject>,

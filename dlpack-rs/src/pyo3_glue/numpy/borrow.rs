@@ -1,14 +1,6 @@
 //! Borrows shared with rust-numpy: every view of an imported numpy array also takes the
-//! matching borrow in rust-numpy's table, so a rust-numpy `PyReadwriteArray` and a mutable view
-//! of this crate never alias one array.
-//!
-//! rust-numpy's table is the capsule `_RUST_NUMPY_BORROW_CHECKING_API` on numpy's `multiarray`
-//! module, made by the first module that needs it; its functions are called attached, and
-//! `acquire` / `acquire_mut` answer 0 (taken), -1 (a conflict) or -2 (not writeable). Any
-//! version >= 1 is accepted, as rust-numpy does (version 1's layout: rust-numpy 0.30's
-//! `src/borrow/shared.rs`). With no table yet, this crate publishes its own (`numpy/table.rs`),
-//! backed by the shared borrow registry: then (or with another copy's, marked so) views need
-//! nothing here. The table lives for good.
+//! matching borrow in rust-numpy's table (`_RUST_NUMPY_BORROW_CHECKING_API`, version 1's
+//! layout), or publishes this crate's own (`numpy/table.rs`). SAFETY.md tells the model.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -33,9 +25,7 @@ use crate::safe::Error;
 /// The capsule's name (and the attribute's).
 const NAME: &core::ffi::CStr = c"_RUST_NUMPY_BORROW_CHECKING_API";
 
-/// The process's table once found (alive for good: a capsule of numpy's module we hold, or our
-/// static), its address's low bit set when it is marked as another copy's of this crate (see
-/// [`marks`]): one word, so whoever sees the table sees the mark. Set once, first store wins.
+/// The process's table once found (alive for good), its low bit set if [`marks`] says it is ours.
 static TABLE: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
 
 /// The table [`TABLE`] holds, if found.
@@ -44,10 +34,8 @@ fn found_table() -> Option<&'static Shared> {
     unsafe { TABLE.load(Ordering::Acquire).map_addr(|a| a & !1).as_ref() }
 }
 
-/// The mark's capsule name (`_DLPACK_RS_REGISTRY_BORROWS` on numpy's module), by which a copy of
-/// this crate says the table it published is its own, backed by the shared registry: it points
-/// at that very table. Python can copy a capsule but not repoint one, so a mark cannot be
-/// forged for rust-numpy's own table.
+/// The mark's capsule name: a copy of this crate publishing its table puts a capsule pointing at
+/// it here (Python can copy a capsule but not repoint one, so no mark fits rust-numpy's table).
 const MARK: &core::ffi::CStr = c"dlpack_rs._registry_numpy_borrows";
 
 /// Whether `table` (rust-numpy's capsule in `module`) is this crate's: the mark names it.
@@ -100,9 +88,8 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
                         PyCapsule::new_with_pointer(py, ours, MARK)?,
                     )
                 };
-                // Each inserted only where absent (another copy or rust-numpy may publish
-                // meanwhile, free-threaded); what is there is adopted. The mark first, so a
-                // copy finding our table finds it marked (two copies' mark and table differ).
+                // Each inserted only where absent (what is there is adopted); the mark first, so a
+                // copy finding our table finds it marked.
                 dict.set_default(pyo3::intern!(py, "_DLPACK_RS_REGISTRY_BORROWS"), &mark)?;
                 dict.set_default_with_result(name, &capsule)?.1
             }
@@ -138,22 +125,16 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
     Ok(unsafe { &*kept.map_addr(|a| a & !1) })
 }
 
-/// Whether the process's table (found already) is this crate's, this copy's or another's,
-/// marked: rust-numpy's borrows there are the shared registry's, which every view takes anyway.
+/// Whether the process's table (found already) is a copy of this crate's.
 fn registry_backed() -> bool {
     let table = TABLE.load(Ordering::Acquire);
     !table.is_null() && (core::ptr::eq(table, &OURS) || table.addr() & 1 != 0)
 }
 
-/// The interpreter this crate's imports run in: pyo3 refuses to load the module in a
-/// sub-interpreter, so every array it coordinates belongs to the main one (ID 0).
+/// The interpreter every coordinated array belongs to (pyo3 loads no sub-interpreter).
 const MAIN_INTERPRETER: i64 = 0;
 
-/// Makes every view of `tensor` (imported from `obj`) take rust-numpy's borrow of `obj` too,
-/// when `obj` is a numpy array; answers whether it is. With rust-numpy's own table the owner
-/// holds a private view of the bytes the import addresses, whatever its layout, until it drops;
-/// other producers (torch's `from_numpy`) and memory wholly outside the array's base are outside
-/// the model (SAFETY.md).
+/// Makes every view of `tensor` take rust-numpy's borrow of `obj`, if a numpy array (answered).
 pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
@@ -207,9 +188,7 @@ enum Foreign {
     Refused,
 }
 
-/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj` (publishing
-/// the table if there is none), which the caller owns. `None` with this crate's table, outside
-/// the main interpreter, and for bytes wholly outside `obj`'s base when `foreign` allows.
+/// The context of rust-numpy's borrows of `key`'s bytes in the numpy array `obj`, if needed.
 fn external_for(
     obj: &Bound<'_, PyAny>,
     key: impl FnOnce() -> Option<Span>,
@@ -253,9 +232,7 @@ fn external_for(
     Ok(Some(Ctx::external(bytes.into_ptr(), array0)))
 }
 
-/// The bytes `key` names, as a private 1-D `uint8` slice of a flat view of the last array of
-/// `obj`'s base chain (rust-numpy keys by the base). `BufferError` when that array is not
-/// contiguous or holds only part of the range; `None` when it holds none and `foreign` allows.
+/// The bytes `key` names, as a private 1-D `uint8` slice of a flat view of `obj`'s base array.
 fn byte_view<'py>(
     obj: &Bound<'py, PyAny>,
     key: &Span,
@@ -321,8 +298,7 @@ fn byte_view<'py>(
     bytes.get_item(slice).map(Some)
 }
 
-/// Gives `tensor` (an import of `wrapper`, a `dlpack_rs.Tensor` wrapping a numpy import) that
-/// import's rust-numpy coordination: both view the array's memory.
+/// Gives `tensor`, an import of a `dlpack_rs.Tensor` wrapping a numpy import, its coordination.
 pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyManaged) {
     let Ok(ours) = wrapper.cast::<crate::pyo3_glue::DLPackTensor>() else {
         return;
@@ -352,8 +328,7 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
 struct Ctx {
     /// The private view (a strong reference).
     array: *mut ffi::PyObject,
-    /// A private 0-d `uint8` array of the first byte `array` holds (a strong reference; see
-    /// `external_for`), or NULL when `array` is empty.
+    /// A private 0-d `uint8` array of `array`'s first byte (a strong reference), or NULL.
     array0: *mut ffi::PyObject,
 }
 
@@ -373,8 +348,7 @@ static NUMPY_API: crate::safe::ExternalApi = crate::safe::ExternalApi {
     drop_ctx: numpy_drop_ctx,
 };
 
-/// Runs `f` attached: directly on an attached thread (by CPython's thread state), else after
-/// `PyGILState_Ensure`; `None` on an unattached thread once shutdown began (nothing may attach).
+/// Runs `f` attached; `None` on an unattached thread once shutdown began.
 fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
     if this_thread_is_attached() {
         return Some(f());
@@ -410,8 +384,7 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
             }
         })
     };
-    // A 0-d array: first the borrow rust-numpy itself takes of it (its empty range, which only
-    // that very key meets), then the one of its element (which meets windows of the base).
+    // A 0-d array: first rust-numpy's own borrow of it, then the one of its element.
     if !ctx.array0.is_null() {
         answer(take(ctx.array0), exclusive)?;
     }
@@ -423,8 +396,7 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
     taken
 }
 
-/// A table's answer: 0 taken, -2 not writeable, else (-1, a conflicting borrow in rust-numpy,
-/// an unknown answer, or shutdown) refused.
+/// A table's answer: 0 taken, -2 not writeable, anything else refused.
 fn answer(rc: Option<c_int>, exclusive: bool) -> Result<(), Error> {
     match rc {
         Some(0) => Ok(()),
@@ -437,8 +409,7 @@ fn answer(rc: Option<c_int>, exclusive: bool) -> Result<(), Error> {
 /// # Safety
 /// `array` is a live numpy array a borrow of this kind was taken of through `t`.
 unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool) {
-    // Once shutdown has begun on an unattached thread the borrow stays in the table: the
-    // process is exiting, and a stale borrow only refuses.
+    // Once shutdown has begun on an unattached thread the borrow stays (it only refuses).
     let _ = attached(|| {
         // SAFETY: attached; releases a borrow taken with the same kind (the contract).
         unsafe {

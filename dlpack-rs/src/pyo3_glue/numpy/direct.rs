@@ -1,6 +1,5 @@
 //! A numpy array imported by reading its struct: the managed tensor numpy's own
-//! `__dlpack__(max_version=(1, 3))` would hand over, without the call, the capsule or numpy's
-//! allocation. Anything numpy would answer otherwise takes the DLPack route.
+//! `__dlpack__(max_version=(1, 3))` would hand over, without the call.
 
 use core::ffi::{c_char, c_int, c_long};
 use std::sync::atomic::Ordering;
@@ -20,8 +19,7 @@ use crate::pyo3_glue::runtime::cpython;
 use crate::pyo3_glue::runtime::keepalive::{current_interpreter, release_owned};
 use crate::safe::{Described, ManagedTensorVersioned};
 
-/// The head of numpy's `PyArray_Descr` as far as read: the same offsets in numpy 1 and 2. The
-/// header is in an `UnsafeCell`, as in `ArrayFields`.
+/// The head of numpy's `PyArray_Descr` as far as read (the same in numpy 1 and 2).
 #[repr(C)]
 struct DescrHead {
     ob_base: core::cell::UnsafeCell<ffi::PyObject>,
@@ -39,9 +37,7 @@ const OPPOSITE_BYTE_ORDER: c_char = b'>' as c_char;
 #[cfg(target_endian = "big")]
 const OPPOSITE_BYTE_ORDER: c_char = b'<' as c_char;
 
-/// The DLPack type numpy's `__dlpack__` gives a built-in type number whose size it fixes;
-/// `None` for others (`long double`, strings, objects, datetimes, user dtypes): the DLPack
-/// route decides those.
+/// The DLPack type numpy's `__dlpack__` gives a built-in fixed-size type number.
 fn dtype_of(type_num: c_int) -> Option<DLDataType> {
     let c_long_bits = (8 * core::mem::size_of::<c_long>()) as u8;
     let int = |bits| DLDataType::new(crate::ffi::DLDataTypeCode::INT, bits, 1);
@@ -80,9 +76,7 @@ pub(in crate::pyo3_glue) unsafe fn builtin_itemsize(descr: *mut ffi::PyObject) -
 /// Dimensions held in the block itself; more take a second allocation.
 const INLINE: usize = 4;
 
-/// The one allocation of a direct import: the managed struct first (a pointer to it is a
-/// pointer to the block), the array's strong reference and interpreter, then the dimensions the
-/// struct points into (the block never moves: it is boxed).
+/// The one (boxed) allocation of a direct import: managed struct, array, dimensions.
 #[repr(C)]
 struct Block {
     managed: DLManagedTensorVersioned,
@@ -106,9 +100,7 @@ unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
     unsafe { release_owned(array, interp) };
 }
 
-/// The managed tensor of `obj` when it is exactly numpy's `ndarray` (a subclass may override
-/// `__dlpack__`) and numpy would export it versioned, on the CPU, of a built-in native-order
-/// dtype, with whole-element strides; else `None` (the DLPack route asks numpy).
+/// The managed tensor of `obj` when it is exactly numpy's `ndarray` and numpy exports it as-is.
 #[inline]
 pub(in crate::pyo3_glue) fn import(
     obj: &Bound<'_, PyAny>,
@@ -119,8 +111,7 @@ pub(in crate::pyo3_glue) fn import(
     import_array(obj)
 }
 
-/// Whether `obj` may be an array the direct read takes: `false` is the common answer for every
-/// other producer, without a call (numpy's type is known and `obj` is not of it).
+/// Whether `obj` may be an array the direct read takes (`false`, cheaply, for other producers).
 #[inline]
 pub(in crate::pyo3_glue) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
     let known = NDARRAY_PTR.load(Ordering::Acquire);
@@ -146,15 +137,13 @@ impl Checked<'_> {
             // SAFETY: `i < ndim` (this function's contract).
             unsafe {
                 dims.add(i).write(d as i64);
-                // Strides in elements, truncated as numpy's own export truncates them (exact
-                // wherever the extent is not 1, checked in `checked`).
+                // Strides in elements, truncated as numpy's own export truncates them.
                 dims.add(ndim + i).write((s / itemsize) as i64);
             }
         }
     }
 
-    /// The tensor numpy's export describes, its shape and strides at `dims` (as `write_dims`
-    /// lays them out; NULL strides where numpy gives some C-contiguous arrays NULL).
+    /// The tensor numpy's export describes, its shape and strides at `dims` (`write_dims`).
     fn tensor(&self, dims: *mut i64) -> DLTensor {
         let ndim = self.dims.len();
         let strides = self.fields.flags & NPY_ARRAY_C_CONTIGUOUS == 0
@@ -252,8 +241,7 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
         inline: [0; 2 * INLINE],
         heap: (ndim > INLINE).then(|| alloc::vec![0i64; 2 * ndim].into_boxed_slice()),
     });
-    // Every pointer into the block is made from the raw pointer the box gives up, after it gave
-    // it up (the block is not reached through the box again until the deleter rebuilds it).
+    // Every pointer into the block is made from the raw pointer the box gave up.
     let raw = Box::into_raw(block);
     // SAFETY: `raw` is the live, uniquely owned block just made; `heap`, when present, holds
     // `2 * ndim` values, else `inline` holds `2 * INLINE >= 2 * ndim`.
@@ -275,8 +263,7 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
     Ok(Some(tensor))
 }
 
-/// A non-owning view of `obj` where [`import`] would read it (after [`may_be_array`]), and
-/// whether numpy lets it be written; the caller keeps `obj` alive while the view is used.
+/// A non-owning view of `obj` where [`import`] would read it, and whether it is writable.
 pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Described, bool)>> {
     let Some(c) = checked(obj)? else {
         return Ok(None);
@@ -297,16 +284,15 @@ pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Des
     Ok(Some((view, c.fields.flags & NPY_ARRAY_WRITEABLE != 0)))
 }
 
-/// Whether numpy lets `obj`, an array [`view`] read, be written now: its `WRITEABLE` flag read
-/// again (Python code may have cleared it since).
+/// Whether numpy lets `obj`, an array [`view`] read, be written now.
 pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
     // SAFETY: `obj` is a live numpy array (one `view` read, which the caller holds), attached
     // (the `Bound` proves it); its flags are read in place, no reference kept.
     unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags & NPY_ARRAY_WRITEABLE != 0 }
 }
 
-/// Whether numpy says `array` is on the CPU: the device of the tensor in a
-/// `numpy_dltensor[_versioned]` capsule ending the base chain (`np.from_dlpack`), else the CPU.
+/// Whether numpy says `array` is on the CPU (by a `numpy_dltensor[_versioned]` capsule ending
+/// the base chain, else yes).
 /// # Safety
 /// Attached; `array` is a live numpy array and `ndarray` numpy's type.
 unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject) -> bool {

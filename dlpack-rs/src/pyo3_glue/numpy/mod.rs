@@ -1,6 +1,4 @@
-//! numpy without numpy's Python API: its array type recognised and its struct read (`array`),
-//! imports and views made from that struct (`direct`), and rust-numpy's shared borrow table:
-//! its client (`borrow`) and our implementation of it (`table`).
+//! numpy without numpy's Python API: its array struct read, and rust-numpy's borrow table.
 
 pub(in crate::pyo3_glue) mod array;
 pub(in crate::pyo3_glue) mod borrow;

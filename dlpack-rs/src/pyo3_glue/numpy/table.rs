@@ -1,8 +1,6 @@
-//! Our version-1 implementation of rust-numpy's borrow-checking table, published when no module
-//! made one first (`numpy/borrow.rs` is its client). Its borrows are the shared registry's, of
-//! the bytes the array's elements address, so this crate's views take none in it. A release is
-//! matched by array object, not by layout (Python may change an array's shape in place): an
-//! array's shared borrows all go back together at its last shared release.
+//! Our version-1 implementation of rust-numpy's borrow-checking table, backed by the shared
+//! registry. A release is matched by array object, not layout: an array's shared borrows all go
+//! back together at its last shared release.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;
@@ -30,9 +28,7 @@ pub(super) struct Shared {
 // state (ours through `FLAGS`).
 unsafe impl Sync for Shared {}
 
-/// The key of a borrow, as the registry names a strided view's bytes (a `Span` from the lowest
-/// to the highest element, on the gcd of the stepped axes' byte strides), for `itemsize`-byte
-/// elements at `data`; `None` when the range exceeds the address space (refused).
+/// The registry's key of a strided view's bytes (`None`: beyond the address space).
 fn key_of_axes(
     data: usize,
     axes: impl Iterator<Item = (isize, isize)> + Clone,
@@ -68,8 +64,7 @@ struct Entry {
     /// The array object it was taken for.
     array: usize,
     exclusive: bool,
-    /// Not released yet (a shared borrow released while others of its array live stays until
-    /// the last of them is released).
+    /// Not released yet (shared borrows of one array go back with the last).
     live: bool,
     /// The registry's borrow of the bytes the array addressed when it was taken.
     token: BorrowToken,
@@ -88,8 +83,7 @@ pub(super) static OURS: Shared = Shared {
     release_mut: ours_release_mut,
 };
 
-/// The key of a tensor's layout: its first element, extents, strides in elements and dtype
-/// (`None` only where the layout was never validated).
+/// The key of a tensor's layout (`None` only where the layout was never validated).
 pub(super) fn key_of_layout(
     first: *mut core::ffi::c_void,
     shape: &[i64],
@@ -104,15 +98,13 @@ pub(super) fn key_of_layout(
     key_of_axes(first as usize, axes, itemsize)
 }
 
-/// The key of `array`'s elements as its layout is now; `None` where its addressed range does
-/// not fit the address space.
+/// The key of `array`'s elements as its layout is now (`None`: beyond the address space).
 /// # Safety
 /// Attached, and `array` is a live numpy array.
 pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
-    // The element size first: numpy may be asked (Python code, during which nothing may be
-    // borrowed from the struct: `arr.shape = ...` frees the extents).
+    // The element size first: asking numpy runs Python code, which may free the extents.
     // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out (read in
     // place, no reference kept).
     let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
@@ -152,8 +144,7 @@ fn with_flags<R>(f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
     f(&mut FLAGS.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// rust-numpy's `acquire`: 0, or -1 on a conflict (and on a panic, which must not unwind into
-/// rust-numpy's C-ABI call).
+/// rust-numpy's `acquire`: 0, or -1 on a conflict (or a caught panic).
 unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
     // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
     cpython::no_unwind(|| unsafe { ours_acquire_any(array, false) }).unwrap_or(-1)
@@ -165,8 +156,8 @@ unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject)
     cpython::no_unwind(|| unsafe { ours_acquire_any(array, true) }).unwrap_or(-1)
 }
 
-/// Takes the registry's borrow of the bytes `array` addresses: 0, -1 on a conflict (or when the
-/// registry cannot be joined), -2 for an exclusive one of a read-only array.
+/// Takes the registry's borrow of the bytes `array` addresses: 0, -1 refused, -2 for an
+/// exclusive one of a read-only array.
 /// # Safety
 /// Attached, and `array` is a live numpy array.
 unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int {
@@ -185,8 +176,7 @@ unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int 
     let Some(span) = (unsafe { key_of_array(array) }) else {
         return -1;
     };
-    // Joining and the key may have run Python code (a first join, numpy asked for an element
-    // size): a writable borrow asks again whether numpy lets the array be written.
+    // Joining and the key may have run Python code: a writable borrow asks numpy again.
     if exclusive && read_only() {
         return -2;
     }
@@ -223,9 +213,7 @@ impl Back {
     }
 }
 
-/// Releases one borrow of `array` (`exclusive`: its exclusive one) taken for this object: an
-/// exclusive one at once (an object has at most one), a shared one marked released, all of the
-/// array's shared ones given back once none is live.
+/// Releases one borrow of `array` (shared ones all go back once none is live).
 fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     let array = array as usize;
     let tokens = with_flags(|flags| {
@@ -261,7 +249,7 @@ fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     drop(tokens);
 }
 
-/// rust-numpy's `release` (a panic is caught: it must not unwind into rust-numpy's call).
+/// rust-numpy's `release` (a panic is caught).
 unsafe extern "C" fn ours_release(_: *mut c_void, array: *mut ffi::PyObject) {
     let _ = cpython::no_unwind(|| ours_release_any(array, false));
 }

@@ -33,10 +33,7 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
     }
 }
 
-/// Wraps a managed tensor in a `"dltensor"` or `"dltensor_versioned"` capsule, whose destructor
-/// calls the deleter unless a consumer renamed it. On failure the tensor is freed; a read-only
-/// legacy owner raises `BufferError`. Joins the process-wide borrow registry first, so that
-/// other extension modules importing the memory see the export's borrow.
+/// Wraps a managed tensor in a DLPack capsule (`BufferError` for a read-only legacy owner).
 pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bound<'_, PyCapsule>> {
     crate::pyo3_glue::runtime::shared_registry::join(py)?;
     let versioned = tensor.is_versioned();
@@ -75,16 +72,13 @@ pub(crate) fn legacy_read_only_error() -> PyErr {
 
 /// Takes ownership of the managed tensor in a DLPack capsule of either name.
 ///
-/// The capsule is renamed to `used_...` before anything can fail; from then on the owner calls
-/// the producer's deleter exactly once (at once, on a validation error). A consumed capsule
-/// raises `ValueError`, any other capsule `TypeError`, a major version other than 1 or an
-/// undescribable tensor `BufferError`.
+/// The capsule is renamed to `used_...` before anything can fail. A consumed capsule raises
+/// `ValueError`, any other `TypeError`, an unreadable tensor `BufferError`.
 ///
 /// # Safety
 ///
-/// A capsule's name proves nothing (safe pyo3 code can name any capsule anything): the caller
-/// vouches that a `"dltensor"` / `"dltensor_versioned"` capsule holds a `DLManagedTensor` /
-/// `DLManagedTensorVersioned` that keeps the DLPack contract, as a producer's `__dlpack__` does.
+/// The caller vouches that a `"dltensor"` / `"dltensor_versioned"` capsule holds a
+/// `DLManagedTensor` / `DLManagedTensorVersioned` that keeps the DLPack contract.
 pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<AnyManaged> {
     // One critical section, so that two free-threaded consumers cannot both take the capsule.
     let (versioned, raw) =
@@ -102,8 +96,7 @@ pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult
     result.map_err(PyErr::from)
 }
 
-/// Renames the capsule to its `used_` name, handing the tensor to the caller: whether it is
-/// versioned, and its pointer.
+/// Renames the capsule to its `used_` name: whether it is versioned, and its pointer.
 fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_void>)> {
     // SAFETY: a name of the capsule we hold, compared, never kept (an error, none, clears).
     let name: Option<&CStr> = capsule

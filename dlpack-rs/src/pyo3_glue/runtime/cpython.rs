@@ -1,7 +1,5 @@
-//! The CPython C API calls the Python glue makes itself, each with the contract it needs, and
-//! the panic guard of every `extern "C"` function that CPython or a DLPack consumer calls.
-//! Beside `export/dlpack_method.rs` and `numpy/borrow.rs`, no file calls `ffi::Py*` (the
-//! `layers` step checks).
+//! The CPython C API calls the Python glue makes itself, each with its contract, and the panic
+//! guard of every `extern "C"` function (the `layers` step checks who calls `ffi::Py*`).
 
 use core::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -12,8 +10,7 @@ use pyo3::prelude::*;
 
 // --- The panic guard ---
 
-/// Runs `f`, catching a panic (`None`): no unwind leaves an `extern "C"` function, whose caller
-/// is C. Dropping the panic's payload is user code too, and is kept from unwinding as well.
+/// Runs `f`, catching a panic (`None`), its payload's drop included.
 #[inline(always)]
 pub(crate) fn no_unwind<R>(f: impl FnOnce() -> R) -> Option<R> {
     match catch_unwind(AssertUnwindSafe(f)) {
@@ -25,9 +22,8 @@ pub(crate) fn no_unwind<R>(f: impl FnOnce() -> R) -> Option<R> {
     }
 }
 
-/// Runs the body of an `extern "C"` function called on an attached thread: a `PyErr` becomes the
-/// pending Python exception and a panic a `PanicException` (`on_panic` its message); both
-/// return `failed`.
+/// Runs an `extern "C"` body on an attached thread: a `PyErr` or a panic (`on_panic`) becomes
+/// the pending exception, returning `failed`.
 /// # Safety
 /// The calling thread is attached to the interpreter (holds the GIL on GIL builds).
 #[inline(always)]
@@ -60,8 +56,7 @@ pub(crate) fn is_initialized() -> bool {
     unsafe { ffi::Py_IsInitialized() != 0 }
 }
 
-/// This thread's current thread state (NULL when none, read without a check that could abort)
-/// and the one `PyGILState` keeps for it: callable any time, from any thread. Not abi3.
+/// This thread's current thread state (NULL: none) and `PyGILState`'s for it. Not abi3.
 #[cfg(not(feature = "abi3"))]
 #[inline]
 pub(crate) fn thread_states() -> (*mut ffi::PyThreadState, *mut ffi::PyThreadState) {
@@ -78,7 +73,7 @@ pub(crate) fn thread_states() -> (*mut ffi::PyThreadState, *mut ffi::PyThreadSta
     }
 }
 
-/// The ID of the interpreter this thread runs (IDs, unlike addresses, are never reused).
+/// The ID (never reused) of the interpreter this thread runs.
 /// # Safety
 /// The thread is attached.
 #[inline]
@@ -96,8 +91,7 @@ pub(crate) unsafe fn interpreter_dict() -> *mut ffi::PyObject {
     unsafe { ffi::PyInterpreterState_GetDict(ffi::PyInterpreterState_Get()) }
 }
 
-/// Runs `f` after truly attaching this thread (`PyGILState_Ensure`, whatever pyo3's count says),
-/// restoring the thread's state afterwards, also on panic (`PyGILState_Release`).
+/// Runs `f` after truly attaching this thread (`PyGILState_Ensure`), released after, on panic too.
 /// # Safety
 /// The interpreter is initialized and not finalizing (attaching then could hang or end the
 /// thread), and `f` keeps nothing of Python past its return.
@@ -158,9 +152,8 @@ pub(crate) fn is_static_type(ty: &Bound<'_, pyo3::types::PyType>) -> bool {
     unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) & ffi::Py_TPFLAGS_HEAPTYPE == 0 }
 }
 
-/// The C getter and closure of `descr` when it is exactly a getset descriptor (as torch's
-/// `requires_grad`) of a static type that is `ty` or a base of it: a static type's getset table
-/// lives for the process, so the pair outlives the descriptor. Not abi3 (the layout is hidden).
+/// The C getter and closure of `descr` when it is exactly a getset descriptor of a static type
+/// that is `ty` or a base of it (valid for the process). Not abi3.
 /// # Safety
 /// The thread is attached; `descr` and `ty` are live.
 #[cfg(not(feature = "abi3"))]
@@ -204,9 +197,8 @@ pub(crate) unsafe fn call_getter<'py>(
     unsafe { Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure)) }
 }
 
-/// A type's version tag, read atomically, or 0 where it is not valid. CPython >= 3.11 resets it
-/// to 0 on any change to the type, its dictionary or its bases, and never reuses one; a tag
-/// CPython < 3.13 itself considers invalid (`Py_TPFLAGS_VALID_VERSION_TAG` clear) reads as 0.
+/// A type's version tag, read atomically (reset by CPython >= 3.11 on any change, never
+/// reused), or 0 where it is not valid.
 /// # Safety
 /// Attached; `ty` is a live type object.
 #[cfg(not(feature = "abi3"))]
@@ -249,8 +241,7 @@ pub(crate) fn minor_version(py: Python<'_>) -> u8 {
     }
 }
 
-/// `ty`'s version tag, assigned first if it has none, as the interpreter's own attribute
-/// look-up does (via a look-up of `name`, whose answer is unused); 0 when it cannot have one.
+/// `ty`'s version tag, assigned first by a look-up of `name` if it has none; 0 when it cannot.
 /// # Safety
 /// Attached; `ty` is a live type object, `name` a live string.
 #[cfg(not(feature = "abi3"))]
@@ -259,8 +250,7 @@ pub(crate) unsafe fn assign_type_version(
     name: *mut ffi::PyObject,
 ) -> u32 {
     unsafe extern "C" {
-        // CPython's type look-up (every version this crate supports exports it): a borrowed
-        // reference or NULL, never an exception; it gives the type a version tag first.
+        // A borrowed reference or NULL, never an exception; it gives the type a version tag first.
         fn _PyType_Lookup(
             ty: *mut ffi::PyTypeObject,
             name: *mut ffi::PyObject,
@@ -291,8 +281,7 @@ pub(crate) unsafe fn assign_type_version(_: *mut ffi::PyTypeObject, _: *mut ffi:
 
 // --- The error indicator ---
 
-/// Runs `f` with the pending exception (if any) put aside and restored afterwards; a panic of
-/// `f` is caught (a capsule destructor may not unwind, and a keepalive's `Drop` is user code).
+/// Runs `f` with the pending exception put aside and restored afterwards, catching a panic.
 /// # Safety
 /// The thread is attached.
 pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
@@ -315,8 +304,8 @@ pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
 
 // --- Capsules ---
 
-/// The capsule's pointer when named `name`, else `None`, never setting an exception (whose
-/// allocation may run finalizers' Python code, say in the middle of a direct read of an array).
+/// The capsule's pointer when named `name`, else `None`, never setting an exception (which could
+/// run Python code).
 /// # Safety
 /// The thread is attached; `capsule` is a live capsule.
 pub(crate) unsafe fn pointer_if_named(
@@ -344,8 +333,7 @@ pub(crate) unsafe fn capsule_rename(capsule: *mut ffi::PyObject, name: &'static 
 
 // --- Calls and exact values ---
 
-/// `obj.method(name=value)` as one `PyObject_VectorcallMethod` call (`kwnames`: a tuple holding
-/// the one keyword's name).
+/// `obj.method(name=value)` as one vectorcall (`kwnames`: the one keyword's name).
 #[cfg(not(feature = "abi3"))]
 #[inline]
 pub(crate) fn call_method_one_keyword<'py>(
@@ -360,9 +348,8 @@ pub(crate) fn call_method_one_keyword<'py>(
             "call_method_one_keyword: kwnames must hold exactly one name",
         ));
     }
-    // A free slot before the arguments (`PY_VECTORCALL_ARGUMENTS_OFFSET`), then `self` and the
-    // keyword value, all borrowed. Mutable: with the offset flag the callee may write `args[0]`
-    // during the call, so the pointer must carry write permission.
+    // A free slot (`PY_VECTORCALL_ARGUMENTS_OFFSET`: the callee may write it, so `mut`), then
+    // `self` and the keyword value, all borrowed.
     let mut args = [core::ptr::null_mut(), obj.as_ptr(), value.as_ptr()];
     // SAFETY: attached (the `Bound`s prove it); `args[1..]` holds `self` and the value of the
     // one name in `kwnames`, all live for the call, and `args[0]` is ours to be overwritten (the
@@ -378,8 +365,7 @@ pub(crate) fn call_method_one_keyword<'py>(
     }
 }
 
-/// `obj` read as an exact tuple of two exact ints that fit a C long, without conversions (a
-/// bool is not an exact int); `None` for anything else.
+/// `obj` read as an exact tuple of two exact ints that fit a C long; `None` for anything else.
 #[cfg(not(feature = "abi3"))]
 #[inline]
 pub(crate) fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
@@ -397,8 +383,7 @@ pub(crate) fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
             }
             let mut overflow = 0;
             let v = ffi::PyLong_AsLongAndOverflow(item, &mut overflow);
-            // An exact int cannot fail to convert except by overflow, which sets no error.
-            // `c_long` is 32 bits on Windows.
+            // An exact int fails to convert only by overflow (`c_long` is 32 bits on Windows).
             #[allow(clippy::useless_conversion)]
             let v = i64::from(v);
             (overflow == 0).then_some(v)
@@ -410,8 +395,7 @@ pub(crate) fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     }
 }
 
-/// `callable(arg)` as one vectorcall (no argument tuple): the cheap call of a method descriptor
-/// on its instance.
+/// `callable(arg)` as one vectorcall (no argument tuple).
 #[cfg(not(feature = "abi3"))]
 #[inline]
 pub(crate) fn call_one<'py>(
@@ -439,8 +423,7 @@ pub(crate) fn call_one<'py>(
     callable.call1((arg,))
 }
 
-/// The module `name` if it is imported already (`sys.modules[name]`), without importing it and
-/// without a look-up of `sys`.
+/// The module `name` if it is imported already (`sys.modules[name]`).
 pub(crate) fn imported_module<'py>(
     py: Python<'py>,
     name: &Bound<'py, pyo3::types::PyString>,

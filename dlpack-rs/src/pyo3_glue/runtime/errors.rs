@@ -6,12 +6,8 @@ use pyo3::PyErr;
 use crate::ffi::DLDataType;
 use crate::safe::Error;
 
-/// Converts a safe-layer error into the Python exception the protocol names.
-///
-/// `TypeError` for a wrong element type ([`Error::DtypeMismatch`], in Python's names) or a
-/// packed view of an unpacked dtype ([`Error::NotPacked`]); `ValueError` for tensors
-/// safetensors cannot hold ([`Error::Unserializable`]); `MemoryError` when memory ran out;
-/// `BufferError` for the rest, a view the borrow registry refused included.
+/// Converts a safe-layer error into the Python exception the protocol names: `TypeError` for a
+/// dtype error, `ValueError` for [`Error::Unserializable`], `MemoryError`, else `BufferError`.
 ///
 /// ```
 /// use dlpack_rs::safe::Error;
@@ -44,8 +40,7 @@ impl From<Error> for PyErr {
     }
 }
 
-/// The name numpy, torch and jax give a dtype (`"float32"`, `"bfloat16"`, ...), else a
-/// description of its code, bits and lanes (`DLDataType::name`).
+/// The name numpy, torch and jax give a dtype (`"float32"`), else `DLDataType::name`.
 pub fn dtype_name(dtype: DLDataType) -> String {
     dtype.name().to_string()
 }
@@ -73,8 +68,7 @@ pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
     format!("expected a tensor of {list}, got {}{hint}", dtype_name(got))
 }
 
-/// Extents or strides as Python writes a tuple (`(5,)`, `(2, 3)`), as every message of the glue
-/// names a shape; `None` (an extent a `Shape` leaves open, `ANY`) is written `*`: `(*, *, 3)`.
+/// Extents or strides as Python writes a tuple (`(5,)`, `(*, *, 3)` for `None`).
 pub(crate) fn tuple_str<I: ExactSizeIterator<Item = Option<i64>>>(values: I) -> String {
     let one = values.len() == 1;
     let parts: alloc::vec::Vec<String> = values

@@ -1,17 +1,6 @@
 //! Which C exchange table a producer type publishes: `__dlpack_c_exchange_api__` in the
-//! dictionaries of `type(obj).__mro__` (as the interpreter finds a special method: no
-//! `getattr`, instance attribute or metaclass), cached per type with how its `requires_grad` is
-//! read (a mutex-held cache of strong references, plus a sequence-locked copy read unlocked).
-//! An entry holds while the type's version tag is the one it was found under.
-//!
-//! A table speaks for its owner (the most basic class of the MRO whose own dictionary holds a
-//! capsule of it), and only for objects whose `__dlpack__`, `__dlpack_device__` and
-//! `__torch_function__` are the owner's: a subclass overriding any takes its own `__dlpack__`.
-//! Outside the model (SAFETY.md): an instance `__dlpack__`, a custom `__getattribute__`, a class
-//! changed after its first import where tags cannot be read (abi3, CPython < 3.11), and a class
-//! dictionary written behind the interpreter's back (`gc.get_referents`). Where tags are read, a
-//! type whose metaclass defines its own `mro()` gets none (its extra classes' changes would not
-//! reset it): its answer is never cached and its `requires_grad` is read through `getattr`.
+//! dictionaries of `type(obj).__mro__`, cached per type (with how its `requires_grad` is read)
+//! while the type's version tag holds (SAFETY.md).
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -26,11 +15,10 @@ use crate::ffi::{
 use crate::pyo3_glue::runtime::cpython;
 use crate::pyo3_glue::runtime::requires_grad::Grad;
 
-/// How many types the cache remembers (round-robin). A miss costs one look-up on the type.
+/// How many types the cache remembers (round-robin).
 const CACHE_SLOTS: usize = 8;
 
-/// One remembered type (its answer is in [`MIRROR`]), whose strong references keep the type (the
-/// key is its address) and the capsule alive, so no new type can reuse the key.
+/// One remembered type (its answer is in [`MIRROR`]), kept alive so no new type reuses its key.
 struct Slot {
     key: usize,
     /// The type's version tag before the answer was found.
@@ -46,15 +34,11 @@ struct Cache {
     next: usize,
 }
 
-/// The cache's answers, read lock-free: one sequence lock per slot, written only under the
-/// cache's mutex, before an evicted entry's references drop. A reader seeing an odd or changed
-/// sequence looks the type up again. A hit's type cannot be freed and its address reused
-/// meanwhile: the reader holds it (or an object of it).
+/// The cache's answers, read lock-free (one sequence lock per slot).
 struct Mirror {
     seq: AtomicUsize,
     key: AtomicUsize,
-    /// The table (0: none usable), its low bit set when the type overrides its owner's
-    /// `__dlpack__` or `__dlpack_device__`.
+    /// The table (0: none usable), its low bit [`OVERRIDES`].
     api: AtomicUsize,
     /// 0: no `requires_grad`; 1: through `getattr`; 2: through the direct getter below.
     grad: AtomicUsize,
@@ -151,15 +135,12 @@ unsafe fn select_table(mut header: *const DLPackExchangeAPIHeader) -> *const DLP
     core::ptr::null()
 }
 
-/// The low bit of a slot's `api` word: the type overrides its table owner's `__dlpack__` or
-/// `__dlpack_device__` (tables are pointer-aligned).
+/// The low bit of a slot's `api` word: the type overrides its table owner's methods.
 const OVERRIDDEN: usize = 1;
 
-/// The exchange table an import of `obj` may use instead of `__dlpack__` (cached per type):
-/// `None` when there is none usable, or the type overrides the owner's methods.
+/// The exchange table an import of `obj` may use instead of `__dlpack__` (cached per type).
 pub(crate) fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeAPI, Grad)> {
-    // The type read once, as a strong reference: the cache key and the type an entry keeps are
-    // the same object even if another thread assigns `__class__` meanwhile (free-threaded).
+    // The type read once, so the cache key and the type an entry keeps are the same object.
     let ty = obj.get_type();
     let (word, grad) = lookup_type(obj.py(), ty.as_ptr() as usize, move || ty);
     if word & OVERRIDDEN != 0 {
@@ -170,23 +151,20 @@ pub(crate) fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeA
     unsafe { (word as *const DLPackExchangeAPI).as_ref() }.map(|api| (api, grad))
 }
 
-/// The exchange table type `ty` publishes (cached per type), even if the type overrides its
-/// owner's `__dlpack__`: for making objects of the type, never for reading one.
+/// The exchange table `ty` publishes, overrides or not: to make objects, never to read one.
 pub(crate) fn type_table(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
     let (word, _) = lookup_type(ty.py(), ty.as_ptr() as usize, || ty.clone());
     // SAFETY: as in `lookup`, with the flag bit cleared.
     unsafe { ((word & !OVERRIDDEN) as *const DLPackExchangeAPI).as_ref() }
 }
 
-/// [`lookup`] by type address `key`; `ty` makes the type on a miss. Answers the slot's `api`
-/// word and how `requires_grad` is read.
+/// [`lookup`] by type address `key`: the `api` word and how `requires_grad` is read.
 fn lookup_type<'py>(
     py: Python<'py>,
     key: usize,
     ty: impl FnOnce() -> Bound<'py, PyType>,
 ) -> (usize, Grad) {
-    // Whether version tags say when a type changed (CPython >= 3.11, not abi3): then a cached
-    // answer holds only under its tag; elsewhere the first answer is kept (outside the model).
+    // Where version tags are read (CPython >= 3.11, not abi3), an answer holds under its tag.
     let tracked = cfg!(not(feature = "abi3")) && cpython::minor_version(py) >= 11;
     let now = if tracked {
         // SAFETY: attached (`py`); `key` is a live type's address (the caller holds it or an
@@ -205,9 +183,8 @@ fn lookup_type<'py>(
         }
     }
     let ty = ty();
-    // The tag first, then the answer: a change meanwhile resets the tag, so the entry is looked
-    // up again next time. A metaclass's own `mro()` may list non-bases, whose changes leave the
-    // tag alone: no tag then (0).
+    // The tag first, then the answer: a change meanwhile resets the tag. A metaclass's own
+    // `mro()` may list non-bases, whose changes leave the tag alone: no tag then (0).
     let custom_mro = tracked && !plain_mro(&ty);
     let tag = if tracked && !custom_mro {
         let name = pyo3::intern!(py, "__dlpack__");
@@ -245,8 +222,7 @@ fn lookup_type<'py>(
     }
     let evicted = {
         let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        // One entry per type: a stale one is replaced in place; a fresh one another thread
-        // stored meanwhile is kept.
+        // One entry per type: a stale one is replaced; another thread's fresh one is kept.
         let same = cache
             .slots
             .iter()
@@ -276,8 +252,7 @@ fn lookup_type<'py>(
     (word, grad)
 }
 
-/// Whether `ty`'s metaclass orders its bases with `type.mro` rather than its own `mro()`,
-/// whose extra classes' changes would not reset the tag. A failed look-up counts as not plain.
+/// Whether `ty`'s metaclass orders its bases with `type.mro`, not its own `mro()`.
 fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
     static TYPE_MRO: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
@@ -316,9 +291,7 @@ fn exchange_capsule(c: &Bound<'_, PyAny>) -> Option<core::ptr::NonNull<core::ffi
         .ok()
 }
 
-/// The class a table speaks for: the most basic class in `holder`'s MRO whose own dictionary
-/// holds a capsule of the same table. A subclass that copies its base's capsule is then
-/// compared with the base that made it.
+/// The class a table speaks for: the most basic one in `holder`'s MRO holding it.
 fn table_owner<'py>(
     capsule: &Bound<'py, PyAny>,
     holder: &Bound<'py, PyType>,
@@ -342,9 +315,7 @@ fn table_owner<'py>(
     owner
 }
 
-/// Whether `ty` (`owner` or a subclass) finds another `__dlpack__` or `__dlpack_device__` than
-/// `owner` does: then its own methods decide, not the owner's table. A failed look-up counts as
-/// overridden (the table is then not used).
+/// Whether `ty` finds another `__dlpack__` or `__dlpack_device__` than `owner` does.
 fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> bool {
     if ty.is(owner) {
         return false;
@@ -372,10 +343,7 @@ fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> 
     })
 }
 
-/// `name` as the interpreter finds a special method, and the class whose dictionary holds it:
-/// the dictionaries of the type's `__mro__` (read through `type`'s own descriptors), without
-/// descriptors, `__getattr__` or the metaclass. A class body may still copy another type's
-/// table, which must then check its objects, as torch's and ours do.
+/// `name` as the interpreter finds a special method, and the class whose dictionary holds it.
 fn type_lookup<'py>(
     ty: &Bound<'py, PyType>,
     name: &Bound<'py, pyo3::types::PyString>,

@@ -1,5 +1,5 @@
 //! When a deleter may touch Python: the attached-thread probe, the shutdown flag, and
-//! [`PyKeepalive`], a Python object an export holds from a deleter that may run on any thread.
+//! [`PyKeepalive`].
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
@@ -9,15 +9,13 @@ use pyo3::prelude::*;
 use crate::pyo3_glue::runtime::cpython;
 use pyo3::types::PyCFunction;
 
-/// Set by an `atexit` hook once the interpreter starts shutting down; from then on owners
-/// dropped on a thread that is not attached leak instead of attaching.
+/// Set by an `atexit` hook once the interpreter starts shutting down.
 static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 
 /// 0: hook not installed; 1: being installed by some thread; 2: installed (or given up).
 static HOOK_STATE: AtomicU8 = AtomicU8::new(0);
 
-/// Registers the `atexit` hook that sets the shutdown flag, once per copy of this crate, by the
-/// thread winning the flag (no lock is held while Python code runs, unlike a `Once`).
+/// Registers the `atexit` hook that sets the shutdown flag, once per copy of this crate.
 pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     if HOOK_STATE.load(Ordering::Acquire) != 0 {
         return;
@@ -46,16 +44,11 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     HOOK_STATE.store(2, Ordering::Release);
 }
 
-/// Which current-thread-state read this interpreter has (see [`this_thread_is_attached`]), set
-/// with the hook: 0 not known yet; 1 CPython <= 3.11, whose "current thread state" is the GIL
-/// holder's, process-wide; 2 CPython >= 3.12, where it is the calling thread's own.
+/// The current-thread-state read: 0 not known yet; 1 the GIL holder's (<= 3.11); 2 this thread's.
 static TSTATE_PER_THREAD: AtomicU8 = AtomicU8::new(0);
 
-/// Whether this thread is attached (has a current thread state; holds the GIL on GIL builds),
-/// by CPython's thread state (`PyGILState_Check` says 1 everywhere once a sub-interpreter
-/// exists). Before 3.12 the unchecked read returns the GIL holder's state, so the caller counts
-/// as attached only if that state is its own (`PyGILState`'s record). Always "no" under `abi3`
-/// (no unchecked read), which only makes callers take their conservative path.
+/// Whether this thread is attached, by CPython's own thread state (never pyo3's count); always
+/// "no" under `abi3` (callers then take their conservative path).
 pub(crate) fn this_thread_is_attached() -> bool {
     #[cfg(not(feature = "abi3"))]
     {
@@ -75,15 +68,12 @@ pub(crate) fn this_thread_is_attached() -> bool {
     }
 }
 
-/// Whether the interpreter is shutting down (our `atexit` hook ran) and this thread is not
-/// attached: from then on nothing may try to attach, so owners leak instead (a
-/// [`Managed::leak_on_drop_if`](crate::safe::Managed::leak_on_drop_if) predicate).
+/// Whether shutdown began and this thread is not attached, so owners leak instead.
 pub(crate) fn exiting_unattached() -> bool {
     SHUTTING_DOWN.load(Ordering::SeqCst) && !this_thread_is_attached()
 }
 
-/// How the keepalives dropped so far let go of their object, per path of [`PyKeepalive`]'s
-/// `Drop`, for tests (feature `test-counters` only). Not a stable API.
+/// How the keepalives dropped so far let go of their object (feature `test-counters`).
 #[cfg(feature = "test-counters")]
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -124,11 +114,7 @@ pub fn keepalive_counts() -> KeepaliveCounts {
     }
 }
 
-/// A Python object held as the keepalive of an exported tensor.
-///
-/// Dropping it is sound on any thread, with or without the GIL, even during shutdown, as DLPack
-/// deleters run: an attached thread releases the object at once, an unattached one attaches for
-/// real to release it, and during shutdown it leaks.
+/// A Python object held as the keepalive of an exported tensor, dropped soundly on any thread.
 pub struct PyKeepalive {
     obj: Option<Py<PyAny>>,
     /// The interpreter the object belongs to (its ID: unlike its address, never reused).
@@ -166,10 +152,8 @@ impl Drop for PyKeepalive {
     }
 }
 
-/// Releases a strong reference from any thread, as [`PyKeepalive`]'s `Drop` does: at once on an
-/// attached thread (by CPython's real thread state, never pyo3's attach count, which a foreign
-/// deleter or `Py_BEGIN_ALLOW_THREADS` makes wrong), else after attaching for real; leaked
-/// during shutdown or for another interpreter's object.
+/// Releases a strong reference from any thread, as [`PyKeepalive`]'s `Drop` does (attaching if
+/// needed); leaked during shutdown or for another interpreter's object.
 /// # Safety
 /// `ptr` is a strong reference the caller owns (and gives up), to an object of the interpreter
 /// whose ID is `interp`.
@@ -187,13 +171,11 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
         return;
     }
     if SHUTTING_DOWN.load(Ordering::SeqCst) || !cpython::is_initialized() {
-        // Attaching now could hang this thread (or end it) in a finalizing interpreter: a
-        // process about to exit can afford the leak.
+        // Attaching now could hang or end this thread in a finalizing interpreter: leak.
         count(&LEAKED_AT_SHUTDOWN);
         return;
     }
-    // Under `abi3`, where the probe always says "no", an attached thread takes this path too:
-    // `PyGILState_Ensure` is re-entrant.
+    // Under `abi3` an attached thread takes this path too: `PyGILState_Ensure` is re-entrant.
     // SAFETY: initialized and not shutting down (checked above; pyo3's wrapper makes a thread
     // meeting a finalizing interpreter hang instead of unwinding through Rust frames).
     unsafe {

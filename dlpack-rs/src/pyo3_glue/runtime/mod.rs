@@ -1,6 +1,4 @@
-//! What the rest of the glue stands on (CPython calls, one-time values, the shared registry,
-//! keepalives, capsules, Python exceptions) and what both `export/` and `import/` ask (a type's
-//! exchange table and `requires_grad` reader, the typing stubs' names); it names nothing above.
+//! What the rest of the glue stands on; it names nothing above (ARCHITECTURE.md).
 
 pub(crate) mod capsule;
 pub(in crate::pyo3_glue) mod cpython;

@@ -1,5 +1,4 @@
-//! Whether a tensor requires grad (torch's `__dlpack__` refuses such tensors, its exchange table
-//! does not): through the getset descriptor's C getter while the type is unchanged.
+//! Whether a tensor requires grad (torch's `__dlpack__` refuses such tensors, its table does not).
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -22,15 +21,12 @@ pub(crate) enum Grad {
 pub(crate) struct DirectGetter {
     get: pyo3::ffi::getter,
     closure: usize,
-    /// The type's version tag when the descriptor was found (`cpython::type_version`): while it
-    /// holds, `getattr` finds this descriptor and instances are of the owning type.
+    /// The type's version tag when the descriptor was found.
     version: u32,
 }
 
 impl Grad {
-    /// How instances of `ty` read `requires_grad`, given its descriptor `descr` and version tag
-    /// `tag` (read before the look-up; 0 where tags are unreliable: abi3, CPython < 3.11, no tag
-    /// assigned): the C getter for a getset descriptor of a static base of `ty`, else `getattr`.
+    /// How instances of `ty` read `requires_grad`, given `descr` and the prior version `tag`.
     pub(crate) fn of_descriptor(
         ty: &Bound<'_, PyType>,
         descr: &Bound<'_, PyAny>,
@@ -38,9 +34,7 @@ impl Grad {
     ) -> Grad {
         #[cfg(not(feature = "abi3"))]
         {
-            // The tag was read before `descr` was found: the owning-type check made now holds
-            // while the tag does, even if another thread changes the type in between. No tag: no
-            // later check.
+            // The tag was read before `descr` was found: the owning-type check holds while it does.
             if tag == 0 {
                 return Grad::Getattr;
             }
@@ -112,8 +106,7 @@ pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
             let applies =
                 unsafe { crate::pyo3_glue::runtime::cpython::type_version(ty) == g.version };
             if !applies {
-                // The type changed (a new `requires_grad` may shadow the descriptor), or the
-                // descriptor is another type's (a class body may copy one): use `getattr`.
+                // The type changed, or the descriptor is another type's: use `getattr`.
                 return requires_grad(obj, Grad::Getattr);
             }
             // SAFETY: a static type's getset getter (its table lives for the process, even if

@@ -1,10 +1,7 @@
-//! One borrow registry shared by every extension module in the process: the first copy of
-//! this crate to touch Python publishes its table (`safe::borrow`'s C table; versions only
-//! append, version 1 is used for whole ranges, version 0 refused) in the capsule
-//! `"dlpack_rs.borrow_registry"` under that key in the interpreter's state dictionary (out of
-//! Python code's reach); later copies adopt it. Joining fails closed: the asking import or
-//! export raises and this copy retries next time. Trust: the capsule is believed to be what its
-//! name says; native code planting a forged one is outside the model.
+//! One borrow registry shared by every extension module in the process: the first copy of this
+//! crate publishes its table in the capsule `"dlpack_rs.borrow_registry"` in the interpreter's
+//! state dictionary, and later copies adopt it (SAFETY.md). Trust: the capsule is believed to be
+//! what its name says; native code planting a forged one is outside the model.
 
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
@@ -18,20 +15,16 @@ use crate::safe::borrow::{self, BorrowApi, BORROW_API_VERSION};
 const KEY: &str = "dlpack_rs.borrow_registry";
 const CAPSULE_NAME: &core::ffi::CStr = c"dlpack_rs.borrow_registry";
 
-/// 0: not joined; 1: a thread is installing the table it found (Rust only); 2: joined (in
-/// interpreter `JOINED_IN`).
+/// 0: not joined; 1: a thread is installing the table; 2: joined (in `JOINED_IN`).
 static STATE: AtomicU8 = AtomicU8::new(0);
 /// The interpreter (its ID) whose dictionary this copy joined through.
 static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
 
-/// Sends this copy's borrows to the registry every copy shares in the interpreter, publishing
-/// ours when there is none; raises when the table cannot be had. A copy joins once per process;
-/// in another interpreter the table there must be the one it uses.
+/// Joins (or publishes) the registry every copy shares in the interpreter.
 pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
     if STATE.load(Ordering::Acquire) != 2 {
-        // The table first, outside the claim: finding it runs Python code (a GC finalizer may
-        // join again on this thread, which must not wait for itself). Idempotent: a re-entered
-        // or concurrent join finds the same table (`setdefault`).
+        // The table first, outside the claim: finding it runs Python code, which may join again.
+        // Idempotent: a re-entered or concurrent join finds the same table (`setdefault`).
         let api = find_or_publish(py, borrow::current_api())?;
         loop {
             match STATE.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
@@ -98,8 +91,7 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     // trust note); its version field is valid in every version of the table.
     let version = unsafe { ptr.cast::<u64>().read() };
     if version == 0 {
-        // No copy of this crate makes a table of version 0: refused before any reference to a
-        // table of our layout is made over it.
+        // No copy of this crate makes a table of version 0: refused before it is read as ours.
         return Err(PySystemError::new_err(format!(
             "dlpack-rs: the shared borrow registry has version 0, this copy needs 1 to \
              {BORROW_API_VERSION}"
@@ -107,8 +99,7 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     }
     if version == 1 {
         // A version-1 table is shorter than ours: copy its prefix into a leaked table of our
-        // layout (once per join that gets here: once per process, barring re-entry or races),
-        // whose strided functions are never called (`BorrowApi::registered` uses whole ranges).
+        // layout, whose strided functions are never called (`BorrowApi::registered`).
         // SAFETY: version 1's fields are the first four of ours, at the same offsets.
         let v1 = unsafe { ptr.cast::<borrow::BorrowApiV1>().read() };
         return Ok(borrow::from_v1(v1));

@@ -1,7 +1,5 @@
-//! Type hints for generated stubs (feature `inspect`): what a typed argument accepts and what a
-//! result is. They name protocols in the module `DLPACK_RS_TYPING_MODULE` names at compile time
-//! (the extension's package ships it; [`TYPING_STUB`] is its text), else
-//! `_typeshed.Incomplete`, as pyo3 writes any type it cannot name.
+//! Type hints for generated stubs (feature `inspect`): protocols of the module
+//! `DLPACK_RS_TYPING_MODULE` names at compile time, else `_typeshed.Incomplete`.
 
 use pyo3::inspect::PyStaticExpr;
 
@@ -39,10 +37,7 @@ pub(crate) const DLPACK_ARRAY: PyStaticExpr = protocol("DLPackArray");
 /// The `__dlpack__` method of a derived class, with the array API standard's signature.
 pub(crate) const DLPACK_METHOD: PyStaticExpr = protocol("DLPackMethod");
 
-/// The text of the stub module `DLPACK_RS_TYPING_MODULE` names, shipped beside the generated
-/// stubs: `SupportsDLPack` (arguments) asks only for a `__dlpack__()` callable, as every
-/// producer's is; `DLPackArray` (results) has the standard's signatures, so `numpy.from_dlpack`
-/// and the others accept it.
+/// The text of the stub module `DLPACK_RS_TYPING_MODULE` names, shipped beside the stubs.
 pub const TYPING_STUB: &str = r#""""DLPack protocols referred to by stubs generated with dlpack-rs (feature `inspect`)."""
 
 from typing import Any, Optional, Protocol, Tuple
