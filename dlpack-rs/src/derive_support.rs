@@ -1,5 +1,4 @@
-//! What `#[derive(IntoDLPack)]`'s generated code calls: one trait per field role, the bounds
-//! check against the buffer, and `__dlpack_pymethods!`. Hidden; may change in any release.
+//! What `#[derive(IntoDLPack)]`'s generated code calls. Hidden; may change in any release.
 
 pub use alloc::sync::Arc;
 

@@ -32,9 +32,7 @@
 //! # Feature flags
 //!
 //! Every feature is off by default; the
-//! [README](https://github.com/kornia/dlpack-rs#feature-flags) describes each: `std`, `pyo3`,
-//! `derive`, `half`, `float8`, `num-complex`, `ndarray`, `image`, `safetensors`, `inspect`,
-//! `cudarc`, `abi3`, `candle`.
+//! [README](https://github.com/kornia/dlpack-rs#feature-flags) describes each.
 //!
 //! # Compatibility
 //!

@@ -1,5 +1,4 @@
-//! The one export route of our classes and values: [`ClassRoute`] (a frozen class is its own
-//! keepalive, a mutable one keeps a clone of its shared data) and [`export_dlpack_value`].
+//! The one export route of our classes and values: [`ClassRoute`] and [`export_dlpack_value`].
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
@@ -152,8 +151,7 @@ mod sealed {
     impl Sealed for pyo3::pyclass::boolean_struct::False {}
 }
 
-/// How an export of a `#[pyclass]` keeps its memory alive: a frozen class is its own keepalive,
-/// a mutable (derived) one keeps a clone of its [`SharedBuffer`] data field. Not a public API.
+/// How a `#[pyclass]` export keeps its memory alive (the object, or a [`SharedBuffer`] clone).
 ///
 /// # Safety
 ///

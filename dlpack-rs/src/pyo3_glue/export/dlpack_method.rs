@@ -1,5 +1,4 @@
-//! The `__dlpack__` method of derived classes, by hand: a method descriptor whose C entry reads
-//! the keyword arguments straight from the call (`METH_FASTCALL`; `METH_VARARGS` under abi3).
+//! The `__dlpack__` method of derived classes: a method descriptor reading its keywords itself.
 
 use core::ffi::CStr;
 use core::marker::PhantomData;

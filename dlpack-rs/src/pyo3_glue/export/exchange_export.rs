@@ -1,5 +1,4 @@
-//! The C exchange API as a producer: each class's static `DLPackExchangeAPI` table
-//! (`__dlpack_c_exchange_api__`) and its `extern "C"` pieces, none of which lets a panic unwind.
+//! The C exchange API as a producer: each class's static `DLPackExchangeAPI` table.
 
 use alloc::ffi::CString;
 use alloc::vec::Vec;
@@ -21,8 +20,7 @@ use crate::pyo3_glue::export::class_export::ClassRoute;
 use crate::pyo3_glue::export::tensor::{to_py_object, DLPackTensor, TENSOR_API};
 use crate::safe::{self, cpu_device, AlignedBytes, TensorInfo};
 
-/// Runs an exchange function's body after joining the shared borrow registry: a `PyErr` or a
-/// panic becomes the pending exception and -1.
+/// Runs an exchange function's body after joining the registry (an error or panic gives -1).
 ///
 /// # Safety
 ///
@@ -66,8 +64,7 @@ where
     Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
 }
 
-/// The instance of `T` an exchange function was called with; `ValueError` for a NULL object or
-/// out pointer, `TypeError` for an object of another class.
+/// The instance of `T` an exchange function was called with (`ValueError`, `TypeError`).
 ///
 /// # Safety
 ///

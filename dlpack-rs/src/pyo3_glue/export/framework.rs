@@ -160,8 +160,7 @@ pub trait ReturnTo {
     const TYPE_HINT: pyo3::inspect::PyStaticExpr =
         crate::pyo3_glue::runtime::type_hints::DLPACK_ARRAY;
 
-    /// Hands `tensor` over: through the type's exchange table, else its package's `from_dlpack`
-    /// (`BufferError` for a read-only tensor), else as a [`DLPackTensor`].
+    /// Hands `tensor` over: through the type's table, its package's `from_dlpack`, or as is.
     fn hand_over<'py>(
         &self,
         py: Python<'py>,

@@ -1,5 +1,4 @@
-//! Export to Python: the `__dlpack__` protocol, pyclass exports, the C exchange tables,
-//! `Returned` results and `dlpack_rs.Tensor`.
+//! Export to Python: `__dlpack__`, C exchange tables, `Returned` and `dlpack_rs.Tensor`.
 
 pub(crate) mod class_export;
 pub(crate) mod dlpack_method;

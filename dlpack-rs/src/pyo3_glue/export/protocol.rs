@@ -173,8 +173,7 @@ fn optional_pair<T: TryFrom<i64>>(
     }
 }
 
-/// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for, zero-copy or
-/// (`copy=True`, a host copy, read-only data for a legacy consumer) a copy flagged `IS_COPIED`.
+/// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for.
 ///
 /// # Safety
 ///

@@ -1,5 +1,4 @@
-//! Importing through a producer type's C exchange table, with the refusals of the producer's
-//! `__dlpack__`.
+//! Importing through a producer type's C exchange table.
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
@@ -69,8 +68,7 @@ fn table_error(py: Python<'_>, function: &str) -> PyErr {
     err
 }
 
-/// A non-owning view of `obj`'s CPU tensor through `dltensor_from_py_object_no_sync`, for shared
-/// views, valid while the caller holds `obj`.
+/// A non-owning view of `obj`'s CPU tensor (`dltensor_from_py_object_no_sync`), for shared views.
 pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let Some((api, grad)) = lookup(obj) else {
         return Ok(Lent::Nothing);

@@ -1,5 +1,4 @@
-//! The typed `#[pyfunction]` arguments [`TensorView`] (shared) and [`TensorViewMut`]
-//! (exclusive).
+//! The typed `#[pyfunction]` arguments [`TensorView`] and [`TensorViewMut`].
 
 use core::fmt;
 use core::marker::PhantomData;

@@ -34,8 +34,7 @@ fn found_table() -> Option<&'static Shared> {
     unsafe { TABLE.load(Ordering::Acquire).map_addr(|a| a & !1).as_ref() }
 }
 
-/// The mark's capsule name: a copy of this crate publishing its table puts a capsule pointing at
-/// it here (Python can copy a capsule but not repoint one, so no mark fits rust-numpy's table).
+/// The capsule that marks a published table as a copy of this crate's (it points at the table).
 const MARK: &core::ffi::CStr = c"dlpack_rs._registry_numpy_borrows";
 
 /// Whether `table` (rust-numpy's capsule in `module`) is this crate's: the mark names it.

@@ -1,5 +1,4 @@
-//! A numpy array imported by reading its struct: the managed tensor numpy's own
-//! `__dlpack__(max_version=(1, 3))` would hand over, without the call.
+//! A numpy array imported by reading its struct, as its own `__dlpack__` would hand it over.
 
 use core::ffi::{c_char, c_int, c_long};
 use std::sync::atomic::Ordering;

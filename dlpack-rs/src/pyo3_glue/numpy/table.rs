@@ -1,6 +1,5 @@
 //! Our version-1 implementation of rust-numpy's borrow-checking table, backed by the shared
-//! registry. A release is matched by array object, not layout: an array's shared borrows all go
-//! back together at its last shared release.
+//! registry; a release is matched by array object, not layout.
 
 use core::ffi::{c_int, c_void};
 use std::sync::Mutex;

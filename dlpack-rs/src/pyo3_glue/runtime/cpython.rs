@@ -1,5 +1,4 @@
-//! The CPython C API calls the Python glue makes itself, each with its contract, and the panic
-//! guard of every `extern "C"` function (the `layers` step checks who calls `ffi::Py*`).
+//! The glue's own CPython C API calls, each with its contract, and the `extern "C"` panic guard.
 
 use core::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};

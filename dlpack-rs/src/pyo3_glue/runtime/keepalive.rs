@@ -1,5 +1,4 @@
-//! When a deleter may touch Python: the attached-thread probe, the shutdown flag, and
-//! [`PyKeepalive`].
+//! When a deleter may touch Python: the attached-thread probe, shutdown, [`PyKeepalive`].
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
@@ -47,8 +46,7 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
 /// The current-thread-state read: 0 not known yet; 1 the GIL holder's (<= 3.11); 2 this thread's.
 static TSTATE_PER_THREAD: AtomicU8 = AtomicU8::new(0);
 
-/// Whether this thread is attached, by CPython's own thread state (never pyo3's count); always
-/// "no" under `abi3` (callers then take their conservative path).
+/// Whether this thread is attached, by CPython's own thread state; always "no" under `abi3`.
 pub(crate) fn this_thread_is_attached() -> bool {
     #[cfg(not(feature = "abi3"))]
     {

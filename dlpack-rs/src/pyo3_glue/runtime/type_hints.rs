@@ -1,5 +1,4 @@
-//! Type hints for generated stubs (feature `inspect`): protocols of the module
-//! `DLPACK_RS_TYPING_MODULE` names at compile time, else `_typeshed.Incomplete`.
+//! Type hints for generated stubs (feature `inspect`).
 
 use pyo3::inspect::PyStaticExpr;
 
