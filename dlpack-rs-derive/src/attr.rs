@@ -1,7 +1,6 @@
 //! Parsing of `#[dlpack(...)]` attributes, on the struct and on its fields.
 
 use proc_macro2::{Span, TokenStream};
-use quote::quote;
 use syn::spanned::Spanned;
 use syn::{Attribute, Error, Expr, Ident, Lit, LitStr, Result};
 
@@ -64,8 +63,11 @@ pub struct FieldAttr {
 pub enum DeviceSpec {
     /// `device = "cuda:1"`: resolved at macro time.
     Named {
-        device_type: &'static str,
+        /// The device type's name, resolved by `DLDeviceType::from_short_name` at compile time
+        /// (the ABI's table in `dlpack_rs::ffi` is the only list of device types).
+        device_type: String,
         device_id: i32,
+        span: Span,
     },
     /// `device = some::CONST` or any other expression of type `DLDevice`.
     Expr(Box<Expr>),
@@ -81,29 +83,6 @@ pub struct ContainerAttrs {
     /// `legacy_read_only = "share"` (true) or `"copy"` (false, the default written out).
     pub legacy_read_only: Option<(Span, bool)>,
 }
-
-/// Device names of `device = "name[:index]"`, each with its `DLDeviceType` constant's name.
-const DEVICE_NAMES: &[(&str, &str)] = &[
-    ("cpu", "CPU"),
-    ("cuda", "CUDA"),
-    ("cuda_host", "CUDA_HOST"),
-    ("opencl", "OPENCL"),
-    ("vulkan", "VULKAN"),
-    ("metal", "METAL"),
-    ("vpi", "VPI"),
-    ("rocm", "ROCM"),
-    ("rocm_host", "ROCM_HOST"),
-    ("ext_dev", "EXT_DEV"),
-    ("cuda_managed", "CUDA_MANAGED"),
-    ("oneapi", "ONE_API"),
-    ("webgpu", "WEBGPU"),
-    ("hexagon", "HEXAGON"),
-    ("maia", "MAIA"),
-    ("trn", "TRN"),
-    ("tpu", "TPU"),
-    ("tpu_host", "TPU_HOST"),
-    ("ascend", "ASCEND"),
-];
 
 /// Reads the `#[dlpack(...)]` attributes of the struct.
 pub fn container_attrs(attrs: &[Attribute]) -> Result<ContainerAttrs> {
@@ -362,17 +341,7 @@ fn parse_device_str(s: &LitStr) -> Result<DeviceSpec> {
         Some((name, index)) => (name, Some(index)),
         None => (value.as_str(), None),
     };
-    let lower = name.trim().to_ascii_lowercase();
-    let Some(&(_, device_type)) = DEVICE_NAMES.iter().find(|(n, _)| *n == lower) else {
-        let mut msg = format!("unknown device `{name}`");
-        if let Some(best) = closest(&lower, DEVICE_NAMES.iter().map(|(n, _)| *n)) {
-            msg.push_str(&format!("; did you mean `{best}`?"));
-        }
-        msg.push_str(
-            " (write `\"<type>\"` or `\"<type>:<index>\"`, for example `\"cpu\"` or `\"cuda:0\"`)",
-        );
-        return Err(Error::new(s.span(), msg));
-    };
+    let device_type = name.trim().to_owned();
     let device_id = match index {
         None => 0,
         Some(index) => index.trim().parse::<i32>().ok().filter(|i| *i >= 0).ok_or_else(|| {
@@ -385,6 +354,7 @@ fn parse_device_str(s: &LitStr) -> Result<DeviceSpec> {
     Ok(DeviceSpec::Named {
         device_type,
         device_id,
+        span: s.span(),
     })
 }
 
@@ -395,10 +365,23 @@ impl DeviceSpec {
             DeviceSpec::Named {
                 device_type,
                 device_id,
+                span,
             } => {
-                let constant = proc_macro2::Ident::new(device_type, proc_macro2::Span::call_site());
-                quote! {
-                    ::dlpack_rs::ffi::DLDevice::new(::dlpack_rs::ffi::DLDeviceType::#constant, #device_id)
+                let msg = format!(
+                    "unknown device `{device_type}`: write a `DLDeviceType` constant's name in \
+                     lower case, with `:<index>` if not 0, as `\"cpu\"` or `\"cuda:0\"`"
+                );
+                quote::quote_spanned! {*span=>
+                    {
+                        const DEVICE: ::dlpack_rs::ffi::DLDevice =
+                            match ::dlpack_rs::ffi::DLDeviceType::from_short_name(#device_type) {
+                                ::core::option::Option::Some(t) => {
+                                    ::dlpack_rs::ffi::DLDevice::new(t, #device_id)
+                                }
+                                ::core::option::Option::None => ::core::panic!(#msg),
+                            };
+                        DEVICE
+                    }
                 }
             }
             DeviceSpec::Expr(expr) => {

@@ -65,6 +65,27 @@ pub struct DLDeviceType(pub i32);
 #[derive(Copy, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DLDataTypeCode(pub u8);
 
+/// Whether `a` and `b` are equal in ASCII case, `_` ignored.
+const fn same_name(a: &[u8], b: &[u8]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    loop {
+        while i < a.len() && a[i] == b'_' {
+            i += 1;
+        }
+        while j < b.len() && b[j] == b'_' {
+            j += 1;
+        }
+        if i == a.len() || j == b.len() {
+            return i == a.len() && j == b.len();
+        }
+        if !a[i].eq_ignore_ascii_case(&b[j]) {
+            return false;
+        }
+        i += 1;
+        j += 1;
+    }
+}
+
 macro_rules! named_values {
     ($ty:ident, $inner:ty, $( $(#[$doc:meta])* $assoc:ident = $konst:ident = $value:expr, $cname:literal; )*) => {
         impl $ty {
@@ -76,6 +97,15 @@ macro_rules! named_values {
                     $( $value => Some($cname), )*
                     _ => None,
                 }
+            }
+
+            /// The value whose constant is named `name`, in any case, `_` ignored (`"cuda"`,
+            /// `"cuda_host"`, `"oneapi"`): the names `#[dlpack(device = "...")]` takes.
+            pub const fn from_short_name(name: &str) -> Option<$ty> {
+                $( if same_name(name.as_bytes(), stringify!($assoc).as_bytes()) {
+                    return Some($ty::$assoc);
+                } )*
+                None
             }
         }
         $( $(#[$doc])* pub const $konst: $ty = $ty::$assoc; )*
@@ -171,6 +201,9 @@ impl DLDeviceType {
     ///
     /// ```
     /// use dlpack_rs::ffi::DLDeviceType;
+    /// assert_eq!(DLDeviceType::from_short_name("cuda_host"), Some(DLDeviceType::CUDA_HOST));
+    /// assert_eq!(DLDeviceType::from_short_name("oneapi"), Some(DLDeviceType::ONE_API));
+    /// assert_eq!(DLDeviceType::from_short_name("cudda"), None);
     /// assert!(DLDeviceType::CPU.is_host_viewable());
     /// assert!(!DLDeviceType::CUDA_HOST.is_host_viewable());
     /// assert!(DLDeviceType::CUDA_HOST.is_host_accessible());
