@@ -61,7 +61,7 @@ pub struct FieldAttr {
 
 /// The fixed device a struct declares with `#[dlpack(device = ...)]`.
 pub enum DeviceSpec {
-    /// `device = "cuda:1"`: resolved at macro time.
+    /// `device = "cuda:1"`: resolved at compile time by `DLDeviceType::from_short_name`.
     Named {
         /// The device type's name, resolved by `DLDeviceType::from_short_name` at compile time
         /// (the ABI's table in `dlpack_rs::ffi` is the only list of device types).
