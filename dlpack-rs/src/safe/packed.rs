@@ -191,10 +191,8 @@ impl PackedSlice<'_> {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The packed bytes of a contiguous host tensor of at most 8 bits per value.
-    ///
-    /// Errors: [`Error::NotPacked`] for wider dtypes, [`Error::NotContiguous`], and
-    /// [`Error::AlreadyBorrowed`] while a mutable view of these bytes exists.
+    /// The packed bytes of a contiguous host tensor of at most 8 bits per value ([`Error::NotPacked`]
+    /// for wider dtypes), borrowed as [`Managed::as_slice`] is.
     ///
     /// ```
     /// use dlpack_rs::ffi::DLDataType;
@@ -238,10 +236,8 @@ impl<K: Kind> Managed<K> {
     }
 }
 
-/// An export of packed bytes of an explicit dtype (FP4, FP6, FP8 without a Rust type, ...).
-///
-/// Compact row-major only; the byte count must be what the shape needs
-/// ([`Error::PackedLength`] otherwise).
+/// A compact row-major export of packed bytes of an explicit dtype (FP4, FP6, FP8 without a Rust
+/// type, ...); the byte count must be what the shape needs ([`Error::PackedLength`]).
 ///
 /// ```
 /// use dlpack_rs::ffi::DLDataType;

@@ -135,9 +135,6 @@ const fn fixed_form(dtype: DLDataType) -> Option<(Lanes, &'static str)> {
 impl DLDataTypeCode {
     /// The `(bits, lanes)` this type code allows, described for error messages; `None` when free.
     ///
-    /// Fixed: bool (8 bits), bfloat16 (16 bits), FP8 (8 bits, 1 lane), FP6 (6 bits, 1 lane) and
-    /// FP4 (4 bits, 1 lane packed, or 2 lanes as torch's `float4_e2m1fn_x2`).
-    ///
     /// ```
     /// use dlpack_rs::ffi::DLDataTypeCode;
     ///

@@ -11,12 +11,10 @@ use crate::safe::{
 
 /// Shared, mutable, 64-byte aligned host memory whose exports are writable and zero-copy.
 ///
-/// Rust reads it through [`SharedMut::read`] and edits it in place through [`SharedMut::write`],
-/// and views taken before an edit see it (as rust-numpy's `PyReadwriteArray`). Clones share the
-/// memory. Each guard takes a [registry borrow](crate::safe#the-borrow-registry), refused with
-/// [`Error::AlreadyBorrowed`] while a conflicting view lives. Exports hold no borrow, and
-/// foreign writes racing a guard are the consumer's data race. `SharedMut<bool>` exports
-/// read-only, blocking `write` while such an export lives.
+/// Clones share the memory; [`SharedMut::read`] and [`SharedMut::write`] take
+/// [registry borrows](crate::safe#the-borrow-registry), and views taken before an edit see it.
+/// Exports hold no borrow (foreign writes racing a guard are the consumer's data race), except
+/// `SharedMut<bool>`'s, which are read-only and block `write`.
 ///
 /// ```
 /// use dlpack_rs::safe::{Error, SharedMut};
