@@ -142,10 +142,9 @@ impl StreamOrder for SliceOrder {
     }
 }
 
-// SAFETY: the pointer is the slice's own allocation of `len` elements, valid and in place while
-// the slice lives and freed only by its drop; `device` says CUDA, so no host views are made. The
-// address carries the driver's permissions (`SHARED_PTR_WRITABLE`); no `&self` method writes the
-// memory; pointer, length and device never change.
+// SAFETY: the slice's own allocation of `len` elements, in place until its drop frees it, on
+// CUDA (no host views); the address carries the driver's permissions (`SHARED_PTR_WRITABLE`); no
+// `&self` method writes the memory; pointer, length and device never change.
 unsafe impl<T: Element> Buffer for CudaSlice<T> {
     type Elem = T;
     const SHARED_PTR_WRITABLE: bool = true;

@@ -1,7 +1,6 @@
 //! [`AlignedBuffer`]: owned storage aligned so that jax (64 bytes) shares it without a copy.
 
 use alloc::alloc::{alloc, alloc_zeroed, dealloc, Layout};
-use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
@@ -128,11 +127,6 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
     /// The first element's address, for writing.
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.ptr.as_ptr()
-    }
-
-    /// The elements, copied into a `Vec`.
-    pub fn to_vec(&self) -> Vec<T> {
-        self.as_slice().to_vec()
     }
 }
 

@@ -291,6 +291,19 @@ pub(crate) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
     }
 }
 
+/// The address of a validated tensor's first element (`data + byte_offset`), NULL for NULL data.
+#[inline]
+pub(crate) fn first_address(t: &crate::ffi::DLTensor) -> *mut c_void {
+    if t.data.is_null() {
+        return core::ptr::null_mut();
+    }
+    // Validated: the offset fits in isize; wrapping_add suits device pointers too.
+    t.data
+        .cast::<u8>()
+        .wrapping_add(t.byte_offset as usize)
+        .cast()
+}
+
 /// `Ok` when `dtype` is `T`'s, else the mismatch.
 #[inline]
 pub(crate) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
