@@ -5,7 +5,7 @@ use core::ffi::c_void;
 
 use crate::ffi::{DLDataType, DLDevice, DLTensor};
 use crate::safe::borrow::BorrowToken;
-use crate::safe::import::views::{first_address, replace_external, External, Parts};
+use crate::safe::import::views::{replace_external, External, Parts};
 use crate::safe::import::{raw_shape, raw_strides, validate};
 use crate::safe::{Element, Error};
 
@@ -72,8 +72,17 @@ impl Described {
             }
             Dims::Heap(dims.into_boxed_slice())
         };
+        let first = if t.data.is_null() {
+            core::ptr::null_mut()
+        } else {
+            // Validated: the offset fits in isize; never dereferenced here.
+            t.data
+                .cast::<u8>()
+                .wrapping_add(t.byte_offset as usize)
+                .cast()
+        };
         Ok(Described {
-            first: first_address(t),
+            first,
             dtype: t.dtype,
             device: t.device,
             ndim: ndim as u16,

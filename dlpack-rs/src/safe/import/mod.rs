@@ -286,7 +286,15 @@ impl<K: Kind> Managed<K> {
 
     /// The address of the first element (`data + byte_offset`), or NULL for a NULL data pointer.
     pub fn data_ptr(&self) -> *mut c_void {
-        views::first_address(self.raw_tensor())
+        let t = self.raw_tensor();
+        if t.data.is_null() {
+            return core::ptr::null_mut();
+        }
+        // Validated: the offset fits in isize; wrapping_add suits device pointers too.
+        t.data
+            .cast::<u8>()
+            .wrapping_add(t.byte_offset as usize)
+            .cast()
     }
 
     /// The metadata as a [`TensorInfo`] (strides `None` when the producer sent NULL).

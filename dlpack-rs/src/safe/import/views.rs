@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 use crate::ffi::{DLDataType, DLDevice};
 use crate::safe::borrow::guard::{ReadGuard, WriteGuard};
 use crate::safe::borrow::BorrowToken;
-use crate::safe::import::{raw_shape, raw_strides, Kind, Managed};
+use crate::safe::import::{Kind, Managed};
 use crate::safe::layout::is_c_contiguous;
 use crate::safe::{Element, Error};
 
@@ -62,12 +62,10 @@ impl<K: Kind> Managed<K> {
     /// What the view checks read of this owner.
     pub(crate) fn parts(&self) -> Parts<'_> {
         let t = self.raw_tensor();
-        // SAFETY: validated at construction; the producer keeps its metadata until the deleter.
-        let (shape, strides) = unsafe { (raw_shape(t), raw_strides(t)) };
         Parts {
             first: self.data_ptr(),
-            shape,
-            strides,
+            shape: self.shape(),
+            strides: self.raw_strides(),
             dtype: t.dtype,
             device: t.device,
             external: self.external,
@@ -289,19 +287,6 @@ pub(crate) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
     } else {
         Err(Error::NotHostAccessible(device))
     }
-}
-
-/// The address of a validated tensor's first element (`data + byte_offset`), NULL for NULL data.
-#[inline]
-pub(crate) fn first_address(t: &crate::ffi::DLTensor) -> *mut c_void {
-    if t.data.is_null() {
-        return core::ptr::null_mut();
-    }
-    // Validated: the offset fits in isize; wrapping_add suits device pointers too.
-    t.data
-        .cast::<u8>()
-        .wrapping_add(t.byte_offset as usize)
-        .cast()
 }
 
 /// `Ok` when `dtype` is `T`'s, else the mismatch.
