@@ -367,8 +367,7 @@ pub(crate) fn check_cuda<T: Element>(
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 impl<T: AnyBitPattern> CudaTensor<T> {
-    /// Imports `obj` (any object with `__dlpack__`) for reading on `stream`, ordered after the
-    /// producer's work; errors as for host imports.
+    /// Imports `obj` (any object with `__dlpack__`) for reading on `stream`, after its work.
     pub fn import(
         obj: &pyo3::Bound<'_, pyo3::PyAny>,
         stream: &Arc<CudaStream>,
@@ -376,8 +375,7 @@ impl<T: AnyBitPattern> CudaTensor<T> {
         Self::import_with(obj, stream, false)
     }
 
-    /// As [`CudaTensor::import`], with a mutable view: refused for read-only tensors and
-    /// legacy-only producers.
+    /// As [`CudaTensor::import`], with a mutable view (refused for read-only tensors).
     pub fn import_mut(
         obj: &pyo3::Bound<'_, pyo3::PyAny>,
         stream: &Arc<CudaStream>,

@@ -49,8 +49,7 @@ macro_rules! one_lane {
     };
 }
 
-/// DLPack's type codes; a new dtype is a row here and maybe an [`Element`] impl. Unlisted codes
-/// are free.
+/// DLPack's type codes (unlisted ones are free); a new dtype is a row and maybe an [`Element`].
 const CODES: &[(DLDataTypeCode, Rule)] = {
     use DLDataTypeCode as C;
     use Lanes::{Any, Exactly};
@@ -149,8 +148,7 @@ impl DLDataTypeCode {
     }
 }
 
-/// Whether a dtype has non-zero bits and lanes, and the form its code's
-/// [`rule`](DLDataTypeCode::rule) names if any.
+/// Whether a dtype has non-zero bits and lanes, in the form its code's rule names if any.
 pub fn dtype_allowed(dtype: DLDataType) -> bool {
     dtype.bits != 0
         && dtype.lanes != 0
@@ -187,8 +185,7 @@ impl DLDataType {
         }
     }
 
-    /// Whether every supported numpy takes this dtype over DLPack: 1-lane int, uint, float,
-    /// complex and bool (not assuming `ml_dtypes`).
+    /// Whether every supported numpy takes this dtype over DLPack (not assuming `ml_dtypes`).
     pub const fn numpy_has(self) -> bool {
         if self.lanes != 1 {
             return false;

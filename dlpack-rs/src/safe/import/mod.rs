@@ -310,8 +310,7 @@ impl<K: Kind> Managed<K> {
         }
     }
 
-    /// Gives up ownership without calling the deleter; a read-only versioned owner sets
-    /// `READ_ONLY` (a legacy one cannot).
+    /// Gives up ownership without calling the deleter (`READ_ONLY` set if read-only and versioned).
     pub(crate) fn into_raw_parts(mut self) -> (NonNull<c_void>, bool) {
         self.drop_external();
         let (ptr, versioned, read_only) = (self.ptr, self.versioned, self.read_only);

@@ -114,8 +114,8 @@ impl<K: Kind> Managed<K> {
         ))
     }
 
-    /// The elements as a mutable slice guard: as [`Managed::as_slice`], not read-only, and no
-    /// other view of the bytes.
+    /// The elements as a mutable slice guard: as [`Managed::as_slice`], for a writable tensor
+    /// whose bytes no other view holds.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<WriteGuard<'_, &mut [T]>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
