@@ -240,8 +240,7 @@ impl<T: AnyBitPattern> CudaTensor<T> {
         if producer_stream == stream.cu_stream() {
             return Ok(());
         }
-        // SAFETY: a live stream of this device (this function's contract); the wrapper destroys
-        // nothing.
+        // SAFETY: a live stream of this device (this function's contract); the wrapper frees none.
         let producer = unsafe { stream.context().wrap_borrowed_stream(producer_stream) };
         stream
             .join(&producer)
@@ -301,8 +300,7 @@ impl<T> Drop for CudaTensor<T> {
         // recorded use of the views.
         let _ = slice.leak();
         let leak_error = ctx.check_err();
-        // Queued work must finish before the memory goes back; without event tracking, wait
-        // for the whole device.
+        // Queued work must finish before the memory goes back (the whole device's, untracked).
         let waited = if ctx.is_managing_stream_synchronization() {
             stream.synchronize()
         } else {

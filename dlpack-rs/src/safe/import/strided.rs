@@ -363,8 +363,7 @@ impl<K: Kind> Managed<K> {
         &self,
         exclusive: bool,
     ) -> Result<(Normalized<T>, BorrowToken), Error> {
-        // SAFETY: validated; the memory and the external context live until this owner drops,
-        // after every view of it.
+        // SAFETY: validated; memory and external context live until the owner, after its views.
         unsafe { self.parts().strided::<T>(exclusive) }
     }
 

@@ -97,8 +97,7 @@ impl<K: Kind> Managed<K> {
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, usize, BorrowToken), Error> {
-        // SAFETY: validated; the memory and the external context live until this owner drops,
-        // after every view of it.
+        // SAFETY: validated; memory and external context live until the owner, after its views.
         unsafe { self.parts().slice::<T>(exclusive) }
     }
 
