@@ -1,17 +1,14 @@
 //! CUDA memory through [`cudarc`] (feature `cudarc`): export a [`CudaSlice`] zero-copy, import
 //! a CUDA tensor as a [`CudaView`] / [`CudaViewMut`], with stream ordering by events.
 //!
-//! The CUDA driver is loaded on first use, so CPU paths work on a machine without CUDA. The
-//! bindings' CUDA version is the application's own cudarc `cuda-*` feature, else the build
-//! machine's `nvcc --version` (or cudarc's newest); `CUDARC_CUDA_VERSION=12080` at build time
-//! overrides both. Needs Rust 1.88.
+//! The driver is loaded on first use, so CPU paths work without CUDA. The bindings' CUDA
+//! version is the application's cudarc `cuda-*` feature, else `nvcc --version` (or cudarc's
+//! newest); `CUDARC_CUDA_VERSION=12080` at build time overrides both. Needs Rust 1.88.
 //!
 //! # Export
 //!
-//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`: [`Export`](crate::safe::Export) moves it into
-//! the managed tensor, whose deleter drops it (freed on the slice's stream). Its [`StreamOrder`]
-//! makes the consumer's stream wait for an event on the slice's stream, as
-//! `__dlpack__(stream=...)` and the C exchange table require.
+//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`, freed on its stream by the deleter; its
+//! [`StreamOrder`] makes the consumer's stream wait for an event on the slice's stream.
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -27,15 +24,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Work on the slice from other streams must be ordered before the slice's stream before the
-//! export (cudarc's event tracking does so for its own operations). The slice is freed on its
-//! stream when the consumer calls the deleter, which per DLPack says the consumer is done.
+//! Work on the slice from other streams must be ordered before its stream before the export
+//! (cudarc's event tracking does so for its own operations).
 //!
 //! # Import
 //!
 //! [`CudaTensor`] owns an imported CUDA tensor and hands out cudarc views bound to the
-//! consumer's stream. With the Python glue, [`CudaTensor::import`] / [`CudaTensor::import_mut`] take it from any
-//! producer, ordering the consumer's stream after the producer's work.
+//! consumer's stream; [`CudaTensor::import`] takes it from any Python producer.
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -52,8 +47,8 @@
 //! # }
 //! ```
 //!
-//! Views are checked as host views are (see [`CudaTensor::new`]), and the element type must be
-//! [`AnyBitPattern`]: a copy to the host could otherwise make an invalid value.
+//! Views are checked as host views are, and `T` must be [`AnyBitPattern`] (a copy to the host
+//! could otherwise make an invalid value).
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
@@ -147,10 +142,9 @@ impl StreamOrder for SliceOrder {
     }
 }
 
-// SAFETY: the pointer is the slice's own allocation of `len` elements, valid and in place while
-// the slice lives and freed only by its drop; `device` says CUDA, so no host views are made. The
-// address carries the driver's permissions (`SHARED_PTR_WRITABLE`); no `&self` method writes the
-// memory; pointer, length and device never change.
+// SAFETY: the slice's own allocation of `len` elements, in place until its drop frees it, on
+// CUDA (no host views); the address carries the driver's permissions (`SHARED_PTR_WRITABLE`); no
+// `&self` method writes the memory; pointer, length and device never change.
 unsafe impl<T: Element> Buffer for CudaSlice<T> {
     type Elem = T;
     const SHARED_PTR_WRITABLE: bool = true;
@@ -178,9 +172,8 @@ unsafe impl<T: Element> Buffer for CudaSlice<T> {
 
 /// An imported tensor on a CUDA device, viewed through cudarc on the consumer's stream.
 ///
-/// It holds a registry borrow of the memory while it lives: shared for [`CudaTensor::new`],
-/// exclusive for [`CudaTensor::new_mut`]. Dropping it waits for device work that may still use
-/// the memory, then releases the tensor; if that wait fails, the tensor is leaked instead.
+/// It holds a registry borrow of the memory (exclusive for [`CudaTensor::new_mut`]). Dropping it
+/// waits for device work on the memory, then releases the tensor (leaked if the wait fails).
 pub struct CudaTensor<T> {
     /// The memory, bound to the consumer's stream; leaked in `drop`, as it owns nothing.
     slice: ManuallyDrop<CudaSlice<T>>,
@@ -195,9 +188,8 @@ impl<T: AnyBitPattern> CudaTensor<T> {
     /// Views `tensor` on `stream` for reading; the producer's work must already be ordered
     /// before `stream` (else see [`CudaTensor::order_after`]).
     ///
-    /// Refused with an [`Error`] unless the tensor is on `kDLCUDA` (or `kDLCUDAManaged`) on
-    /// `stream`'s device, holds `T`'s dtype, is compact row-major, aligned for `T`, and no
-    /// mutable view of its memory exists.
+    /// Needs `kDLCUDA` (or `kDLCUDAManaged`) on `stream`'s device, `T`'s dtype, compact
+    /// row-major layout, alignment, and no mutable view of the memory.
     pub fn new(tensor: impl Into<AnyManaged>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
         Self::build(tensor.into(), stream, false)
     }
@@ -238,11 +230,9 @@ impl<T: AnyBitPattern> CudaTensor<T> {
         })
     }
 
-    /// Orders the consumer's stream after the work queued on `producer_stream`, by an event:
-    /// needed before using views of a tensor taken without synchronisation.
+    /// Orders the consumer's stream after the work queued on `producer_stream`, by an event.
     ///
     /// # Safety
-    ///
     /// `producer_stream` is a valid CUDA stream (NULL and the special handles included) of the
     /// tensor's device, alive for the call.
     pub unsafe fn order_after(&self, producer_stream: sys::CUstream) -> Result<(), Error> {
@@ -250,8 +240,7 @@ impl<T: AnyBitPattern> CudaTensor<T> {
         if producer_stream == stream.cu_stream() {
             return Ok(());
         }
-        // SAFETY: a live stream of this device (this function's contract); the wrapper destroys
-        // nothing.
+        // SAFETY: a live stream of this device (this function's contract); the wrapper frees none.
         let producer = unsafe { stream.context().wrap_borrowed_stream(producer_stream) };
         stream
             .join(&producer)
@@ -265,8 +254,7 @@ impl<T> CudaTensor<T> {
         self.slice.as_view()
     }
 
-    /// The memory as a mutable cudarc view; [`Error::ReadOnly`] unless made by
-    /// [`CudaTensor::new_mut`] (or [`CudaTensor::import_mut`]).
+    /// The memory as a mutable cudarc view; [`Error::ReadOnly`] unless made by a `*_mut` door.
     pub fn as_view_mut(&mut self) -> Result<CudaViewMut<'_, T>, Error> {
         if !self.writable {
             return Err(Error::ReadOnly);
@@ -312,8 +300,7 @@ impl<T> Drop for CudaTensor<T> {
         // recorded use of the views.
         let _ = slice.leak();
         let leak_error = ctx.check_err();
-        // Queued work must finish before the producer may reuse the memory; without event
-        // tracking, uses on other streams are unknown: wait for the whole device.
+        // Queued work must finish before the memory goes back (the whole device's, untracked).
         let waited = if ctx.is_managing_stream_synchronization() {
             stream.synchronize()
         } else {
@@ -330,8 +317,7 @@ impl<T> Drop for CudaTensor<T> {
                 ManuallyDrop::drop(&mut self.owner);
             }
         }
-        // Else queued work may still use the memory: leak the tensor and the borrow, so no
-        // other view of it is ever granted.
+        // Else queued work may still use the memory: leak the tensor and the borrow.
     }
 }
 
@@ -361,12 +347,7 @@ pub(crate) fn check_cuda<T: Element>(
             found: device,
         });
     }
-    if tensor.dtype() != T::DTYPE {
-        return Err(Error::DtypeMismatch {
-            expected: T::DTYPE,
-            found: tensor.dtype(),
-        });
-    }
+    crate::safe::dtype_is::<T>(tensor.dtype())?;
     if exclusive && tensor.is_read_only() {
         return Err(Error::ReadOnly);
     }
@@ -384,11 +365,7 @@ pub(crate) fn check_cuda<T: Element>(
 #[cfg(feature = "pyo3")]
 #[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
 impl<T: AnyBitPattern> CudaTensor<T> {
-    /// Imports `obj` (any object with `__dlpack__`) for reading on `stream`.
-    ///
-    /// A producer with a C exchange table (torch) is ordered by an event after its current work
-    /// stream; any other is called as `obj.__dlpack__(stream=...)` and orders itself. Errors are
-    /// `BufferError` (`TypeError` for a dtype mismatch), as for host imports.
+    /// Imports `obj` (any object with `__dlpack__`) for reading on `stream`, after its work.
     pub fn import(
         obj: &pyo3::Bound<'_, pyo3::PyAny>,
         stream: &Arc<CudaStream>,
@@ -396,8 +373,7 @@ impl<T: AnyBitPattern> CudaTensor<T> {
         Self::import_with(obj, stream, false)
     }
 
-    /// As [`CudaTensor::import`], with a mutable view: refused for read-only tensors and
-    /// legacy-only producers.
+    /// As [`CudaTensor::import`], with a mutable view (refused for read-only tensors).
     pub fn import_mut(
         obj: &pyo3::Bound<'_, pyo3::PyAny>,
         stream: &Arc<CudaStream>,

@@ -73,10 +73,8 @@ impl Bytes {
     }
 }
 
-/// A safetensors file whose tensors export read-only and zero-copy, each keeping the bytes alive.
-///
-/// [`read`](Self::read) reads the file into memory; [`map`](Self::map) maps it. Every tensor's
-/// dtype, shape and byte range is checked when the file is opened.
+/// A safetensors file whose tensors export read-only and zero-copy, each keeping the bytes alive;
+/// every tensor's dtype, shape and byte range is checked when the file is opened.
 ///
 /// ```
 /// use dlpack_rs::safe::{Export, SafeTensorsFile};
@@ -124,11 +122,10 @@ impl SafeTensorsFile {
         Self::parse(Bytes::Read(buffer, pad))
     }
 
-    /// Maps the file at `path` in private copy-on-write pages, checked as [`read`](Self::read)
-    /// checks: a consumer that ignores `READ_ONLY` (torch) writes its own copy, never the file.
+    /// Maps the file at `path` in private copy-on-write pages (a consumer that ignores
+    /// `READ_ONLY` writes its own copy), checked as [`read`](Self::read) checks.
     ///
     /// # Safety
-    ///
     /// The file must not be written or truncated, by any process, while the `SafeTensorsFile`
     /// or any tensor exported from it lives.
     pub unsafe fn map(path: impl AsRef<Path>) -> io::Result<Self> {
@@ -145,9 +142,9 @@ impl SafeTensorsFile {
         let mut tensors = BTreeMap::new();
         for (name, view) in parsed.iter() {
             let dtype = dlpack_dtype(view.dtype()).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    alloc::format!("tensor {name}: dtype {:?} has no DLPack code", view.dtype()),
+                named(
+                    name,
+                    format_args!("dtype {:?} has no DLPack code", view.dtype()),
                 )
             })?;
             let shape = view
@@ -164,14 +161,11 @@ impl SafeTensorsFile {
                 .checked_mul(validated.extent().numel as u64)
                 .map(|bits| bits.div_ceil(8));
             if packed_len != Some(data.len() as u64) {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    alloc::format!(
-                        "tensor {name}: {} bytes for {} elements of {}",
-                        data.len(),
-                        validated.extent().numel,
-                        dtype.name()
-                    ),
+                let numel = validated.extent().numel;
+                let (len, dtype) = (data.len(), dtype.name());
+                return Err(named(
+                    name,
+                    format_args!("{len} bytes for {numel} elements of {dtype}"),
                 ));
             }
             tensors.insert(name.to_string(), info);
@@ -181,10 +175,8 @@ impl SafeTensorsFile {
 
     /// Serializes `(name, tensor)` pairs in the safetensors format.
     ///
-    /// Each tensor must be C-contiguous on the host (`NotContiguous`, `NotHostAccessible`), of a
-    /// dtype the format has, under a unique name other than `__metadata__` (`Unserializable`), and
-    /// not mutably borrowed (`AlreadyBorrowed`). Python raises `BufferError` (`ValueError` for names
-    /// and dtypes).
+    /// Each tensor must be C-contiguous host memory, not mutably borrowed, of a dtype the format
+    /// has, under a unique name other than `__metadata__` ([`Error::Unserializable`]).
     pub fn serialize<'a, S, K, I>(tensors: I) -> Result<Vec<u8>, Error>
     where
         S: AsRef<str>,
@@ -263,7 +255,7 @@ impl core::fmt::Debug for SafeTensorsFile {
 }
 
 /// `InvalidData` naming the tensor.
-fn named(name: &str, e: Error) -> io::Error {
+fn named(name: &str, e: impl core::fmt::Display) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
         alloc::format!("tensor {name}: {e}"),

@@ -70,8 +70,7 @@ pub enum Error {
     },
     /// A slice view needs compact row-major layout.
     NotContiguous,
-    /// The memory is not `kDLCPU` memory, which views and copies need (pinned or managed
-    /// memory may still be written by queued device work).
+    /// The memory is not `kDLCPU` memory, which views and copies need.
     NotHostAccessible(DLDevice),
     /// A mutable view of a read-only tensor was asked for.
     ReadOnly,

@@ -18,25 +18,12 @@
 //!
 //! # The borrow registry
 //!
-//! DLPack lets many owners describe one memory (two `__dlpack__` calls on one numpy array, a
-//! torch tensor re-exporting our capsule), so the borrow checker alone cannot check `&mut`.
-//! Every view (`as_slice`, `as_mut_slice`, `as_array`, `as_array_mut`) first registers the
-//! bytes it covers. Shared borrows may overlap; an exclusive one that overlaps any other is
-//! refused with [`Error::AlreadyBorrowed`]. Dropping the view releases its bytes.
-//!
-//! The registry is a versioned C table (`BorrowApi`), so every extension module in a process
-//! shares one whatever its release: the Python glue publishes the first module's table and
-//! later modules adopt it. Without Python each copy of the crate uses its own table.
-//!
-//! A view registers the bytes from its lowest to its highest element that lie on its period
-//! (the gcd of its byte strides). Two borrows conflict only when these sets share a byte,
-//! decided exactly; past 64 walked elements the answer is "conflict". So `z[::2]` and
-//! `z[1::2]` may be viewed mutably together, as may an image's channels. With several strided
-//! axes the set is a superset, so some disjoint views conflict (a refusal, never an alias).
-//! Sub-byte elements, contiguous views, exports and version-1 tables use whole ranges.
-//!
-//! The lock is a spin lock held only to scan the live borrows (no foreign code, no Python), so
-//! it cannot deadlock and needs no GIL.
+//! Many owners may describe one memory, so every view first registers the bytes it covers:
+//! shared borrows may overlap, an exclusive one that overlaps any other is refused with
+//! [`Error::AlreadyBorrowed`], and dropping the view releases them. A strided view registers
+//! the bytes on its period (the gcd of its byte strides), so `z[::2]` and `z[1::2]` may be
+//! viewed mutably together. The registry is a versioned C table under a spin lock, shared by
+//! every extension module of a process (SAFETY.md, "The borrow registry"; docs/import.md).
 
 pub(crate) mod borrow;
 mod dtype;
@@ -70,17 +57,13 @@ pub(crate) use export::pack::{pack_owned, pack_validated, PackAs};
 pub use export::shared_mut::SharedMut;
 pub use export::Export;
 #[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use import::views::{host_viewable, External, ExternalApi};
+pub(crate) use import::views::{dtype_is, host_viewable, External, ExternalApi};
 pub use import::{
     AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
 };
 pub use layout::tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use layout::tensor_info::Validated;
-#[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use layout::validate_dtype;
-#[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use layout::Extent;
-#[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use layout::{compact_strides, is_c_contiguous};
+pub(crate) use layout::{
+    compact_strides, is_c_contiguous, tensor_info::Validated, validate_dtype, Extent,
+};
 pub use packed::{PackedExport, PackedSlice, Packing};

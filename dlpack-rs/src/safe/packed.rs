@@ -104,25 +104,17 @@ impl Packing {
 
     /// Sets value `i` of packed `bytes` to the low bits of `value`; false if out of range.
     pub fn set_value(&self, bytes: &mut [u8], i: usize, value: u8) -> bool {
-        let bits = self.dtype.bits as usize;
-        let Some(bit) = i.checked_mul(bits) else {
+        // `value` checks that `bytes` holds value `i` (so `i * bits` does not overflow).
+        let Some(old) = self.value(bytes, i) else {
             return false;
         };
-        let (byte, shift) = (bit / 8, bit % 8);
-        let spans = shift + bits > 8;
-        if byte >= bytes.len() || (spans && byte + 1 >= bytes.len()) {
-            return false;
-        }
-        let mask = (self.mask() as u16) << shift;
-        let value = ((value & self.mask()) as u16) << shift;
-        let mut word = bytes[byte] as u16;
-        if spans {
-            word |= (bytes[byte + 1] as u16) << 8;
-        }
-        word = (word & !mask) | value;
-        bytes[byte] = word as u8;
-        if spans {
-            bytes[byte + 1] = (word >> 8) as u8;
+        let bits = self.dtype.bits as usize;
+        let (byte, shift) = (i * bits / 8, i * bits % 8);
+        // The bits that change, in place: XOR turns the old value into the new one.
+        let delta = ((old ^ (value & self.mask())) as u16) << shift;
+        bytes[byte] ^= delta as u8;
+        if shift + bits > 8 {
+            bytes[byte + 1] ^= (delta >> 8) as u8;
         }
         true
     }
@@ -191,10 +183,8 @@ impl PackedSlice<'_> {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The packed bytes of a contiguous host tensor of at most 8 bits per value.
-    ///
-    /// Errors: [`Error::NotPacked`] for wider dtypes, [`Error::NotContiguous`], and
-    /// [`Error::AlreadyBorrowed`] while a mutable view of these bytes exists.
+    /// The packed bytes of a contiguous host tensor of at most 8 bits per value ([`Error::NotPacked`]
+    /// for wider dtypes), borrowed as [`Managed::as_slice`] is.
     ///
     /// ```
     /// use dlpack_rs::ffi::DLDataType;
@@ -238,10 +228,8 @@ impl<K: Kind> Managed<K> {
     }
 }
 
-/// An export of packed bytes of an explicit dtype (FP4, FP6, FP8 without a Rust type, ...).
-///
-/// Compact row-major only; the byte count must be what the shape needs
-/// ([`Error::PackedLength`] otherwise).
+/// A compact row-major export of packed bytes of an explicit dtype (FP4, FP6, FP8 without a Rust
+/// type, ...); the byte count must be what the shape needs ([`Error::PackedLength`]).
 ///
 /// ```
 /// use dlpack_rs::ffi::DLDataType;

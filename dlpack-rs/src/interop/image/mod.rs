@@ -74,8 +74,7 @@ where
     }
 }
 
-/// The `(width, height)` of a `(H, W, C)` shape with `P`'s channel count (or `(H, W)` for one
-/// channel), if the sides fit in `u32`.
+/// The `(width, height)` of a `(H, W, C)` shape with `P`'s channel count (or one-channel `(H, W)`).
 #[cfg(feature = "pyo3")]
 pub(crate) fn image_dims<P: Pixel>(shape: &[i64]) -> Option<(u32, u32)> {
     let channels = i64::from(P::CHANNEL_COUNT);

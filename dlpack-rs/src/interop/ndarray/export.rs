@@ -26,11 +26,10 @@ pub(crate) fn span<A, S: Data<Elem = A>, D: Dimension>(array: &ArrayBase<S, D>) 
     )
 }
 
-/// An `Array` (or, read-only, an `ArcArray`) is exported with its own layout, nothing copied
-/// (`IntoDLPack`); as a `#[dlpack(data)]` field of a derived struct, its flat storage is the
-/// span from the lowest to the highest element address, skipped elements included. An
-/// `ArcArray` exports writable through `IntoDLPack` only as the sole owner of its data
-/// ([`ArcArray::is_unique`]), and is always read-only as a field (the struct could clone it).
+/// An `Array` (or, read-only, an `ArcArray`) exports with its own layout, nothing copied; as a
+/// `#[dlpack(data)]` field its storage is the span from its lowest to its highest element. An
+/// `ArcArray` exports writable only as the sole owner ([`ArcArray::is_unique`]), never as a
+/// field.
 ///
 /// ```
 /// use dlpack_rs::IntoDLPack;
@@ -44,9 +43,8 @@ pub(crate) fn span<A, S: Data<Elem = A>, D: Dimension>(array: &ArrayBase<S, D>) 
 /// assert_eq!(t.as_array::<u16>()?[[1, 0]], 7);
 /// # Ok::<(), dlpack_rs::safe::Error>(())
 /// ```
-// SAFETY: an `Array` owns its elements in one heap allocation that does not move with it, and
-// every element of the span is an initialised element of it. The pointer is the raw data
-// pointer, and the data is owned uniquely, so consumer writes touch nothing else relies on.
+// SAFETY: an `Array` owns its elements uniquely in one heap allocation that does not move with
+// it, every element of the span initialised; the pointer is the raw data pointer.
 unsafe impl<A: Element, D: Dimension> Buffer for Array<A, D> {
     type Elem = A;
     const SHARED_PTR_WRITABLE: bool = true;

@@ -27,8 +27,7 @@ impl<T> Normalized<T> {
     /// The array view this layout describes.
     ///
     /// # Safety
-    ///
-    /// The layout came from [`strided_parts`], its memory alive and borrowed for `'a`; `D` has
+    /// The layout came from `Parts::strided`, its memory alive and borrowed for `'a`; `D` has
     /// as many dimensions as the layout (any, for `IxDyn`).
     pub(crate) unsafe fn view<'a, D: Dimension>(&self) -> ArrayView<'a, T, D> {
         // SAFETY: this function's contract: non-negative strides from the lowest element stay
@@ -43,7 +42,6 @@ impl<T> Normalized<T> {
     /// The mutable array view this layout describes.
     ///
     /// # Safety
-    ///
     /// As [`Normalized::view`], borrowed exclusively from writable memory (no two indices
     /// alias), and no other view made from this layout is alive during `'a`.
     pub(crate) unsafe fn view_mut<'a, D: Dimension>(&self) -> ArrayViewMut<'a, T, D> {
@@ -57,12 +55,8 @@ impl<T> Normalized<T> {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The elements as an array view with the tensor's exact layout (any strides, negative
-    /// ones included, and the `byte_offset`), registered in the
-    /// [borrow registry](crate::safe#the-borrow-registry) like slices.
-    ///
-    /// Refused for another dtype than `T`'s, memory the CPU cannot view, a first element not
-    /// aligned for `T`, and ([`Error::AlreadyBorrowed`]) while a mutable view of it exists.
+    /// The elements as an array view with the tensor's exact layout (negative strides too),
+    /// borrowed as [`Managed::as_slice`] is but needing no contiguity.
     ///
     /// ```
     /// use dlpack_rs::safe::Export;
@@ -80,15 +74,13 @@ impl<K: Kind> Managed<K> {
     /// ```
     pub fn as_array<T: Element>(&self) -> Result<ReadGuard<'_, ArrayViewD<'_, T>>, Error> {
         let (n, token) = self.borrowed_layout::<T>(false)?;
-        // SAFETY: checked and borrowed (shared) by `strided_parts`; alive while `self` is.
+        // SAFETY: checked and borrowed (shared) by `Parts::strided`; alive while `self` is.
         let array = unsafe { n.view::<IxDyn>() };
         Ok(ReadGuard::new(array, token))
     }
 
-    /// The elements as a mutable array view with the tensor's exact layout.
-    ///
-    /// Refused as [`Managed::as_array`] is, and also for a read-only tensor, one where two
-    /// indices address the same element, and while any other view of its bytes exists.
+    /// The elements as a mutable array view: as [`Managed::as_array`], refused also for a
+    /// read-only tensor, aliasing indices, and while any other view of its bytes exists.
     pub fn as_array_mut<T: Element>(
         &mut self,
     ) -> Result<WriteGuard<'_, ArrayViewMutD<'_, T>>, Error> {

@@ -6,22 +6,16 @@ use core::ops::{Deref, DerefMut};
 
 use crate::safe::borrow::BorrowToken;
 
-/// A shared view `V` of a tensor's elements (`&'a [T]` from
-/// [`Managed::as_slice`](crate::safe::Managed::as_slice), ndarray's `ArrayViewD` from
-/// `Managed::as_array`); derefs to what `V` derefs to.
-///
-/// While it lives, no mutable view of its bytes can be taken through any owner of the memory.
+/// A shared view `V` of a tensor's elements (`&'a [T]`, ndarray's `ArrayViewD`), derefs to what
+/// `V` derefs to; while it lives, no mutable view of its bytes can be taken.
 pub struct ReadGuard<'a, V> {
     pub(crate) view: V,
     _borrow: BorrowToken,
     _life: PhantomData<&'a ()>,
 }
 
-/// An exclusive view `V` of a tensor's elements (`&'a mut [T]` from
-/// [`Managed::as_mut_slice`](crate::safe::Managed::as_mut_slice), ndarray's `ArrayViewMutD`
-/// from `Managed::as_array_mut`); derefs mutably to what `V` derefs to.
-///
-/// While it lives, no other view of its bytes can be taken through any owner of the memory.
+/// An exclusive view `V` of a tensor's elements (`&'a mut [T]`, ndarray's `ArrayViewMutD`),
+/// derefs mutably to what `V` derefs to; while it lives, no other view of its bytes can be taken.
 pub struct WriteGuard<'a, V> {
     pub(crate) view: V,
     _borrow: BorrowToken,

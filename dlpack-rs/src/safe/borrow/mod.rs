@@ -100,28 +100,34 @@ impl BorrowApi {
         }
     }
 
+    /// Calls this table's `range` function (or, for a strided span, `strided`) on `span`.
+    ///
+    /// # Safety
+    /// The table keeps the contract above; `range` and `strided` are its fields of one kind.
+    unsafe fn call<R>(
+        &self,
+        span: Span,
+        exclusive: bool,
+        range: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> R,
+        strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool) -> R,
+    ) -> R {
+        let s = self.registered(span);
+        if s.is_range() {
+            // SAFETY: the table's contract (this function's).
+            unsafe { range(self.state, s.start, s.end, exclusive) }
+        } else {
+            // SAFETY: as above; a version-2 table has this function (`registered`).
+            unsafe { strided(self.state, s.start, s.end, s.period, s.width, exclusive) }
+        }
+    }
+
     /// Registers `span` and returns the table's answer.
     ///
     /// # Safety
     /// The table keeps the contract above.
     unsafe fn acquire_span(&self, span: Span, exclusive: bool) -> i32 {
-        let span = self.registered(span);
-        if span.is_range() {
-            // SAFETY: the table's contract (this function's).
-            unsafe { (self.acquire)(self.state, span.start, span.end, exclusive) }
-        } else {
-            // SAFETY: as above; a version-2 table has this field (`registered`).
-            unsafe {
-                (self.acquire_strided)(
-                    self.state,
-                    span.start,
-                    span.end,
-                    span.period,
-                    span.width,
-                    exclusive,
-                )
-            }
-        }
+        // SAFETY: this function's contract.
+        unsafe { self.call(span, exclusive, self.acquire, self.acquire_strided) }
     }
 
     /// Releases one registration of `span`.
@@ -129,23 +135,8 @@ impl BorrowApi {
     /// # Safety
     /// As `acquire_span`, and such a registration is live.
     unsafe fn release_span(&self, span: Span, exclusive: bool) {
-        let span = self.registered(span);
-        if span.is_range() {
-            // SAFETY: the table's contract (this function's).
-            unsafe { (self.release)(self.state, span.start, span.end, exclusive) }
-        } else {
-            // SAFETY: as above; a version-2 table has this field (`registered`).
-            unsafe {
-                (self.release_strided)(
-                    self.state,
-                    span.start,
-                    span.end,
-                    span.period,
-                    span.width,
-                    exclusive,
-                )
-            }
-        }
+        // SAFETY: this function's contract.
+        unsafe { self.call(span, exclusive, self.release, self.release_strided) }
     }
 }
 

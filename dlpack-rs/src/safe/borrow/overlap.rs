@@ -1,11 +1,9 @@
 //! Whether two borrows share a byte: [`Span`] (a range, or a strided view's progression of
 //! elements) and the exact test between two of them.
 //!
-//! A strided view's elements start at multiples of the gcd of its byte strides from its lowest
-//! one, so a span of that `period` is a superset of its bytes (exact for one axis).
 //! Two progressions share a byte iff their residues modulo the gcd of their periods meet
-//! (Chinese remainder theorem), and then in every window of the periods' lcm. A shorter overlap
-//! is walked element by element, up to [`MAX_WALK`]; past that the answer is "shared".
+//! (Chinese remainder theorem), and then in every window of the periods' lcm; a shorter overlap
+//! is walked, up to [`MAX_WALK`] elements, past which the answer is "shared".
 
 /// How many elements the exact test walks at most before answering "shared".
 pub(crate) const MAX_WALK: usize = 64;

@@ -49,8 +49,7 @@ macro_rules! one_lane {
     };
 }
 
-/// DLPack's type codes; a new dtype is a row here and maybe an [`Element`] impl. Unlisted codes
-/// are free.
+/// DLPack's type codes (unlisted ones are free); a new dtype is a row and maybe an [`Element`].
 const CODES: &[(DLDataTypeCode, Rule)] = {
     use DLDataTypeCode as C;
     use Lanes::{Any, Exactly};
@@ -135,9 +134,6 @@ const fn fixed_form(dtype: DLDataType) -> Option<(Lanes, &'static str)> {
 impl DLDataTypeCode {
     /// The `(bits, lanes)` this type code allows, described for error messages; `None` when free.
     ///
-    /// Fixed: bool (8 bits), bfloat16 (16 bits), FP8 (8 bits, 1 lane), FP6 (6 bits, 1 lane) and
-    /// FP4 (4 bits, 1 lane packed, or 2 lanes as torch's `float4_e2m1fn_x2`).
-    ///
     /// ```
     /// use dlpack_rs::ffi::DLDataTypeCode;
     ///
@@ -152,8 +148,7 @@ impl DLDataTypeCode {
     }
 }
 
-/// Whether a dtype has non-zero bits and lanes, and the form its code's
-/// [`rule`](DLDataTypeCode::rule) names if any.
+/// Whether a dtype has non-zero bits and lanes, in the form its code's rule names if any.
 pub fn dtype_allowed(dtype: DLDataType) -> bool {
     dtype.bits != 0
         && dtype.lanes != 0
@@ -190,8 +185,7 @@ impl DLDataType {
         }
     }
 
-    /// Whether every supported numpy takes this dtype over DLPack: 1-lane int, uint, float,
-    /// complex and bool (not assuming `ml_dtypes`).
+    /// Whether every supported numpy takes this dtype over DLPack (not assuming `ml_dtypes`).
     pub const fn numpy_has(self) -> bool {
         if self.lanes != 1 {
             return false;

@@ -6,11 +6,8 @@ pub use codes::dtype_allowed;
 
 use crate::ffi::{DLDataType, DLDevice, DLDeviceType};
 
-/// A Rust type whose values are the elements of a tensor of dtype [`Element::DTYPE`].
-///
-/// Implemented for `bool`, the primitive integers and floats, and (behind features `half`,
-/// `num-complex`, `float8`) `f16`, `bf16`, `Complex32`, `Complex64`, `F8E4M3`, `F8E5M2`.
-/// Sub-byte types have none: see [`Packing`](crate::safe::Packing).
+/// A Rust type whose values are the elements of a tensor of dtype [`Element::DTYPE`] (sub-byte
+/// types have none: see [`Packing`](crate::safe::Packing)).
 ///
 /// # Safety
 /// `size_of::<Self>()` must equal `DTYPE.bits * DTYPE.lanes / 8`, with no padding, laid out as

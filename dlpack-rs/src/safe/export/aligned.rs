@@ -1,7 +1,6 @@
 //! [`AlignedBuffer`]: owned storage aligned so that jax (64 bytes) shares it without a copy.
 
 use alloc::alloc::{alloc, alloc_zeroed, dealloc, Layout};
-use alloc::vec::Vec;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ops::{Deref, DerefMut};
@@ -129,11 +128,6 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.ptr.as_ptr()
     }
-
-    /// The elements, copied into a `Vec`.
-    pub fn to_vec(&self) -> Vec<T> {
-        self.as_slice().to_vec()
-    }
 }
 
 impl<T: Element, const ALIGN: usize> Drop for AlignedBuffer<T, ALIGN> {
@@ -182,14 +176,6 @@ impl<T: Element + PartialEq, const ALIGN: usize> PartialEq for AlignedBuffer<T, 
 
 impl<T: Element> AlignedBuffer<T> {
     /// A 64-byte aligned copy of `values` (other alignments: `AlignedBuffer::<T, A>::try_from`).
-    ///
-    /// ```
-    /// use dlpack_rs::safe::{AlignedBuffer, Export};
-    ///
-    /// let t = Export::new(AlignedBuffer::from_slice(&[1.0f32, 2.0, 3.0])?).versioned()?;
-    /// assert_eq!(t.data_ptr() as usize % 64, 0);
-    /// # Ok::<(), dlpack_rs::safe::Error>(())
-    /// ```
     pub fn from_slice(values: &[T]) -> Result<Self, Error> {
         Self::copy_of(values)
     }
@@ -202,9 +188,8 @@ impl<T: Element, const ALIGN: usize> TryFrom<&[T]> for AlignedBuffer<T, ALIGN> {
     }
 }
 
-// SAFETY: the elements live in an owned allocation that moves never move, initialised while
-// it lives; `data_ptr` reads the raw pointer without a reference, so it may write even through
-// `&self` (`SHARED_PTR_WRITABLE`), and no `&self` method writes the elements.
+// SAFETY: the elements live in an owned allocation moves never move, initialised while it
+// lives; `data_ptr` makes no reference (`SHARED_PTR_WRITABLE`); no `&self` method writes.
 unsafe impl<T: Element, const ALIGN: usize> Buffer for AlignedBuffer<T, ALIGN> {
     type Elem = T;
     const SHARED_PTR_WRITABLE: bool = true;

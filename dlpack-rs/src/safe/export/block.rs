@@ -12,10 +12,8 @@ use crate::ffi::{
 use crate::safe::borrow::BorrowToken;
 use crate::safe::{Error, Validated};
 
-/// The head of an export's block; `2 * ndim` `i64`s (shape, then strides) follow it.
-///
-/// The managed struct comes first, so a pointer to it is a pointer to the block. `ndim` is
-/// kept here so the deleter's layout does not depend on anything a consumer can touch.
+/// The head of an export's block, managed struct first; `2 * ndim` `i64`s (shape, then strides)
+/// follow. `ndim` is kept here so the deleter's layout depends on nothing a consumer can touch.
 #[repr(C)]
 struct Header<M, K> {
     managed: M,
@@ -25,11 +23,8 @@ struct Header<M, K> {
 }
 
 /// Who besides the consumers may read an export's memory: decides whether the export holds a
-/// shared borrow in the [borrow registry](crate::safe#the-borrow-registry) until its deleter runs.
-///
-/// Every `READ_ONLY` export holds one too, since read-only means other owners share the buffer.
-/// While it is held, mutable views of the memory fail with [`Error::AlreadyBorrowed`], even
-/// after torch re-exported it writable.
+/// shared [registry borrow](crate::safe#the-borrow-registry) until its deleter runs (every
+/// `READ_ONLY` export does, as other owners share the buffer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Readers {
     /// The keepalive owns the memory alone: borrow only if read-only.
@@ -138,13 +133,10 @@ impl ManagedStruct for DLManagedTensorVersioned {
     }
 }
 
-/// Moves validated metadata and `keepalive` into one heap block; strides are always written.
+/// Moves validated metadata and `keepalive` into one heap block, strides always written: the
+/// funnel of every export, which takes the [`Readers`] borrow (dropping `keepalive` on error).
 ///
-/// `data_from_keepalive` retakes the data pointer from the keepalive in its final place
-/// (through `&mut`, so consumers' writes have unique provenance).
-/// Every export passes through here: it takes the [`Readers`] borrow, failing with
-/// [`Error::AlreadyBorrowed`] or [`Error::OutOfMemory`] (dropping `keepalive`).
-/// The caller that trusts the returned pointer's metadata (`pack_validated`) vouches for it.
+/// `data_from_keepalive` retakes the data pointer from the keepalive in its final place.
 pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,
     validated: Validated,

@@ -52,11 +52,7 @@ pub unsafe trait Buffer {
 }
 
 /// Makes a consumer's stream wait for device work pending on exported memory
-/// (`__dlpack__(stream=...)`).
-///
-/// Returned by [`Buffer::stream_order`] and
-/// [`IntoDLPack::stream_order`](crate::IntoDLPack::stream_order). Mistakes race on device
-/// memory only, never host memory the crate reads, so the trait is safe.
+/// (`__dlpack__(stream=...)`); safe, as mistakes race on device memory only.
 pub trait StreamOrder: Send + Sync {
     /// Makes later work on `consumer_stream` (a DLPack stream value for `device`, never -1)
     /// wait for the work pending on the memory; an error raises `BufferError`.
@@ -66,10 +62,9 @@ pub trait StreamOrder: Send + Sync {
 
 macro_rules! std_buffer {
     ($($ty:ty, shared_ptr_writable: $shared:expr, writable: $writable:expr, $mut_ptr:ident;)*) => {$(
-        // SAFETY: the elements live in an allocation (or `'static` memory) that moves never
-        // move. `Vec::as_ptr` makes no reference, so only `Vec` is `SHARED_PTR_WRITABLE`; a
-        // box's `as_mut_ptr` is a unique reborrow. `Arc` and `&'static` slices are not writable,
-        // so their exports are `READ_ONLY` and hold a shared borrow (`block::Readers`).
+        // SAFETY: the elements live in an allocation (or `'static` memory) moves never move.
+        // Only `Vec::as_ptr` makes no reference (`SHARED_PTR_WRITABLE`); `Arc` and `&'static`
+        // slices are not writable, so their exports are `READ_ONLY`.
         unsafe impl<T: Element> Buffer for $ty {
             type Elem = T;
             const SHARED_PTR_WRITABLE: bool = $shared;
@@ -123,8 +118,6 @@ unsafe impl<B: Buffer> Buffer for Arc<B> {
 /// A [`Buffer`] whose clones share one memory: what a mutable `#[pyclass]` exports without a copy.
 ///
 /// The export holds its own clone, so a `&mut self` method cannot free memory a consumer reads.
-/// Copy-on-write buffers (`Arc<[T]>`, `Arc<B>`, `ArcArray`) export read-only;
-/// [`SharedMut`](crate::safe::SharedMut) exports writable and edits in place under guards.
 ///
 /// # Safety
 /// Every clone describes the same memory (see `Buffer`) and keeps it valid and in place while

@@ -100,9 +100,8 @@ pub(crate) unsafe fn copy_described(
 
 // The copy of an owner is an export: it lives on this floor, above the owner's.
 impl<K: Kind> Managed<K> {
-    /// A compact, writable, 64-byte aligned host copy flagged `IS_COPIED`.
-    ///
-    /// Refused with [`Error::AlreadyBorrowed`] while a mutable view of the source exists.
+    /// A compact, writable, 64-byte aligned host copy flagged `IS_COPIED` (refused while a
+    /// mutable view of the source exists).
     ///
     /// ```
     /// use dlpack_rs::safe::Export;

@@ -130,8 +130,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
 /// not writable ([`Error::ReadOnly`] then for a legacy struct).
 ///
 /// # Safety
-/// `info` addresses only `buffer`'s memory, which the `Buffer` contract keeps in place while
-/// the buffer lives.
+/// `info` addresses only `buffer`'s memory (kept in place by the `Buffer` contract).
 pub(crate) unsafe fn pack_buffer<M: PackAs, B: Buffer + Send + 'static>(
     buffer: B,
     info: Validated,

@@ -9,8 +9,6 @@ use crate::safe::{Error, TensorInfo, Validated};
 
 /// Wraps `keepalive` and `info` in a legacy [`DLManagedTensor`] whose deleter drops `keepalive`.
 ///
-/// The consumer calls `deleter` once; otherwise free it with [`ManagedTensor::from_raw`].
-///
 /// # Panics
 /// If `info` is invalid (see [`TensorInfo::numel`]); [`try_pack`] returns the error instead.
 ///

@@ -11,12 +11,10 @@ use crate::safe::{
 
 /// Shared, mutable, 64-byte aligned host memory whose exports are writable and zero-copy.
 ///
-/// Rust reads it through [`SharedMut::read`] and edits it in place through [`SharedMut::write`],
-/// and views taken before an edit see it (as rust-numpy's `PyReadwriteArray`). Clones share the
-/// memory. Each guard takes a [registry borrow](crate::safe#the-borrow-registry), refused with
-/// [`Error::AlreadyBorrowed`] while a conflicting view lives. Exports hold no borrow, and
-/// foreign writes racing a guard are the consumer's data race. `SharedMut<bool>` exports
-/// read-only, blocking `write` while such an export lives.
+/// Clones share the memory; [`SharedMut::read`] and [`SharedMut::write`] take
+/// [registry borrows](crate::safe#the-borrow-registry), and views taken before an edit see it.
+/// Exports hold no borrow (foreign writes racing a guard are the consumer's data race), except
+/// `SharedMut<bool>`'s, which are read-only and block `write`.
 ///
 /// ```
 /// use dlpack_rs::safe::{Error, SharedMut};
@@ -24,12 +22,9 @@ use crate::safe::{
 /// let pixels = SharedMut::from_slice(&[1u8, 2, 3])?;
 /// let view = pixels.clone(); // the same memory
 /// pixels.write()?.iter_mut().for_each(|p| *p = 255 - *p);
-/// assert_eq!(*view.read()?, [254, 253, 252]);
-///
 /// let reading = view.read()?;
+/// assert_eq!(*reading, [254, 253, 252]);
 /// assert_eq!(pixels.write().unwrap_err(), Error::AlreadyBorrowed { exclusive: true });
-/// drop(reading);
-/// assert!(pixels.write().is_ok());
 /// # Ok::<(), Error>(())
 /// ```
 pub struct SharedMut<T: Element> {

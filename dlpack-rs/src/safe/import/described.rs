@@ -5,7 +5,7 @@ use core::ffi::c_void;
 
 use crate::ffi::{DLDataType, DLDevice, DLTensor};
 use crate::safe::borrow::BorrowToken;
-use crate::safe::import::views::{contiguous_slice_parts, take_external, External};
+use crate::safe::import::views::{replace_external, External, Parts};
 use crate::safe::import::{raw_shape, raw_strides, validate};
 use crate::safe::{Element, Error};
 
@@ -18,9 +18,8 @@ enum Dims {
     Heap(Box<[i64]>),
 }
 
-/// A validated copy of a non-owning `DLTensor`'s metadata; its maker keeps the memory alive.
-///
-/// It may own an external checker's context, whose borrow its views take too.
+/// A validated copy of a non-owning `DLTensor`'s metadata (its maker keeps the memory alive),
+/// maybe owning an external checker's context, whose borrow its views take too.
 #[allow(dead_code)] // used by the layers above safe/
 pub(crate) struct Described {
     /// The first element (`data + byte_offset`).
@@ -97,13 +96,10 @@ impl Described {
     /// Makes every view also borrow in `external`; this value releases its context once.
     ///
     /// # Safety
-    /// `external.ctx` stays valid for `external.api`'s functions until `drop_ctx` is called on
-    /// it, and this value is the only one to call `drop_ctx` on it.
+    /// As `Managed::set_external`.
     pub(crate) unsafe fn set_external(&mut self, external: External) {
-        if let Some(old) = self.external.replace(external) {
-            // SAFETY: the previous context was this value's alone (this function's contract).
-            unsafe { (old.api.drop_ctx)(old.ctx) };
-        }
+        // SAFETY: the previous context was this value's alone (this function's contract).
+        unsafe { replace_external(&mut self.external, Some(external)) }
     }
 
     fn ndim(&self) -> usize {
@@ -146,10 +142,7 @@ impl Described {
 
     /// Strides in elements, compact ones where the producer gave none.
     pub(crate) fn strides(&self) -> alloc::borrow::Cow<'_, [i64]> {
-        match self.raw_strides() {
-            Some(s) => alloc::borrow::Cow::Borrowed(s),
-            None => alloc::borrow::Cow::Owned(crate::safe::compact_strides(self.shape())),
-        }
+        self.parts().strides()
     }
 
     /// The element type.
@@ -167,7 +160,19 @@ impl Described {
         self.first
     }
 
-    /// As `Managed::slice_parts` (exclusive only after [`Described::allow_writes`]).
+    /// What the view checks read of this value.
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            first: self.first,
+            shape: self.shape(),
+            strides: self.raw_strides(),
+            dtype: self.dtype,
+            device: self.device,
+            external: self.external,
+        }
+    }
+
+    /// [`Parts::slice`] of this value (exclusive only after [`Described::allow_writes`]).
     ///
     /// # Safety
     /// The memory `self` describes stays alive and in place while the returned pointer is used.
@@ -177,99 +182,40 @@ impl Described {
         exclusive: bool,
     ) -> Result<(*mut T, usize, BorrowToken), Error> {
         self.check_writes(exclusive)?;
-        let (shape, strides) = (self.shape(), self.raw_strides());
-        // SAFETY: validated in `new`; alive by this function's contract.
-        unsafe {
-            match self.external {
-                // No hook to call without a second checker.
-                None => contiguous_slice_parts::<T>(
-                    self.first,
-                    shape,
-                    strides,
-                    self.dtype,
-                    self.device,
-                    exclusive,
-                    Ok,
-                ),
-                Some(external) => contiguous_slice_parts::<T>(
-                    self.first,
-                    shape,
-                    strides,
-                    self.dtype,
-                    self.device,
-                    exclusive,
-                    // SAFETY: the context is this value's until it drops, after every token.
-                    |token| take_external(Some(external), token, exclusive),
-                ),
-            }
-        }
+        // SAFETY: validated in `new`; alive by this function's contract; the context is this
+        // value's until it drops, after every token.
+        unsafe { self.parts().slice::<T>(exclusive) }
     }
 
-    /// The layout of a strided view of `T` and the borrow of every byte it addresses.
+    /// [`Parts::strided`] of this value (exclusive only after [`Described::allow_writes`]).
     ///
     /// # Safety
-    /// The memory `self` describes stays alive and in place while a view made from the
-    /// returned layout is used.
-    #[allow(dead_code)] // used by the layers above safe/
+    /// As [`Described::slice_parts`], for a view made from the returned layout.
     pub(crate) unsafe fn strided_parts<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
         self.check_writes(exclusive)?;
-        let strides = self.strides();
-        // SAFETY: validated in `new`; alive by this function's contract.
-        unsafe {
-            match self.external {
-                None => crate::safe::import::strided::strided_parts::<T>(
-                    self.first,
-                    self.shape(),
-                    &strides,
-                    self.dtype,
-                    self.device,
-                    exclusive,
-                    Ok,
-                ),
-                Some(external) => crate::safe::import::strided::strided_parts::<T>(
-                    self.first,
-                    self.shape(),
-                    &strides,
-                    self.dtype,
-                    self.device,
-                    exclusive,
-                    // SAFETY: as in `slice_parts`.
-                    |token| take_external(Some(external), token, exclusive),
-                ),
-            }
-        }
+        // SAFETY: as in `slice_parts`.
+        unsafe { self.parts().strided::<T>(exclusive) }
     }
 
-    /// The checks and borrow of a raw pointer to the elements, on any device.
-    #[allow(dead_code)] // used by the layers above safe/
+    /// [`Parts::raw`] of this value (exclusive only after [`Described::allow_writes`]).
     pub(crate) fn raw_parts<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, BorrowToken), Error> {
         self.check_writes(exclusive)?;
-        let strides = self.strides();
-        crate::safe::import::strided::raw_parts::<T>(
-            self.first,
-            self.shape(),
-            &strides,
-            self.dtype,
-            exclusive,
-            // SAFETY: as in `slice_parts`.
-            |token| unsafe { take_external(self.external, token, exclusive) },
-        )
+        // SAFETY: the context is this value's until it drops, after every token.
+        unsafe { self.parts().raw::<T>(exclusive) }
     }
 }
 
 impl Drop for Described {
     #[inline]
     fn drop(&mut self) {
-        if let Some(external) = self.external.take() {
-            // SAFETY: this value's own context, released once, after every token that used it.
-            unsafe { (external.api.drop_ctx)(external.ctx) };
-        }
+        // SAFETY: this value's own context, released once, after every token that used it.
+        unsafe { replace_external(&mut self.external, None) }
     }
 }
 

@@ -21,7 +21,7 @@ use crate::ffi::{
     DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION,
 };
 use crate::safe::import::views::External;
-use crate::safe::layout::{check, compact_strides, is_c_contiguous};
+use crate::safe::layout::{check, is_c_contiguous};
 use crate::safe::{Error, TensorInfo};
 
 mod sealed {
@@ -55,11 +55,8 @@ pub type ManagedTensorVersioned = Managed<Versioned>;
 /// An owned managed tensor of either kind.
 pub type AnyManaged = Managed<AnyKind>;
 
-/// An owned managed tensor: its `Drop` calls the producer's deleter exactly once.
-///
-/// Metadata is validated when the owner is made. Data views ([`Managed::as_slice`],
-/// [`Managed::as_mut_slice`]) take borrows in the [borrow registry](super#the-borrow-registry),
-/// so two owners of one memory never hand out aliasing `&mut`.
+/// An owned managed tensor, validated when made, whose `Drop` calls the producer's deleter once;
+/// its views take borrows in the [borrow registry](super#the-borrow-registry).
 ///
 /// ```
 /// use dlpack_rs::safe::Export;
@@ -189,10 +186,7 @@ impl<K: Kind> Managed<K> {
 
     /// Strides in elements; compact ones when the producer sent NULL.
     pub fn strides(&self) -> Cow<'_, [i64]> {
-        match self.raw_strides() {
-            Some(s) => Cow::Borrowed(s),
-            None => Cow::Owned(compact_strides(self.shape())),
-        }
+        self.parts().strides()
     }
 
     /// The strides exactly as the producer sent them (`None` for NULL).
@@ -248,20 +242,16 @@ impl<K: Kind> Managed<K> {
         self
     }
 
-    /// Leaks the tensor instead of calling the deleter if `leak_if()` is true at drop time.
-    ///
-    /// For runtimes whose deleters must not run at shutdown. A later call replaces the
-    /// predicate; the crate's own guard stays in force.
+    /// Leaks the tensor instead of calling the deleter if `leak_if()` is true at drop time (for
+    /// runtimes whose deleters must not run at shutdown); a later call replaces the predicate.
     pub fn leak_on_drop_if(&mut self, leak_if: fn() -> bool) {
         self.leak_if = Some(leak_if);
     }
 
     /// Releases the external checker's context.
     fn drop_external(&mut self) {
-        if let Some(external) = self.external.take() {
-            // SAFETY: this owner's own context, released once (`set_external`).
-            unsafe { (external.api.drop_ctx)(external.ctx) };
-        }
+        // SAFETY: this owner's own context, released once (`set_external`), after every view.
+        unsafe { views::replace_external(&mut self.external, None) }
     }
 
     /// Sets the crate's own leak guard, which no public call removes.
@@ -320,8 +310,7 @@ impl<K: Kind> Managed<K> {
         }
     }
 
-    /// Gives up ownership without calling the deleter; a read-only versioned owner sets
-    /// `READ_ONLY` (a legacy one cannot).
+    /// Gives up ownership without calling the deleter (`READ_ONLY` set if read-only and versioned).
     pub(crate) fn into_raw_parts(mut self) -> (NonNull<c_void>, bool) {
         self.drop_external();
         let (ptr, versioned, read_only) = (self.ptr, self.versioned, self.read_only);
@@ -382,8 +371,8 @@ impl Managed<Legacy> {
 }
 
 impl Managed<Versioned> {
-    /// Takes ownership of a producer's versioned managed tensor and validates it; an error calls
-    /// the deleter. The major version is checked before anything else is read.
+    /// Takes ownership of a producer's versioned managed tensor and validates it (its major
+    /// version first); an error calls the deleter.
     ///
     /// # Safety
     /// `ptr` must be NULL or point at a `DLManagedTensorVersioned` that the caller owns, valid

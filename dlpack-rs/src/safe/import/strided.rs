@@ -1,14 +1,13 @@
-//! The strided-layout engine of views of any layout: [`Normalized`] layouts, the overlap test,
-//! the walk over reached elements, and the checks and borrows of [`strided_parts`] and
-//! [`raw_parts`].
+//! Views of any layout: [`Normalized`] layouts, the overlap test, the walk over reached
+//! elements, and [`Parts::strided`] and [`Parts::raw`].
 
 use alloc::vec::Vec;
-use core::ffi::c_void;
 use core::ptr::NonNull;
 
-use crate::ffi::{DLDataType, DLDevice};
-
 use crate::safe::borrow::BorrowToken;
+use crate::safe::import::views::{
+    addressed_token, dtype_is, first_of, host_viewable, take_external, Parts,
+};
 use crate::safe::{Element, Error, Kind, Managed};
 
 /// A layout rewritten for a view: non-negative strides from the lowest addressed element, and
@@ -83,17 +82,11 @@ pub(crate) fn viewable_empty(shape: &[usize]) -> Result<(), Error> {
 }
 
 /// Checks that `T` may view a tensor's elements and rewrites its layout (see [`Normalized`]).
-fn normalize<T: Element>(
-    first: *mut c_void,
-    shape: &[i64],
-    strides: &[i64],
-    dtype: DLDataType,
-    device: DLDevice,
-) -> Result<Normalized<T>, Error> {
-    crate::safe::import::views::dtype_is::<T>(dtype)?;
-    crate::safe::import::views::host_viewable(device)?;
+fn normalize<T: Element>(p: &Parts<'_>, strides: &[i64]) -> Result<Normalized<T>, Error> {
+    dtype_is::<T>(p.dtype)?;
+    host_viewable(p.device)?;
     // Validated: no negative extent.
-    let shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let shape: Vec<usize> = p.shape.iter().map(|&d| d as usize).collect();
     if shape.contains(&0) {
         viewable_empty(&shape)?;
         let strides = shape.iter().map(|_| 0).collect();
@@ -104,8 +97,7 @@ fn normalize<T: Element>(
             inverted: Vec::new(),
         });
     }
-    let first = crate::safe::import::views::first_of::<T>(first)?;
-    let mut ptr = first;
+    let mut ptr = first_of::<T>(p.first)?;
     let mut out = Vec::with_capacity(shape.len());
     let mut inverted = Vec::new();
     for (axis, (&extent, &stride)) in shape.iter().zip(strides.iter()).enumerate() {
@@ -130,63 +122,55 @@ fn normalize<T: Element>(
     })
 }
 
-/// Checks and borrows a view of `T` with any strides (plus `more`, a second checker's borrow);
-/// an exclusive view must address no element twice.
-///
-/// # Safety
-/// `first` (the address of the first element), `shape`, `strides`, `dtype` and `device` describe
-/// a tensor validated by `layout::check` whose memory stays alive and in place while a view
-/// made from the returned layout is used.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn strided_parts<T: Element>(
-    first: *mut c_void,
-    shape: &[i64],
-    strides: &[i64],
-    dtype: DLDataType,
-    device: DLDevice,
-    exclusive: bool,
-    more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
-) -> Result<(Normalized<T>, BorrowToken), Error> {
-    let n = normalize::<T>(first, shape, strides, dtype, device)?;
-    if exclusive && overlaps(&n.shape, &n.strides) {
-        return Err(Error::Overlapping);
-    }
-    let token =
-        crate::safe::import::views::addressed_token(first, shape, strides, dtype, exclusive)?;
-    let token = more(token)?;
-    check_values::<T>(&n)?;
-    Ok((n, token))
-}
-
-/// Checks and borrows a raw pointer to the elements on any device, reading nothing.
-///
-/// Device addresses are registered as host ones: a collision can only refuse a view.
-pub(crate) fn raw_parts<T: Element>(
-    first: *mut c_void,
-    shape: &[i64],
-    strides: &[i64],
-    dtype: DLDataType,
-    exclusive: bool,
-    more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
-) -> Result<(*mut T, BorrowToken), Error> {
-    crate::safe::import::views::dtype_is::<T>(dtype)?;
-    let mut first = first.cast::<T>();
-    if !shape.contains(&0) {
-        first = crate::safe::import::views::first_of::<T>(first.cast())?;
-        let abs =
-            |v: &[i64]| -> Vec<usize> { v.iter().map(|&d| d.unsigned_abs() as usize).collect() };
-        if exclusive && overlaps(&abs(shape), &abs(strides)) {
+impl Parts<'_> {
+    /// Checks and borrows a view of `T` with any strides; an exclusive view must address no
+    /// element twice.
+    ///
+    /// # Safety
+    /// As [`Parts::slice`], for a view made from the returned layout.
+    pub(crate) unsafe fn strided<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(Normalized<T>, BorrowToken), Error> {
+        let (first, shape, strides) = (self.first, self.shape, self.strides());
+        let n = normalize::<T>(self, &strides)?;
+        if exclusive && overlaps(&n.shape, &n.strides) {
             return Err(Error::Overlapping);
         }
+        let token = addressed_token(first, shape, &strides, self.dtype, exclusive)?;
+        // SAFETY: the context lives while the token does (this function's contract).
+        let token = unsafe { take_external(self.external, token, exclusive) }?;
+        check_values::<T>(&n)?;
+        Ok((n, token))
     }
-    let token = crate::safe::import::views::addressed_token(
-        first.cast(),
-        shape,
-        strides,
-        dtype,
-        exclusive,
-    )?;
-    Ok((first, more(token)?))
+
+    /// Checks and borrows a raw pointer to the elements on any device, reading nothing (device
+    /// addresses are registered as host ones: a collision can only refuse a view).
+    ///
+    /// # Safety
+    /// The external context lives while the returned token does.
+    pub(crate) unsafe fn raw<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, BorrowToken), Error> {
+        let (shape, strides) = (self.shape, self.strides());
+        dtype_is::<T>(self.dtype)?;
+        let mut first = self.first.cast::<T>();
+        if !shape.contains(&0) {
+            first = first_of::<T>(first.cast())?;
+            let abs = |v: &[i64]| -> Vec<usize> {
+                v.iter().map(|&d| d.unsigned_abs() as usize).collect()
+            };
+            if exclusive && overlaps(&abs(shape), &abs(&strides)) {
+                return Err(Error::Overlapping);
+            }
+        }
+        let token = addressed_token(first.cast(), shape, &strides, self.dtype, exclusive)?;
+        // SAFETY: this function's contract.
+        Ok((first, unsafe {
+            take_external(self.external, token, exclusive)
+        }?))
+    }
 }
 
 /// Calls [`Element::is_valid_bytes`] on every element the layout reaches (unless any pattern is valid).
@@ -211,9 +195,8 @@ fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
     })
 }
 
-/// Calls `f` with every element offset the layout reaches, at least once each.
-///
-/// The work is bounded by the memory, not by the indices (a broadcast may have 2^62 of them).
+/// Calls `f` with every element offset the layout reaches, at least once each, in work bounded
+/// by the memory, not by the indices (a broadcast may have 2^62 of them).
 fn for_each_reached(
     shape: &[usize],
     strides: &[usize],
@@ -375,39 +358,23 @@ fn overlaps(shape: &[usize], strides: &[usize]) -> bool {
 }
 
 impl<K: Kind> Managed<K> {
-    /// [`strided_parts`] of this owner, with its external checker.
+    /// [`Parts::strided`] of this owner.
     pub(crate) fn borrowed_layout<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(Normalized<T>, BorrowToken), Error> {
-        // SAFETY: validated; the memory lives until the deleter, after every view of `self`.
-        unsafe {
-            strided_parts::<T>(
-                self.data_ptr(),
-                self.shape(),
-                &self.strides(),
-                self.dtype(),
-                self.device(),
-                exclusive,
-                |token| self.with_external(token, exclusive),
-            )
-        }
+        // SAFETY: validated; memory and external context live until the owner, after its views.
+        unsafe { self.parts().strided::<T>(exclusive) }
     }
 
-    /// [`raw_parts`] of this owner, with its external checker.
+    /// [`Parts::raw`] of this owner.
     #[allow(dead_code)] // used by the layers above safe/
     pub(crate) fn raw_parts<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, BorrowToken), Error> {
-        raw_parts::<T>(
-            self.data_ptr(),
-            self.shape(),
-            &self.strides(),
-            self.dtype(),
-            exclusive,
-            |token| self.with_external(token, exclusive),
-        )
+        // SAFETY: the external context lives until this owner drops, after every token.
+        unsafe { self.parts().raw::<T>(exclusive) }
     }
 }
 

@@ -30,6 +30,17 @@ pub(crate) struct ExternalApi {
     pub(crate) drop_ctx: unsafe fn(*mut c_void),
 }
 
+/// Puts `new` in an owner's `slot`, releasing the context the slot held.
+///
+/// # Safety
+/// The slot's context is its owner's alone to release, and no token of it outlives this call.
+pub(in crate::safe) unsafe fn replace_external(slot: &mut Option<External>, new: Option<External>) {
+    if let Some(old) = core::mem::replace(slot, new) {
+        // SAFETY: this function's contract: released once, by its only owner.
+        unsafe { (old.api.drop_ctx)(old.ctx) };
+    }
+}
+
 impl<K: Kind> Managed<K> {
     /// Makes every view also borrow in `external`; the owner releases its context once.
     ///
@@ -38,25 +49,27 @@ impl<K: Kind> Managed<K> {
     /// it, and this owner is the only one to call `drop_ctx` on it.
     #[allow(dead_code)] // used by the layers above safe/
     pub(crate) unsafe fn set_external(&mut self, external: External) {
-        if let Some(old) = self.external.replace(external) {
-            // SAFETY: the previous context was this owner's alone (this function's contract).
-            unsafe { (old.api.drop_ctx)(old.ctx) };
-        }
+        // SAFETY: the previous context was this owner's alone (this function's contract).
+        unsafe { replace_external(&mut self.external, Some(external)) }
     }
 
     /// The external checker this owner's views satisfy, if any.
+    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) fn external(&self) -> Option<External> {
         self.external
     }
 
-    /// Adds the external checker's borrow to a registry token just taken for a view.
-    pub(in crate::safe) fn with_external(
-        &self,
-        token: BorrowToken,
-        exclusive: bool,
-    ) -> Result<BorrowToken, Error> {
-        // SAFETY: the context lives until this owner drops it, and every token borrows the owner.
-        unsafe { take_external(self.external(), token, exclusive) }
+    /// What the view checks read of this owner.
+    pub(crate) fn parts(&self) -> Parts<'_> {
+        let t = self.raw_tensor();
+        Parts {
+            first: self.data_ptr(),
+            shape: self.shape(),
+            strides: self.raw_strides(),
+            dtype: t.dtype,
+            device: t.device,
+            external: self.external,
+        }
     }
 
     /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
@@ -75,33 +88,21 @@ impl<K: Kind> Managed<K> {
             self.dtype(),
             exclusive,
         )?;
-        self.with_external(token, exclusive)
+        // SAFETY: the context lives until this owner drops it, and every token borrows the owner.
+        unsafe { take_external(self.external, token, exclusive) }
     }
 
-    /// Checks and borrows a slice of `T`: its first element, length and borrow.
+    /// [`Parts::slice`] of this owner.
     pub(crate) fn slice_parts<T: Element>(
         &self,
         exclusive: bool,
     ) -> Result<(*mut T, usize, BorrowToken), Error> {
-        let t = self.raw_tensor();
-        // SAFETY: validated metadata; the memory lives until the deleter, not while borrowed.
-        unsafe {
-            contiguous_slice_parts::<T>(
-                self.data_ptr(),
-                self.shape(),
-                self.raw_strides(),
-                t.dtype,
-                t.device,
-                exclusive,
-                |token| self.with_external(token, exclusive),
-            )
-        }
+        // SAFETY: validated; memory and external context live until the owner, after its views.
+        unsafe { self.parts().slice::<T>(exclusive) }
     }
 
-    /// The elements as a shared slice guard.
-    ///
-    /// Needs host memory, C-contiguous layout, `T`'s dtype, alignment and (for `bool`) only 0
-    /// and 1. Refused with [`Error::AlreadyBorrowed`] while a mutable view of the bytes exists.
+    /// The elements as a shared slice guard: needs host memory, C-contiguous layout, `T`'s dtype,
+    /// alignment, valid values, and no mutable view of the bytes ([`Error::AlreadyBorrowed`]).
     pub fn as_slice<T: Element>(&self) -> Result<ReadGuard<'_, &[T]>, Error> {
         let (ptr, len, token) = self.slice_parts::<T>(false)?;
         // SAFETY: checked and borrowed by `slice_parts`, alive while `self` is; the token ends
@@ -112,9 +113,8 @@ impl<K: Kind> Managed<K> {
         ))
     }
 
-    /// The elements as a mutable slice guard: as [`Managed::as_slice`], and not read-only.
-    ///
-    /// Refused with [`Error::AlreadyBorrowed`] while any other view of the bytes exists.
+    /// The elements as a mutable slice guard: as [`Managed::as_slice`], for a writable tensor
+    /// whose bytes no other view holds.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<WriteGuard<'_, &mut [T]>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
@@ -165,49 +165,71 @@ unsafe fn take_some_external(
     }))
 }
 
-/// Checks and borrows a C-contiguous slice of `T` (plus `more`, a second checker's borrow).
-///
-/// # Safety
-/// `first` (the address of the first element), `shape`, `strides`, `dtype` and `device` describe
-/// a tensor validated by `layout::check` whose memory stays alive and in place while the returned
-/// pointer is used.
-#[inline(always)]
-pub(crate) unsafe fn contiguous_slice_parts<T: Element>(
-    first: *mut c_void,
-    shape: &[i64],
-    strides: Option<&[i64]>,
-    dtype: DLDataType,
-    device: DLDevice,
-    exclusive: bool,
-    more: impl FnOnce(BorrowToken) -> Result<BorrowToken, Error>,
-) -> Result<(*mut T, usize, BorrowToken), Error> {
-    dtype_is::<T>(dtype)?;
-    host_viewable(device)?;
-    if !strides.is_none_or(|s| is_c_contiguous(shape, s)) {
-        return Err(Error::NotContiguous);
+/// What the view checks read of a validated tensor ([`Managed`] or `Described`).
+#[derive(Clone, Copy)]
+pub(crate) struct Parts<'a> {
+    /// The address of the first element.
+    pub(crate) first: *mut c_void,
+    pub(crate) shape: &'a [i64],
+    /// `None`: compact row-major.
+    pub(crate) strides: Option<&'a [i64]>,
+    pub(crate) dtype: DLDataType,
+    pub(crate) device: DLDevice,
+    /// A second borrow checker every view also satisfies.
+    pub(crate) external: Option<External>,
+}
+
+impl<'a> Parts<'a> {
+    /// Checks and borrows a C-contiguous slice of `T`: its first element, length and borrow.
+    ///
+    /// # Safety
+    /// `self` describes a tensor validated by `layout::check` whose memory stays alive and in
+    /// place while the returned pointer is used, and whose external context lives while the
+    /// returned token does.
+    #[inline(always)]
+    pub(crate) unsafe fn slice<T: Element>(
+        &self,
+        exclusive: bool,
+    ) -> Result<(*mut T, usize, BorrowToken), Error> {
+        let shape = self.shape;
+        dtype_is::<T>(self.dtype)?;
+        host_viewable(self.device)?;
+        if !self.strides.is_none_or(|s| is_c_contiguous(shape, s)) {
+            return Err(Error::NotContiguous);
+        }
+        // Validated: the product does not overflow unless a zero extent makes the tensor empty.
+        if shape.contains(&0) {
+            return Ok((NonNull::<T>::dangling().as_ptr(), 0, BorrowToken::EMPTY));
+        }
+        let len: usize = shape.iter().map(|&d| d as usize).product();
+        let ptr = first_of::<T>(self.first)?;
+        // Borrow before reading: no exclusive view of these bytes exists from here on.
+        let start = ptr as usize;
+        let token = BorrowToken::acquire(
+            start,
+            start.wrapping_add(len * core::mem::size_of::<T>()),
+            exclusive,
+        )?;
+        // SAFETY: the context lives while the token does (this function's contract).
+        let token = unsafe { take_external(self.external, token, exclusive) }?;
+        // SAFETY: host, non-NULL, aligned, contiguous `len` elements, alive (this function's
+        // contract), and borrowed above so no view writes them.
+        let bytes = unsafe {
+            core::slice::from_raw_parts(ptr.cast::<u8>(), len * core::mem::size_of::<T>())
+        };
+        if !T::is_valid_bytes(bytes) {
+            return Err(Error::InvalidBool);
+        }
+        Ok((ptr, len, token))
     }
-    // Validated: the product does not overflow unless a zero extent makes the tensor empty.
-    if shape.contains(&0) {
-        return Ok((NonNull::<T>::dangling().as_ptr(), 0, BorrowToken::EMPTY));
+
+    /// Strides in elements, compact ones where the producer gave none.
+    pub(crate) fn strides(&self) -> alloc::borrow::Cow<'a, [i64]> {
+        match self.strides {
+            Some(s) => alloc::borrow::Cow::Borrowed(s),
+            None => alloc::borrow::Cow::Owned(crate::safe::compact_strides(self.shape)),
+        }
     }
-    let len: usize = shape.iter().map(|&d| d as usize).product();
-    let ptr = first_of::<T>(first)?;
-    // Borrow before reading: no exclusive view of these bytes exists from here on.
-    let start = ptr as usize;
-    let token = BorrowToken::acquire(
-        start,
-        start.wrapping_add(len * core::mem::size_of::<T>()),
-        exclusive,
-    )?;
-    let token = more(token)?;
-    // SAFETY: host, non-NULL, aligned, contiguous `len` elements, alive (this function's
-    // contract), and borrowed above so no view writes them.
-    let bytes =
-        unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), len * core::mem::size_of::<T>()) };
-    if !T::is_valid_bytes(bytes) {
-        return Err(Error::InvalidBool);
-    }
-    Ok((ptr, len, token))
 }
 
 /// Borrows the bytes a validated tensor's elements address, as a strided span (a range for
@@ -268,7 +290,7 @@ pub(crate) fn host_viewable(device: crate::ffi::DLDevice) -> Result<(), Error> {
 
 /// `Ok` when `dtype` is `T`'s, else the mismatch.
 #[inline]
-pub(in crate::safe) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
+pub(crate) fn dtype_is<T: Element>(dtype: DLDataType) -> Result<(), Error> {
     if dtype == T::DTYPE {
         Ok(())
     } else {

@@ -10,8 +10,7 @@ use crate::ffi::DLDataType;
 use crate::safe::dtype::{dtype_allowed, element_bits};
 use crate::safe::{Error, TensorInfo};
 
-/// `InvalidDtype` unless the dtype has non-zero bits and lanes and the form
-/// [`rule`](crate::ffi::DLDataTypeCode::rule) names, if any.
+/// `InvalidDtype` unless [`dtype_allowed`].
 pub(crate) fn validate_dtype(dtype: DLDataType) -> Result<(), Error> {
     if dtype_allowed(dtype) {
         Ok(())

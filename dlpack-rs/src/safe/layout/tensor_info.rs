@@ -77,8 +77,7 @@ impl TensorInfo {
         self
     }
 
-    /// Validates the metadata (strides, extents, dtype, overflow, NULL data) and returns the
-    /// element count.
+    /// Validates the metadata (strides, extents, dtype, overflow, NULL data): the element count.
     pub fn numel(&self) -> Result<usize, Error> {
         self.extent().map(|extent| extent.numel)
     }
@@ -133,8 +132,7 @@ impl Validated {
         self.info
     }
 
-    /// Borrows every byte the metadata addresses (nothing if empty or not
-    /// [`in_unified_addresses`]).
+    /// Borrows every byte the metadata addresses (nothing if empty or not [`in_unified_addresses`]).
     pub(crate) fn borrow(
         &self,
         exclusive: bool,

@@ -2,6 +2,7 @@
 
 use super::*;
 use alloc::collections::BTreeSet;
+use core::ffi::c_void;
 
 /// Every offset an index reaches, by enumerating the indices.
 fn naive(shape: &[usize], strides: &[usize]) -> BTreeSet<usize> {
@@ -108,30 +109,42 @@ fn raw_parts_checks_dtype_pointer_and_exclusive_overlap() {
     let mut data = [0f32; 4];
     let first = data.as_mut_ptr().cast::<c_void>();
     let f32_ = <f32 as Element>::DTYPE;
-    let (ptr, token) = raw_parts::<f32>(first, &[2, 2], &[1, 1], f32_, false, Ok).unwrap();
+    let raw_parts = |first, shape, strides, dtype, exclusive| {
+        let device = crate::ffi::DLDevice::CPU;
+        let p = Parts {
+            first,
+            shape,
+            strides: Some(strides),
+            dtype,
+            device,
+            external: None,
+        };
+        // SAFETY: no external checker.
+        unsafe { p.raw::<f32>(exclusive) }
+    };
+    let (ptr, token) = raw_parts(first, &[2, 2], &[1, 1], f32_, false).unwrap();
     assert_eq!(ptr, first.cast());
     drop(token);
     assert_eq!(
-        raw_parts::<f32>(first, &[2, 2], &[1, 1], f32_, true, Ok).unwrap_err(),
+        raw_parts(first, &[2, 2], &[1, 1], f32_, true).unwrap_err(),
         Error::Overlapping
     );
-    let (_, token) = raw_parts::<f32>(first, &[2, 2], &[2, 1], f32_, true, Ok).unwrap();
+    let (_, token) = raw_parts(first, &[2, 2], &[2, 1], f32_, true).unwrap();
     drop(token);
     assert!(matches!(
-        raw_parts::<f32>(first, &[4], &[1], <u32 as Element>::DTYPE, false, Ok),
+        raw_parts(first, &[4], &[1], <u32 as Element>::DTYPE, false),
         Err(Error::DtypeMismatch { .. })
     ));
     assert_eq!(
-        raw_parts::<f32>(core::ptr::null_mut(), &[4], &[1], f32_, false, Ok).unwrap_err(),
+        raw_parts(core::ptr::null_mut(), &[4], &[1], f32_, false).unwrap_err(),
         Error::NullData
     );
     // An empty tensor needs no address: NULL, misaligned and overlapping are all fine.
-    let (ptr, _) =
-        raw_parts::<f32>(core::ptr::null_mut(), &[0, 2], &[1, 1], f32_, true, Ok).unwrap();
+    let (ptr, _) = raw_parts(core::ptr::null_mut(), &[0, 2], &[1, 1], f32_, true).unwrap();
     assert!(ptr.is_null());
     let odd = first.cast::<u8>().wrapping_add(1).cast::<c_void>();
     assert!(matches!(
-        raw_parts::<f32>(odd, &[2], &[1], f32_, false, Ok),
+        raw_parts(odd, &[2], &[1], f32_, false),
         Err(Error::Misaligned { .. })
     ));
 }
