@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use crate::ffi::{DLDataType, DLDevice};
-use crate::safe::{Buffer, Dim, Element, Error, TensorInfo};
+use crate::safe::{Buffer, Element, Error, TensorInfo};
 
 /// Checks that a `#[dlpack(data)]` field is a [`Buffer`].
 #[inline]
@@ -68,10 +68,10 @@ fn buffer_bits<B: Buffer>(buffer: &B) -> u128 {
 }
 
 /// Extents or strides as `i64`, `overflow` for a value that does not fit.
-fn to_dims<D: Dim>(values: &[D], overflow: i64) -> Vec<i64> {
+fn to_dims<D: Copy + TryInto<i64>>(values: &[D], overflow: i64) -> Vec<i64> {
     values
         .iter()
-        .map(|v| v.to_i64().unwrap_or(overflow))
+        .map(|&v| v.try_into().unwrap_or(overflow))
         .collect()
 }
 
@@ -79,7 +79,7 @@ fn to_dims<D: Dim>(values: &[D], overflow: i64) -> Vec<i64> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[dlpack(shape)]` field",
     label = "not a list of integer extents",
-    note = "use `Vec<i64>`, `Vec<usize>`, `[usize; N]`, `Box<[i64]>`, `Arc<[i64]>` or `&'static [i64]` (any `dlpack_rs::safe::Dim` element)"
+    note = "use `Vec<i64>`, `Vec<usize>`, `[usize; N]`, `Box<[i64]>`, `Arc<[i64]>` or `&'static [i64]` (any integer element)"
 )]
 pub trait ShapeField {
     /// The extents as `i64`.
@@ -90,7 +90,7 @@ pub trait ShapeField {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[dlpack(strides)]` field",
     label = "not a list of integer strides",
-    note = "use `Vec<i64>`, `Vec<isize>`, `[i64; N]`, `Box<[i64]>` (any `dlpack_rs::safe::Dim` element), or an `Option` of one"
+    note = "use `Vec<i64>`, `Vec<isize>`, `[i64; N]`, `Box<[i64]>` (any integer element), or an `Option` of one"
 )]
 pub trait StridesField {
     /// The strides in elements, or `None` for compact row-major.
@@ -118,12 +118,12 @@ macro_rules! dims_fields {
 }
 
 dims_fields! {
-    [D: Dim] Vec<D>;
-    [D: Dim] alloc::boxed::Box<[D]>;
-    [D: Dim] alloc::sync::Arc<[D]>;
-    [D: Dim] alloc::rc::Rc<[D]>;
-    [D: Dim, const N: usize] [D; N];
-    ['a, D: Dim] &'a [D];
+    [D: Copy + TryInto<i64>] Vec<D>;
+    [D: Copy + TryInto<i64>] alloc::boxed::Box<[D]>;
+    [D: Copy + TryInto<i64>] alloc::sync::Arc<[D]>;
+    [D: Copy + TryInto<i64>] alloc::rc::Rc<[D]>;
+    [D: Copy + TryInto<i64>, const N: usize] [D; N];
+    ['a, D: Copy + TryInto<i64>] &'a [D];
 }
 
 /// A field usable as `#[dlpack(dtype)]`.

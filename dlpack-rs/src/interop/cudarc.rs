@@ -82,17 +82,7 @@ pub fn driver_error(err: DriverError) -> pyo3::PyErr {
 
 /// The `CUstream` a DLPack stream value names on CUDA: 1 is `CU_STREAM_LEGACY`, 2
 /// `CU_STREAM_PER_THREAD`, any other positive value a handle; `None` for -1 and invalid values.
-///
-/// ```
-/// use dlpack_rs::cuda::{cu_stream_of, dlpack_stream_of};
-///
-/// assert_eq!(cu_stream_of(1), Some(1 as _));
-/// assert_eq!(cu_stream_of(0), None);
-/// assert_eq!(cu_stream_of(-1), None);
-/// assert_eq!(dlpack_stream_of(std::ptr::null_mut()), 1);
-/// assert_eq!(dlpack_stream_of(0x7f00_1234 as _), 0x7f00_1234);
-/// ```
-pub fn cu_stream_of(stream: i64) -> Option<sys::CUstream> {
+fn cu_stream_of(stream: i64) -> Option<sys::CUstream> {
     match stream {
         i64::MIN..=0 => None,
         // CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are these very handle values.
@@ -102,7 +92,7 @@ pub fn cu_stream_of(stream: i64) -> Option<sys::CUstream> {
 
 /// The DLPack stream value naming `stream`: 1 for NULL and `CU_STREAM_LEGACY` (both the legacy
 /// default stream), 2 for `CU_STREAM_PER_THREAD`, any other stream its handle.
-pub fn dlpack_stream_of(stream: sys::CUstream) -> i64 {
+fn dlpack_stream_of(stream: sys::CUstream) -> i64 {
     match stream as usize {
         0 | 1 => 1,
         s => s as i64,
@@ -471,6 +461,11 @@ mod tests {
 
     #[test]
     fn stream_values_map_both_ways() {
+        assert_eq!(cu_stream_of(1), Some(1 as sys::CUstream));
+        assert_eq!(cu_stream_of(0), None);
+        assert_eq!(cu_stream_of(-1), None);
+        assert_eq!(dlpack_stream_of(core::ptr::null_mut()), 1);
+        assert_eq!(dlpack_stream_of(0x7f00_1234 as sys::CUstream), 0x7f00_1234);
         assert_eq!(cu_stream_of(2), Some(2 as sys::CUstream));
         assert_eq!(cu_stream_of(-2), None);
         assert_eq!(dlpack_stream_of(1 as sys::CUstream), 1);

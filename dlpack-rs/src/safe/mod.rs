@@ -4,7 +4,7 @@
 //! | question | item |
 //! |---|---|
 //! | what does an export describe? | [`TensorInfo`] |
-//! | which memory can the safe route export? | [`Buffer`], [`Dim`], [`SharedBuffer`] |
+//! | which memory can the safe route export? | [`Buffer`], [`SharedBuffer`] |
 //! | owned storage aligned for jax (64 bytes) | [`AlignedBuffer`] |
 //! | memory Rust edits while Python views it | [`SharedMut`] |
 //! | how do I export safely? | [`Export`] |
@@ -35,7 +35,7 @@ mod packed;
 
 pub use export::aligned::AlignedBuffer;
 pub(crate) use export::block::Readers;
-pub use export::buffer::{Buffer, Dim, SharedBuffer, StreamOrder};
+pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
 pub(crate) use export::copy::{copy_described, AlignedBytes};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::described::Described;
@@ -58,9 +58,7 @@ pub use export::shared_mut::SharedMut;
 pub use export::Export;
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::views::{dtype_is, host_viewable, External, ExternalApi};
-pub use import::{
-    AnyKind, AnyManaged, Kind, Legacy, Managed, ManagedTensor, ManagedTensorVersioned, Versioned,
-};
+pub use import::{AnyKind, AnyManaged, Kind, Managed, ManagedTensor, ManagedTensorVersioned};
 pub use layout::tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use layout::{

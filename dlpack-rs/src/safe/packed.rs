@@ -19,7 +19,7 @@ use crate::safe::export::buffer::to_i64s;
 use crate::safe::export::pack_buffer;
 use crate::safe::import::{Kind, Managed, ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
-use crate::safe::{validate_dtype, Buffer, Dim, Error, TensorInfo};
+use crate::safe::{validate_dtype, Buffer, Error, TensorInfo};
 
 /// How the values of a dtype of at most 8 bits sit in bytes.
 ///
@@ -260,7 +260,7 @@ impl<B: Buffer<Elem = u8> + Send + 'static> PackedExport<B> {
     }
 
     /// Sets the shape (in elements).
-    pub fn shape<D: Dim>(mut self, shape: &[D]) -> Self {
+    pub fn shape<D: Copy + TryInto<i64>>(mut self, shape: &[D]) -> Self {
         self.shape = to_i64s(shape).map(Some);
         self
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier};
 
 use dlpack_rs::safe::{
     cpu_device, dtype_f32, pack_versioned, Error, Export, Managed, ManagedTensorVersioned,
-    TensorInfo, Versioned,
+    TensorInfo,
 };
 
 /// Two owners of one `Vec`'s memory (two exports of one buffer, as two `__dlpack__` calls on
@@ -138,7 +138,7 @@ fn exclusive_borrows_exclude_everyone_across_threads() {
                 let raw = pack_versioned(data.clone(), info, 0);
                 // SAFETY: a fresh export of memory the keepalive (the Arc) holds; every view of
                 // it goes through the registry under test.
-                let mut t: Managed<Versioned> =
+                let mut t: Managed<dlpack_rs::ffi::DLManagedTensorVersioned> =
                     unsafe { ManagedTensorVersioned::from_raw(raw) }.unwrap();
                 barrier.wait();
                 let (mut exclusive, mut shared) = (0, 0);

@@ -1,4 +1,4 @@
-//! The memory the safe export route accepts ([`Buffer`]) and extent types ([`Dim`]).
+//! The memory the safe export route accepts ([`Buffer`]).
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -146,26 +146,10 @@ pub(crate) fn write_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
     buffer.data_ptr_mut().cast()
 }
 
-/// An integer type usable as an extent or stride; conversion is checked.
-pub trait Dim: Copy {
-    /// The value as `i64`, or `None` if it does not fit.
-    fn to_i64(self) -> Option<i64>;
-}
-
-macro_rules! dims {
-    ($($t:ty),*) => {$(
-        impl Dim for $t {
-            fn to_i64(self) -> Option<i64> {
-                i64::try_from(self).ok()
-            }
-        }
-    )*};
-}
-dims!(i64, i32, isize, usize, u32, u64);
-
-pub(crate) fn to_i64s<D: Dim>(values: &[D]) -> Result<Vec<i64>, Error> {
+/// Extents or strides of any integer type as `i64`s ([`Error::Overflow`] if one does not fit).
+pub(crate) fn to_i64s<D: Copy + TryInto<i64>>(values: &[D]) -> Result<Vec<i64>, Error> {
     values
         .iter()
-        .map(|v| v.to_i64().ok_or(Error::Overflow))
+        .map(|&v| v.try_into().map_err(|_| Error::Overflow))
         .collect()
 }

@@ -15,7 +15,7 @@ use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
 use crate::safe::export::pack::{pack_validated, PackAs};
 use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
-use crate::safe::{Buffer, Dim, Element, Error, Readers, TensorInfo};
+use crate::safe::{Buffer, Element, Error, Readers, TensorInfo};
 
 /// A safe export of an owned [`Buffer`], its layout checked against the buffer's length.
 ///
@@ -55,13 +55,13 @@ impl<B: Buffer + Send + 'static> Export<B> {
     }
 
     /// Sets the shape.
-    pub fn shape<D: Dim>(mut self, shape: &[D]) -> Self {
+    pub fn shape<D: Copy + TryInto<i64>>(mut self, shape: &[D]) -> Self {
         self.shape = to_i64s(shape).map(Some);
         self
     }
 
     /// Sets the strides, in elements (negative strides address elements before the first).
-    pub fn strides<D: Dim>(mut self, strides: &[D]) -> Self {
+    pub fn strides<D: Copy + TryInto<i64>>(mut self, strides: &[D]) -> Self {
         self.strides = to_i64s(strides).map(Some);
         self
     }

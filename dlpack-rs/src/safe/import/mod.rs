@@ -26,32 +26,27 @@ use crate::safe::{Error, TensorInfo};
 
 mod sealed {
     pub trait Sealed {}
-    impl Sealed for super::Legacy {}
-    impl Sealed for super::Versioned {}
+    impl Sealed for super::DLManagedTensor {}
+    impl Sealed for super::DLManagedTensorVersioned {}
     impl Sealed for super::AnyKind {}
 }
 
-/// Which managed struct a [`Managed`] owns: [`Legacy`], [`Versioned`] or [`AnyKind`] (sealed).
+/// Which managed struct a [`Managed`] owns: [`DLManagedTensor`] (legacy: no version, no flags),
+/// [`DLManagedTensorVersioned`] (DLPack >= 1.0) or [`AnyKind`] (sealed).
 pub trait Kind: sealed::Sealed + 'static {}
 
-/// A legacy `DLManagedTensor` (no version, no flags): [`ManagedTensor`].
-#[derive(Debug)]
-pub enum Legacy {}
-/// A `DLManagedTensorVersioned` (DLPack >= 1.0): [`ManagedTensorVersioned`].
-#[derive(Debug)]
-pub enum Versioned {}
 /// Either struct, as a Python import may deliver ([`AnyManaged`]).
 #[derive(Debug)]
 pub enum AnyKind {}
 
-impl Kind for Legacy {}
-impl Kind for Versioned {}
+impl Kind for DLManagedTensor {}
+impl Kind for DLManagedTensorVersioned {}
 impl Kind for AnyKind {}
 
 /// An owned legacy [`DLManagedTensor`].
-pub type ManagedTensor = Managed<Legacy>;
+pub type ManagedTensor = Managed<DLManagedTensor>;
 /// An owned [`DLManagedTensorVersioned`].
-pub type ManagedTensorVersioned = Managed<Versioned>;
+pub type ManagedTensorVersioned = Managed<DLManagedTensorVersioned>;
 /// An owned managed tensor of either kind.
 pub type AnyManaged = Managed<AnyKind>;
 
@@ -336,7 +331,7 @@ impl<K: Kind> Managed<K> {
     }
 }
 
-impl Managed<Legacy> {
+impl Managed<DLManagedTensor> {
     /// Takes ownership of a producer's managed tensor and validates it; an error calls the deleter.
     ///
     /// # Safety
@@ -370,7 +365,7 @@ impl Managed<Legacy> {
     }
 }
 
-impl Managed<Versioned> {
+impl Managed<DLManagedTensorVersioned> {
     /// Takes ownership of a producer's versioned managed tensor and validates it (its major
     /// version first); an error calls the deleter.
     ///
