@@ -42,6 +42,10 @@ print("CPython", sys.version.split()[0], "numpy", numpy.__version__, "torch", to
   # that every scenario between two copies of the crate runs in both orders.
   VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
     "$venv/bin/maturin" develop --release -m tests/pytwin/Cargo.toml
+  # A debug build's first numpy import in a fresh embedded interpreter (no module has looked
+  # up rust-numpy's table yet), with the suite's packages on the path.
+  PYTHONPATH="$PWD/$venv/lib/python$py_minor/site-packages" \
+    cargo test -p dlpack-rs --features pyo3 --test numpy_embedded -- --ignored
   local report=target/pytest-report.xml
   mkdir -p target
   # One worker per core, at most 4 (each loads torch and jax), a test file's tests in one worker

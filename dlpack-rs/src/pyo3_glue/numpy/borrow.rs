@@ -112,14 +112,15 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
         Ok(ptr.map_addr(|a| a | usize::from(registry_backed)))
     })()?;
     // A failed look-up stores nothing; a racing one found the same table, and the first kept.
-    let kept = TABLE
-        .compare_exchange(
-            core::ptr::null_mut(),
-            table,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        )
-        .unwrap_or_else(|first| first);
+    let kept = match TABLE.compare_exchange(
+        core::ptr::null_mut(),
+        table,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => table,
+        Err(first) => first,
+    };
     // SAFETY: a table of version >= 1 that lives for good (above), mark bit cleared.
     Ok(unsafe { &*kept.map_addr(|a| a & !1) })
 }
