@@ -8,7 +8,7 @@ use pyo3::Borrowed;
 use crate::ffi::DLDataType;
 use crate::pyo3_glue::import::constraints::{Dims, Layout, Shape, Strided, ANY};
 use crate::pyo3_glue::import::source::{dtype_error, Source};
-use crate::pyo3_glue::import::typed::{view_mut_of, view_of, TensorView, TensorViewMut};
+use crate::pyo3_glue::import::typed::{TensorView, TensorViewMut};
 use crate::safe::{AnyBitPattern, Element};
 
 mod sealed {
@@ -58,11 +58,11 @@ mod sealed {
         const CODE: Option<DLDataType> = Some(<T as Element>::DTYPE);
         #[allow(private_interfaces)]
         fn view<S: Shape, L: Layout>(source: Source) -> PyResult<TensorView<T, S, L>> {
-            view_of(source)
+            TensorView::of(source)
         }
         #[allow(private_interfaces)]
         fn view_mut<S: Shape, L: Layout>(source: Source) -> PyResult<TensorViewMut<T, S, L>> {
-            view_mut_of(source)
+            TensorViewMut::of(source)
         }
     }
 
@@ -167,9 +167,9 @@ macro_rules! any_of {
                 let source = Source::import(&obj, $exclusive)?;
                 let dtype = source.dtype();
                 if dtype == <D::A as Element>::DTYPE {
-                    $of::<D::A, S, L>(source).map($name::A)
+                    $of::<D::A, S, L>::of(source).map($name::A)
                 } else if dtype == <D::B as Element>::DTYPE {
-                    $of::<D::B, S, L>(source).map($name::B)
+                    $of::<D::B, S, L>::of(source).map($name::B)
                 } else if D::C::CODE == Some(dtype) {
                     D::C::$third::<S, L>(source).map($name::C)
                 } else {
@@ -179,5 +179,5 @@ macro_rules! any_of {
         }
     };
 }
-any_of!(AnyOf, false, view_of, view);
-any_of!(AnyOfMut, true, view_mut_of, view_mut);
+any_of!(AnyOf, false, TensorView, view);
+any_of!(AnyOfMut, true, TensorViewMut, view_mut);

@@ -275,6 +275,16 @@ unsafe impl<T: Sync, S: Shape, L: Layout, D: Device> Sync for TensorViewMut<T, S
 
 macro_rules! extract {
     ($ty:ident, $exclusive:expr) => {
+        impl<T: AnyBitPattern, S: Shape, L: Layout> $ty<T, S, L, Cpu> {
+            /// The view of an imported `source` (whose dtype an `AnyOf` may have matched to `T`).
+            pub(in crate::pyo3_glue) fn of(source: Source) -> PyResult<Self> {
+                Held::host_from::<S, L>(source, $exclusive).map(|held| $ty {
+                    held,
+                    _constraints: PhantomData,
+                })
+            }
+        }
+
         impl<'a, 'py, T: AnyBitPattern, S: Shape, L: Layout> FromPyObject<'a, 'py>
             for $ty<T, S, L, Cpu>
         {
@@ -285,12 +295,7 @@ macro_rules! extract {
                 crate::pyo3_glue::runtime::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
-                Source::import(&obj, $exclusive)
-                    .and_then(|source| Held::host_from::<S, L>(source, $exclusive))
-                    .map(|held| $ty {
-                        held,
-                        _constraints: PhantomData,
-                    })
+                Source::import(&obj, $exclusive).and_then(Self::of)
             }
         }
 
@@ -438,24 +443,4 @@ impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<T, S, L, D> {
     pub fn data_ptr_mut(&mut self) -> *mut T {
         self.held.first
     }
-}
-
-/// The read-only view of an imported `source` whose dtype an `AnyOf` matched to `T`.
-pub(in crate::pyo3_glue) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
-    source: Source,
-) -> PyResult<TensorView<T, S, L, Cpu>> {
-    Held::host_from::<S, L>(source, false).map(|held| TensorView {
-        held,
-        _constraints: PhantomData,
-    })
-}
-
-/// As [`view_of`], writable.
-pub(in crate::pyo3_glue) fn view_mut_of<T: AnyBitPattern, S: Shape, L: Layout>(
-    source: Source,
-) -> PyResult<TensorViewMut<T, S, L, Cpu>> {
-    Held::host_from::<S, L>(source, true).map(|held| TensorViewMut {
-        held,
-        _constraints: PhantomData,
-    })
 }

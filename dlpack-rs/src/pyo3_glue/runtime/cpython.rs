@@ -394,32 +394,32 @@ pub(crate) fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     }
 }
 
-/// `callable(arg)` as one vectorcall (no argument tuple).
-#[cfg(not(feature = "abi3"))]
+/// `callable(arg)`: one vectorcall (no argument tuple), or `call1` under the stable ABI (no
+/// vectorcall before 3.12).
 #[inline]
 pub(crate) fn call_one<'py>(
     callable: &Bound<'py, PyAny>,
     arg: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let args = [arg.as_ptr()];
-    // SAFETY: attached (the `Bound`s prove it); one live argument in a buffer that outlives the
-    // call, no keywords; a new reference or NULL with an exception set comes back.
-    unsafe {
-        Bound::from_owned_ptr_or_err(
-            callable.py(),
-            ffi::PyObject_Vectorcall(callable.as_ptr(), args.as_ptr(), 1, core::ptr::null_mut()),
-        )
+    #[cfg(feature = "abi3")]
+    return callable.call1((arg,));
+    #[cfg(not(feature = "abi3"))]
+    {
+        let args = [arg.as_ptr()];
+        // SAFETY: attached (the `Bound`s prove it); one live argument in a buffer that outlives
+        // the call, no keywords; a new reference or NULL with an exception set comes back.
+        unsafe {
+            Bound::from_owned_ptr_or_err(
+                callable.py(),
+                ffi::PyObject_Vectorcall(
+                    callable.as_ptr(),
+                    args.as_ptr(),
+                    1,
+                    core::ptr::null_mut(),
+                ),
+            )
+        }
     }
-}
-
-/// `callable(arg)` (the stable ABI has no vectorcall before 3.12).
-#[cfg(feature = "abi3")]
-#[inline]
-pub(crate) fn call_one<'py>(
-    callable: &Bound<'py, PyAny>,
-    arg: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    callable.call1((arg,))
 }
 
 /// The module `name` if it is imported already (`sys.modules[name]`).
