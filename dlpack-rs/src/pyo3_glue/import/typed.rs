@@ -48,8 +48,11 @@ impl<T: Element> Held<T> {
     {
         check_meta::<S, L>(&source, T::DTYPE, L::SLICE)?;
         let parts = if L::SLICE {
+            // SAFETY: the view's memory is its object's, which the held `source` keeps alive
+            // while the pointer is used.
+            let borrowed = |v: &crate::safe::Described| unsafe { v.slice_parts::<T>(exclusive) };
             source
-                .slice_parts::<T>(exclusive)
+                .parts(exclusive, |t| t.slice_parts::<T>(exclusive), borrowed)
                 .and_then(|(first, len, token)| {
                     if len == 0 {
                         // The strided route's check: an ndarray view of the shape must exist.
@@ -60,8 +63,10 @@ impl<T: Element> Held<T> {
                     Ok((first, Parts::Slice(len), token))
                 })
         } else {
+            // SAFETY: as for the slice above.
+            let borrowed = |v: &crate::safe::Described| unsafe { v.strided_parts::<T>(exclusive) };
             source
-                .strided_parts::<T>(exclusive)
+                .parts(exclusive, |t| t.borrowed_layout::<T>(exclusive), borrowed)
                 .map(|(n, token)| (n.first(), Parts::Strided(n), token))
         };
         Self::new::<L>(parts, source)
@@ -72,7 +77,11 @@ impl<T: Element> Held<T> {
         let source = Source::import(obj, exclusive)?;
         check_meta::<S, L>(&source, T::DTYPE, false)?;
         let parts = source
-            .raw_parts::<T>(exclusive)
+            .parts(
+                exclusive,
+                |t| t.raw_parts::<T>(exclusive),
+                |v| v.raw_parts::<T>(exclusive),
+            )
             .map(|(first, token)| (first, Parts::Raw, token));
         Self::new::<L>(parts, source)
     }

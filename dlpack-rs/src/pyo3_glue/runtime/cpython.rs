@@ -180,22 +180,6 @@ pub(crate) unsafe fn getset_getter(
     }
 }
 
-/// Calls a getset descriptor's C getter on `obj`, as attribute access would.
-/// # Safety
-/// `get` and `closure` are what [`getset_getter`] returned (a static type's, valid for the
-/// process), and `obj` is an instance of the descriptor's owning type.
-#[cfg(not(feature = "abi3"))]
-#[inline]
-pub(crate) unsafe fn call_getter<'py>(
-    obj: &Bound<'py, PyAny>,
-    get: ffi::getter,
-    closure: *mut core::ffi::c_void,
-) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: by this function's contract; called attached (the `Bound` proves it), the getter
-    // returns a new reference or NULL with an exception set.
-    unsafe { Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure)) }
-}
-
 /// A type's version tag, read atomically (reset by CPython >= 3.11 on any change, never
 /// reused), or 0 where it is not valid.
 /// # Safety
@@ -394,8 +378,7 @@ pub(crate) fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     }
 }
 
-/// `callable(arg)`: one vectorcall (no argument tuple), or `call1` under the stable ABI (no
-/// vectorcall before 3.12).
+/// `callable(arg)`: one vectorcall, or `call1` under abi3 (no vectorcall before 3.12).
 #[inline]
 pub(crate) fn call_one<'py>(
     callable: &Bound<'py, PyAny>,
