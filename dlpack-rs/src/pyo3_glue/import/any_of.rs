@@ -145,12 +145,10 @@ pub enum AnyOfMut<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
 
 /// The `TypeError` for a dtype outside the set `D`.
 fn outside<D: Dtypes>(got: DLDataType) -> PyErr {
+    let (a, b) = (<D::A as Element>::DTYPE, <D::B as Element>::DTYPE);
     match D::C::CODE {
-        Some(c) => dtype_error(
-            &[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE, c],
-            got,
-        ),
-        None => dtype_error(&[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE], got),
+        Some(c) => dtype_error(&[a, b, c], got),
+        None => dtype_error(&[a, b], got),
     }
 }
 
