@@ -86,15 +86,18 @@ const fn same_name(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// The named values of `$ty`, with their C names; where a `=> note` follows, dlpack-rs 0.3's
+/// bindgen name (the C name) as a deprecated associated constant. Each note is spelled out:
+/// `#[deprecated(note = ..)]` refuses `concat!`, even in a macro.
 macro_rules! named_values {
-    ($ty:ident, $inner:ty, $( $(#[$doc:meta])* $assoc:ident = $konst:ident = $value:expr, $cname:literal; )*) => {
+    ($ty:ident, $inner:ty, $( $(#[$doc:meta])* $assoc:ident = $konst:ident = $value:expr, $cname:ident $(=> $note:literal)?; )*) => {
         impl $ty {
             $( $(#[$doc])* pub const $assoc: $ty = $ty($value); )*
 
             /// The C name of this value (`"kDLCPU"`, ...), or `None` if DLPack does not define it.
             pub const fn name(self) -> Option<&'static str> {
                 match self.0 {
-                    $( $value => Some($cname), )*
+                    $( $value => Some(stringify!($cname)), )*
                     _ => None,
                 }
             }
@@ -107,6 +110,15 @@ macro_rules! named_values {
                 } )*
                 None
             }
+        }
+
+        #[allow(non_upper_case_globals)]
+        impl $ty {
+            $($(
+                #[doc = concat!("dlpack-rs 0.3's name of [`", stringify!($ty), "::", stringify!($assoc), "`].")]
+                #[deprecated(since = "0.4.0", note = $note)]
+                pub const $cname: $ty = $ty::$assoc;
+            )?)*
         }
         $( $(#[$doc])* pub const $konst: $ty = $ty::$assoc; )*
 
@@ -145,43 +157,43 @@ macro_rules! named_values {
 
 named_values! { DLDeviceType, i32,
     /// CPU memory (`kDLCPU`).
-    CPU = K_DL_CPU = 1, "kDLCPU";
+    CPU = K_DL_CPU = 1, kDLCPU => "use `DLDeviceType::CPU`";
     /// CUDA GPU memory (`kDLCUDA`).
-    CUDA = K_DL_CUDA = 2, "kDLCUDA";
+    CUDA = K_DL_CUDA = 2, kDLCUDA => "use `DLDeviceType::CUDA`";
     /// Pinned CUDA host memory, allocated by `cudaMallocHost` (`kDLCUDAHost`).
-    CUDA_HOST = K_DL_CUDA_HOST = 3, "kDLCUDAHost";
+    CUDA_HOST = K_DL_CUDA_HOST = 3, kDLCUDAHost => "use `DLDeviceType::CUDA_HOST`";
     /// OpenCL device memory (`kDLOpenCL`).
-    OPENCL = K_DL_OPENCL = 4, "kDLOpenCL";
+    OPENCL = K_DL_OPENCL = 4, kDLOpenCL => "use `DLDeviceType::OPENCL`";
     /// Vulkan buffer (`kDLVulkan`).
-    VULKAN = K_DL_VULKAN = 7, "kDLVulkan";
+    VULKAN = K_DL_VULKAN = 7, kDLVulkan => "use `DLDeviceType::VULKAN`";
     /// Metal buffer on Apple GPUs (`kDLMetal`).
-    METAL = K_DL_METAL = 8, "kDLMetal";
+    METAL = K_DL_METAL = 8, kDLMetal => "use `DLDeviceType::METAL`";
     /// Verilog simulator buffer (`kDLVPI`).
-    VPI = K_DL_VPI = 9, "kDLVPI";
+    VPI = K_DL_VPI = 9, kDLVPI => "use `DLDeviceType::VPI`";
     /// ROCm GPU memory (`kDLROCM`).
-    ROCM = K_DL_ROCM = 10, "kDLROCM";
+    ROCM = K_DL_ROCM = 10, kDLROCM => "use `DLDeviceType::ROCM`";
     /// Pinned ROCm host memory, allocated by `hipMallocHost` (`kDLROCMHost`).
-    ROCM_HOST = K_DL_ROCM_HOST = 11, "kDLROCMHost";
+    ROCM_HOST = K_DL_ROCM_HOST = 11, kDLROCMHost => "use `DLDeviceType::ROCM_HOST`";
     /// Reserved for extension devices, for testing (`kDLExtDev`).
-    EXT_DEV = K_DL_EXT_DEV = 12, "kDLExtDev";
+    EXT_DEV = K_DL_EXT_DEV = 12, kDLExtDev => "use `DLDeviceType::EXT_DEV`";
     /// CUDA managed (unified) memory, allocated by `cudaMallocManaged` (`kDLCUDAManaged`).
-    CUDA_MANAGED = K_DL_CUDA_MANAGED = 13, "kDLCUDAManaged";
+    CUDA_MANAGED = K_DL_CUDA_MANAGED = 13, kDLCUDAManaged => "use `DLDeviceType::CUDA_MANAGED`";
     /// Unified shared memory of oneAPI (`kDLOneAPI`).
-    ONE_API = K_DL_ONE_API = 14, "kDLOneAPI";
+    ONE_API = K_DL_ONE_API = 14, kDLOneAPI => "use `DLDeviceType::ONE_API`";
     /// WebGPU buffer (`kDLWebGPU`).
-    WEBGPU = K_DL_WEBGPU = 15, "kDLWebGPU";
+    WEBGPU = K_DL_WEBGPU = 15, kDLWebGPU => "use `DLDeviceType::WEBGPU`";
     /// Qualcomm Hexagon DSP (`kDLHexagon`).
-    HEXAGON = K_DL_HEXAGON = 16, "kDLHexagon";
+    HEXAGON = K_DL_HEXAGON = 16, kDLHexagon => "use `DLDeviceType::HEXAGON`";
     /// Microsoft MAIA device (`kDLMAIA`).
-    MAIA = K_DL_MAIA = 17, "kDLMAIA";
+    MAIA = K_DL_MAIA = 17, kDLMAIA => "use `DLDeviceType::MAIA`";
     /// AWS Trainium (`kDLTrn`).
-    TRN = K_DL_TRN = 18, "kDLTrn";
+    TRN = K_DL_TRN = 18, kDLTrn => "use `DLDeviceType::TRN`";
     /// Google TPU memory (`kDLTPU`, added after 1.3).
-    TPU = K_DL_TPU = 19, "kDLTPU";
+    TPU = K_DL_TPU = 19, kDLTPU => "use `DLDeviceType::TPU`";
     /// Google TPU host memory (`kDLTPUHost`, added after 1.3).
-    TPU_HOST = K_DL_TPU_HOST = 20, "kDLTPUHost";
+    TPU_HOST = K_DL_TPU_HOST = 20, kDLTPUHost => "use `DLDeviceType::TPU_HOST`";
     /// Huawei Ascend NPU memory (`kDLAscend`, added after 1.3).
-    ASCEND = K_DL_ASCEND = 21, "kDLAscend";
+    ASCEND = K_DL_ASCEND = 21, kDLAscend;
 }
 
 impl DLDeviceType {
@@ -215,101 +227,43 @@ impl DLDeviceType {
 
 named_values! { DLDataTypeCode, u8,
     /// Signed integer (`kDLInt`).
-    INT = K_DL_INT = 0, "kDLInt";
+    INT = K_DL_INT = 0, kDLInt => "use `DLDataTypeCode::INT`";
     /// Unsigned integer (`kDLUInt`).
-    UINT = K_DL_UINT = 1, "kDLUInt";
+    UINT = K_DL_UINT = 1, kDLUInt => "use `DLDataTypeCode::UINT`";
     /// IEEE floating point (`kDLFloat`).
-    FLOAT = K_DL_FLOAT = 2, "kDLFloat";
+    FLOAT = K_DL_FLOAT = 2, kDLFloat => "use `DLDataTypeCode::FLOAT`";
     /// Opaque handle (`kDLOpaqueHandle`); only meaningful to the producer.
-    OPAQUE_HANDLE = K_DL_OPAQUE_HANDLE = 3, "kDLOpaqueHandle";
+    OPAQUE_HANDLE = K_DL_OPAQUE_HANDLE = 3, kDLOpaqueHandle => "use `DLDataTypeCode::OPAQUE_HANDLE`";
     /// bfloat16 (`kDLBfloat`).
-    BFLOAT = K_DL_BFLOAT = 4, "kDLBfloat";
+    BFLOAT = K_DL_BFLOAT = 4, kDLBfloat => "use `DLDataTypeCode::BFLOAT`";
     /// Complex number, real and imaginary parts of `bits / 2` each (`kDLComplex`).
-    COMPLEX = K_DL_COMPLEX = 5, "kDLComplex";
+    COMPLEX = K_DL_COMPLEX = 5, kDLComplex => "use `DLDataTypeCode::COMPLEX`";
     /// Boolean, one byte per element (`kDLBool`).
-    BOOL = K_DL_BOOL = 6, "kDLBool";
+    BOOL = K_DL_BOOL = 6, kDLBool => "use `DLDataTypeCode::BOOL`";
     /// FP8 e3m4 (`kDLFloat8_e3m4`).
-    FLOAT8_E3M4 = K_DL_FLOAT8_E3M4 = 7, "kDLFloat8_e3m4";
+    FLOAT8_E3M4 = K_DL_FLOAT8_E3M4 = 7, kDLFloat8_e3m4 => "use `DLDataTypeCode::FLOAT8_E3M4`";
     /// FP8 e4m3 (`kDLFloat8_e4m3`).
-    FLOAT8_E4M3 = K_DL_FLOAT8_E4M3 = 8, "kDLFloat8_e4m3";
+    FLOAT8_E4M3 = K_DL_FLOAT8_E4M3 = 8, kDLFloat8_e4m3 => "use `DLDataTypeCode::FLOAT8_E4M3`";
     /// FP8 e4m3b11fnuz (`kDLFloat8_e4m3b11fnuz`).
-    FLOAT8_E4M3B11FNUZ = K_DL_FLOAT8_E4M3B11FNUZ = 9, "kDLFloat8_e4m3b11fnuz";
+    FLOAT8_E4M3B11FNUZ = K_DL_FLOAT8_E4M3B11FNUZ = 9, kDLFloat8_e4m3b11fnuz => "use `DLDataTypeCode::FLOAT8_E4M3B11FNUZ`";
     /// FP8 e4m3fn (`kDLFloat8_e4m3fn`).
-    FLOAT8_E4M3FN = K_DL_FLOAT8_E4M3FN = 10, "kDLFloat8_e4m3fn";
+    FLOAT8_E4M3FN = K_DL_FLOAT8_E4M3FN = 10, kDLFloat8_e4m3fn => "use `DLDataTypeCode::FLOAT8_E4M3FN`";
     /// FP8 e4m3fnuz (`kDLFloat8_e4m3fnuz`).
-    FLOAT8_E4M3FNUZ = K_DL_FLOAT8_E4M3FNUZ = 11, "kDLFloat8_e4m3fnuz";
+    FLOAT8_E4M3FNUZ = K_DL_FLOAT8_E4M3FNUZ = 11, kDLFloat8_e4m3fnuz => "use `DLDataTypeCode::FLOAT8_E4M3FNUZ`";
     /// FP8 e5m2 (`kDLFloat8_e5m2`).
-    FLOAT8_E5M2 = K_DL_FLOAT8_E5M2 = 12, "kDLFloat8_e5m2";
+    FLOAT8_E5M2 = K_DL_FLOAT8_E5M2 = 12, kDLFloat8_e5m2 => "use `DLDataTypeCode::FLOAT8_E5M2`";
     /// FP8 e5m2fnuz (`kDLFloat8_e5m2fnuz`).
-    FLOAT8_E5M2FNUZ = K_DL_FLOAT8_E5M2FNUZ = 13, "kDLFloat8_e5m2fnuz";
+    FLOAT8_E5M2FNUZ = K_DL_FLOAT8_E5M2FNUZ = 13, kDLFloat8_e5m2fnuz => "use `DLDataTypeCode::FLOAT8_E5M2FNUZ`";
     /// FP8 e8m0fnu (`kDLFloat8_e8m0fnu`).
-    FLOAT8_E8M0FNU = K_DL_FLOAT8_E8M0FNU = 14, "kDLFloat8_e8m0fnu";
+    FLOAT8_E8M0FNU = K_DL_FLOAT8_E8M0FNU = 14, kDLFloat8_e8m0fnu => "use `DLDataTypeCode::FLOAT8_E8M0FNU`";
     /// FP6 e2m3fn, packed (`kDLFloat6_e2m3fn`).
-    FLOAT6_E2M3FN = K_DL_FLOAT6_E2M3FN = 15, "kDLFloat6_e2m3fn";
+    FLOAT6_E2M3FN = K_DL_FLOAT6_E2M3FN = 15, kDLFloat6_e2m3fn => "use `DLDataTypeCode::FLOAT6_E2M3FN`";
     /// FP6 e3m2fn, packed (`kDLFloat6_e3m2fn`).
-    FLOAT6_E3M2FN = K_DL_FLOAT6_E3M2FN = 16, "kDLFloat6_e3m2fn";
+    FLOAT6_E3M2FN = K_DL_FLOAT6_E3M2FN = 16, kDLFloat6_e3m2fn => "use `DLDataTypeCode::FLOAT6_E3M2FN`";
     /// FP4 e2m1fn, packed (`kDLFloat4_e2m1fn`).
-    FLOAT4_E2M1FN = K_DL_FLOAT4_E2M1FN = 17, "kDLFloat4_e2m1fn";
+    FLOAT4_E2M1FN = K_DL_FLOAT4_E2M1FN = 17, kDLFloat4_e2m1fn => "use `DLDataTypeCode::FLOAT4_E2M1FN`";
     /// Complex of two bfloat16 (`kDLBcomplex`, added after 1.3).
-    BCOMPLEX = K_DL_BCOMPLEX = 18, "kDLBcomplex";
-}
-
-/// dlpack-rs 0.3's bindgen names (`DLDeviceType::kDLCPU`) as deprecated associated constants.
-/// Each note is spelled out: `#[deprecated(note = ..)]` refuses `concat!`, even in a macro.
-macro_rules! bindgen_names {
-    ($ty:ident: $( $bindgen:ident = $assoc:ident => $note:literal, )*) => {
-        #[allow(non_upper_case_globals)]
-        impl $ty {
-            $(
-                #[doc = concat!("dlpack-rs 0.3's name of [`", stringify!($ty), "::", stringify!($assoc), "`].")]
-                #[deprecated(since = "0.4.0", note = $note)]
-                pub const $bindgen: $ty = $ty::$assoc;
-            )*
-        }
-    };
-}
-
-bindgen_names! { DLDeviceType:
-    kDLCPU = CPU => "use `DLDeviceType::CPU`",
-    kDLCUDA = CUDA => "use `DLDeviceType::CUDA`",
-    kDLCUDAHost = CUDA_HOST => "use `DLDeviceType::CUDA_HOST`",
-    kDLOpenCL = OPENCL => "use `DLDeviceType::OPENCL`",
-    kDLVulkan = VULKAN => "use `DLDeviceType::VULKAN`",
-    kDLMetal = METAL => "use `DLDeviceType::METAL`",
-    kDLVPI = VPI => "use `DLDeviceType::VPI`",
-    kDLROCM = ROCM => "use `DLDeviceType::ROCM`",
-    kDLROCMHost = ROCM_HOST => "use `DLDeviceType::ROCM_HOST`",
-    kDLExtDev = EXT_DEV => "use `DLDeviceType::EXT_DEV`",
-    kDLCUDAManaged = CUDA_MANAGED => "use `DLDeviceType::CUDA_MANAGED`",
-    kDLOneAPI = ONE_API => "use `DLDeviceType::ONE_API`",
-    kDLWebGPU = WEBGPU => "use `DLDeviceType::WEBGPU`",
-    kDLHexagon = HEXAGON => "use `DLDeviceType::HEXAGON`",
-    kDLMAIA = MAIA => "use `DLDeviceType::MAIA`",
-    kDLTrn = TRN => "use `DLDeviceType::TRN`",
-    kDLTPU = TPU => "use `DLDeviceType::TPU`",
-    kDLTPUHost = TPU_HOST => "use `DLDeviceType::TPU_HOST`",
-}
-
-bindgen_names! { DLDataTypeCode:
-    kDLInt = INT => "use `DLDataTypeCode::INT`",
-    kDLUInt = UINT => "use `DLDataTypeCode::UINT`",
-    kDLFloat = FLOAT => "use `DLDataTypeCode::FLOAT`",
-    kDLOpaqueHandle = OPAQUE_HANDLE => "use `DLDataTypeCode::OPAQUE_HANDLE`",
-    kDLBfloat = BFLOAT => "use `DLDataTypeCode::BFLOAT`",
-    kDLComplex = COMPLEX => "use `DLDataTypeCode::COMPLEX`",
-    kDLBool = BOOL => "use `DLDataTypeCode::BOOL`",
-    kDLFloat8_e3m4 = FLOAT8_E3M4 => "use `DLDataTypeCode::FLOAT8_E3M4`",
-    kDLFloat8_e4m3 = FLOAT8_E4M3 => "use `DLDataTypeCode::FLOAT8_E4M3`",
-    kDLFloat8_e4m3b11fnuz = FLOAT8_E4M3B11FNUZ => "use `DLDataTypeCode::FLOAT8_E4M3B11FNUZ`",
-    kDLFloat8_e4m3fn = FLOAT8_E4M3FN => "use `DLDataTypeCode::FLOAT8_E4M3FN`",
-    kDLFloat8_e4m3fnuz = FLOAT8_E4M3FNUZ => "use `DLDataTypeCode::FLOAT8_E4M3FNUZ`",
-    kDLFloat8_e5m2 = FLOAT8_E5M2 => "use `DLDataTypeCode::FLOAT8_E5M2`",
-    kDLFloat8_e5m2fnuz = FLOAT8_E5M2FNUZ => "use `DLDataTypeCode::FLOAT8_E5M2FNUZ`",
-    kDLFloat8_e8m0fnu = FLOAT8_E8M0FNU => "use `DLDataTypeCode::FLOAT8_E8M0FNU`",
-    kDLFloat6_e2m3fn = FLOAT6_E2M3FN => "use `DLDataTypeCode::FLOAT6_E2M3FN`",
-    kDLFloat6_e3m2fn = FLOAT6_E3M2FN => "use `DLDataTypeCode::FLOAT6_E3M2FN`",
-    kDLFloat4_e2m1fn = FLOAT4_E2M1FN => "use `DLDataTypeCode::FLOAT4_E2M1FN`",
-    kDLBcomplex = BCOMPLEX => "use `DLDataTypeCode::BCOMPLEX`",
+    BCOMPLEX = K_DL_BCOMPLEX = 18, kDLBcomplex => "use `DLDataTypeCode::BCOMPLEX`";
 }
 
 /// A 0.3 `u32` device type: the `i32` of the same bits, as C stores the enum.

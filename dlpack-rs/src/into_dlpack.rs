@@ -64,14 +64,12 @@ pub unsafe trait IntoDLPack {
         false
     }
 
-    /// Whether every Rust access to the memory, other than through the export, holds a registry
-    /// borrow (as [`safe::SharedMut`]'s guards do); if not, exports hold a shared borrow.
+    /// Whether every other Rust access to the memory holds a registry borrow (else exports take one).
     fn rust_access_registered(&self) -> bool {
         false
     }
 
-    /// Whether a legacy `__dlpack__` request for read-only data shares the memory instead of
-    /// copying it: `true` **trusts the consumer not to write** (SAFETY.md).
+    /// Whether a legacy request shares read-only data, not copies: **trusts the consumer** (SAFETY.md).
     fn share_read_only_legacy(&self) -> bool {
         false
     }

@@ -118,22 +118,18 @@ pub use ndarray;
 #[cfg_attr(docsrs, doc(cfg(feature = "image")))]
 pub use image;
 
-/// The README's Rust examples, run as doctests with `--all-features`.
-#[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
+/// Doctest holders: the README's and the guides' Rust examples, run with `--all-features`.
+macro_rules! doctests {
+    ($($name:ident = $file:literal;)*) => {$(
+        #[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
+        #[doc = include_str!($file)]
+        pub struct $name;
+    )*};
+}
 
-/// The export guide's examples.
-#[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
-#[doc = include_str!("../../docs/export.md")]
-pub struct ExportGuideDoctests;
-
-/// The import guide's examples.
-#[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
-#[doc = include_str!("../../docs/import.md")]
-pub struct ImportGuideDoctests;
-
-/// The migration guide's examples.
-#[cfg(all(doctest, feature = "pyo3", feature = "derive", feature = "ndarray"))]
-#[doc = include_str!("../../docs/migrating-from-0.3.md")]
-pub struct MigrationGuideDoctests;
+doctests! {
+    ReadmeDoctests = "../../README.md";
+    ExportGuideDoctests = "../../docs/export.md";
+    ImportGuideDoctests = "../../docs/import.md";
+    MigrationGuideDoctests = "../../docs/migrating-from-0.3.md";
+}

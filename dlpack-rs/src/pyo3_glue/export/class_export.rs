@@ -93,20 +93,12 @@ impl RouteExport<()> {
     /// `owner` keeps the described memory valid, initialised and in place while it lives.
     #[inline(always)]
     unsafe fn kept_by<O>(self, owner: O) -> RouteExport<O> {
-        let RouteExport {
-            validated,
-            read_only,
-            registered,
-            share,
-            order,
-            owner: (),
-        } = self;
         RouteExport {
-            validated,
-            read_only,
-            registered,
-            share,
-            order,
+            validated: self.validated,
+            read_only: self.read_only,
+            registered: self.registered,
+            share: self.share,
+            order: self.order,
             owner,
         }
     }

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 
 use crate::ffi::DLDeviceType;
+use crate::pyo3_glue::runtime::errors::pending_error;
 use crate::pyo3_glue::runtime::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
@@ -41,11 +42,7 @@ fn hand_to_type<'py>(
         // attached (we hold `py`), with an owned tensor (stolen, on failure too), a valid out.
         let rc = unsafe { to_py(raw, &mut out) };
         if rc != 0 {
-            return Err(PyErr::take(py).unwrap_or_else(|| {
-                PySystemError::new_err(
-                    "managed_tensor_to_py_object_no_sync failed without setting an exception",
-                )
-            }));
+            return Err(pending_error(py, "managed_tensor_to_py_object_no_sync"));
         }
         if out.is_null() {
             return Err(PySystemError::new_err(

@@ -8,7 +8,7 @@ use pyo3::Borrowed;
 use crate::ffi::DLDataType;
 use crate::pyo3_glue::import::constraints::{Dims, Layout, Shape, Strided, ANY};
 use crate::pyo3_glue::import::source::{dtype_error, Source};
-use crate::pyo3_glue::import::typed::{view_mut_of, view_of, TensorView, TensorViewMut};
+use crate::pyo3_glue::import::typed::{TensorView, TensorViewMut};
 use crate::safe::{AnyBitPattern, Element};
 
 mod sealed {
@@ -58,11 +58,11 @@ mod sealed {
         const CODE: Option<DLDataType> = Some(<T as Element>::DTYPE);
         #[allow(private_interfaces)]
         fn view<S: Shape, L: Layout>(source: Source) -> PyResult<TensorView<T, S, L>> {
-            view_of(source)
+            TensorView::of(source)
         }
         #[allow(private_interfaces)]
         fn view_mut<S: Shape, L: Layout>(source: Source) -> PyResult<TensorViewMut<T, S, L>> {
-            view_mut_of(source)
+            TensorViewMut::of(source)
         }
     }
 
@@ -145,12 +145,10 @@ pub enum AnyOfMut<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
 
 /// The `TypeError` for a dtype outside the set `D`.
 fn outside<D: Dtypes>(got: DLDataType) -> PyErr {
+    let (a, b) = (<D::A as Element>::DTYPE, <D::B as Element>::DTYPE);
     match D::C::CODE {
-        Some(c) => dtype_error(
-            &[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE, c],
-            got,
-        ),
-        None => dtype_error(&[<D::A as Element>::DTYPE, <D::B as Element>::DTYPE], got),
+        Some(c) => dtype_error(&[a, b, c], got),
+        None => dtype_error(&[a, b], got),
     }
 }
 
@@ -167,9 +165,9 @@ macro_rules! any_of {
                 let source = Source::import(&obj, $exclusive)?;
                 let dtype = source.dtype();
                 if dtype == <D::A as Element>::DTYPE {
-                    $of::<D::A, S, L>(source).map($name::A)
+                    $of::<D::A, S, L>::of(source).map($name::A)
                 } else if dtype == <D::B as Element>::DTYPE {
-                    $of::<D::B, S, L>(source).map($name::B)
+                    $of::<D::B, S, L>::of(source).map($name::B)
                 } else if D::C::CODE == Some(dtype) {
                     D::C::$third::<S, L>(source).map($name::C)
                 } else {
@@ -179,5 +177,5 @@ macro_rules! any_of {
         }
     };
 }
-any_of!(AnyOf, false, view_of, view);
-any_of!(AnyOfMut, true, view_mut_of, view_mut);
+any_of!(AnyOf, false, TensorView, view);
+any_of!(AnyOfMut, true, TensorViewMut, view_mut);

@@ -4,6 +4,7 @@ use pyo3::exceptions::{PyBufferError, PyRuntimeError, PySystemError};
 use pyo3::prelude::*;
 
 use crate::ffi::{DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
+use crate::pyo3_glue::runtime::errors::pending_error;
 use crate::pyo3_glue::runtime::exchange_lookup::lookup;
 use crate::pyo3_glue::runtime::requires_grad::{requires_grad, Grad};
 use crate::safe::ManagedTensorVersioned;
@@ -44,15 +45,6 @@ pub(crate) fn import(
         return Ok((None, checked));
     }
     Ok((Some((tensor, api)), checked))
-}
-
-/// The exception a failed table call left (`SystemError` if none).
-fn pending_error(py: Python<'_>, function: &str) -> PyErr {
-    PyErr::take(py).unwrap_or_else(|| {
-        PySystemError::new_err(format!(
-            "__dlpack_c_exchange_api__: {function} failed without setting an exception"
-        ))
-    })
 }
 
 /// [`pending_error`], a `RuntimeError` becoming `BufferError`.

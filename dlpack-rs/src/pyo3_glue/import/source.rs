@@ -11,8 +11,7 @@ use crate::pyo3_glue::import::exchange_import::Lent;
 use crate::pyo3_glue::import::{ImportOptions, PyTensor};
 use crate::pyo3_glue::runtime::errors::dtype_message;
 use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
-use crate::safe::borrow::BorrowToken;
-use crate::safe::{AnyBitPattern, AnyManaged, Described, Error};
+use crate::safe::{AnyManaged, Described, Error};
 
 /// Where a typed argument's elements come from.
 pub(in crate::pyo3_glue) enum Source {
@@ -148,48 +147,19 @@ impl Source {
         }
     }
 
-    /// The checks and borrow of a contiguous slice of `T` (see `Managed::slice_parts`).
-    pub(in crate::pyo3_glue) fn slice_parts<T: AnyBitPattern>(
+    /// The checks and borrow `owned` (of an owner) or `borrowed` (of a view) makes; an exclusive
+    /// borrow of one of ours is refused (it is read-only).
+    #[inline(always)]
+    pub(in crate::pyo3_glue) fn parts<R>(
         &self,
         exclusive: bool,
-    ) -> Result<(*mut T, usize, BorrowToken), Error> {
+        owned: impl FnOnce(&AnyManaged) -> Result<R, Error>,
+        borrowed: impl FnOnce(&Described) -> Result<R, Error>,
+    ) -> Result<R, Error> {
         match (self.owner(), self) {
             (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
-            (Some(t), _) => t.slice_parts::<T>(exclusive),
-            (None, Source::Borrowed { view, .. }) => {
-                // SAFETY: the view's memory is its object's, which `self` keeps alive while the
-                // pointer is used (the held argument owns both).
-                unsafe { view.slice_parts::<T>(exclusive) }
-            }
-            (None, _) => Err(Error::ReadOnly),
-        }
-    }
-
-    /// The checks and borrow of a strided view of `T` (see `Managed::borrowed_layout`).
-    pub(in crate::pyo3_glue) fn strided_parts<T: AnyBitPattern>(
-        &self,
-        exclusive: bool,
-    ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
-        match (self.owner(), self) {
-            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
-            (Some(t), _) => t.borrowed_layout::<T>(exclusive),
-            (None, Source::Borrowed { view, .. }) => {
-                // SAFETY: as in `slice_parts`.
-                unsafe { view.strided_parts::<T>(exclusive) }
-            }
-            (None, _) => Err(Error::ReadOnly),
-        }
-    }
-
-    /// The checks and borrow of a raw pointer to the elements on any device (no host view).
-    pub(in crate::pyo3_glue) fn raw_parts<T: crate::safe::Element>(
-        &self,
-        exclusive: bool,
-    ) -> Result<(*mut T, BorrowToken), Error> {
-        match (self.owner(), self) {
-            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
-            (Some(t), _) => t.raw_parts::<T>(exclusive),
-            (None, Source::Borrowed { view, .. }) => view.raw_parts::<T>(exclusive),
+            (Some(t), _) => owned(t),
+            (None, Source::Borrowed { view, .. }) => borrowed(view),
             (None, _) => Err(Error::ReadOnly),
         }
     }

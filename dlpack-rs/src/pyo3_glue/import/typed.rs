@@ -48,8 +48,11 @@ impl<T: Element> Held<T> {
     {
         check_meta::<S, L>(&source, T::DTYPE, L::SLICE)?;
         let parts = if L::SLICE {
+            // SAFETY: the view's memory is its object's, which the held `source` keeps alive
+            // while the pointer is used.
+            let borrowed = |v: &crate::safe::Described| unsafe { v.slice_parts::<T>(exclusive) };
             source
-                .slice_parts::<T>(exclusive)
+                .parts(exclusive, |t| t.slice_parts::<T>(exclusive), borrowed)
                 .and_then(|(first, len, token)| {
                     if len == 0 {
                         // The strided route's check: an ndarray view of the shape must exist.
@@ -60,8 +63,10 @@ impl<T: Element> Held<T> {
                     Ok((first, Parts::Slice(len), token))
                 })
         } else {
+            // SAFETY: as for the slice above.
+            let borrowed = |v: &crate::safe::Described| unsafe { v.strided_parts::<T>(exclusive) };
             source
-                .strided_parts::<T>(exclusive)
+                .parts(exclusive, |t| t.borrowed_layout::<T>(exclusive), borrowed)
                 .map(|(n, token)| (n.first(), Parts::Strided(n), token))
         };
         Self::new::<L>(parts, source)
@@ -72,7 +77,11 @@ impl<T: Element> Held<T> {
         let source = Source::import(obj, exclusive)?;
         check_meta::<S, L>(&source, T::DTYPE, false)?;
         let parts = source
-            .raw_parts::<T>(exclusive)
+            .parts(
+                exclusive,
+                |t| t.raw_parts::<T>(exclusive),
+                |v| v.raw_parts::<T>(exclusive),
+            )
             .map(|(first, token)| (first, Parts::Raw, token));
         Self::new::<L>(parts, source)
     }
@@ -275,6 +284,16 @@ unsafe impl<T: Sync, S: Shape, L: Layout, D: Device> Sync for TensorViewMut<T, S
 
 macro_rules! extract {
     ($ty:ident, $exclusive:expr) => {
+        impl<T: AnyBitPattern, S: Shape, L: Layout> $ty<T, S, L, Cpu> {
+            /// The view of an imported `source` (whose dtype an `AnyOf` may have matched to `T`).
+            pub(in crate::pyo3_glue) fn of(source: Source) -> PyResult<Self> {
+                Held::host_from::<S, L>(source, $exclusive).map(|held| $ty {
+                    held,
+                    _constraints: PhantomData,
+                })
+            }
+        }
+
         impl<'a, 'py, T: AnyBitPattern, S: Shape, L: Layout> FromPyObject<'a, 'py>
             for $ty<T, S, L, Cpu>
         {
@@ -285,12 +304,7 @@ macro_rules! extract {
                 crate::pyo3_glue::runtime::type_hints::SUPPORTS_DLPACK;
 
             fn extract(obj: Borrowed<'a, 'py, PyAny>) -> Result<Self, Self::Error> {
-                Source::import(&obj, $exclusive)
-                    .and_then(|source| Held::host_from::<S, L>(source, $exclusive))
-                    .map(|held| $ty {
-                        held,
-                        _constraints: PhantomData,
-                    })
+                Source::import(&obj, $exclusive).and_then(Self::of)
             }
         }
 
@@ -438,24 +452,4 @@ impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<T, S, L, D> {
     pub fn data_ptr_mut(&mut self) -> *mut T {
         self.held.first
     }
-}
-
-/// The read-only view of an imported `source` whose dtype an `AnyOf` matched to `T`.
-pub(in crate::pyo3_glue) fn view_of<T: AnyBitPattern, S: Shape, L: Layout>(
-    source: Source,
-) -> PyResult<TensorView<T, S, L, Cpu>> {
-    Held::host_from::<S, L>(source, false).map(|held| TensorView {
-        held,
-        _constraints: PhantomData,
-    })
-}
-
-/// As [`view_of`], writable.
-pub(in crate::pyo3_glue) fn view_mut_of<T: AnyBitPattern, S: Shape, L: Layout>(
-    source: Source,
-) -> PyResult<TensorViewMut<T, S, L, Cpu>> {
-    Held::host_from::<S, L>(source, true).map(|held| TensorViewMut {
-        held,
-        _constraints: PhantomData,
-    })
 }

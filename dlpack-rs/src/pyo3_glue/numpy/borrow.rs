@@ -371,18 +371,11 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
     let Some(t) = found_table() else {
         return Err(Error::AlreadyBorrowed { exclusive });
     };
+    let acquire = if exclusive { t.acquire_mut } else { t.acquire };
     let take = |array: *mut ffi::PyObject| {
-        attached(|| {
-            // SAFETY: attached; a table of version >= 1 and a live numpy array (a strong
-            // reference of the context).
-            unsafe {
-                if exclusive {
-                    (t.acquire_mut)(t.flags, array)
-                } else {
-                    (t.acquire)(t.flags, array)
-                }
-            }
-        })
+        // SAFETY: attached; a table of version >= 1 and a live numpy array (a strong reference
+        // of the context).
+        attached(|| unsafe { acquire(t.flags, array) })
     };
     // A 0-d array: first rust-numpy's own borrow of it, then the one of its element.
     if !ctx.array0.is_null() {
@@ -410,16 +403,9 @@ fn answer(rc: Option<c_int>, exclusive: bool) -> Result<(), Error> {
 /// `array` is a live numpy array a borrow of this kind was taken of through `t`.
 unsafe fn foreign_release(t: &Shared, array: *mut ffi::PyObject, exclusive: bool) {
     // Once shutdown has begun on an unattached thread the borrow stays (it only refuses).
-    let _ = attached(|| {
-        // SAFETY: attached; releases a borrow taken with the same kind (the contract).
-        unsafe {
-            if exclusive {
-                (t.release_mut)(t.flags, array)
-            } else {
-                (t.release)(t.flags, array)
-            }
-        }
-    });
+    let release = if exclusive { t.release_mut } else { t.release };
+    // SAFETY: attached; releases a borrow taken with the same kind (the contract).
+    let _ = attached(|| unsafe { release(t.flags, array) });
 }
 
 /// `ExternalApi::release`: rust-numpy's `release` / `release_mut` of the array.

@@ -76,10 +76,10 @@ static FLAGS: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 pub(super) static OURS: Shared = Shared {
     version: 1,
     flags: core::ptr::null_mut(),
-    acquire: ours_acquire,
-    acquire_mut: ours_acquire_mut,
-    release: ours_release,
-    release_mut: ours_release_mut,
+    acquire: ours_acquire::<false>,
+    acquire_mut: ours_acquire::<true>,
+    release: ours_release::<false>,
+    release_mut: ours_release::<true>,
 };
 
 /// The key of a tensor's layout (`None` only where the layout was never validated).
@@ -143,16 +143,14 @@ fn with_flags<R>(f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
     f(&mut FLAGS.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// rust-numpy's `acquire`: 0, or -1 on a conflict (or a caught panic).
-unsafe extern "C" fn ours_acquire(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
+/// rust-numpy's `acquire` / `acquire_mut`: 0, -1 on a conflict (or a caught panic), -2 for an
+/// exclusive borrow of a read-only array.
+unsafe extern "C" fn ours_acquire<const EXCLUSIVE: bool>(
+    _: *mut c_void,
+    array: *mut ffi::PyObject,
+) -> c_int {
     // SAFETY: rust-numpy's contract: called attached, with a live numpy array.
-    cpython::no_unwind(|| unsafe { ours_acquire_any(array, false) }).unwrap_or(-1)
-}
-
-/// rust-numpy's `acquire_mut`: 0, -1 on a conflict (or a panic), -2 for a read-only array.
-unsafe extern "C" fn ours_acquire_mut(_: *mut c_void, array: *mut ffi::PyObject) -> c_int {
-    // SAFETY: as in `ours_acquire`.
-    cpython::no_unwind(|| unsafe { ours_acquire_any(array, true) }).unwrap_or(-1)
+    cpython::no_unwind(|| unsafe { ours_acquire_any(array, EXCLUSIVE) }).unwrap_or(-1)
 }
 
 /// Takes the registry's borrow of the bytes `array` addresses: 0, -1 refused, -2 for an
@@ -248,12 +246,10 @@ fn ours_release_any(array: *mut ffi::PyObject, exclusive: bool) {
     drop(tokens);
 }
 
-/// rust-numpy's `release` (a panic is caught).
-unsafe extern "C" fn ours_release(_: *mut c_void, array: *mut ffi::PyObject) {
-    let _ = cpython::no_unwind(|| ours_release_any(array, false));
-}
-
-/// rust-numpy's `release_mut` (a panic is caught, as in `ours_release`).
-unsafe extern "C" fn ours_release_mut(_: *mut c_void, array: *mut ffi::PyObject) {
-    let _ = cpython::no_unwind(|| ours_release_any(array, true));
+/// rust-numpy's `release` / `release_mut` (a panic is caught).
+unsafe extern "C" fn ours_release<const EXCLUSIVE: bool>(
+    _: *mut c_void,
+    array: *mut ffi::PyObject,
+) {
+    let _ = cpython::no_unwind(|| ours_release_any(array, EXCLUSIVE));
 }

@@ -15,13 +15,22 @@ use crate::ffi::{
 use crate::pyo3_glue::runtime::cpython;
 use crate::safe::{AnyManaged, Kind, Managed, ManagedTensor, ManagedTensorVersioned};
 
+/// A capsule's name, and the name a consumer gives it once it owns the tensor.
+#[inline(always)]
+fn names(versioned: bool) -> (&'static CStr, &'static CStr) {
+    if versioned {
+        (
+            DLPACK_VERSIONED_CAPSULE_NAME,
+            DLPACK_USED_VERSIONED_CAPSULE_NAME,
+        )
+    } else {
+        (DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME)
+    }
+}
+
 /// Our capsules' destructor: calls the deleter unless a consumer renamed (took) the capsule.
 unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi::PyObject) {
-    let name = if VERSIONED {
-        DLPACK_VERSIONED_CAPSULE_NAME
-    } else {
-        DLPACK_CAPSULE_NAME
-    };
+    let (name, _) = names(VERSIONED);
     // SAFETY: CPython calls capsule destructors with the GIL held, on a live capsule. The name
     // test sets no exception; only the deleter (which may run Python) needs the indicator aside.
     // Still the unused name: this capsule (made by `into_capsule`) owns the struct of the kind
@@ -37,11 +46,7 @@ unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi
 pub fn into_capsule<K: Kind>(py: Python<'_>, tensor: Managed<K>) -> PyResult<Bound<'_, PyCapsule>> {
     crate::pyo3_glue::runtime::shared_registry::join(py)?;
     let versioned = tensor.is_versioned();
-    let name = if versioned {
-        DLPACK_VERSIONED_CAPSULE_NAME
-    } else {
-        DLPACK_CAPSULE_NAME
-    };
+    let (name, _) = names(versioned);
     if !versioned && tensor.is_read_only() {
         return Err(legacy_read_only_error());
     }
@@ -119,14 +124,7 @@ fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_v
             )))
         }
     };
-    let (name, used) = if versioned {
-        (
-            DLPACK_VERSIONED_CAPSULE_NAME,
-            DLPACK_USED_VERSIONED_CAPSULE_NAME,
-        )
-    } else {
-        (DLPACK_CAPSULE_NAME, DLPACK_USED_CAPSULE_NAME)
-    };
+    let (name, used) = names(versioned);
     let raw = capsule.pointer_checked(Some(name))?;
     // After the rename the producer's capsule destructor leaves the tensor alone.
     // SAFETY: a live capsule, the GIL held, and a 'static name.

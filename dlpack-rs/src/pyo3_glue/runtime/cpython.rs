@@ -180,22 +180,6 @@ pub(crate) unsafe fn getset_getter(
     }
 }
 
-/// Calls a getset descriptor's C getter on `obj`, as attribute access would.
-/// # Safety
-/// `get` and `closure` are what [`getset_getter`] returned (a static type's, valid for the
-/// process), and `obj` is an instance of the descriptor's owning type.
-#[cfg(not(feature = "abi3"))]
-#[inline]
-pub(crate) unsafe fn call_getter<'py>(
-    obj: &Bound<'py, PyAny>,
-    get: ffi::getter,
-    closure: *mut core::ffi::c_void,
-) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: by this function's contract; called attached (the `Bound` proves it), the getter
-    // returns a new reference or NULL with an exception set.
-    unsafe { Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure)) }
-}
-
 /// A type's version tag, read atomically (reset by CPython >= 3.11 on any change, never
 /// reused), or 0 where it is not valid.
 /// # Safety
@@ -394,32 +378,31 @@ pub(crate) fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     }
 }
 
-/// `callable(arg)` as one vectorcall (no argument tuple).
-#[cfg(not(feature = "abi3"))]
+/// `callable(arg)`: one vectorcall, or `call1` under abi3 (no vectorcall before 3.12).
 #[inline]
 pub(crate) fn call_one<'py>(
     callable: &Bound<'py, PyAny>,
     arg: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let args = [arg.as_ptr()];
-    // SAFETY: attached (the `Bound`s prove it); one live argument in a buffer that outlives the
-    // call, no keywords; a new reference or NULL with an exception set comes back.
-    unsafe {
-        Bound::from_owned_ptr_or_err(
-            callable.py(),
-            ffi::PyObject_Vectorcall(callable.as_ptr(), args.as_ptr(), 1, core::ptr::null_mut()),
-        )
+    #[cfg(feature = "abi3")]
+    return callable.call1((arg,));
+    #[cfg(not(feature = "abi3"))]
+    {
+        let args = [arg.as_ptr()];
+        // SAFETY: attached (the `Bound`s prove it); one live argument in a buffer that outlives
+        // the call, no keywords; a new reference or NULL with an exception set comes back.
+        unsafe {
+            Bound::from_owned_ptr_or_err(
+                callable.py(),
+                ffi::PyObject_Vectorcall(
+                    callable.as_ptr(),
+                    args.as_ptr(),
+                    1,
+                    core::ptr::null_mut(),
+                ),
+            )
+        }
     }
-}
-
-/// `callable(arg)` (the stable ABI has no vectorcall before 3.12).
-#[cfg(feature = "abi3")]
-#[inline]
-pub(crate) fn call_one<'py>(
-    callable: &Bound<'py, PyAny>,
-    arg: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    callable.call1((arg,))
 }
 
 /// The module `name` if it is imported already (`sys.modules[name]`).

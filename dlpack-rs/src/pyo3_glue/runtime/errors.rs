@@ -1,7 +1,7 @@
 //! How errors of the safe layer surface in Python: the exception the DLPack protocol names.
 
-use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
-use pyo3::PyErr;
+use pyo3::exceptions::{PyBufferError, PyMemoryError, PySystemError, PyTypeError, PyValueError};
+use pyo3::{PyErr, Python};
 
 use crate::ffi::DLDataType;
 use crate::safe::Error;
@@ -84,6 +84,15 @@ pub(crate) fn tuple_str<I: ExactSizeIterator<Item = Option<i64>>>(values: I) -> 
 /// [`tuple_str`] of known values.
 pub(crate) fn tuple_of(values: &[i64]) -> String {
     tuple_str(values.iter().map(|&v| Some(v)))
+}
+
+/// The exception a failed exchange-table call left (`SystemError` if none).
+pub(crate) fn pending_error(py: Python<'_>, function: &str) -> PyErr {
+    PyErr::take(py).unwrap_or_else(|| {
+        PySystemError::new_err(format!(
+            "__dlpack_c_exchange_api__: {function} failed without setting an exception"
+        ))
+    })
 }
 
 #[cfg(test)]

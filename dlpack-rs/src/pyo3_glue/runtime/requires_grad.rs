@@ -109,15 +109,12 @@ pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
                 // The type changed, or the descriptor is another type's: use `getattr`.
                 return requires_grad(obj, Grad::Getattr);
             }
-            // SAFETY: a static type's getset getter (its table lives for the process, even if
-            // the descriptor does not) that `getattr` would find on `obj`'s unchanged type,
-            // given an instance of the owning type (CPython's check before calling it).
+            // SAFETY: attached (the `Bound` proves it); a static type's getset getter (its table
+            // lives for the process, even if the descriptor does not) that `getattr` would find
+            // on `obj`'s unchanged type, given an instance of the owning type (CPython's check
+            // before calling it); it returns a new reference or NULL with an exception set.
             let value = unsafe {
-                crate::pyo3_glue::runtime::cpython::call_getter(
-                    obj,
-                    g.get,
-                    g.closure as *mut core::ffi::c_void,
-                )
+                Bound::from_owned_ptr_or_err(obj.py(), (g.get)(obj.as_ptr(), g.closure as *mut _))
             };
             value.is_ok_and(|v| v.is_truthy().unwrap_or(false))
         }
