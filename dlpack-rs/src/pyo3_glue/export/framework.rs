@@ -10,7 +10,7 @@ use crate::pyo3_glue::runtime::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
-/// Hands `tensor` to the framework whose tensor type is `ty`, as [`ReturnTo::hand_over`] says.
+/// Hands `tensor` to the framework whose tensor type is `ty`, as `ReturnTo::hand_over` says.
 /// A tensor it may not represent skips the table, which would steal (and may leak) it.
 fn hand_to_type<'py>(
     ty: &Bound<'py, PyType>,
@@ -150,20 +150,27 @@ impl core::fmt::Debug for Framework {
     }
 }
 
-/// Where a [`Returned`] tensor goes: a fixed framework, or an argument's ([`Framework`]).
-pub trait ReturnTo {
-    /// The result's type in generated stubs (feature `inspect`).
-    #[cfg(feature = "inspect")]
-    const TYPE_HINT: pyo3::inspect::PyStaticExpr =
-        crate::pyo3_glue::runtime::type_hints::DLPACK_ARRAY;
+mod sealed {
+    use super::*;
 
-    /// Hands `tensor` over: through the type's table, its package's `from_dlpack`, or as is.
-    fn hand_over<'py>(
-        &self,
-        py: Python<'py>,
-        tensor: ManagedTensorVersioned,
-    ) -> PyResult<Bound<'py, PyAny>>;
+    /// Where a [`Returned`] tensor goes: [`Numpy`], [`Torch`], [`Jax`], or an argument's
+    /// [`Framework`]. Sealed and unnameable: `Returned`'s parameter is one of those four.
+    pub trait ReturnTo {
+        /// The result's type in generated stubs (feature `inspect`).
+        #[cfg(feature = "inspect")]
+        const TYPE_HINT: pyo3::inspect::PyStaticExpr =
+            crate::pyo3_glue::runtime::type_hints::DLPACK_ARRAY;
+
+        /// Hands `tensor` over: through the type's table, its package's `from_dlpack`, or as
+        /// is.
+        fn hand_over<'py>(
+            &self,
+            py: Python<'py>,
+            tensor: ManagedTensorVersioned,
+        ) -> PyResult<Bound<'py, PyAny>>;
+    }
 }
+use sealed::ReturnTo;
 
 impl ReturnTo for Framework {
     fn hand_over<'py>(
