@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dlpack_rs::ffi::*;
-use dlpack_rs::safe::{Error, ManagedTensorVersioned, PackedExport, Packing};
+use dlpack_rs::safe::{Error, Export, ManagedTensorVersioned, Packing};
 
 /// A hand-built producer over memory the test owns (`data`), with a counting deleter.
 #[repr(C)]
@@ -255,12 +255,10 @@ fn python_names_of_every_code() {
 
 #[test]
 fn dtype_mismatch_names_both_dtypes() {
-    let t = PackedExport::new(
-        vec![1u8, 2, 3],
-        DLDataType::new(DLDataTypeCode::FLOAT8_E4M3FN, 8, 1),
-    )
-    .versioned()
-    .unwrap();
+    let t = Export::new(vec![1u8, 2, 3])
+        .packed(DLDataType::new(DLDataTypeCode::FLOAT8_E4M3FN, 8, 1))
+        .versioned()
+        .unwrap();
     let err = t.as_slice::<u8>().unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -310,7 +308,8 @@ fn fp6_values_cross_byte_boundaries_little_bit_endian() {
 #[test]
 fn packed_export_and_view_of_odd_length_fp4() {
     // jax's layout of [0.5, 1, 1.5, 2, 3]: codes 1..=5, two per byte, low nibble first.
-    let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], DLDataType::FLOAT4_E2M1FN)
+    let t = Export::new(vec![0x21u8, 0x43, 0x05])
+        .packed(DLDataType::FLOAT4_E2M1FN)
         .shape(&[5])
         .versioned()
         .unwrap();
@@ -321,7 +320,8 @@ fn packed_export_and_view_of_odd_length_fp4() {
     assert_eq!((p.value(4), p.value(5)), (Some(5), None));
 
     // torch's x2 form of the same three bytes: three elements, six values.
-    let t = PackedExport::new(vec![0x21u8, 0x43, 0x05], DLDataType::FLOAT4_E2M1FN_X2)
+    let t = Export::new(vec![0x21u8, 0x43, 0x05])
+        .packed(DLDataType::FLOAT4_E2M1FN_X2)
         .versioned()
         .unwrap();
     assert_eq!((t.shape(), t.nbytes()), (&[3][..], 3));
@@ -332,7 +332,8 @@ fn packed_export_and_view_of_odd_length_fp4() {
 
 #[test]
 fn packed_export_needs_the_exact_byte_count() {
-    let too_many = PackedExport::new(vec![0u8; 4], DLDataType::FLOAT4_E2M1FN)
+    let too_many = Export::new(vec![0u8; 4])
+        .packed(DLDataType::FLOAT4_E2M1FN)
         .shape(&[5])
         .versioned();
     assert_eq!(
@@ -343,7 +344,15 @@ fn packed_export_needs_the_exact_byte_count() {
             needed: 3
         }
     );
-    let too_few = PackedExport::new(vec![0u8; 2], DLDataType::FLOAT4_E2M1FN)
+    // Packed bytes have no strides: value `i` sits where its index says.
+    let strided = Export::new(vec![0u8; 3])
+        .packed(DLDataType::FLOAT4_E2M1FN)
+        .shape(&[5])
+        .strides(&[1])
+        .versioned();
+    assert_eq!(strided.unwrap_err(), Error::NotContiguous);
+    let too_few = Export::new(vec![0u8; 2])
+        .packed(DLDataType::FLOAT4_E2M1FN)
         .shape(&[5])
         .legacy();
     assert_eq!(
@@ -351,11 +360,14 @@ fn packed_export_needs_the_exact_byte_count() {
         "5 packed elements need 3 bytes, the buffer has 2"
     );
     // By default: as many whole elements as the bytes hold.
-    let t = PackedExport::new(vec![0u8; 3], dtype(15, 6, 1))
+    let t = Export::new(vec![0u8; 3])
+        .packed(dtype(15, 6, 1))
         .versioned()
         .unwrap();
     assert_eq!(t.shape(), &[4]);
-    let wide = PackedExport::new(vec![0u8; 4], dtype(2, 32, 1)).versioned();
+    let wide = Export::new(vec![0u8; 4])
+        .packed(dtype(2, 32, 1))
+        .versioned();
     assert_eq!(wide.unwrap_err(), Error::NotPacked(dtype(2, 32, 1)));
 }
 
@@ -384,7 +396,8 @@ fn packed_view_borrows_exactly_the_packed_bytes() {
 
 #[test]
 fn packed_views_need_contiguous_host_data_of_narrow_values() {
-    let t = PackedExport::new(vec![0u8; 0], DLDataType::FLOAT4_E2M1FN)
+    let t = Export::new(vec![0u8; 0])
+        .packed(DLDataType::FLOAT4_E2M1FN)
         .versioned()
         .unwrap();
     let p = t.as_packed().unwrap();
@@ -495,12 +508,10 @@ mod float8_elements {
             message.contains("asked for float8_e4m3fn") && message.contains("holds float8_e5m2")
         );
         // An fnuz tensor of the same width is not F8E4M3 either.
-        let fnuz = PackedExport::new(
-            vec![0x40u8],
-            DLDataType::new(DLDataTypeCode::FLOAT8_E4M3FNUZ, 8, 1),
-        )
-        .versioned()
-        .unwrap();
+        let fnuz = Export::new(vec![0x40u8])
+            .packed(DLDataType::new(DLDataTypeCode::FLOAT8_E4M3FNUZ, 8, 1))
+            .versioned()
+            .unwrap();
         assert!(fnuz
             .as_slice::<F8E4M3>()
             .unwrap_err()
@@ -522,7 +533,11 @@ mod float8_elements {
 #[test]
 fn packed_export_is_read_only_when_marked_or_when_its_buffer_is() {
     let fp4 = DLDataType::FLOAT4_E2M1FN;
-    let packed = || PackedExport::new(vec![0x21u8, 0x43, 0x05], fp4).shape(&[5]);
+    let packed = || {
+        Export::new(vec![0x21u8, 0x43, 0x05])
+            .packed(fp4)
+            .shape(&[5])
+    };
     // A writable buffer: not READ_ONLY, and a legacy export is allowed.
     assert_eq!(packed().versioned().unwrap().flags(), 0);
     assert!(packed().legacy().is_ok());
@@ -534,7 +549,7 @@ fn packed_export_is_read_only_when_marked_or_when_its_buffer_is() {
     assert_eq!(packed().read_only().legacy().unwrap_err(), Error::ReadOnly);
     // A buffer others may read (a shared slice): read-only without being marked.
     static SHARED: [u8; 3] = [0x21, 0x43, 0x05];
-    let shared = || PackedExport::new(&SHARED[..], fp4).shape(&[5]);
+    let shared = || Export::new(&SHARED[..]).packed(fp4).shape(&[5]);
     let t = shared().versioned().unwrap();
     assert_eq!(t.flags(), DLPACK_FLAG_BITMASK_READ_ONLY);
     assert_eq!(t.as_packed().unwrap().bytes(), SHARED);

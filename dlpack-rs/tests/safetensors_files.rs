@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use dlpack_rs::ffi::DLDataType;
-use dlpack_rs::safe::{Export, PackedExport, SafeTensorsFile};
+use dlpack_rs::safe::{Export, SafeTensorsFile};
 
 fn temp(name: &str, bytes: &[u8]) -> PathBuf {
     let path = std::env::temp_dir().join(format!(
@@ -81,7 +81,8 @@ fn a_file_round_trips_byte_for_byte() {
 
 #[test]
 fn low_precision_and_packed_dtypes_keep_their_codes() {
-    let f4 = PackedExport::new(vec![0x21u8, 0x43], DLDataType::FLOAT4_E2M1FN)
+    let f4 = Export::new(vec![0x21u8, 0x43])
+        .packed(DLDataType::FLOAT4_E2M1FN)
         .shape(&[4])
         .versioned()
         .unwrap();
@@ -110,13 +111,11 @@ fn strided_and_unsupported_tensors_are_refused_with_the_reason() {
     let e = SafeTensorsFile::serialize([("t", &t)]).unwrap_err();
     assert_eq!(e, dlpack_rs::safe::Error::NotContiguous);
     let c = Export::new(vec![0u8; 2]).versioned().unwrap();
-    let odd = dlpack_rs::safe::PackedExport::new(
-        vec![0u8; 2],
-        DLDataType::new(dlpack_rs::ffi::DLDataTypeCode::UINT, 4, 1),
-    )
-    .shape(&[4])
-    .versioned()
-    .unwrap();
+    let odd = dlpack_rs::safe::Export::new(vec![0u8; 2])
+        .packed(DLDataType::new(dlpack_rs::ffi::DLDataTypeCode::UINT, 4, 1))
+        .shape(&[4])
+        .versioned()
+        .unwrap();
     let e = SafeTensorsFile::serialize([("c", &c), ("u4", &odd)]).unwrap_err();
     assert!(e.to_string().contains("safetensors has no dtype"), "{e}");
 }

@@ -12,7 +12,7 @@
 //! | who owns a managed tensor? | [`Managed`] ([`ManagedTensor`], [`ManagedTensorVersioned`], [`AnyManaged`]) |
 //! | how are views kept from aliasing? | [the borrow registry](#the-borrow-registry), [`ReadGuard`], [`WriteGuard`] |
 //! | element types and devices | [`Element`], `dtype_*`, `*_device`, [`DLDataType::name`](crate::ffi::DLDataType::name) |
-//! | sub-byte and low-precision data | [`Packing`], [`Managed::as_packed`], [`PackedExport`] |
+//! | sub-byte and low-precision data | [`Packing`], [`Managed::as_packed`], [`Export::packed`] |
 //!
 //! With feature `ndarray`, `Managed::as_array` / `as_array_mut` give ndarray views.
 //!
@@ -59,9 +59,10 @@ pub use export::Export;
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::views::{dtype_is, host_viewable, External, ExternalApi};
 pub use import::{AnyKind, AnyManaged, Kind, Managed, ManagedTensor, ManagedTensorVersioned};
+pub use layout::packing::Packing;
 pub use layout::tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use layout::{
     compact_strides, is_c_contiguous, tensor_info::Validated, validate_dtype, Extent,
 };
-pub use packed::{PackedExport, PackedSlice, Packing};
+pub use packed::PackedSlice;

@@ -7,7 +7,7 @@ use crate::dtype_name;
 use crate::Imported;
 use dlpack_rs::ffi::{DLDataType, DLDataTypeCode as C};
 use dlpack_rs::pyo3_glue::{CContig, DLPackTensor, Dims, Framework, Returned, TensorView, ANY};
-use dlpack_rs::safe::{AlignedBuffer, Export, PackedExport, Packing};
+use dlpack_rs::safe::{AlignedBuffer, Export, Packing};
 use float8::{F8E4M3, F8E5M2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -63,11 +63,11 @@ fn lp_make_f8(dtype: &str, values: Vec<f32>, shape: Option<Vec<i64>>) -> PyResul
 }
 
 /// Packed bytes exported as `dtype` (any FP8 or FP4 name) with `shape` (default: as many whole
-/// elements as the bytes hold), through `PackedExport` over 64-byte aligned storage.
+/// elements as the bytes hold), through `Export::packed` over 64-byte aligned storage.
 #[pyfunction]
 fn lp_make_packed(dtype: &str, data: &[u8], shape: Option<Vec<i64>>) -> PyResult<DLPackTensor> {
     let buffer = AlignedBuffer::<u8>::from_slice(data)?;
-    let export = PackedExport::new(buffer, low_dtype(dtype)?);
+    let export = Export::new(buffer).packed(low_dtype(dtype)?);
     let export = match shape {
         Some(shape) => export.shape(&shape),
         None => export,
@@ -153,7 +153,8 @@ fn lp_copy_f8(obj: Imported) -> PyResult<DLPackTensor> {
 #[pyfunction]
 fn lp_copy_packed(obj: Imported) -> PyResult<DLPackTensor> {
     let bytes = obj.as_packed()?.bytes().to_vec();
-    let t = PackedExport::new(AlignedBuffer::<u8>::from_slice(&bytes)?, obj.dtype())
+    let t = Export::new(AlignedBuffer::<u8>::from_slice(&bytes)?)
+        .packed(obj.dtype())
         .shape(obj.shape())
         .versioned()?;
     Ok(DLPackTensor::new(t))

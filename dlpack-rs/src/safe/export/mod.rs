@@ -10,12 +10,14 @@ pub(super) mod shared_mut;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::ffi::{
+    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
+};
 use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
 use crate::safe::export::pack::{pack_validated, PackAs};
 use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
-use crate::safe::{Buffer, Element, Error, Readers, TensorInfo};
+use crate::safe::{Buffer, Element, Error, Packing, Readers, TensorInfo};
 
 /// A safe export of an owned [`Buffer`], its layout checked against the buffer's length.
 ///
@@ -41,6 +43,8 @@ pub struct Export<B> {
     shape: Result<Option<Vec<i64>>, Error>,
     strides: Result<Option<Vec<i64>>, Error>,
     read_only: bool,
+    /// The dtype of packed bytes ([`Export::packed`]), else the element type's.
+    packed: Option<DLDataType>,
 }
 
 impl<B: Buffer + Send + 'static> Export<B> {
@@ -51,6 +55,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
             shape: Ok(None),
             strides: Ok(None),
             read_only: false,
+            packed: None,
         }
     }
 
@@ -84,6 +89,9 @@ impl<B: Buffer + Send + 'static> Export<B> {
 
     /// The buffer, its validated metadata and whether the builder asked for read-only.
     fn into_parts(self) -> Result<(B, Validated, bool), Error> {
+        if let Some(dtype) = self.packed {
+            return self.into_packed_parts(dtype);
+        }
         let len = self.buffer.num_elements();
         let shape = match self.shape? {
             Some(shape) => shape,
@@ -111,6 +119,40 @@ impl<B: Buffer + Send + 'static> Export<B> {
         Ok((self.buffer, info, self.read_only))
     }
 
+    /// [`Export::into_parts`] of bytes packed as `dtype`: compact, exactly the bytes the shape
+    /// needs ([`Error::PackedLength`]), no strides ([`Error::NotContiguous`]).
+    fn into_packed_parts(self, dtype: DLDataType) -> Result<(B, Validated, bool), Error> {
+        let packing = Packing::of(dtype)?;
+        let len = self.buffer.num_elements() * core::mem::size_of::<B::Elem>();
+        if self.strides?.is_some() {
+            return Err(Error::NotContiguous);
+        }
+        let shape = match self.shape? {
+            Some(shape) => shape,
+            None => {
+                alloc::vec![i64::try_from(packing.elements_in(len)).map_err(|_| Error::Overflow)?]
+            }
+        };
+        let info = Validated::new(TensorInfo {
+            data: self.buffer.data_ptr().cast::<c_void>(),
+            device: self.buffer.device(),
+            dtype,
+            shape,
+            strides: None,
+            byte_offset: 0,
+        })?;
+        let numel = info.extent().numel;
+        let needed = packing.nbytes(numel).ok_or(Error::Overflow)?;
+        if needed != len {
+            return Err(Error::PackedLength {
+                bytes: len,
+                numel,
+                needed,
+            });
+        }
+        Ok((self.buffer, info, self.read_only))
+    }
+
     /// Builds a versioned managed tensor (`READ_ONLY` when the buffer or builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
         let (buffer, info, read_only) = self.into_parts()?;
@@ -123,6 +165,27 @@ impl<B: Buffer + Send + 'static> Export<B> {
         let (buffer, info, read_only) = self.into_parts()?;
         // SAFETY: as in `versioned`.
         unsafe { pack_buffer::<DLManagedTensor, B>(buffer, info, read_only) }
+    }
+}
+
+impl<B: Buffer<Elem = u8> + Send + 'static> Export<B> {
+    /// Exports the bytes as `dtype`, a dtype of at most 8 bits per value (FP4, FP6, FP8 without
+    /// a Rust type, ...) packed as [`Packing`] says: the shape counts elements (by default all
+    /// the bytes hold), the bytes must be exactly what it needs ([`Error::PackedLength`]), and
+    /// strides are refused.
+    ///
+    /// ```
+    /// use dlpack_rs::ffi::DLDataType;
+    /// use dlpack_rs::safe::Export;
+    ///
+    /// let t = Export::new(vec![0x21u8, 0x43, 0x65]).packed(DLDataType::FLOAT4_E2M1FN_X2).versioned()?;
+    /// assert_eq!(t.shape(), &[3]);
+    /// assert_eq!(t.dtype().name().to_string(), "float4_e2m1fn_x2");
+    /// # Ok::<(), dlpack_rs::safe::Error>(())
+    /// ```
+    pub fn packed(mut self, dtype: DLDataType) -> Self {
+        self.packed = Some(dtype);
+        self
     }
 }
 

@@ -2,6 +2,7 @@
 //! arithmetic that validates it (element counts, addressed ranges, contiguity, overflow-checked).
 //! Below the import and export floors, which both describe tensors.
 
+pub(crate) mod packing;
 pub(crate) mod tensor_info;
 
 use alloc::vec::Vec;
