@@ -92,6 +92,7 @@ fn cu_stream_of(stream: i64) -> Option<sys::CUstream> {
 
 /// The DLPack stream value naming `stream`: 1 for NULL and `CU_STREAM_LEGACY` (both the legacy
 /// default stream), 2 for `CU_STREAM_PER_THREAD`, any other stream its handle.
+#[cfg_attr(not(feature = "pyo3"), allow(dead_code))] // the import's (pyo3) and the tests'
 fn dlpack_stream_of(stream: sys::CUstream) -> i64 {
     match stream as usize {
         0 | 1 => 1,
