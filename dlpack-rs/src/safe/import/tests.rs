@@ -119,8 +119,13 @@ fn an_external_checker_sees_every_view_and_its_context_is_released_once() {
     let mut t = crate::safe::Export::new(alloc::vec![1u8, 2, 3])
         .versioned()
         .unwrap();
+    assert!(t.external().is_none());
     // SAFETY: the checker is static and keeps counts only.
     unsafe { t.set_external(CHECKER.external()) };
+    // The owner reports its checker (the numpy layer asks before wrapping it again).
+    assert!(t
+        .external()
+        .is_some_and(|e| core::ptr::eq(e.api, CHECKER.external().api)));
     {
         let view = t.as_slice::<u8>().unwrap();
         assert_eq!(*view, [1, 2, 3]);
