@@ -5,28 +5,14 @@
 
 use candle_core::{CpuStorage, DType, Device, Storage, Tensor};
 use dlpack_rs::ffi::{DLDataType, DLDevice, DLDeviceType};
-use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
+use dlpack_rs::pyo3_glue::PyTensor;
 use dlpack_rs::safe::{Error, ManagedTensorVersioned, SharedMut, TensorInfo};
 use dlpack_rs::IntoDLPack;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-fn with_py<R>(f: impl FnOnce(Python<'_>) -> Result<R>) -> R {
-    Python::initialize();
-    Python::attach(|py| f(py).unwrap())
-}
-
-/// `module.from_dlpack(t)` of a `dlpack_rs.Tensor` holding `t`.
-fn hand<'py>(
-    py: Python<'py>,
-    module: &str,
-    t: ManagedTensorVersioned,
-) -> PyResult<Bound<'py, PyAny>> {
-    let obj = Bound::new(py, DLPackTensor::new(t))?;
-    py.import(module)?.getattr("from_dlpack")?.call1((obj,))
-}
+mod candle_support;
+use candle_support::{eval, hand, with_py};
 
 /// The address of `t`'s first element in candle's storage.
 fn first_address(t: &Tensor) -> usize {
@@ -35,16 +21,6 @@ fn first_address(t: &Tensor) -> usize {
         panic!("a CPU f32 tensor")
     };
     v[layout.start_offset()..].as_ptr() as usize
-}
-
-fn eval<'py>(
-    py: Python<'py>,
-    code: &std::ffi::CStr,
-    x: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let locals = pyo3::types::PyDict::new(py);
-    locals.set_item("x", x)?;
-    py.eval(code, None, Some(&locals))
 }
 
 #[test]

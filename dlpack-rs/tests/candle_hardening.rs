@@ -5,35 +5,12 @@
 
 use candle_core::{CpuStorage, DType, Device, Tensor};
 use dlpack_rs::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
-use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
+use dlpack_rs::pyo3_glue::PyTensor;
 use dlpack_rs::safe::{Error, ManagedTensorVersioned, TensorInfo};
 use pyo3::prelude::*;
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-fn with_py<R>(f: impl FnOnce(Python<'_>) -> Result<R>) -> R {
-    Python::initialize();
-    Python::attach(|py| f(py).unwrap())
-}
-
-fn hand<'py>(
-    py: Python<'py>,
-    module: &str,
-    t: ManagedTensorVersioned,
-) -> PyResult<Bound<'py, PyAny>> {
-    let obj = Bound::new(py, DLPackTensor::new(t))?;
-    py.import(module)?.getattr("from_dlpack")?.call1((obj,))
-}
-
-fn eval<'py>(
-    py: Python<'py>,
-    code: &std::ffi::CStr,
-    x: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let locals = pyo3::types::PyDict::new(py);
-    locals.set_item("x", x)?;
-    py.eval(code, None, Some(&locals))
-}
+mod candle_support;
+use candle_support::{eval, hand, with_py};
 
 /// A managed tensor over `data` (kept alive by the export) with `dtype` and `shape`.
 fn managed(data: Vec<u8>, dtype: DLDataType, shape: Vec<i64>) -> ManagedTensorVersioned {

@@ -103,12 +103,10 @@ pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult
 
 /// Renames the capsule to its `used_` name: whether it is versioned, and its pointer.
 fn take_ownership(capsule: &Bound<'_, PyCapsule>) -> PyResult<(bool, NonNull<c_void>)> {
-    // SAFETY: a name of the capsule we hold, compared, never kept (an error, none, clears).
-    let name: Option<&CStr> = capsule
-        .name()
-        .ok()
-        .flatten()
-        .map(|n| unsafe { n.as_cstr() });
+    let name: Option<&CStr> = capsule.name().ok().flatten().map(|n| {
+        // SAFETY: the name of a capsule we hold, alive while it is: compared, never kept.
+        unsafe { n.as_cstr() }
+    });
     let versioned = match name {
         Some(n) if n == DLPACK_VERSIONED_CAPSULE_NAME => true,
         Some(n) if n == DLPACK_CAPSULE_NAME => false,
