@@ -39,9 +39,9 @@
 //!
 //! #[pyfunction]
 //! fn total(tensor: &Bound<'_, PyAny>) -> PyResult<f32> {
-//!     let stream = CudaContext::new(0).map_err(dlpack_rs::cuda::driver_error)?.default_stream();
+//!     let stream = CudaContext::new(0).map_err(dlpack_rs::safe::Error::from)?.default_stream();
 //!     let imported = dlpack_rs::cuda::CudaTensor::<f32>::import(tensor, &stream)?;
-//!     let host = stream.clone_dtoh(&imported.as_view()).map_err(dlpack_rs::cuda::driver_error)?;
+//!     let host = stream.clone_dtoh(&imported.as_view()).map_err(dlpack_rs::safe::Error::from)?;
 //!     Ok(host.iter().sum())
 //! }
 //! # }
@@ -53,7 +53,6 @@
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
-pub use cudarc;
 use cudarc::driver::{sys, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DriverError};
 
 use crate::ffi::{DLDevice, DLDeviceType};
@@ -73,11 +72,12 @@ pub(crate) fn device_error(call: &'static str, err: DriverError) -> Error {
     }
 }
 
-/// A cudarc driver error as a Python `BufferError`, for `map_err` in `#[pyfunction]`s.
-#[cfg(feature = "pyo3")]
-#[cfg_attr(docsrs, doc(cfg(feature = "pyo3")))]
-pub fn driver_error(err: DriverError) -> pyo3::PyErr {
-    device_error("CUDA driver", err).into()
+/// A cudarc driver error as [`Error::Device`]; in a `#[pyfunction]`, `.map_err(Error::from)?`
+/// raises it as `BufferError`.
+impl From<DriverError> for Error {
+    fn from(err: DriverError) -> Self {
+        device_error("CUDA driver", err)
+    }
 }
 
 /// The `CUstream` a DLPack stream value names on CUDA: 1 is `CU_STREAM_LEGACY`, 2

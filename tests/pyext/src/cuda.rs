@@ -5,8 +5,9 @@
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr};
-use dlpack_rs::cuda::{driver_error, CudaTensor};
+use dlpack_rs::cuda::CudaTensor;
 use dlpack_rs::pyo3_glue::DLPackTensor;
+use dlpack_rs::safe::Error;
 use dlpack_rs::safe::Export;
 use pyo3::prelude::*;
 
@@ -16,8 +17,8 @@ fn stream() -> PyResult<Arc<CudaStream>> {
     if let Some(s) = STREAM.get() {
         return Ok(s.clone());
     }
-    let ctx = CudaContext::new(0).map_err(driver_error)?;
-    let s = ctx.new_stream().map_err(driver_error)?;
+    let ctx = CudaContext::new(0).map_err(Error::from)?;
+    let s = ctx.new_stream().map_err(Error::from)?;
     Ok(STREAM.get_or_init(|| s).clone())
 }
 
@@ -27,7 +28,7 @@ fn stream() -> PyResult<Arc<CudaStream>> {
 fn cuda_arange(n: usize) -> PyResult<DLPackTensor> {
     let stream = stream()?;
     let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let slice = stream.clone_htod(&host).map_err(driver_error)?;
+    let slice = stream.clone_htod(&host).map_err(Error::from)?;
     Ok(DLPackTensor::from_export(Export::new(slice))?)
 }
 
@@ -39,7 +40,7 @@ fn cuda_sum(obj: &Bound<'_, PyAny>) -> PyResult<(f64, u64)> {
     let tensor = CudaTensor::<f32>::import(obj, &stream)?;
     let view = tensor.as_view();
     let ptr = view.device_ptr(&stream).0;
-    let host = stream.clone_dtoh(&view).map_err(driver_error)?;
+    let host = stream.clone_dtoh(&view).map_err(Error::from)?;
     Ok((host.iter().map(|&v| f64::from(v)).sum(), ptr))
 }
 
@@ -51,7 +52,7 @@ fn cuda_fill(obj: &Bound<'_, PyAny>, value: f32) -> PyResult<()> {
     let mut tensor = CudaTensor::<f32>::import_mut(obj, &stream)?;
     let host = vec![value; tensor.len()];
     let mut view = tensor.as_view_mut()?;
-    stream.memcpy_htod(&host, &mut view).map_err(driver_error)?;
+    stream.memcpy_htod(&host, &mut view).map_err(Error::from)?;
     Ok(())
 }
 
