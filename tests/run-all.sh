@@ -37,25 +37,25 @@ export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 # id | tiers | title
 STEPS=(
   "fmt|quick|cargo fmt --all --check"
-  "clippy|quick|cargo clippy --workspace --all-targets, every feature but candle, -D warnings"
+  "clippy|quick|cargo clippy --workspace --all-targets, every feature but candle and burn, -D warnings"
   "layers|quick|ARCHITECTURE.md's layer rule: ffi.rs and safe/ know nothing of Python or the layers above"
-  "test-all|quick|cargo test --workspace, every feature but candle (unit, integration, doc, trybuild)"
+  "test-all|quick|cargo test --workspace, every feature but candle and burn (unit, integration, doc, trybuild)"
   "test-none|quick|cargo test -p dlpack-rs (no features)"
   "test-derive|full|cargo test -p dlpack-rs --features derive (the derive alone: its UI cases)"
   "warnings|full|a dependency's build: dlpack-rs's library under each documented feature, alone and with pyo3, prints no warning"
   "no-std|full|no_std: dlpack-rs builds without features and has no dependencies"
   "cudarc|full|feature cudarc without CUDA: cargo check, its unit tests and doctests, the GPU check's extension"
-  "doc|full|cargo doc --workspace --no-deps, every feature but candle (warnings are errors; docs.rs badges on nightly)"
+  "doc|full|cargo doc --workspace --no-deps, every feature but candle and burn (warnings are errors; docs.rs badges on nightly)"
   "package|full|cargo package of both crates, and a build of what would be uploaded"
   "msrv|full|rust-version: what the dependencies need, and clippy's incompatible_msrv"
   "free-threaded|full|free-threaded CPython 3.14: cargo check of the pyo3 layer, the test extension and the example"
   "abi|full|C ABI: dlpack_rs::ffi vs the official dlpack.h, compiled with gcc"
-  "valgrind|quick|valgrind: dlpack-rs test binaries (no features, every feature but candle)"
+  "valgrind|quick|valgrind: dlpack-rs test binaries (no features, every feature but candle and burn)"
   "asan|full|AddressSanitizer: dlpack-rs test binaries (nightly -Zsanitizer=address, without Python)"
   "fuzz|quick|fuzz: the import validator under cargo-fuzz (nightly)"
   "mutants|full|cargo-mutants on the borrow registry, layout, view guards and export ranges: each mutant caught or listed equivalent"
   "python|quick|Python interop suite (venv, maturin, pytest)"
-  "candle|full|feature candle alone (its ~140 crates): clippy, its tests with numpy, torch and jax, its doctests"
+  "candle|full|features candle and burn (~230 crates): clippy, their tests with numpy, torch and jax, their doctests"
   "asan-python|full|AddressSanitizer: the Python suite against the test extension built with -Zsanitizer=address"
   "stubs|full|the image demo's stubs: generated (maturin generate-stubs, feature stubs) as committed, and mypy on a typed caller"
   "newcomer|full|the README's extension module, built from README.md as written, used from numpy"
@@ -214,17 +214,17 @@ setup_python() {
 # ---------------------------------------------------------------------------------------------
 # The steps: one function `step_ID` for each entry of STEPS, in tests/steps/
 
-# Every feature of the workspace's packages but `candle` (about 140 crates, built, linted and
-# tested by the `candle` step alone): what the other steps pass where `--all-features` would
-# pull candle into every build. `features_but_candle dlpack-rs` names that package's only.
-features_but_candle() {
+# Every feature of the workspace's packages but `candle` and `burn` (about 230 crates, built,
+# linted and tested by the `candle` step alone): what the other steps pass where
+# `--all-features` would pull them into every build. `features_but_heavy dlpack-rs` names that package's only.
+features_but_heavy() {
   local manifest name f list=()
   for manifest in dlpack-rs/Cargo.toml tests/pyext/Cargo.toml tests/pytwin/Cargo.toml \
     examples/image-demo/Cargo.toml; do
     name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$manifest" | head -1)
     [[ $# -eq 0 || " $* " == *" $name "* ]] || continue
     for f in $(sed -n '/^\[features\]/,/^\[/s/^\([a-z0-9_-]*\) = .*/\1/p' "$manifest"); do
-      [[ $f == default || $f == candle ]] || list+=("$name/$f")
+      [[ $f == default || $f == candle || $f == burn ]] || list+=("$name/$f")
     done
   done
   (IFS=,; echo "${list[*]}")

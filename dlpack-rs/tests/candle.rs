@@ -11,8 +11,8 @@ use dlpack_rs::IntoDLPack;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-mod candle_support;
-use candle_support::{eval, hand, with_py};
+mod embedded_py;
+use embedded_py::{eval, hand, with_py};
 
 /// The address of `t`'s first element in candle's storage.
 fn first_address(t: &Tensor) -> usize {

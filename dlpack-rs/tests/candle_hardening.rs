@@ -9,8 +9,8 @@ use dlpack_rs::pyo3_glue::PyTensor;
 use dlpack_rs::safe::{Error, ManagedTensorVersioned, TensorInfo};
 use pyo3::prelude::*;
 
-mod candle_support;
-use candle_support::{eval, hand, with_py};
+mod embedded_py;
+use embedded_py::{eval, hand, with_py};
 
 /// A managed tensor over `data` (kept alive by the export) with `dtype` and `shape`.
 fn managed(data: Vec<u8>, dtype: DLDataType, shape: Vec<i64>) -> ManagedTensorVersioned {

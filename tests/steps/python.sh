@@ -189,15 +189,15 @@ step_abi3() {
 }
 
 step_candle() {
-  # candle-core (about 140 crates) builds here only: the other steps name every feature but
-  # candle. Lint the code, then its tests with the real numpy, torch and jax in an embedded
-  # interpreter that sees the suite's packages.
+  # candle-core (about 140 crates) and burn-std (about 90) build here only: the other steps
+  # name every feature but these two. Lint the code, then its tests with the real numpy, torch
+  # and jax in an embedded interpreter that sees the suite's packages.
   python_packages
-  local features=candle,pyo3,derive,ndarray
-  cargo clippy -p dlpack-rs --lib --test candle --test candle_hardening --features $features \
-    -- -D warnings
+  local features=candle,burn,pyo3,derive,ndarray
+  local tests=(--test candle --test candle_hardening --test burn)
+  cargo clippy -p dlpack-rs --lib "${tests[@]}" --features $features -- -D warnings
   PYTHONPATH="$PWD/$venv/lib/python$py_minor/site-packages" \
-    cargo test -p dlpack-rs --features $features --test candle --test candle_hardening
-  # The candle module's examples and the guides' candle sections (with the guides' others).
-  cargo test -p dlpack-rs --features $features --doc -- candle GuideDoctests
+    cargo test -p dlpack-rs --features $features "${tests[@]}"
+  # The modules' examples and the guides' candle and burn sections (with the guides' others).
+  cargo test -p dlpack-rs --features $features --doc -- candle burn GuideDoctests
 }

@@ -14,11 +14,11 @@ step_fmt() {
 
 step_clippy() {
   cargo clippy --version >/dev/null 2>&1 || { skip "clippy not installed; 'rustup component add clippy'"; return 0; }
-  cargo clippy --workspace --all-targets --features "$(features_but_candle)" -- -D warnings
+  cargo clippy --workspace --all-targets --features "$(features_but_heavy)" -- -D warnings
 }
 
 step_test-all() {
-  cargo test --workspace --features "$(features_but_candle)"
+  cargo test --workspace --features "$(features_but_heavy)"
 }
 
 step_test-none() {
@@ -138,10 +138,10 @@ step_no-std() {
 }
 
 step_doc() {
-  RUSTDOCFLAGS="-Dwarnings" cargo doc --workspace --features "$(features_but_candle)" --no-deps
+  RUSTDOCFLAGS="-Dwarnings" cargo doc --workspace --features "$(features_but_heavy)" --no-deps
   if command -v rustup >/dev/null 2>&1 && rustup run nightly rustc --version >/dev/null 2>&1; then
     echo "docs.rs build (nightly, --cfg docsrs: feature badges)"
-    RUSTDOCFLAGS="-Dwarnings --cfg docsrs" cargo +nightly doc -p dlpack-rs --features "$(features_but_candle dlpack-rs)" --no-deps \
+    RUSTDOCFLAGS="-Dwarnings --cfg docsrs" cargo +nightly doc -p dlpack-rs --features "$(features_but_heavy dlpack-rs)" --no-deps \
       --target-dir target/docsrs
   else
     echo "no nightly toolchain: the docs.rs build (--cfg docsrs) is not checked"
@@ -215,11 +215,14 @@ step_msrv() {
   local py=${PY:-python3}
   need "$py" "install python3 (it reads cargo metadata)" || return 0
   # Features cudarc and image have a Rust version of their own (README: Rust version), checked
-  # apart; candle's (it also turns on features of half and float8) from its own resolve.
-  cargo metadata --format-version 1 --features "$(features_but_candle)" -q \
+  # apart; candle's (it also turns on features of half and float8) and burn's from their own
+  # resolves.
+  cargo metadata --format-version 1 --features "$(features_but_heavy)" -q \
     | "$py" -c "$msrv_check" "$declared" '{"cudarc": [1, 88], "image": [1, 88]}'
   cargo metadata --format-version 1 --features dlpack-rs/candle -q \
     | "$py" -c "$msrv_check" 1.89 '{}'
+  cargo metadata --format-version 1 --features dlpack-rs/burn -q \
+    | "$py" -c "$msrv_check" 1.95 '{}'
 }
 
 # Reads `cargo metadata` on stdin: the dependencies of our crates need at most Rust argv[1],

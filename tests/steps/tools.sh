@@ -15,7 +15,7 @@ step_abi() {
 step_valgrind() {
   need valgrind "install valgrind" || return 0
   local features bins=() found
-  for features in "" "--features=$(features_but_candle dlpack-rs)"; do
+  for features in "" "--features=$(features_but_heavy dlpack-rs)"; do
     # shellcheck disable=SC2086 # $features is one flag or none
     cargo test -p dlpack-rs $features --no-run
     # shellcheck disable=SC2086

@@ -27,6 +27,7 @@ use core::ffi::c_void;
 
 use candle_core::{CpuStorage, DType, Device, DeviceLocation, Layout, Storage, Tensor};
 
+use super::gather;
 use crate::ffi::{
     DLDataType, DLDataTypeCode, DLDevice, DLDeviceType, DLManagedTensorVersioned,
     DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
@@ -254,44 +255,6 @@ fn candle_dtype(dtype: DLDataType) -> Option<DType> {
         d if d == <E8M0 as crate::safe::Element>::DTYPE => DType::F8E8M0,
         _ => return None,
     })
-}
-
-/// The elements `validated` describes, in C order, in a new vector ([`Error::OutOfMemory`] for
-/// a broadcast too large to allocate).
-///
-/// # Safety
-/// `validated` describes initialised host memory of `T`s that nobody writes during the call.
-unsafe fn gather<T: AnyBitPattern>(validated: &Validated) -> Result<Vec<T>, Error> {
-    let info = validated.info();
-    let numel = validated.extent().numel;
-    let mut out = Vec::new();
-    out.try_reserve_exact(numel)
-        .map_err(|_| Error::OutOfMemory)?;
-    let first = info
-        .data
-        .cast::<u8>()
-        .wrapping_add(info.byte_offset as usize)
-        .cast::<T>();
-    let ndim = info.shape.len();
-    let strides = info
-        .strides
-        .clone()
-        .unwrap_or_else(|| crate::safe::compact_strides(&info.shape));
-    let mut index = alloc::vec![0i64; ndim];
-    for _ in 0..numel {
-        let offset: i64 = index.iter().zip(&strides).map(|(&k, &s)| k * s).sum();
-        // SAFETY: `index` is within the shape, so the element is one the validated layout
-        // addresses (caller's contract); read unaligned, any bit pattern is a `T`.
-        out.push(unsafe { first.offset(offset as isize).read_unaligned() });
-        for axis in (0..ndim).rev() {
-            index[axis] += 1;
-            if index[axis] < info.shape[axis] {
-                break;
-            }
-            index[axis] = 0;
-        }
-    }
-    Ok(out)
 }
 
 /// The shape as candle holds it: every product of extents candle forms (its contiguous strides)

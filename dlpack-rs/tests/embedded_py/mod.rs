@@ -1,4 +1,4 @@
-//! What the candle test files share: the embedded interpreter and the Python calls.
+//! What the candle and burn test files share: the embedded interpreter and the Python calls.
 
 use dlpack_rs::pyo3_glue::DLPackTensor;
 use dlpack_rs::safe::ManagedTensorVersioned;

@@ -1,0 +1,188 @@
+//! burn (feature `burn`): a `burn_std::TensorData` (what burn's `Tensor::into_data` returns and
+//! `Tensor::from_data` takes) exports without a copy ([`ManagedTensorVersioned::try_from`]), and
+//! any host tensor imports by one copy (`TensorData::try_from(&managed)`).
+//!
+//! The export takes the data by value and writes through burn's own exclusive access: bytes
+//! shared with a clone are copied first (burn's copy-on-write), then flagged `IS_COPIED`.
+//!
+//! ```
+//! use burn_std::TensorData;
+//! use dlpack_rs::safe::ManagedTensorVersioned;
+//!
+//! let data = TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]);
+//! let first = data.as_slice::<f32>()?.as_ptr();
+//! let exported = ManagedTensorVersioned::try_from(data)?; // no copy, writable
+//! assert_eq!((exported.shape(), exported.is_copied()), (&[2i64, 3][..], false));
+//! assert_eq!(exported.as_slice::<f32>()?.as_ptr(), first);
+//!
+//! let back = TensorData::try_from(&exported)?; // one copy
+//! assert_eq!(back.as_slice::<f32>()?, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use burn_std::{BoolStore, DType, Reader, TensorData, Writer};
+
+use super::gather;
+use crate::ffi::{DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED};
+use crate::safe::import::{Kind, Managed, ManagedTensorVersioned};
+use crate::safe::{
+    cpu_device, host_viewable, pack_validated, AnyBitPattern, Error, Readers, TensorInfo, Validated,
+};
+
+/// The DLPack dtype of a burn dtype: burn's `Flex32` holds `f32`s, its `bool` and `u8`-stored
+/// bools are DLPack's 8-bit `bool`.
+fn dlpack_dtype(dtype: DType) -> Result<DLDataType, Error> {
+    Ok(match dtype {
+        DType::F64 => DLDataType::FLOAT64,
+        DType::F32 | DType::Flex32 => DLDataType::FLOAT32,
+        DType::F16 => DLDataType::FLOAT16,
+        DType::BF16 => DLDataType::BFLOAT16,
+        DType::I64 => DLDataType::INT64,
+        DType::I32 => DLDataType::INT32,
+        DType::I16 => DLDataType::INT16,
+        DType::I8 => DLDataType::INT8,
+        DType::U64 => DLDataType::UINT64,
+        DType::U32 => DLDataType::UINT32,
+        DType::U16 => DLDataType::UINT16,
+        DType::U8 => DLDataType::UINT8,
+        DType::Bool(BoolStore::Native | BoolStore::U8) => DLDataType::BOOL,
+        other => {
+            return Err(Error::Unserializable(format!(
+                "burn's {} data has no DLPack dtype (u32-stored bools and quantized data are \
+                 not exported; convert them first)",
+                other.name()
+            )))
+        }
+    })
+}
+
+/// The data's bytes, exported without a copy: compact C order, writable.
+///
+/// burn's exclusive write access gives the pointer: bytes a clone shares are copied first
+/// (copy-on-write) and lazy storage is brought to the host, either flagged `IS_COPIED`.
+///
+/// Refused: u32-stored bools and quantized data ([`Error::Unserializable`]), bytes not aligned
+/// for the dtype ([`Error::Misaligned`]), storage burn cannot bring to the host.
+impl TryFrom<TensorData> for ManagedTensorVersioned {
+    type Error = Error;
+
+    fn try_from(data: TensorData) -> Result<Self, Error> {
+        let dtype = dlpack_dtype(data.dtype())?;
+        let shape = (data.shape().as_slice().iter())
+            .map(|&d| i64::try_from(d).map_err(|_| Error::Overflow))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (mut bytes, _, _) = data.into_parts();
+        let resident = bytes.read(Reader::new().no_copy()).ok().map(<[u8]>::as_ptr);
+        let memory = bytes
+            .write(Writer::new())
+            .map_err(|e| Error::Unserializable(format!("burn cannot write its bytes: {e}")))?;
+        let data = memory.as_mut_ptr();
+        let align = usize::from(dtype.bits / 8);
+        if data as usize % align != 0 {
+            return Err(Error::Misaligned {
+                align,
+                address: data as usize,
+            });
+        }
+        let flags = if resident == Some(data.cast_const()) {
+            0
+        } else {
+            DLPACK_FLAG_BITMASK_IS_COPIED
+        };
+        let info = TensorInfo::contiguous(data.cast(), cpu_device(), dtype, shape);
+        let validated = Validated::new(info)?;
+        // SAFETY: `write` gave exclusive access to the bytes, `shape`'s elements of `dtype`
+        // (burn checks the length), initialised and aligned (checked above). They live in memory
+        // the `Bytes` owns apart from itself (moving it moves no byte), which the export keeps
+        // until its deleter, and which nothing else reaches: clones copied on write.
+        unsafe {
+            pack_validated::<DLManagedTensorVersioned, _>(
+                bytes,
+                validated,
+                flags,
+                Readers::ExportOnly,
+                None,
+            )
+        }
+    }
+}
+
+/// The burn shape of `validated`: burn multiplies the extents in order, and so must fit each
+/// product in a `usize` (an empty tensor's other extents need not).
+fn burn_shape(validated: &Validated) -> Result<Vec<usize>, Error> {
+    let shape: Vec<usize> = validated.info().shape.iter().map(|&d| d as usize).collect();
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or(Error::Overflow)?;
+    Ok(shape)
+}
+
+/// burn's data of `validated`'s elements, copied once.
+///
+/// # Safety
+/// As [`gather`].
+unsafe fn import_as<T: AnyBitPattern + burn_std::Element>(
+    validated: &Validated,
+) -> Result<TensorData, Error> {
+    let shape = burn_shape(validated)?;
+    // SAFETY: forwarded from this function's contract.
+    let elements = unsafe { gather::<T>(validated) }?;
+    Ok(TensorData::new(elements, shape))
+}
+
+/// burn's bool data of `validated`'s bytes, copied once; any non-zero byte is `true`.
+///
+/// # Safety
+/// As [`gather`].
+unsafe fn import_bool(validated: &Validated) -> Result<TensorData, Error> {
+    let shape = burn_shape(validated)?;
+    // SAFETY: forwarded from this function's contract; one byte per element.
+    let mut bytes = unsafe { gather::<u8>(validated) }?;
+    bytes.iter_mut().for_each(|b| *b = u8::from(*b != 0));
+    TensorData::try_from_bytes_vec(bytes, shape, DType::Bool(BoolStore::Native))
+        .map_err(|e| Error::Unserializable(format!("burn refused the data: {e}")))
+}
+
+/// Any host tensor, copied once into new burn data: every dtype both have (f64, f32, f16, bf16,
+/// i64, i32, i16, i8, u64, u32, u16, u8, bool), any strides and byte offset.
+///
+/// Refused: memory that is not `kDLCPU` ([`Error::NotHostAccessible`]), a dtype burn lacks
+/// ([`Error::Unserializable`] naming it), a tensor a mutable view of holds
+/// ([`Error::AlreadyBorrowed`]), extents whose product overflows ([`Error::Overflow`]), a
+/// broadcast too large to allocate ([`Error::OutOfMemory`]).
+impl<K: Kind> TryFrom<&Managed<K>> for TensorData {
+    type Error = Error;
+
+    fn try_from(tensor: &Managed<K>) -> Result<TensorData, Error> {
+        host_viewable(tensor.device())?;
+        let _shared = tensor.borrow_addressed(false)?;
+        let validated = Validated::new(tensor.tensor_info())?;
+        // SAFETY: host memory alive while `tensor` is, of the dtype matched, with a shared
+        // registry borrow held above, so no Rust view writes it during the copy.
+        unsafe {
+            match tensor.dtype() {
+                DLDataType::FLOAT64 => import_as::<f64>(&validated),
+                DLDataType::FLOAT32 => import_as::<f32>(&validated),
+                DLDataType::FLOAT16 => import_as::<half::f16>(&validated),
+                DLDataType::BFLOAT16 => import_as::<half::bf16>(&validated),
+                DLDataType::INT64 => import_as::<i64>(&validated),
+                DLDataType::INT32 => import_as::<i32>(&validated),
+                DLDataType::INT16 => import_as::<i16>(&validated),
+                DLDataType::INT8 => import_as::<i8>(&validated),
+                DLDataType::UINT64 => import_as::<u64>(&validated),
+                DLDataType::UINT32 => import_as::<u32>(&validated),
+                DLDataType::UINT16 => import_as::<u16>(&validated),
+                DLDataType::UINT8 => import_as::<u8>(&validated),
+                DLDataType::BOOL => import_bool(&validated),
+                other => Err(Error::Unserializable(format!(
+                    "burn has no {} data",
+                    other.name()
+                ))),
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! burn's `TensorData` both ways (feature `burn`), with the real numpy, torch and jax in an
+//! embedded interpreter: the test command's `candle` step runs this with the suite's packages
+//! on `PYTHONPATH`.
+#![cfg(all(feature = "burn", feature = "pyo3"))]
+
+use burn_std::{BoolStore, Bytes, DType, TensorData};
+use dlpack_rs::ffi::{DLDataType, DLDevice, DLDeviceType};
+use dlpack_rs::pyo3_glue::PyTensor;
+use dlpack_rs::safe::{Error, ManagedTensorVersioned, SharedMut, TensorInfo};
+use dlpack_rs::IntoDLPack;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+mod embedded_py;
+use embedded_py::{eval, hand, with_py};
+
+/// A managed tensor over `data` (kept alive by the export) on `device` with `dtype`, `shape`.
+fn managed(
+    data: Vec<u8>,
+    device: DLDeviceType,
+    dtype: DLDataType,
+    shape: Vec<i64>,
+) -> ManagedTensorVersioned {
+    let info = TensorInfo::contiguous(
+        data.as_ptr() as *mut _,
+        DLDevice::new(device, 0),
+        dtype,
+        shape,
+    );
+    let raw = dlpack_rs::safe::try_pack_versioned(data, info, 0).unwrap();
+    // SAFETY: just packed, owned by nobody else.
+    unsafe { ManagedTensorVersioned::from_raw(raw) }.unwrap()
+}
+
+#[test]
+fn burn_data_is_torch_memory_writable_and_comes_back() {
+    with_py(|py| {
+        let data = TensorData::new((0..6).map(|i| i as f32).collect::<Vec<_>>(), [2, 3]);
+        let first = data.as_slice::<f32>()?.as_ptr() as usize;
+        let exported = ManagedTensorVersioned::try_from(data)?;
+        assert!(!exported.is_copied() && !exported.is_read_only());
+        let x = hand(py, "torch", exported)?;
+        assert_eq!(x.call_method0("data_ptr")?.extract::<usize>()?, first);
+        // torch writes the memory burn gave up; the strided view comes back by one copy.
+        let y = eval(py, c"x.mul_(10).T[1:]", &x)?;
+        let back = TensorData::try_from(&*PyTensor::from_pyany(py, &y)?)?;
+        assert_eq!(back.shape().as_slice(), [2, 2]);
+        assert_eq!(back.as_slice::<f32>()?, [10.0, 40.0, 20.0, 50.0]);
+        Ok(())
+    })
+}
+
+/// Bytes shared with a clone are copied on write before the export: the clone never sees a
+/// consumer's writes, and the export says it was copied.
+#[test]
+fn shared_bytes_are_copied_and_the_clone_is_untouched() {
+    with_py(|py| {
+        let bytes = Bytes::from_elems(vec![1i32, 2, 3, 4]).shared();
+        let data = TensorData::from_bytes(bytes, [4], DType::I32);
+        let kept = data.clone();
+        let kept_ptr = kept.as_slice::<i32>()?.as_ptr() as usize;
+        assert_eq!(data.as_slice::<i32>()?.as_ptr() as usize, kept_ptr); // shared
+        let exported = ManagedTensorVersioned::try_from(data)?;
+        assert!(exported.is_copied() && !exported.is_read_only());
+        let x = hand(py, "torch", exported)?;
+        assert_ne!(x.call_method0("data_ptr")?.extract::<usize>()?, kept_ptr);
+        eval(py, c"x.fill_(7)", &x)?;
+        assert_eq!(kept.as_slice::<i32>()?, [1, 2, 3, 4]);
+        Ok(())
+    })
+}
+
+#[test]
+fn every_dtype_round_trips_through_numpy_and_torch() {
+    with_py(|py| {
+        let cases: Vec<(TensorData, &str)> = vec![
+            (TensorData::new(vec![1.5f64, -2.0], [2]), "float64"),
+            (TensorData::new(vec![1.5f32, -2.0], [2]), "float32"),
+            (
+                TensorData::new(
+                    vec![half::f16::from_f32(1.5), half::f16::from_f32(-2.0)],
+                    [2],
+                ),
+                "float16",
+            ),
+            (TensorData::new(vec![-5i64, 6], [2]), "int64"),
+            (TensorData::new(vec![-5i32, 6], [2]), "int32"),
+            (TensorData::new(vec![-5i16, 6], [2]), "int16"),
+            (TensorData::new(vec![-5i8, 6], [2]), "int8"),
+            (TensorData::new(vec![u64::MAX, 6], [2]), "uint64"),
+            (TensorData::new(vec![u32::MAX, 6], [2]), "uint32"),
+            (TensorData::new(vec![u16::MAX, 6], [2]), "uint16"),
+            (TensorData::new(vec![255u8, 6], [2]), "uint8"),
+            (TensorData::new(vec![true, false], [2]), "bool"),
+            (
+                TensorData::from_bytes_vec(vec![0, 1], [2], DType::Bool(BoolStore::U8)),
+                "bool",
+            ),
+        ];
+        for (data, name) in cases {
+            let want = data.as_bytes().to_vec();
+            let x = hand(py, "numpy", ManagedTensorVersioned::try_from(data)?)?;
+            assert_eq!(eval(py, c"str(x.dtype)", &x)?.extract::<String>()?, name);
+            let back = TensorData::try_from(&*PyTensor::from_pyany(py, &x)?)?;
+            assert_eq!(back.as_bytes(), want, "{name}");
+        }
+        // bfloat16, which numpy lacks, through torch and jax.
+        let bf = |v: &[f32]| {
+            v.iter()
+                .map(|&f| half::bf16::from_f32(f))
+                .collect::<Vec<_>>()
+        };
+        for module in ["torch", "jax.numpy"] {
+            let data = TensorData::new(bf(&[1.5, -2.0, 0.25]), [3]);
+            let x = hand(py, module, ManagedTensorVersioned::try_from(data)?)?;
+            assert!(eval(py, c"str(x.dtype)", &x)?
+                .extract::<String>()?
+                .ends_with("bfloat16"));
+            let back = TensorData::try_from(&*PyTensor::from_pyany(py, &x)?)?;
+            assert_eq!(back.dtype(), DType::BF16);
+            assert_eq!(back.as_slice::<half::bf16>()?, bf(&[1.5, -2.0, 0.25]));
+        }
+        Ok(())
+    })
+}
+
+#[test]
+fn jax_shares_and_numpy_views_import_with_their_layout() {
+    with_py(|py| {
+        let data = TensorData::new((0..12).map(|i| i as f32).collect::<Vec<_>>(), [3, 4]);
+        let x = hand(py, "jax.numpy", ManagedTensorVersioned::try_from(data)?)?;
+        assert_eq!(eval(py, c"x.sum().item()", &x)?.extract::<f64>()?, 66.0);
+        let x = py.eval(
+            c"__import__('numpy').arange(12, dtype='int64').reshape(3, 4)[::2, ::-1]",
+            None,
+            None,
+        )?;
+        let back = TensorData::try_from(&*PyTensor::from_pyany(py, &x)?)?;
+        assert_eq!(back.shape().as_slice(), [2, 4]);
+        assert_eq!(back.as_slice::<i64>()?, [3, 2, 1, 0, 11, 10, 9, 8]);
+        Ok(())
+    })
+}
+
+#[test]
+fn refusals_name_what_to_do() {
+    with_py(|py| {
+        // u32-stored bools have no DLPack dtype.
+        let data = TensorData::from_bytes_vec(vec![0; 8], [2], DType::Bool(BoolStore::U32));
+        let err = ManagedTensorVersioned::try_from(data).unwrap_err();
+        assert!(err.to_string().contains("u32-stored bools"), "{err}");
+        // A dtype burn lacks: numpy complex64 (a ValueError in Python).
+        let x = py.eval(
+            c"__import__('numpy').zeros(3, dtype='complex64')",
+            None,
+            None,
+        )?;
+        let err = TensorData::try_from(&*PyTensor::from_pyany(py, &x)?).unwrap_err();
+        assert!(
+            err.to_string().contains("burn has no complex64 data"),
+            "{err}"
+        );
+        assert!(PyErr::from(err).is_instance_of::<PyValueError>(py));
+        // Memory that is not on the host.
+        let m = managed(vec![0; 8], DLDeviceType::CUDA, DLDataType::FLOAT32, vec![2]);
+        assert!(matches!(
+            TensorData::try_from(&m),
+            Err(Error::NotHostAccessible(_))
+        ));
+        // A mutable view of the source blocks the copy (registry borrow).
+        let shared = SharedMut::from_slice(&[1f32, 2.0])?;
+        let m = shared.clone().into_managed_tensor_versioned()?;
+        let w = shared.write()?;
+        assert!(matches!(
+            TensorData::try_from(&m),
+            Err(Error::AlreadyBorrowed { .. })
+        ));
+        drop(w);
+        assert_eq!(TensorData::try_from(&m)?.as_slice::<f32>()?, [1.0, 2.0]);
+        // A zero-stride view of 2^40 elements: OutOfMemory, not an abort.
+        let x = py.eval(
+            c"__import__('numpy').broadcast_to(__import__('numpy').zeros(1, 'u1'), (1 << 20, 1 << 20))",
+            None,
+            None,
+        )?;
+        assert!(matches!(
+            TensorData::try_from(&*PyTensor::from_pyany(py, &x)?),
+            Err(Error::OutOfMemory)
+        ));
+        Ok(())
+    })
+}
+
+/// burn multiplies the extents in order: an empty tensor whose earlier extents overflow is
+/// refused with `Overflow` (not a panic inside burn); one that is empty first imports.
+#[test]
+fn empty_imports_follow_burns_shape_rule() {
+    let m = managed(
+        Vec::new(),
+        DLDeviceType::CPU,
+        DLDataType::UINT8,
+        vec![1 << 40, 1 << 40, 0],
+    );
+    assert!(matches!(TensorData::try_from(&m), Err(Error::Overflow)));
+    let m = managed(
+        Vec::new(),
+        DLDeviceType::CPU,
+        DLDataType::UINT8,
+        vec![0, 1 << 40, 1 << 40],
+    );
+    let data = TensorData::try_from(&m).unwrap();
+    assert_eq!(
+        (data.num_elements(), data.shape().as_slice()),
+        (0, &[0, 1 << 40, 1 << 40][..])
+    );
+}
+
+/// Bytes that are not `0` or `1` import as `true` (burn's bools are exact).
+#[test]
+fn bool_bytes_import_normalised() {
+    let m = managed(
+        vec![0, 1, 2, 255],
+        DLDeviceType::CPU,
+        DLDataType::BOOL,
+        vec![4],
+    );
+    let data = TensorData::try_from(&m).unwrap();
+    assert_eq!(data.as_slice::<bool>().unwrap(), [false, true, true, true]);
+}
