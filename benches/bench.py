@@ -7,8 +7,10 @@ the steadier estimate of what a call costs undisturbed.
 """
 
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 import timeit
 
 import numpy as np
@@ -49,6 +51,8 @@ def main():
     p.add_argument("--stat", choices=["min", "median"], default="min", help="over rounds")
     p.add_argument("--target", type=float, default=0.05, help="seconds per timing sample")
     p.add_argument("--big", type=int, default=10**8, help="elements of the large tensors")
+    p.add_argument("--ckpt-tensors", type=int, default=300, help="tensors of the checkpoint case")
+    p.add_argument("--ckpt-kib", type=int, default=1024, help="KiB of each checkpoint tensor")
     a = p.parse_args()
     torch.set_num_threads(1)
 
@@ -70,7 +74,24 @@ def main():
         print(f"apache-tvm-ffi not usable ({e}): its rows are left out")
         tvm_nop = None
 
+    # A checkpoint: a safetensors file of many tensors, handed to torch.
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    ckpt_dir = tempfile.TemporaryDirectory()
+    ckpt = os.path.join(ckpt_dir.name, "model.safetensors")
+    side = int((a.ckpt_kib * 256) ** 0.5)
+    save_file({f"layer{i}.weight": torch.rand(side, side) for i in range(a.ckpt_tensors)}, ckpt)
+
+    def package_safe_open():
+        with safe_open(ckpt, framework="pt") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}
+
     cases = {
+        # (0) checkpoint hand-off
+        "checkpoint -> torch: dlpack-rs (mapped)": lambda: dict(b.checkpoint_to_torch(ckpt)),
+        "checkpoint -> torch: safetensors load_file": lambda: load_file(ckpt),
+        "checkpoint -> torch: safetensors safe_open": package_safe_open,
         # (1) export
         "np.from_dlpack(ndarray)": lambda: np.from_dlpack(arr),
         "np.from_dlpack(derived pyclass)": lambda: np.from_dlpack(ours),
@@ -151,6 +172,10 @@ def main():
     table("Rust libraries: a new export handed to numpy", r, [
         "np.from_dlpack(Vec export)", "np.from_dlpack(ImageBuffer export)",
     ], "np.from_dlpack(Vec export)")
+    table(f"Checkpoint hand-off: {a.ckpt_tensors} tensors of {a.ckpt_kib} KiB, file to torch", r, [
+        "checkpoint -> torch: dlpack-rs (mapped)", "checkpoint -> torch: safetensors load_file",
+        "checkpoint -> torch: safetensors safe_open",
+    ], "checkpoint -> torch: safetensors load_file")
     table("Size scaling (zero copy: 1 element against 10^8)", r, [
         "numpy -> PyTensor (ndim), 1", "numpy -> PyTensor (ndim), 10^8",
         "torch -> PyTensor (ndim), 1", "torch -> PyTensor (ndim), 10^8",
@@ -224,7 +249,13 @@ def main():
                          ratio(one, "torch -> apache-tvm-ffi testing.nop(x)"), "<= 0.75"))
             rows.append((f"import torch: {kind} / apache-tvm-ffi nop, 3 tensors",
                          ratio(three, "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 0.80"))
-    rows.append(("one borrowed view, ns", per_view, "<= 30"))
+    rows.append(("one borrowed view, ns", per_view, "<= 25"))
+    rows.append(("checkpoint: dlpack-rs / safetensors load_file",
+                 ratio("checkpoint -> torch: dlpack-rs (mapped)", "checkpoint -> torch: safetensors load_file"),
+                 "< 1.00"))
+    rows.append(("checkpoint: dlpack-rs / safetensors safe_open",
+                 ratio("checkpoint -> torch: dlpack-rs (mapped)", "checkpoint -> torch: safetensors safe_open"),
+                 "< 1.00"))
     for name, value, goal in rows:
         op, limit = goal.split()
         met = {"<=": value <= float(limit), "<": value < float(limit)}[op]

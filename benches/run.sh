@@ -12,9 +12,9 @@ if [[ -x ../.venv/bin/python ]]; then venv=../.venv; fi
 if [[ ! -x $venv/bin/python ]]; then
   "$PY" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import numpy, torch, tvm_ffi' 2>/dev/null || [[ ! -x $venv/bin/maturin ]]; then
+if ! "$venv/bin/python" -c 'import numpy, torch, tvm_ffi, safetensors' 2>/dev/null || [[ ! -x $venv/bin/maturin ]]; then
   "$venv/bin/python" -m pip install --progress-bar on -c ../tests/python/constraints.txt \
-    maturin numpy torch apache-tvm-ffi
+    maturin numpy torch apache-tvm-ffi safetensors
 fi
 VIRTUAL_ENV="$PWD/$venv" PATH="$PWD/$venv/bin:$PATH" \
   "$venv/bin/maturin" develop --quiet --release -m ext/Cargo.toml

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use dlpack_rs::pyo3_glue::{
-    CContig, ImportOptions, Dims, PyTensor, TensorView, TensorViewMut, ANY,
+    CContig, Dims, ImportOptions, PyTensor, TensorView, TensorViewMut, ANY,
 };
 use dlpack_rs::IntoDLPack;
 use numpy::{
@@ -261,6 +261,30 @@ fn vec_export() -> PyResult<dlpack_rs::pyo3_glue::DLPackTensor> {
     Ok(dlpack_rs::pyo3_glue::DLPackTensor::new(t))
 }
 
+/// Every tensor of a safetensors file, mapped, handed to torch zero-copy: `[(name, tensor)]`
+/// (against the safetensors package's `load_file` and `safe_open`).
+#[pyfunction]
+fn checkpoint_to_torch(
+    path: &str,
+) -> PyResult<
+    Vec<(
+        String,
+        dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>,
+    )>,
+> {
+    // SAFETY: the benchmark writes the file once, before it is mapped, and never again.
+    let file = unsafe { dlpack_rs::safe::SafeTensorsFile::map(path) }?;
+    file.names()
+        .map(|name| {
+            let tensor = file.tensor(name).expect("a listed name")?;
+            Ok((
+                name.to_string(),
+                dlpack_rs::pyo3_glue::Returned::new(tensor),
+            ))
+        })
+        .collect()
+}
+
 #[pymodule]
 fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Ours>()?;
@@ -284,5 +308,6 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(first3_ours, m)?)?;
     m.add_function(wrap_pyfunction!(nop, m)?)?;
     m.add_function(wrap_pyfunction!(to_torch_ours, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint_to_torch, m)?)?;
     Ok(())
 }
