@@ -89,7 +89,9 @@ def main():
 
     cases = {
         # (0) checkpoint hand-off
-        "checkpoint -> torch: dlpack-rs (mapped)": lambda: dict(b.checkpoint_to_torch(ckpt)),
+        "checkpoint -> torch: dlpack-rs (mapped)": lambda: {
+            k: torch.from_dlpack(t) for k, t in b.checkpoint(ckpt)
+        },
         "checkpoint -> torch: safetensors load_file": lambda: load_file(ckpt),
         "checkpoint -> torch: safetensors safe_open": package_safe_open,
         # (1) export

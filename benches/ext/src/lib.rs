@@ -261,17 +261,11 @@ fn vec_export() -> PyResult<dlpack_rs::pyo3_glue::DLPackTensor> {
     Ok(dlpack_rs::pyo3_glue::DLPackTensor::new(t))
 }
 
-/// Every tensor of a safetensors file, mapped, handed to torch zero-copy: `[(name, tensor)]`
-/// (against the safetensors package's `load_file` and `safe_open`).
+/// Every tensor of a safetensors file, mapped, as `dlpack_rs.Tensor`s (read-only, zero-copy):
+/// `[(name, tensor)]`, for `torch.from_dlpack` (against the safetensors package's `load_file`
+/// and `safe_open`).
 #[pyfunction]
-fn checkpoint_to_torch(
-    path: &str,
-) -> PyResult<
-    Vec<(
-        String,
-        dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>,
-    )>,
-> {
+fn checkpoint(path: &str) -> PyResult<Vec<(String, dlpack_rs::pyo3_glue::DLPackTensor)>> {
     // SAFETY: the benchmark writes the file once, before it is mapped, and never again.
     let file = unsafe { dlpack_rs::safe::SafeTensorsFile::map(path) }?;
     file.names()
@@ -279,7 +273,7 @@ fn checkpoint_to_torch(
             let tensor = file.tensor(name).expect("a listed name")?;
             Ok((
                 name.to_string(),
-                dlpack_rs::pyo3_glue::Returned::new(tensor),
+                dlpack_rs::pyo3_glue::DLPackTensor::new(tensor),
             ))
         })
         .collect()
@@ -308,6 +302,6 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(first3_ours, m)?)?;
     m.add_function(wrap_pyfunction!(nop, m)?)?;
     m.add_function(wrap_pyfunction!(to_torch_ours, m)?)?;
-    m.add_function(wrap_pyfunction!(checkpoint_to_torch, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint, m)?)?;
     Ok(())
 }
