@@ -227,3 +227,15 @@ fn bool_bytes_import_normalised() {
     let data = TensorData::try_from(&m).unwrap();
     assert_eq!(data.as_slice::<bool>().unwrap(), [false, true, true, true]);
 }
+
+/// An imported bool tensor is the one copy `TensorData::new(Vec<bool>)` holds (burn realigns
+/// raw byte vectors, a second copy whose allocation failure aborts): burn gives it back as a
+/// `Vec<bool>` without copying.
+#[test]
+fn bool_imports_are_one_copy() {
+    let m = managed(vec![0, 1, 2], DLDeviceType::CPU, DLDataType::BOOL, vec![3]);
+    let data = TensorData::try_from(&m).unwrap();
+    assert_eq!(data.dtype(), DType::Bool(BoolStore::Native));
+    let bools = data.into_bytes().try_into_vec::<bool>();
+    assert_eq!(bools.ok(), Some(vec![false, true, true]));
+}

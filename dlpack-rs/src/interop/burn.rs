@@ -141,10 +141,12 @@ unsafe fn import_as<T: AnyBitPattern + burn_std::Element>(
 unsafe fn import_bool(validated: &Validated) -> Result<TensorData, Error> {
     let shape = burn_shape(validated)?;
     // SAFETY: forwarded from this function's contract; one byte per element.
-    let mut bytes = unsafe { gather::<u8>(validated) }?;
-    bytes.iter_mut().for_each(|b| *b = u8::from(*b != 0));
-    TensorData::try_from_bytes_vec(bytes, shape, DType::Bool(BoolStore::Native))
-        .map_err(|e| Error::Unserializable(format!("burn refused the data: {e}")))
+    let bytes = unsafe { gather::<u8>(validated) }?;
+    // A `Vec<bool>`, which burn keeps as it is (a raw byte vector it copies again to realign,
+    // aborting if that allocation fails); std collects this map of the vector's own iterator in
+    // place, a `bool` being a byte.
+    let bools: Vec<bool> = bytes.into_iter().map(|b| b != 0).collect();
+    Ok(TensorData::new(bools, shape))
 }
 
 /// Any host tensor, copied once into new burn data: every dtype both have (f64, f32, f16, bf16,
