@@ -228,6 +228,25 @@ fn bool_bytes_import_normalised() {
     assert_eq!(data.as_slice::<bool>().unwrap(), [false, true, true, true]);
 }
 
+/// burn's bools are bytes 0 or 1 (`TensorData::from_bytes_vec` checks only the length): any
+/// other byte would reach numpy or torch as a `bool` they may not hold, so the export refuses it.
+#[test]
+fn bool_bytes_other_than_0_or_1_are_refused_on_export() {
+    for store in [BoolStore::Native, BoolStore::U8] {
+        let data = TensorData::from_bytes_vec(vec![0, 1, 2], [3], DType::Bool(store));
+        assert!(
+            matches!(
+                ManagedTensorVersioned::try_from(data),
+                Err(Error::InvalidBool)
+            ),
+            "{store:?}"
+        );
+        let data = TensorData::from_bytes_vec(vec![0, 1, 1], [3], DType::Bool(store));
+        let exported = ManagedTensorVersioned::try_from(data).unwrap();
+        assert_eq!(exported.as_slice::<bool>().unwrap(), [false, true, true]);
+    }
+}
+
 /// An imported bool tensor is the one copy `TensorData::new(Vec<bool>)` holds (burn realigns
 /// raw byte vectors, a second copy whose allocation failure aborts): burn gives it back as a
 /// `Vec<bool>` without copying.

@@ -64,8 +64,9 @@ fn dlpack_dtype(dtype: DType) -> Result<DLDataType, Error> {
 /// burn's exclusive write access gives the pointer: bytes a clone shares are copied first
 /// (copy-on-write) and lazy storage is brought to the host, either flagged `IS_COPIED`.
 ///
-/// Refused: u32-stored bools and quantized data ([`Error::Unserializable`]), bytes not aligned
-/// for the dtype ([`Error::Misaligned`]), storage burn cannot bring to the host.
+/// Refused: u32-stored bools and quantized data ([`Error::Unserializable`]), bool bytes other
+/// than `0` and `1` ([`Error::InvalidBool`]), bytes not aligned for the dtype
+/// ([`Error::Misaligned`]), storage burn cannot bring to the host.
 impl TryFrom<TensorData> for ManagedTensorVersioned {
     type Error = Error;
 
@@ -79,6 +80,9 @@ impl TryFrom<TensorData> for ManagedTensorVersioned {
         let memory = bytes
             .write(Writer::new())
             .map_err(|e| Error::Unserializable(format!("burn cannot write its bytes: {e}")))?;
+        if dtype == DLDataType::BOOL && memory.iter().any(|&b| b > 1) {
+            return Err(Error::InvalidBool);
+        }
         let data = memory.as_mut_ptr();
         let align = usize::from(dtype.bits / 8);
         if data as usize % align != 0 {
@@ -95,7 +99,7 @@ impl TryFrom<TensorData> for ManagedTensorVersioned {
         let info = TensorInfo::contiguous(data.cast(), cpu_device(), dtype, shape);
         let validated = Validated::new(info)?;
         // SAFETY: `write` gave exclusive access to the bytes, `shape`'s elements of `dtype`
-        // (burn checks the length), initialised and aligned (checked above). They live in memory
+        // (burn checks the length), initialised, aligned and, for bools, 0 or 1 (checked above). They live in memory
         // the `Bytes` owns apart from itself (moving it moves no byte), which the export keeps
         // until its deleter, and which nothing else reaches: clones copied on write.
         unsafe {
