@@ -3,7 +3,12 @@
 //! on `PYTHONPATH`.
 #![cfg(all(feature = "burn", feature = "pyo3"))]
 
-use burn_std::{BoolStore, Bytes, DType, TensorData};
+use std::mem::MaybeUninit;
+
+use burn_std::{
+    AccessError, AccessPolicy, AllocationController, AllocationProperty, BoolStore, Bytes, DType,
+    TensorData,
+};
 use dlpack_rs::ffi::{DLDataType, DLDevice, DLDeviceType};
 use dlpack_rs::pyo3_glue::PyTensor;
 use dlpack_rs::safe::{Error, ManagedTensorVersioned, SharedMut, TensorInfo};
@@ -257,4 +262,94 @@ fn bool_imports_are_one_copy() {
     assert_eq!(data.dtype(), DType::Bool(BoolStore::Native));
     let bools = data.into_bytes().try_into_vec::<bool>();
     assert_eq!(bools.ok(), Some(vec![false, true, true]));
+}
+
+/// Lazy storage as cubecl's file-backed controller keeps it (that one needs cubecl's `std`,
+/// which this build lacks): nothing is resident until a copying access, which reads the bytes
+/// into a new vector of `len` bytes (`vec![0u8; size]` in cubecl), or fails.
+struct Lazy {
+    len: usize,
+    fail: bool,
+    host: std::sync::OnceLock<Vec<u8>>,
+}
+
+impl Lazy {
+    fn bytes(len: usize, fail: bool) -> Bytes {
+        let lazy = Lazy {
+            len,
+            fail,
+            host: std::sync::OnceLock::new(),
+        };
+        // SAFETY: every access yields `len` initialised bytes (or none: an error).
+        unsafe { Bytes::from_controller(Box::new(lazy), len) }
+    }
+
+    fn host(&self, policy: AccessPolicy) -> Result<&Vec<u8>, AccessError> {
+        if let Some(host) = self.host.get() {
+            return Ok(host);
+        }
+        if !policy.copy_allowed() {
+            return Err(AccessError::WouldCopy);
+        }
+        if self.fail {
+            return Err(AccessError::Read("No such file or directory".into()));
+        }
+        Ok(self.host.get_or_init(|| vec![7u8; self.len]))
+    }
+}
+
+impl AllocationController for Lazy {
+    fn alloc_align(&self) -> usize {
+        16
+    }
+
+    fn property(&self) -> AllocationProperty {
+        AllocationProperty::File
+    }
+
+    fn capacity(&self) -> usize {
+        self.len
+    }
+
+    fn memory(&self, policy: AccessPolicy) -> Result<&[MaybeUninit<u8>], AccessError> {
+        let host = self.host(policy)?;
+        // SAFETY: initialised bytes read as possibly uninitialised ones, same layout.
+        Ok(unsafe { std::slice::from_raw_parts(host.as_ptr().cast(), host.len()) })
+    }
+
+    unsafe fn memory_mut(
+        &mut self,
+        policy: AccessPolicy,
+    ) -> Result<&mut [MaybeUninit<u8>], AccessError> {
+        self.host(policy)?;
+        let host = self.host.get_mut().expect("initialised just above");
+        // SAFETY: as in `memory`, exclusive through `&mut self`.
+        Ok(unsafe { std::slice::from_raw_parts_mut(host.as_mut_ptr().cast(), host.len()) })
+    }
+}
+
+/// Lazy storage is brought to the host by the export (flagged `IS_COPIED`); a failed read is an
+/// error, also through burn's `shared()` wrapper (whose reads panic on it), never a panic.
+#[test]
+fn lazy_storage_exports_copied_and_failures_are_errors() {
+    let data = TensorData::from_bytes(Lazy::bytes(4, false), [4], DType::U8);
+    let exported = ManagedTensorVersioned::try_from(data).unwrap();
+    assert!(exported.is_copied());
+    assert_eq!(exported.as_slice::<u8>().unwrap(), [7; 4]);
+    for bytes in [Lazy::bytes(4, true), Lazy::bytes(4, true).shared()] {
+        let data = TensorData::from_bytes(bytes, [4], DType::U8);
+        let err = ManagedTensorVersioned::try_from(data).unwrap_err();
+        assert!(matches!(err, Error::Unserializable(_)), "{err}");
+    }
+}
+
+/// A lazy length burn accepts (its extents multiply within a `usize`) but no allocation can
+/// hold: `Overflow` before burn is asked to read it (cubecl's file reader would panic).
+#[test]
+fn lazy_storage_larger_than_an_allocation_is_overflow() {
+    let data = TensorData::from_bytes(Lazy::bytes(1 << 63, false), [1usize << 62, 2], DType::U8);
+    assert!(matches!(
+        ManagedTensorVersioned::try_from(data),
+        Err(Error::Overflow)
+    ));
 }
