@@ -7,7 +7,7 @@ use std::mem::MaybeUninit;
 
 use burn_std::{
     AccessError, AccessPolicy, AllocationController, AllocationProperty, BoolStore, Bytes, DType,
-    TensorData,
+    SplitPolicy, TensorData,
 };
 use dlpack_rs::ffi::{DLDataType, DLDevice, DLDeviceType};
 use dlpack_rs::pyo3_glue::PyTensor;
@@ -348,6 +348,46 @@ fn lazy_storage_exports_copied_and_failures_are_errors() {
 #[test]
 fn lazy_storage_larger_than_an_allocation_is_overflow() {
     let data = TensorData::from_bytes(Lazy::bytes(1 << 63, false), [1usize << 62, 2], DType::U8);
+    assert!(matches!(
+        ManagedTensorVersioned::try_from(data),
+        Err(Error::Overflow)
+    ));
+}
+
+/// Views and splits of shared bytes export copied and aligned, whatever their offset; the
+/// bytes they view are untouched by a consumer's writes.
+#[test]
+fn views_and_splits_export_copied_and_aligned() {
+    let whole = Bytes::from_elems(vec![1i32, 2, 3, 4]).shared();
+    let view = whole.view(4, 12).unwrap();
+    let (_, right) = whole.clone().split(1, SplitPolicy::Shared).unwrap();
+    let (odd, _) = right.split(8, SplitPolicy::Shared).unwrap();
+    for (bytes, want) in [(view, [2, 3]), (odd, [2 << 24, 3 << 24])] {
+        let data = TensorData::from_bytes(bytes, [2], DType::I32);
+        let mut exported = ManagedTensorVersioned::try_from(data).unwrap();
+        assert!(exported.is_copied());
+        assert_eq!(exported.as_slice::<i32>().unwrap(), want);
+        exported.as_mut_slice::<i32>().unwrap().fill(-1);
+    }
+    assert_eq!(&*whole, &Bytes::from_elems(vec![1i32, 2, 3, 4])[..]);
+}
+
+/// Empty data, a scalar and Flex32 (f32 values) export as DLPack sees them.
+#[test]
+fn empty_scalar_and_flex32_export() {
+    let data = TensorData::new(Vec::<f32>::new(), [0, 3]);
+    let exported = ManagedTensorVersioned::try_from(data).unwrap();
+    assert_eq!(exported.shape(), [0, 3]);
+    assert_eq!(exported.as_slice::<f32>().unwrap(), [0f32; 0]);
+    let data = TensorData::new(vec![2.5f64], [0usize; 0]);
+    let exported = ManagedTensorVersioned::try_from(data).unwrap();
+    assert_eq!(exported.as_slice::<f64>().unwrap(), [2.5]);
+    let data = TensorData::from_bytes_vec(1.5f32.to_ne_bytes().to_vec(), [1], DType::Flex32);
+    let exported = ManagedTensorVersioned::try_from(data).unwrap();
+    assert_eq!(exported.dtype(), DLDataType::FLOAT32);
+    assert_eq!(exported.as_slice::<f32>().unwrap(), [1.5]);
+    // An extent DLPack's i64 cannot hold, in an empty tensor burn accepts.
+    let data = TensorData::new(Vec::<u8>::new(), [0, 1usize << 63]);
     assert!(matches!(
         ManagedTensorVersioned::try_from(data),
         Err(Error::Overflow)
