@@ -93,8 +93,9 @@ fn host_bytes(bytes: &mut Bytes, bools: bool) -> Result<(*mut u8, bool, bool), E
 
 /// The data's bytes, exported without a copy: compact C order, writable.
 ///
-/// burn's exclusive write access gives the pointer: bytes a clone shares are copied first
-/// (copy-on-write) and lazy storage is brought to the host, either flagged `IS_COPIED`.
+/// burn's exclusive write access gives the pointer: shared bytes are copied first (burn copies
+/// them on any write, clone or not) and lazy storage is brought to the host, either flagged
+/// `IS_COPIED`.
 ///
 /// Refused: u32-stored bools and quantized data, storage burn cannot bring to the host
 /// ([`Error::Unserializable`]), bool bytes other than `0` and `1` ([`Error::InvalidBool`]),
