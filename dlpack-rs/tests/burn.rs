@@ -3,7 +3,12 @@
 //! on `PYTHONPATH`.
 #![cfg(all(feature = "burn", feature = "pyo3"))]
 
-use burn_std::{BoolStore, Bytes, DType, TensorData};
+use std::mem::MaybeUninit;
+
+use burn_std::{
+    AccessError, AccessPolicy, AllocationController, AllocationProperty, BoolStore, Bytes, DType,
+    SplitPolicy, TensorData,
+};
 use dlpack_rs::ffi::{DLDataType, DLDevice, DLDeviceType};
 use dlpack_rs::pyo3_glue::PyTensor;
 use dlpack_rs::safe::{Error, ManagedTensorVersioned, SharedMut, TensorInfo};
@@ -226,4 +231,165 @@ fn bool_bytes_import_normalised() {
     );
     let data = TensorData::try_from(&m).unwrap();
     assert_eq!(data.as_slice::<bool>().unwrap(), [false, true, true, true]);
+}
+
+/// burn's bools are bytes 0 or 1 (`TensorData::from_bytes_vec` checks only the length): any
+/// other byte would reach numpy or torch as a `bool` they may not hold, so the export refuses it.
+#[test]
+fn bool_bytes_other_than_0_or_1_are_refused_on_export() {
+    for store in [BoolStore::Native, BoolStore::U8] {
+        let data = TensorData::from_bytes_vec(vec![0, 1, 2], [3], DType::Bool(store));
+        assert!(
+            matches!(
+                ManagedTensorVersioned::try_from(data),
+                Err(Error::InvalidBool)
+            ),
+            "{store:?}"
+        );
+        let data = TensorData::from_bytes_vec(vec![0, 1, 1], [3], DType::Bool(store));
+        let exported = ManagedTensorVersioned::try_from(data).unwrap();
+        assert_eq!(exported.as_slice::<bool>().unwrap(), [false, true, true]);
+    }
+}
+
+/// An imported bool tensor is the one copy `TensorData::new(Vec<bool>)` holds (burn realigns
+/// raw byte vectors, a second copy whose allocation failure aborts): burn gives it back as a
+/// `Vec<bool>` without copying.
+#[test]
+fn bool_imports_are_one_copy() {
+    let m = managed(vec![0, 1, 2], DLDeviceType::CPU, DLDataType::BOOL, vec![3]);
+    let data = TensorData::try_from(&m).unwrap();
+    assert_eq!(data.dtype(), DType::Bool(BoolStore::Native));
+    let bools = data.into_bytes().try_into_vec::<bool>();
+    assert_eq!(bools.ok(), Some(vec![false, true, true]));
+}
+
+/// Lazy storage as cubecl's file-backed controller keeps it (that one needs cubecl's `std`,
+/// which this build lacks): nothing is resident until a copying access, which reads the bytes
+/// into a new vector of `len` bytes (`vec![0u8; size]` in cubecl), or fails.
+struct Lazy {
+    len: usize,
+    fail: bool,
+    host: std::sync::OnceLock<Vec<u8>>,
+}
+
+impl Lazy {
+    fn bytes(len: usize, fail: bool) -> Bytes {
+        let lazy = Lazy {
+            len,
+            fail,
+            host: std::sync::OnceLock::new(),
+        };
+        // SAFETY: every access yields `len` initialised bytes (or none: an error).
+        unsafe { Bytes::from_controller(Box::new(lazy), len) }
+    }
+
+    fn host(&self, policy: AccessPolicy) -> Result<&Vec<u8>, AccessError> {
+        if let Some(host) = self.host.get() {
+            return Ok(host);
+        }
+        if !policy.copy_allowed() {
+            return Err(AccessError::WouldCopy);
+        }
+        if self.fail {
+            return Err(AccessError::Read("No such file or directory".into()));
+        }
+        Ok(self.host.get_or_init(|| vec![7u8; self.len]))
+    }
+}
+
+impl AllocationController for Lazy {
+    fn alloc_align(&self) -> usize {
+        16
+    }
+
+    fn property(&self) -> AllocationProperty {
+        AllocationProperty::File
+    }
+
+    fn capacity(&self) -> usize {
+        self.len
+    }
+
+    fn memory(&self, policy: AccessPolicy) -> Result<&[MaybeUninit<u8>], AccessError> {
+        let host = self.host(policy)?;
+        // SAFETY: initialised bytes read as possibly uninitialised ones, same layout.
+        Ok(unsafe { std::slice::from_raw_parts(host.as_ptr().cast(), host.len()) })
+    }
+
+    unsafe fn memory_mut(
+        &mut self,
+        policy: AccessPolicy,
+    ) -> Result<&mut [MaybeUninit<u8>], AccessError> {
+        self.host(policy)?;
+        let host = self.host.get_mut().expect("initialised just above");
+        // SAFETY: as in `memory`, exclusive through `&mut self`.
+        Ok(unsafe { std::slice::from_raw_parts_mut(host.as_mut_ptr().cast(), host.len()) })
+    }
+}
+
+/// Lazy storage is brought to the host by the export (flagged `IS_COPIED`); a failed read is an
+/// error, also through burn's `shared()` wrapper (whose reads panic on it), never a panic.
+#[test]
+fn lazy_storage_exports_copied_and_failures_are_errors() {
+    let data = TensorData::from_bytes(Lazy::bytes(4, false), [4], DType::U8);
+    let exported = ManagedTensorVersioned::try_from(data).unwrap();
+    assert!(exported.is_copied());
+    assert_eq!(exported.as_slice::<u8>().unwrap(), [7; 4]);
+    for bytes in [Lazy::bytes(4, true), Lazy::bytes(4, true).shared()] {
+        let data = TensorData::from_bytes(bytes, [4], DType::U8);
+        let err = ManagedTensorVersioned::try_from(data).unwrap_err();
+        assert!(matches!(err, Error::Unserializable(_)), "{err}");
+    }
+}
+
+/// A lazy length burn accepts (its extents multiply within a `usize`) but no allocation can
+/// hold: `Overflow` before burn is asked to read it (cubecl's file reader would panic).
+#[test]
+fn lazy_storage_larger_than_an_allocation_is_overflow() {
+    let data = TensorData::from_bytes(Lazy::bytes(1 << 63, false), [1usize << 62, 2], DType::U8);
+    assert!(matches!(
+        ManagedTensorVersioned::try_from(data),
+        Err(Error::Overflow)
+    ));
+}
+
+/// Views and splits of shared bytes export copied and aligned, whatever their offset; the
+/// bytes they view are untouched by a consumer's writes.
+#[test]
+fn views_and_splits_export_copied_and_aligned() {
+    let whole = Bytes::from_elems(vec![1i32, 2, 3, 4]).shared();
+    let view = whole.view(4, 12).unwrap();
+    let (_, right) = whole.clone().split(1, SplitPolicy::Shared).unwrap();
+    let (odd, _) = right.split(8, SplitPolicy::Shared).unwrap();
+    for (bytes, want) in [(view, [2, 3]), (odd, [2 << 24, 3 << 24])] {
+        let data = TensorData::from_bytes(bytes, [2], DType::I32);
+        let mut exported = ManagedTensorVersioned::try_from(data).unwrap();
+        assert!(exported.is_copied());
+        assert_eq!(exported.as_slice::<i32>().unwrap(), want);
+        exported.as_mut_slice::<i32>().unwrap().fill(-1);
+    }
+    assert_eq!(&*whole, &Bytes::from_elems(vec![1i32, 2, 3, 4])[..]);
+}
+
+/// Empty data, a scalar and Flex32 (f32 values) export as DLPack sees them.
+#[test]
+fn empty_scalar_and_flex32_export() {
+    let data = TensorData::new(Vec::<f32>::new(), [0, 3]);
+    let exported = ManagedTensorVersioned::try_from(data).unwrap();
+    assert_eq!(exported.shape(), [0, 3]);
+    assert_eq!(exported.as_slice::<f32>().unwrap(), [0f32; 0]);
+    let data = TensorData::new(vec![2.5f64], [0usize; 0]);
+    let exported = ManagedTensorVersioned::try_from(data).unwrap();
+    assert_eq!(exported.as_slice::<f64>().unwrap(), [2.5]);
+    let data = TensorData::from_bytes_vec(1.5f32.to_ne_bytes().to_vec(), [1], DType::Flex32);
+    let exported = ManagedTensorVersioned::try_from(data).unwrap();
+    assert_eq!(exported.dtype(), DLDataType::FLOAT32);
+    assert_eq!(exported.as_slice::<f32>().unwrap(), [1.5]);
+    // An extent DLPack's i64 cannot hold, in an empty tensor burn accepts.
+    let data = TensorData::new(Vec::<u8>::new(), [0, 1usize << 63]);
+    assert!(matches!(
+        ManagedTensorVersioned::try_from(data),
+        Err(Error::Overflow)
+    ));
 }

@@ -2,8 +2,10 @@
 //! `Tensor::from_data` takes) exports without a copy ([`ManagedTensorVersioned::try_from`]), and
 //! any host tensor imports by one copy (`TensorData::try_from(&managed)`).
 //!
-//! The export takes the data by value and writes through burn's own exclusive access: bytes
-//! shared with a clone are copied first (burn's copy-on-write), then flagged `IS_COPIED`.
+//! The export takes the data by value and writes through burn's own exclusive access: shared
+//! bytes (`Bytes::shared`, its views and splits, `Bytes::from_shared`) are copied first, as
+//! burn copies them on any write even with no clone left, and lazy storage (file or device) is
+//! read to the host; either is flagged `IS_COPIED`. Bool bytes other than 0 and 1 are refused.
 //!
 //! ```
 //! use burn_std::TensorData;
@@ -21,9 +23,10 @@
 //! ```
 
 use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 
-use burn_std::{BoolStore, DType, Reader, TensorData, Writer};
+use burn_std::{AccessError, BoolStore, Bytes, DType, Reader, TensorData, Writer};
 
 use super::gather;
 use crate::ffi::{DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED};
@@ -59,13 +62,45 @@ fn dlpack_dtype(dtype: DType) -> Result<DLDataType, Error> {
     })
 }
 
+/// The first byte of `bytes` under burn's exclusive write access, whether it was there before
+/// (nothing copied) and whether every byte is `0` or `1` (asked for bools only).
+///
+/// burn's own failures are errors: a failed read of lazy storage, and the panic its
+/// `Bytes::shared` wrapper raises on one (it reads its inner bytes by `Deref`).
+fn host_bytes(bytes: &mut Bytes, bools: bool) -> Result<(*mut u8, bool, bool), Error> {
+    let access = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let resident = bytes.read(Reader::new().no_copy()).ok().map(<[u8]>::as_ptr);
+        let memory = bytes.write(Writer::new())?;
+        let valid = !bools || memory.iter().all(|&b| b <= 1);
+        let data = memory.as_mut_ptr();
+        Ok::<_, AccessError>((data, resident == Some(data.cast_const()), valid))
+    }));
+    match access {
+        Ok(Ok(host)) => Ok(host),
+        Ok(Err(e)) => Err(Error::Unserializable(format!(
+            "burn cannot bring its bytes to the host: {e}"
+        ))),
+        Err(payload) => {
+            let why = (payload.downcast_ref::<&str>().copied())
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("burn panicked");
+            Err(Error::Unserializable(format!(
+                "burn cannot bring its bytes to the host: {why}"
+            )))
+        }
+    }
+}
+
 /// The data's bytes, exported without a copy: compact C order, writable.
 ///
-/// burn's exclusive write access gives the pointer: bytes a clone shares are copied first
-/// (copy-on-write) and lazy storage is brought to the host, either flagged `IS_COPIED`.
+/// burn's exclusive write access gives the pointer: shared bytes are copied first (burn copies
+/// them on any write, clone or not) and lazy storage is brought to the host, either flagged
+/// `IS_COPIED`.
 ///
-/// Refused: u32-stored bools and quantized data ([`Error::Unserializable`]), bytes not aligned
-/// for the dtype ([`Error::Misaligned`]), storage burn cannot bring to the host.
+/// Refused: u32-stored bools and quantized data, storage burn cannot bring to the host
+/// ([`Error::Unserializable`]), bool bytes other than `0` and `1` ([`Error::InvalidBool`]),
+/// extents DLPack cannot hold or more bytes than an allocation can ([`Error::Overflow`]), bytes
+/// not aligned for the dtype ([`Error::Misaligned`]).
 impl TryFrom<TensorData> for ManagedTensorVersioned {
     type Error = Error;
 
@@ -75,11 +110,14 @@ impl TryFrom<TensorData> for ManagedTensorVersioned {
             .map(|&d| i64::try_from(d).map_err(|_| Error::Overflow))
             .collect::<Result<Vec<_>, _>>()?;
         let (mut bytes, _, _) = data.into_parts();
-        let resident = bytes.read(Reader::new().no_copy()).ok().map(<[u8]>::as_ptr);
-        let memory = bytes
-            .write(Writer::new())
-            .map_err(|e| Error::Unserializable(format!("burn cannot write its bytes: {e}")))?;
-        let data = memory.as_mut_ptr();
+        // Lazy storage allocates its length when brought to the host: no allocation holds more.
+        if isize::try_from(bytes.len()).is_err() {
+            return Err(Error::Overflow);
+        }
+        let (data, resident, valid) = host_bytes(&mut bytes, dtype == DLDataType::BOOL)?;
+        if !valid {
+            return Err(Error::InvalidBool);
+        }
         let align = usize::from(dtype.bits / 8);
         if data as usize % align != 0 {
             return Err(Error::Misaligned {
@@ -87,7 +125,7 @@ impl TryFrom<TensorData> for ManagedTensorVersioned {
                 address: data as usize,
             });
         }
-        let flags = if resident == Some(data.cast_const()) {
+        let flags = if resident {
             0
         } else {
             DLPACK_FLAG_BITMASK_IS_COPIED
@@ -95,9 +133,10 @@ impl TryFrom<TensorData> for ManagedTensorVersioned {
         let info = TensorInfo::contiguous(data.cast(), cpu_device(), dtype, shape);
         let validated = Validated::new(info)?;
         // SAFETY: `write` gave exclusive access to the bytes, `shape`'s elements of `dtype`
-        // (burn checks the length), initialised and aligned (checked above). They live in memory
-        // the `Bytes` owns apart from itself (moving it moves no byte), which the export keeps
-        // until its deleter, and which nothing else reaches: clones copied on write.
+        // (burn checks the length), initialised, aligned and, for bools, 0 or 1 (checked above).
+        // They live in memory the `Bytes` owns apart from itself (moving it moves no byte), which
+        // the export keeps until its deleter, and which nothing else reaches: clones copied on
+        // write.
         unsafe {
             pack_validated::<DLManagedTensorVersioned, _>(
                 bytes,
@@ -141,10 +180,12 @@ unsafe fn import_as<T: AnyBitPattern + burn_std::Element>(
 unsafe fn import_bool(validated: &Validated) -> Result<TensorData, Error> {
     let shape = burn_shape(validated)?;
     // SAFETY: forwarded from this function's contract; one byte per element.
-    let mut bytes = unsafe { gather::<u8>(validated) }?;
-    bytes.iter_mut().for_each(|b| *b = u8::from(*b != 0));
-    TensorData::try_from_bytes_vec(bytes, shape, DType::Bool(BoolStore::Native))
-        .map_err(|e| Error::Unserializable(format!("burn refused the data: {e}")))
+    let bytes = unsafe { gather::<u8>(validated) }?;
+    // A `Vec<bool>`, which burn keeps as it is (a raw byte vector it copies again to realign,
+    // aborting if that allocation fails); std collects this map of the vector's own iterator in
+    // place, a `bool` being a byte.
+    let bools: Vec<bool> = bytes.into_iter().map(|b| b != 0).collect();
+    Ok(TensorData::new(bools, shape))
 }
 
 /// Any host tensor, copied once into new burn data: every dtype both have (f64, f32, f16, bf16,
