@@ -194,18 +194,18 @@ def main():
     print("\n## Targets\n")
     print("| target | measured | goal | met |")
     print("|---|---:|---|---|")
-    # Issue 34's targets. A target not met is still met when ours is within 1.15x of the floor
-    # measured in this run (a bare #[pyfunction] plus the producer's own cheapest export).
+    # Speed round 5's targets (issue 49). A target not met is still met when ours is within 1.1x
+    # of the floor measured in this run (a bare #[pyfunction] plus the producer's own calls).
     rows = [
         ("import numpy: TensorView / rust-numpy PyReadonlyArrayDyn",
          ratio("numpy -> TensorView<f32, CContig>", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.00"),
         ("import numpy: TensorView / floor (nop + ndarray.__dlpack__)",
-         r["numpy -> TensorView<f32, CContig>"] / floor, "<= 1.15"),
+         r["numpy -> TensorView<f32, CContig>"] / floor, "<= 1.10"),
         ("import numpy: TensorViewMut / rust-numpy PyReadwriteArrayDyn",
          ratio("numpy -> TensorViewMut<f32, CContig>", "numpy -> rust-numpy PyReadwriteArrayDyn"),
          "<= 1.00"),
         ("import numpy: TensorViewMut / floor (nop + ndarray.__dlpack__)",
-         r["numpy -> TensorViewMut<f32, CContig>"] / floor, "<= 1.15"),
+         r["numpy -> TensorViewMut<f32, CContig>"] / floor, "<= 1.10"),
         ("import numpy: PyTensor / rust-numpy PyReadonlyArrayDyn",
          ratio("numpy -> PyTensor", "numpy -> rust-numpy PyReadonlyArrayDyn"), "<= 1.20"),
         ("import numpy: PyTensor / floor (nop + ndarray.__dlpack__)",
@@ -213,14 +213,13 @@ def main():
         ("import numpy: PyTensor / dlpark",
          ratio("numpy -> PyTensor", "numpy -> dlpark"), "<= 0.25"),
         ("export: derived / np.from_dlpack(ndarray)",
-         ratio("np.from_dlpack(derived pyclass)", "np.from_dlpack(ndarray)"), "<= 1.10"),
+         ratio("np.from_dlpack(derived pyclass)", "np.from_dlpack(ndarray)"), "<= 1.25"),
         ("export: derived / dlpark class",
          ratio("np.from_dlpack(derived pyclass)", "np.from_dlpack(dlpark class)"), "< 1.00"),
         ("Rust -> torch: Returned<Torch> / torch.from_dlpack(derived)",
          ratio("Rust -> torch: Returned<Torch>", "torch.from_dlpack(derived pyclass)"),
          "<= 0.25"),
-        ("each extra torch tensor in a call (PyTensor), ns", extra, "<= 70"),
-        ("each extra torch tensor in a call (TensorView), ns", extra_typed, "<= 70"),
+
         ("torch: TensorView / PyTensor, 1 tensor",
          ratio("torch -> TensorView<f32, CContig>", "torch -> PyTensor (exchange API)"), "<= 1.00"),
         ("torch: TensorView / PyTensor, 3 tensors",
@@ -229,10 +228,12 @@ def main():
         # The same comparison with the same work: a typed argument checks its dtype and layout
         # and borrows its elements; `numel` of a `PyTensor` does neither, `as_slice` does both.
         ("torch: TensorView / PyTensor with its slice, 1 tensor",
-         ratio("torch -> TensorView<f32, CContig>", "torch -> PyTensor, 1 borrowed view"), "<= 1.00"),
+         ratio("torch -> TensorView<f32, CContig>", "torch -> PyTensor, 1 borrowed view"), "<= 1.05"),
         ("torch: TensorView / PyTensor with its slice, 3 tensors",
          ratio("torch x3 -> TensorView<f32, CContig>", "torch x3 -> PyTensor, 1 borrowed view each"),
-         "<= 1.00"),
+         "<= 1.05"),
+        ("numpy: TensorView / PyTensor with its slice",
+         ratio("numpy -> TensorView<f32, CContig>", "numpy -> PyTensor, 1 borrowed view"), "<= 1.05"),
         ("image: ImageBuffer export / Vec export",
          ratio("np.from_dlpack(ImageBuffer export)", "np.from_dlpack(Vec export)"), "<= 1.10"),
         ("size 10^8 / 1: export",
@@ -243,14 +244,18 @@ def main():
          ratio("torch -> PyTensor (ndim), 10^8", "torch -> PyTensor (ndim), 1"), "<= 1.05"),
     ]
     if tvm_nop is not None:
+        tvm_extra = (r["torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"]
+                     - r["torch -> apache-tvm-ffi testing.nop(x)"]) / 2
+        rows.append(("each extra torch tensor (best of PyTensor, TensorView) / apache-tvm-ffi's",
+                     min(extra, extra_typed) / tvm_extra, "<= 1.25"))
         for kind, one, three in [
             ("PyTensor", "torch -> PyTensor (exchange API)", "torch x3 -> PyTensor (exchange API)"),
             ("TensorView", "torch -> TensorView<f32, CContig>", "torch x3 -> TensorView<f32, CContig>"),
         ]:
             rows.append((f"import torch: {kind} / apache-tvm-ffi nop, 1 tensor",
-                         ratio(one, "torch -> apache-tvm-ffi testing.nop(x)"), "<= 0.75"))
+                         ratio(one, "torch -> apache-tvm-ffi testing.nop(x)"), "<= 0.80"))
             rows.append((f"import torch: {kind} / apache-tvm-ffi nop, 3 tensors",
-                         ratio(three, "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 0.80"))
+                         ratio(three, "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 1.00"))
     rows.append(("one borrowed view, ns", per_view, "<= 25"))
     rows.append(("checkpoint: dlpack-rs / safetensors load_file",
                  ratio("checkpoint -> torch: dlpack-rs (mapped)", "checkpoint -> torch: safetensors load_file"),
