@@ -65,7 +65,7 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let Some((api, grad)) = lookup(obj) else {
         return Ok(Lent::Nothing);
     };
-    if crate::pyo3_glue::export::tensor::is_tensor_api(api) {
+    if crate::pyo3_glue::export::exchange_export::is_tensor_api(api) {
         return Ok(Lent::Ours);
     }
     let Some(dltensor) = api.dltensor_from_py_object_no_sync else {

@@ -139,7 +139,7 @@ impl ImportOptions {
         if self.copy != Some(true) {
             match table {
                 // Our own tensor wrapping a numpy import: same memory, same rust-numpy borrows.
-                Some(api) if crate::pyo3_glue::export::tensor::is_tensor_api(api) => {
+                Some(api) if crate::pyo3_glue::export::exchange_export::is_tensor_api(api) => {
                     crate::pyo3_glue::numpy::borrow::inherit(obj, &mut tensor.0)
                 }
                 Some(_) => {}

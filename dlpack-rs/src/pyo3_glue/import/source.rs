@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use alloc::borrow::Cow;
 
 use crate::ffi::{DLDataType, DLDevice};
-use crate::pyo3_glue::export::tensor::DLPackTensor;
+use crate::pyo3_glue::export::exchange_export::DLPackTensor;
 use crate::pyo3_glue::import::exchange_import::Lent;
 use crate::pyo3_glue::import::{ImportOptions, PyTensor};
 use crate::pyo3_glue::runtime::errors::dtype_message;
