@@ -126,7 +126,8 @@ pub(crate) fn ordered_stream(device: DLDevice, stream: Option<i64>) -> Option<i6
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+/// The name of `obj`'s type, for an error message (`?` if it has none).
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())

@@ -373,11 +373,9 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
 fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
     let err = PyTypeError::new_err(format!(
         "expected an object with __dlpack__ (a numpy array, torch tensor, jax array, ...), got {}",
-        obj.get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default()
+        crate::pyo3_glue::export::protocol::type_name(obj)
     ));
+
     err.set_cause(obj.py(), Some(cause));
     err
 }
