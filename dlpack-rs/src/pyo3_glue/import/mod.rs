@@ -3,7 +3,6 @@
 pub(in crate::pyo3_glue) mod any_of;
 pub(in crate::pyo3_glue) mod constraints;
 pub(in crate::pyo3_glue) mod exchange_import;
-pub(in crate::pyo3_glue) mod negative;
 pub(in crate::pyo3_glue) mod source;
 pub(in crate::pyo3_glue) mod typed;
 
@@ -188,7 +187,7 @@ impl ImportOptions {
         }
         // torch's `__dlpack__` exports a negated view un-negated (refused once).
         if !checked {
-            crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
+            crate::pyo3_glue::runtime::requires_grad::refuse_negative_view(obj)?;
         }
         #[cfg(not(feature = "abi3"))]
         if self.stream.is_none() && self.device.is_none() && self.copy.is_none() {
@@ -375,7 +374,6 @@ fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
         "expected an object with __dlpack__ (a numpy array, torch tensor, jax array, ...), got {}",
         crate::pyo3_glue::export::protocol::type_name(obj)
     ));
-
     err.set_cause(obj.py(), Some(cause));
     err
 }

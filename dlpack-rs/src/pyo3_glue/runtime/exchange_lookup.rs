@@ -13,7 +13,7 @@ use crate::ffi::{
     DLPACK_MAJOR_VERSION,
 };
 use crate::pyo3_glue::runtime::cpython;
-use crate::pyo3_glue::runtime::requires_grad::Grad;
+use crate::pyo3_glue::runtime::requires_grad::{is_disabled_torch_function, Grad};
 
 /// How many types the cache remembers (round-robin).
 const CACHE_SLOTS: usize = 8;
@@ -276,16 +276,6 @@ fn type_descriptors(py: Python<'_>) -> Option<&[Py<PyAny>; 3]> {
     .ok()
 }
 
-/// Whether `f` is `torch._C._disabled_torch_function_impl` (torch being already imported).
-fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
-    let py = f.py();
-    let Ok(Some(c)) = cpython::imported_module(py, pyo3::intern!(py, "torch._C")) else {
-        return false;
-    };
-    c.getattr(pyo3::intern!(py, "_disabled_torch_function_impl"))
-        .is_ok_and(|disabled| disabled.is(f))
-}
-
 /// The pointer of `c` when it is a `"dlpack_exchange_api"` capsule.
 fn exchange_capsule(c: &Bound<'_, PyAny>) -> Option<core::ptr::NonNull<core::ffi::c_void>> {
     let capsule = c.cast::<PyCapsule>().ok()?;
@@ -353,7 +343,6 @@ fn type_lookup<'py>(
 ) -> Option<(Bound<'py, PyAny>, Bound<'py, PyType>)> {
     let py = ty.py();
     let [mro_of, dict_of, _] = type_descriptors(py)?;
-
     let get = pyo3::intern!(py, "__get__");
     let mro = mro_of.bind(py).call_method1(get, (ty,)).ok()?;
     let mro = mro.cast::<PyTuple>().ok()?;
