@@ -23,8 +23,8 @@ pub use crate::into_dlpack::IntoDLPack;
 #[allow(deprecated)]
 pub use compat_0_3::DLPackVariant;
 pub use export::class_export::export_dlpack_value;
+pub use export::exchange_export::DLPackTensor;
 pub use export::framework::{Framework, Jax, Numpy, Returned, Torch};
-pub use export::tensor::DLPackTensor;
 pub use import::any_of::{AnyOf, AnyOfMut};
 pub use import::constraints::{
     AnyDevice, CContig, Cpu, Device, Dims, FContig, Layout, Shape, Strided, ANY,

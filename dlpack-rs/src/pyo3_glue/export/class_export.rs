@@ -6,13 +6,10 @@ use pyo3::pyclass::boolean_struct::{False, True};
 use pyo3::types::PyCapsule;
 use pyo3::PyClass;
 
-use std::sync::Arc;
-
-use crate::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
 use crate::into_dlpack::DerivedData;
-use crate::pyo3_glue::export::protocol::{export_capsule, DLPackArgs};
+use crate::pyo3_glue::export::protocol::{export_capsule, DLPackArgs, RouteExport};
 use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
-use crate::safe::{Readers, SharedBuffer, StreamOrder, Validated};
+use crate::safe::SharedBuffer;
 use crate::IntoDLPack;
 
 /// The whole `__dlpack__` protocol for a value that keeps its memory alive itself, for a class
@@ -44,97 +41,6 @@ where
     let r = <T::Frozen as ClassRoute<T>>::export(slf)?;
     // SAFETY: made by the class's `ClassRoute`, whose contract is `export_capsule`'s.
     unsafe { export_capsule(slf.py(), r, args) }
-}
-
-/// One export: validated metadata, its keepalive and flags (`unsafe` `RouteExport::kept_by`).
-#[doc(hidden)]
-pub struct RouteExport<O> {
-    pub(crate) validated: Validated,
-    /// Consumers must not write the memory.
-    pub(crate) read_only: bool,
-    /// Every Rust access outside the export holds a registry borrow: no borrow for the export.
-    pub(crate) registered: bool,
-    /// [`IntoDLPack::share_read_only_legacy`].
-    pub(crate) share: bool,
-    /// For device data: orders a consumer's stream after pending work.
-    pub(crate) order: Option<Arc<dyn StreamOrder>>,
-    pub(crate) owner: O,
-}
-
-impl RouteExport<()> {
-    /// What `this` describes, validated once (reusing the derive's extent).
-    #[inline(always)]
-    fn of<T: IntoDLPack + ?Sized>(this: &T) -> PyResult<Self> {
-        let validated = match this.__tensor_info_with_extent()? {
-            // SAFETY: the `IntoDLPack` contract of `__tensor_info_with_extent`: `Some(e)` only
-            // where `info.extent()` is `Ok(e)` for the very `info` returned.
-            (info, Some(extent)) => unsafe { Validated::new_unchecked(info, extent) },
-            (info, None) => Validated::new(info)?,
-        };
-        let order = if validated.info().device.device_type.is_host_viewable() {
-            None
-        } else {
-            this.stream_order()
-        };
-        Ok(RouteExport {
-            validated,
-            read_only: this.is_read_only(),
-            registered: this.rust_access_registered(),
-            share: this.share_read_only_legacy(),
-            order,
-            owner: (),
-        })
-    }
-
-    /// The export, kept alive by `owner`.
-    ///
-    /// # Safety
-    ///
-    /// `owner` keeps the described memory valid, initialised and in place while it lives.
-    #[inline(always)]
-    unsafe fn kept_by<O>(self, owner: O) -> RouteExport<O> {
-        RouteExport {
-            validated: self.validated,
-            read_only: self.read_only,
-            registered: self.registered,
-            share: self.share,
-            order: self.order,
-            owner,
-        }
-    }
-}
-
-impl<O> RouteExport<O> {
-    /// `READ_ONLY` for read-only data.
-    pub(crate) fn flags(&self) -> u64 {
-        if self.read_only {
-            DLPACK_FLAG_BITMASK_READ_ONLY
-        } else {
-            0
-        }
-    }
-
-    /// Who else reads the memory: Rust, unless every such access is registered.
-    pub(crate) fn readers(&self) -> Readers {
-        if self.registered {
-            Readers::ExportOnly
-        } else {
-            Readers::Rust
-        }
-    }
-
-    /// For device data: orders the consumer's `stream` after pending work, unless it is -1.
-    #[inline(always)]
-    pub(crate) fn order_before(&self, stream: Option<i64>) -> PyResult<()> {
-        if let Some(order) = &self.order {
-            let device = self.validated.info().device;
-            if let Some(stream) = crate::pyo3_glue::export::protocol::ordered_stream(device, stream)
-            {
-                order.order_before(device, stream)?;
-            }
-        }
-        Ok(())
-    }
 }
 
 mod sealed {

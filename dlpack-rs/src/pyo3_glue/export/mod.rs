@@ -5,4 +5,3 @@ pub(crate) mod dlpack_method;
 pub(crate) mod exchange_export;
 pub(in crate::pyo3_glue) mod framework;
 pub(in crate::pyo3_glue) mod protocol;
-pub(in crate::pyo3_glue) mod tensor;

@@ -1,4 +1,4 @@
-//! The `__dlpack__` keyword arguments and the export they ask for.
+//! The `__dlpack__` keyword arguments, one export's [`RouteExport`], and the capsule they ask for.
 
 use core::ffi::c_void;
 
@@ -10,10 +10,10 @@ use crate::ffi::{
     DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion,
     DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::pyo3_glue::export::class_export::RouteExport;
-use crate::safe::{self, cpu_device, Readers};
-
 use crate::pyo3_glue::runtime::capsule::into_capsule;
+use crate::safe::{self, cpu_device, Readers, StreamOrder, Validated};
+use crate::IntoDLPack;
+use std::sync::Arc;
 
 /// The parsed and type-checked keyword arguments of one `__dlpack__` call (`None`: not given).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,7 +126,8 @@ pub(crate) fn ordered_stream(device: DLDevice, stream: Option<i64>) -> Option<i6
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+/// The name of `obj`'s type, for an error message (`?` if it has none).
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())
@@ -173,12 +174,101 @@ fn optional_pair<T: TryFrom<i64>>(
     }
 }
 
+/// One export: validated metadata, its keepalive and flags (`unsafe` `RouteExport::kept_by`).
+#[doc(hidden)]
+pub struct RouteExport<O> {
+    pub(crate) validated: Validated,
+    /// Consumers must not write the memory.
+    pub(crate) read_only: bool,
+    /// Every Rust access outside the export holds a registry borrow: no borrow for the export.
+    pub(crate) registered: bool,
+    /// [`IntoDLPack::share_read_only_legacy`].
+    pub(crate) share: bool,
+    /// For device data: orders a consumer's stream after pending work.
+    pub(crate) order: Option<Arc<dyn StreamOrder>>,
+    pub(crate) owner: O,
+}
+
+impl RouteExport<()> {
+    /// What `this` describes, validated once (reusing the derive's extent).
+    #[inline(always)]
+    pub(crate) fn of<T: IntoDLPack + ?Sized>(this: &T) -> PyResult<Self> {
+        let validated = match this.__tensor_info_with_extent()? {
+            // SAFETY: the `IntoDLPack` contract of `__tensor_info_with_extent`: `Some(e)` only
+            // where `info.extent()` is `Ok(e)` for the very `info` returned.
+            (info, Some(extent)) => unsafe { Validated::new_unchecked(info, extent) },
+            (info, None) => Validated::new(info)?,
+        };
+        let order = if validated.info().device.device_type.is_host_viewable() {
+            None
+        } else {
+            this.stream_order()
+        };
+        Ok(RouteExport {
+            validated,
+            read_only: this.is_read_only(),
+            registered: this.rust_access_registered(),
+            share: this.share_read_only_legacy(),
+            order,
+            owner: (),
+        })
+    }
+
+    /// The export, kept alive by `owner`.
+    ///
+    /// # Safety
+    ///
+    /// `owner` keeps the described memory valid, initialised and in place while it lives.
+    #[inline(always)]
+    pub(crate) unsafe fn kept_by<O>(self, owner: O) -> RouteExport<O> {
+        RouteExport {
+            validated: self.validated,
+            read_only: self.read_only,
+            registered: self.registered,
+            share: self.share,
+            order: self.order,
+            owner,
+        }
+    }
+}
+
+impl<O> RouteExport<O> {
+    /// `READ_ONLY` for read-only data.
+    pub(crate) fn flags(&self) -> u64 {
+        if self.read_only {
+            DLPACK_FLAG_BITMASK_READ_ONLY
+        } else {
+            0
+        }
+    }
+
+    /// Who else reads the memory: Rust, unless every such access is registered.
+    pub(crate) fn readers(&self) -> Readers {
+        if self.registered {
+            Readers::ExportOnly
+        } else {
+            Readers::Rust
+        }
+    }
+
+    /// For device data: orders the consumer's `stream` after pending work, unless it is -1.
+    #[inline(always)]
+    pub(crate) fn order_before(&self, stream: Option<i64>) -> PyResult<()> {
+        if let Some(order) = &self.order {
+            let device = self.validated.info().device;
+            if let Some(stream) = ordered_stream(device, stream) {
+                order.order_before(device, stream)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for.
 ///
 /// # Safety
 ///
-/// `r` is as a [`ClassRoute`](super::class_export::ClassRoute) (or `RouteExport::kept_by`
-/// within its contract) made it: its keepalive keeps the described memory valid, initialised
+/// `r` is as a `ClassRoute` (or [`RouteExport::kept_by`] within its contract) made it: its keepalive keeps the described memory valid, initialised
 /// and in place, writable unless read-only, and `registered` holds only if every Rust access
 /// outside the export holds a registry borrow.
 pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use crate::ffi::{DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
 use crate::pyo3_glue::runtime::errors::pending_error;
 use crate::pyo3_glue::runtime::exchange_lookup::lookup;
-use crate::pyo3_glue::runtime::requires_grad::{requires_grad, Grad};
+use crate::pyo3_glue::runtime::requires_grad::refuse_what_dlpack_refuses;
 use crate::safe::ManagedTensorVersioned;
 
 /// Imports `obj` through its type's exchange table (`None` without one, or for a complex
@@ -65,7 +65,7 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let Some((api, grad)) = lookup(obj) else {
         return Ok(Lent::Nothing);
     };
-    if crate::pyo3_glue::export::tensor::is_tensor_api(api) {
+    if crate::pyo3_glue::export::exchange_export::is_tensor_api(api) {
         return Ok(Lent::Ours);
     }
     let Some(dltensor) = api.dltensor_from_py_object_no_sync else {
@@ -103,20 +103,6 @@ pub(crate) enum Lent {
     Ours,
     /// A validated copy of the producer's non-owning `DLTensor`.
     View(crate::safe::Described),
-}
-
-/// Refuses a tensor that requires grad or has the negative bit (answers if it asked).
-fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<bool> {
-    if matches!(grad, Grad::Absent) {
-        return Ok(false);
-    }
-    if requires_grad(obj, grad) {
-        return Err(PyBufferError::new_err(
-            "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
-             too): use tensor.detach()",
-        ));
-    }
-    crate::pyo3_glue::import::negative::refuse_negative_view(obj).map(|()| true)
 }
 
 /// The producer's `current_work_stream` on `device` (`None`: the table has none).

@@ -3,7 +3,6 @@
 pub(in crate::pyo3_glue) mod any_of;
 pub(in crate::pyo3_glue) mod constraints;
 pub(in crate::pyo3_glue) mod exchange_import;
-pub(in crate::pyo3_glue) mod negative;
 pub(in crate::pyo3_glue) mod source;
 pub(in crate::pyo3_glue) mod typed;
 
@@ -139,7 +138,7 @@ impl ImportOptions {
         if self.copy != Some(true) {
             match table {
                 // Our own tensor wrapping a numpy import: same memory, same rust-numpy borrows.
-                Some(api) if crate::pyo3_glue::export::tensor::is_tensor_api(api) => {
+                Some(api) if crate::pyo3_glue::export::exchange_export::is_tensor_api(api) => {
                     crate::pyo3_glue::numpy::borrow::inherit(obj, &mut tensor.0)
                 }
                 Some(_) => {}
@@ -188,7 +187,7 @@ impl ImportOptions {
         }
         // torch's `__dlpack__` exports a negated view un-negated (refused once).
         if !checked {
-            crate::pyo3_glue::import::negative::refuse_negative_view(obj)?;
+            crate::pyo3_glue::runtime::requires_grad::refuse_negative_view(obj)?;
         }
         #[cfg(not(feature = "abi3"))]
         if self.stream.is_none() && self.device.is_none() && self.copy.is_none() {
@@ -373,10 +372,7 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
 fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
     let err = PyTypeError::new_err(format!(
         "expected an object with __dlpack__ (a numpy array, torch tensor, jax array, ...), got {}",
-        obj.get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default()
+        crate::pyo3_glue::export::protocol::type_name(obj)
     ));
     err.set_cause(obj.py(), Some(cause));
     err

@@ -6,30 +6,28 @@ use pyo3::prelude::*;
 use alloc::borrow::Cow;
 
 use crate::ffi::{DLDataType, DLDevice};
-use crate::pyo3_glue::export::tensor::DLPackTensor;
+use crate::pyo3_glue::export::exchange_export::DLPackTensor;
 use crate::pyo3_glue::import::exchange_import::Lent;
 use crate::pyo3_glue::import::{ImportOptions, PyTensor};
 use crate::pyo3_glue::runtime::errors::dtype_message;
 use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
 use crate::safe::{AnyManaged, Described, Error};
 
-/// Where a typed argument's elements come from.
-pub(in crate::pyo3_glue) enum Source {
-    /// An import that owns its managed tensor, and the object it came from.
-    Owned {
-        tensor: PyTensor,
-        _object: PyKeepalive,
-    },
-    /// One of our own frozen `dlpack_rs.Tensor` objects (held here), viewed in place.
-    Ours {
-        tensor: *const AnyManaged,
-        _object: PyKeepalive,
-    },
+/// Where a typed argument's elements come from, and the object they came from (held).
+pub(in crate::pyo3_glue) struct Source {
+    // Dropped before the object (fields drop in order).
+    origin: Origin,
+    /// The object the tensor came from, held while the source lives.
+    pub(in crate::pyo3_glue) object: PyKeepalive,
+}
+
+enum Origin {
+    /// An import that owns its managed tensor.
+    Owned(PyTensor),
+    /// One of our own frozen `dlpack_rs.Tensor` objects (the held object), viewed in place.
+    Ours(*const AnyManaged),
     /// A non-owning view (a table's, or a numpy struct's), valid while the object lives.
-    Borrowed {
-        view: Described,
-        _object: PyKeepalive,
-    },
+    Borrowed(Described),
 }
 
 impl Source {
@@ -50,20 +48,13 @@ impl Source {
                     // A class body may copy our capsule: view only a real `dlpack_rs.Tensor`.
                     if let Ok(ours) = obj.cast::<DLPackTensor>() {
                         crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
-                        return Ok(Source::Ours {
-                            tensor: ours.get().tensor(),
-                            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
-                        });
+                        return Ok(Source::of(obj, Origin::Ours(ours.get().tensor())));
                     }
                 }
                 Lent::View(view) => {
                     crate::pyo3_glue::runtime::shared_registry::join(obj.py())?;
-                    let keep = PyKeepalive::new(obj.py(), obj.clone().unbind());
                     // A table's non-owning tensor has no flags: shared views only.
-                    return Ok(Source::Borrowed {
-                        view,
-                        _object: keep,
-                    });
+                    return Ok(Source::of(obj, Origin::Borrowed(view)));
                 }
                 Lent::Nothing => {}
             }
@@ -72,10 +63,13 @@ impl Source {
         if exclusive && tensor.is_read_only() {
             return Err(read_only_error(tensor.is_versioned()));
         }
-        Ok(Source::Owned {
-            tensor,
-            _object: PyKeepalive::new(obj.py(), obj.clone().unbind()),
-        })
+        Ok(Source::of(obj, Origin::Owned(tensor)))
+    }
+
+    /// `origin`, holding `obj`.
+    fn of(obj: &Bound<'_, PyAny>, origin: Origin) -> Source {
+        let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
+        Source { origin, object }
     }
 
     /// [`Source::import`] of a numpy array the direct read takes (`None` otherwise).
@@ -102,37 +96,28 @@ impl Source {
         } else if exclusive {
             return Err(read_only_error(true));
         }
-        Ok(Some(Source::Borrowed {
-            view,
-            _object: object,
+        Ok(Some(Source {
+            origin: Origin::Borrowed(view),
+            object,
         }))
-    }
-
-    /// The object the tensor came from, held while the source lives.
-    pub(in crate::pyo3_glue) fn object(&self) -> &PyKeepalive {
-        match self {
-            Source::Owned { _object, .. }
-            | Source::Ours { _object, .. }
-            | Source::Borrowed { _object, .. } => _object,
-        }
     }
 
     /// The owner of an `Owned` or `Ours` source (`None` for a borrowed one).
     fn owner(&self) -> Option<&AnyManaged> {
-        match self {
-            Source::Borrowed { .. } => None,
-            Source::Owned { tensor, .. } => Some(tensor),
-            // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `_object`), which
+        match &self.origin {
+            Origin::Borrowed(_) => None,
+            Origin::Owned(tensor) => Some(tensor),
+            // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `object`), which
             // the object never changes nor moves before it is deallocated.
-            Source::Ours { tensor, .. } => Some(unsafe { &**tensor }),
+            Origin::Ours(tensor) => Some(unsafe { &**tensor }),
         }
     }
 
     /// Shape, strides as given, dtype and device.
     pub(in crate::pyo3_glue) fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
-        match (self.owner(), self) {
+        match (self.owner(), &self.origin) {
             (Some(t), _) => (t.shape(), t.raw_strides(), t.dtype(), t.device()),
-            (None, Source::Borrowed { view, .. }) => (
+            (None, Origin::Borrowed(view)) => (
                 view.shape(),
                 view.raw_strides(),
                 view.dtype(),
@@ -156,10 +141,10 @@ impl Source {
         owned: impl FnOnce(&AnyManaged) -> Result<R, Error>,
         borrowed: impl FnOnce(&Described) -> Result<R, Error>,
     ) -> Result<R, Error> {
-        match (self.owner(), self) {
-            (Some(_), Source::Ours { .. }) if exclusive => Err(Error::ReadOnly),
+        match (self.owner(), &self.origin) {
+            (Some(_), Origin::Ours(_)) if exclusive => Err(Error::ReadOnly),
             (Some(t), _) => owned(t),
-            (None, Source::Borrowed { view, .. }) => borrowed(view),
+            (None, Origin::Borrowed(view)) => borrowed(view),
             (None, _) => Err(Error::ReadOnly),
         }
     }

@@ -108,7 +108,7 @@ impl<T> Held<T> {
     fn framework(&self) -> &Framework {
         Python::attach(|py| {
             crate::pyo3_glue::runtime::once::get_or_init(&self.framework, py, || {
-                match self.source.object().object() {
+                match self.source.object.object() {
                     Some(obj) => Framework::of(obj.bind(py)),
                     None => Framework::of(&py.None().into_bound(py)),
                 }
@@ -167,23 +167,6 @@ impl<T> Held<T> {
         }
         // SAFETY: as in `slice`; exclusive and writable by the contract; borrows `self` mutably.
         Some(unsafe { core::slice::from_raw_parts_mut(self.first, len) })
-    }
-
-    /// # Safety
-    /// As [`Held::slice`].
-    unsafe fn get(&self, index: &[usize]) -> Option<&T> {
-        let element = self.element(index)?;
-        // SAFETY: a checked, borrowed element of a host tensor (aligned, valid for `T`), alive
-        // while `self` is.
-        Some(unsafe { &*element })
-    }
-
-    /// # Safety
-    /// As [`Held::slice_mut`].
-    unsafe fn get_mut(&mut self, index: &[usize]) -> Option<&mut T> {
-        let element = self.element(index)?;
-        // SAFETY: as in `get`; exclusive and writable by this function's contract.
-        Some(unsafe { &mut *element })
     }
 
     /// The ndarray view of host parts with `D`'s dimensions.
@@ -385,9 +368,11 @@ macro_rules! accessors {
         impl<T, S: Shape, L: Layout> $ty<T, S, L, Cpu> {
             /// The element at `index` (one index per dimension), or `None` outside the shape.
             pub fn get(&self, index: &[usize]) -> Option<&T> {
-                // SAFETY: host parts (a `Cpu` argument); a mutable view needs `&mut self`, so
-                // none is alive now.
-                unsafe { self.held.get(index) }
+                let element = self.held.element(index)?;
+                // SAFETY: a checked element of host parts (a `Cpu` argument: aligned, valid for
+                // `T`), borrowed while `self` lives; a mutable view needs `&mut self`, so none is
+                // alive now.
+                Some(unsafe { &*element })
             }
 
             /// The elements in row-major order when C-contiguous (always for [`CContig`]).
@@ -420,9 +405,10 @@ accessors!(TensorViewMut);
 impl<T, S: Shape, L: Layout> TensorViewMut<T, S, L, Cpu> {
     /// The element at `index`, for writing, or `None` outside the shape.
     pub fn get_mut(&mut self, index: &[usize]) -> Option<&mut T> {
-        // SAFETY: host parts checked writable, elements distinct, borrowed exclusively at
-        // extraction; `&mut self` keeps every other view away while this one lives.
-        unsafe { self.held.get_mut(index) }
+        let element = self.held.element(index)?;
+        // SAFETY: as in `get`, of host parts checked writable, elements distinct, borrowed
+        // exclusively at extraction; `&mut self` keeps every other view away while this one lives.
+        Some(unsafe { &mut *element })
     }
 
     /// The elements as a mutable slice in row-major order when they are C-contiguous.

@@ -75,13 +75,10 @@ pub(crate) fn legacy_read_only_error() -> PyErr {
     )
 }
 
-/// Takes ownership of the managed tensor in a DLPack capsule of either name.
-///
-/// The capsule is renamed to `used_...` before anything can fail. A consumed capsule raises
-/// `ValueError`, any other `TypeError`, an unreadable tensor `BufferError`.
-///
+/// Takes ownership of the managed tensor in a DLPack capsule of either name, renamed `used_...`
+/// before anything can fail (consumed: `ValueError`; another: `TypeError`; unreadable:
+/// `BufferError`).
 /// # Safety
-///
 /// The caller vouches that a `"dltensor"` / `"dltensor_versioned"` capsule holds a
 /// `DLManagedTensor` / `DLManagedTensorVersioned` that keeps the DLPack contract.
 pub(crate) unsafe fn consume_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<AnyManaged> {

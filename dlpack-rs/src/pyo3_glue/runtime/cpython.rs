@@ -181,16 +181,21 @@ pub(crate) unsafe fn getset_getter(
 }
 
 /// A type's version tag, read atomically (reset by CPython >= 3.11 on any change, never
-/// reused), or 0 where it is not valid.
+/// reused), or 0 where it is not valid (always under abi3, which hides it).
 /// # Safety
 /// Attached; `ty` is a live type object.
-#[cfg(not(feature = "abi3"))]
 #[inline]
 pub(crate) unsafe fn type_version(ty: *mut ffi::PyTypeObject) -> u32 {
     /// `Py_TPFLAGS_VALID_VERSION_TAG`, kept up to date by CPython before 3.13.
     const VALID_VERSION_TAG: core::ffi::c_ulong = 1 << 19;
+    #[cfg(feature = "abi3")]
+    let tag = {
+        let _ = ty;
+        0
+    };
     // SAFETY: a live type object's field, accessed only atomically here (CPython's writers use
     // atomic stores on free-threaded builds, and hold the GIL otherwise, as we do).
+    #[cfg(not(feature = "abi3"))]
     let tag = unsafe {
         core::sync::atomic::AtomicU32::from_ptr(&raw mut (*ty).tp_version_tag)
             .load(core::sync::atomic::Ordering::Acquire)
@@ -224,14 +229,15 @@ pub(crate) fn minor_version(py: Python<'_>) -> u8 {
     }
 }
 
-/// `ty`'s version tag, assigned first by a look-up of `name` if it has none; 0 when it cannot.
+/// `ty`'s version tag, assigned first by a look-up of `name` if it has none; 0 when it cannot
+/// (always under abi3).
 /// # Safety
 /// Attached; `ty` is a live type object, `name` a live string.
-#[cfg(not(feature = "abi3"))]
 pub(crate) unsafe fn assign_type_version(
     ty: *mut ffi::PyTypeObject,
     name: *mut ffi::PyObject,
 ) -> u32 {
+    #[cfg(not(feature = "abi3"))]
     unsafe extern "C" {
         // A borrowed reference or NULL, never an exception; it gives the type a version tag first.
         fn _PyType_Lookup(
@@ -241,25 +247,12 @@ pub(crate) unsafe fn assign_type_version(
     }
     // SAFETY: attached, with a live type and string (this function's contract).
     unsafe {
+        #[cfg(not(feature = "abi3"))]
         _PyType_Lookup(ty, name);
+        #[cfg(feature = "abi3")]
+        let _ = name;
         type_version(ty)
     }
-}
-
-/// Under abi3 a type's version tag is hidden: always 0.
-/// # Safety
-/// None (the signature of the full build's).
-#[cfg(feature = "abi3")]
-pub(crate) unsafe fn type_version(_: *mut ffi::PyTypeObject) -> u32 {
-    0
-}
-
-/// Under abi3 a type's version tag is hidden: always 0.
-/// # Safety
-/// None (the signature of the full build's).
-#[cfg(feature = "abi3")]
-pub(crate) unsafe fn assign_type_version(_: *mut ffi::PyTypeObject, _: *mut ffi::PyObject) -> u32 {
-    0
 }
 
 // --- The error indicator ---

@@ -13,7 +13,7 @@ use crate::ffi::{
     DLPACK_MAJOR_VERSION,
 };
 use crate::pyo3_glue::runtime::cpython;
-use crate::pyo3_glue::runtime::requires_grad::Grad;
+use crate::pyo3_glue::runtime::requires_grad::{is_disabled_torch_function, Grad};
 
 /// How many types the cache remembers (round-robin).
 const CACHE_SLOTS: usize = 8;
@@ -255,32 +255,25 @@ fn lookup_type<'py>(
 /// Whether `ty`'s metaclass orders its bases with `type.mro`, not its own `mro()`.
 fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
-    static TYPE_MRO: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-    let Ok(type_mro) = crate::pyo3_glue::runtime::once::get_or_try_init(
-        &TYPE_MRO,
-        py,
-        || -> PyResult<Py<PyAny>> {
-            Ok(py
-                .get_type::<PyType>()
-                .getattr(pyo3::intern!(py, "__dict__"))?
-                .get_item(pyo3::intern!(py, "mro"))?
-                .unbind())
-        },
-    ) else {
+    let Some([_, _, type_mro]) = type_descriptors(py) else {
         return false;
     };
     type_lookup(&ty.get_type(), pyo3::intern!(py, "mro"))
         .is_some_and(|(found, _)| found.is(type_mro.bind(py)))
 }
 
-/// Whether `f` is `torch._C._disabled_torch_function_impl` (torch being already imported).
-fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
-    let py = f.py();
-    let Ok(Some(c)) = cpython::imported_module(py, pyo3::intern!(py, "torch._C")) else {
-        return false;
-    };
-    c.getattr(pyo3::intern!(py, "_disabled_torch_function_impl"))
-        .is_ok_and(|disabled| disabled.is(f))
+/// `type.__dict__`'s `__mro__` and `__dict__` descriptors (a metaclass cannot override them),
+/// and `type.mro`.
+fn type_descriptors(py: Python<'_>) -> Option<&[Py<PyAny>; 3]> {
+    static DESCRIPTORS: pyo3::sync::PyOnceLock<[Py<PyAny>; 3]> = pyo3::sync::PyOnceLock::new();
+    crate::pyo3_glue::runtime::once::get_or_try_init(&DESCRIPTORS, py, || -> PyResult<_> {
+        let dict = py
+            .get_type::<PyType>()
+            .getattr(pyo3::intern!(py, "__dict__"))?;
+        let item = |name| dict.get_item(name).map(Bound::unbind);
+        Ok([item("__mro__")?, item("__dict__")?, item("mro")?])
+    })
+    .ok()
 }
 
 /// The pointer of `c` when it is a `"dlpack_exchange_api"` capsule.
@@ -349,20 +342,7 @@ fn type_lookup<'py>(
     name: &Bound<'py, pyo3::types::PyString>,
 ) -> Option<(Bound<'py, PyAny>, Bound<'py, PyType>)> {
     let py = ty.py();
-    // `type`'s own `__mro__` and `__dict__` descriptors: a metaclass cannot override them.
-    static DESCRIPTORS: pyo3::sync::PyOnceLock<(Py<PyAny>, Py<PyAny>)> =
-        pyo3::sync::PyOnceLock::new();
-    let (mro_of, dict_of) =
-        crate::pyo3_glue::runtime::once::get_or_try_init(&DESCRIPTORS, py, || -> PyResult<_> {
-            let dict = py
-                .get_type::<PyType>()
-                .getattr(pyo3::intern!(py, "__dict__"))?;
-            Ok((
-                dict.get_item(pyo3::intern!(py, "__mro__"))?.unbind(),
-                dict.get_item(pyo3::intern!(py, "__dict__"))?.unbind(),
-            ))
-        })
-        .ok()?;
+    let [mro_of, dict_of, _] = type_descriptors(py)?;
     let get = pyo3::intern!(py, "__get__");
     let mro = mro_of.bind(py).call_method1(get, (ty,)).ok()?;
     let mro = mro.cast::<PyTuple>().ok()?;

@@ -1,6 +1,10 @@
-//! Whether a tensor requires grad (torch's `__dlpack__` refuses such tensors, its table does not).
+//! What torch's `__dlpack__` refuses and its exchange table does not check: a tensor that
+//! requires grad, and a lazily negated view (its negative bit), which shares its base's memory
+//! un-negated.
 
+use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 
 /// How a type's `requires_grad` is read (found once per type, kept in the exchange-table cache).
@@ -90,7 +94,7 @@ impl Grad {
 }
 
 /// Whether `obj` requires grad (read as `grad` says); an error reading it counts as no.
-pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
+fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
     match grad {
         Grad::Absent => false,
         Grad::Getattr => obj
@@ -119,4 +123,101 @@ pub(crate) fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
             value.is_ok_and(|v| v.is_truthy().unwrap_or(false))
         }
     }
+}
+
+/// Refuses a tensor that requires grad or has the negative bit (answers if it asked).
+pub(crate) fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> PyResult<bool> {
+    if matches!(grad, Grad::Absent) {
+        return Ok(false);
+    }
+    if requires_grad(obj, grad) {
+        return Err(PyBufferError::new_err(
+            "cannot import a tensor that requires grad (the producer's __dlpack__ refuses it \
+             too): use tensor.detach()",
+        ));
+    }
+    refuse_negative_view(obj).map(|()| true)
+}
+
+/// What the negative-bit check (and the exchange lookup) needs of torch, found once torch is
+/// imported (nothing here imports it).
+struct Torch {
+    /// `torch._C.TensorBase`: a static type, which a module posing as torch cannot make.
+    base: Py<PyType>,
+    /// `torch.Tensor`, a subclass of `base`.
+    tensor: Py<PyType>,
+    /// `TensorBase.is_neg`, the method descriptor (no instance attribute or patch stands in).
+    is_neg: Py<PyAny>,
+    /// `torch._C._disabled_torch_function_impl`, to call past a subclass's `__torch_function__`.
+    disabled: Py<PyAny>,
+}
+
+fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
+    static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+    if let Some(found) = TORCH.get(py) {
+        return Ok(Some(found));
+    }
+    let Some(torch) =
+        crate::pyo3_glue::runtime::cpython::imported_module(py, pyo3::intern!(py, "torch"))?
+    else {
+        return Ok(None);
+    };
+    let found = (|| -> PyResult<Option<Torch>> {
+        let c = torch.getattr("_C")?;
+        let base = c.getattr("TensorBase")?.cast_into::<PyType>()?;
+        let tensor = torch.getattr("Tensor")?.cast_into::<PyType>()?;
+        let genuine = crate::pyo3_glue::runtime::cpython::is_static_type(&base);
+        if !genuine || !tensor.is_subclass(&base)? {
+            return Ok(None);
+        }
+        let is_neg = base.getattr("is_neg")?;
+        let disabled = c.getattr("_disabled_torch_function_impl")?;
+        Ok(Some(Torch {
+            base: base.unbind(),
+            tensor: tensor.unbind(),
+            is_neg: is_neg.unbind(),
+            disabled: disabled.unbind(),
+        }))
+    })();
+    // Not torch, or torch mid-import (no tensor exists yet): keep nothing, ask again next time.
+    let Ok(Some(found)) = found else {
+        return Ok(None);
+    };
+    Ok(Some(crate::pyo3_glue::runtime::once::get_or_init(
+        &TORCH,
+        py,
+        || found,
+    )))
+}
+
+/// Whether `f` is `torch._C._disabled_torch_function_impl` (torch being imported).
+pub(crate) fn is_disabled_torch_function(f: &Bound<'_, PyAny>) -> bool {
+    matches!(torch(f.py()), Ok(Some(torch)) if torch.disabled.is(f))
+}
+
+/// `BufferError` for a torch tensor (or subclass) whose negative bit is set.
+pub(crate) fn refuse_negative_view(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = obj.py();
+    let Some(torch) = torch(py)? else {
+        return Ok(());
+    };
+    let negative = if obj.get_type_ptr() == torch.tensor.as_ptr().cast() {
+        crate::pyo3_glue::runtime::cpython::call_one(torch.is_neg.bind(py), obj)?
+    } else {
+        let ty = obj.get_type();
+        if !ty.is_subclass(torch.base.bind(py))? {
+            return Ok(());
+        }
+        torch
+            .disabled
+            .bind(py)
+            .call1((torch.is_neg.bind(py), (ty,), (obj,)))?
+    };
+    if negative.is_truthy()? {
+        return Err(PyBufferError::new_err(
+            "cannot import a torch tensor whose negative bit is set: torch exports its memory \
+             un-negated; call resolve_neg() first",
+        ));
+    }
+    Ok(())
 }
