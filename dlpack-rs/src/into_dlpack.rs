@@ -175,7 +175,7 @@ unsafe impl<T: safe::Element> IntoDLPack for safe::SharedMut<T> {
 /// `value` packed as its own keepalive, flagged `READ_ONLY` if read-only.
 fn pack_self<M: safe::PackAs, T: IntoDLPack + Send + 'static>(
     value: T,
-) -> Result<M::Owner, safe::Error> {
+) -> Result<safe::Managed<M>, safe::Error> {
     let flags = if value.is_read_only() {
         DLPACK_FLAG_BITMASK_READ_ONLY
     } else {

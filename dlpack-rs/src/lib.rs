@@ -21,23 +21,12 @@
     doc = "- [`safe::Managed::as_array`]: ndarray views of imports, zero-copy `Array` export (feature `ndarray`)."
 )]
 //!
-//! Without features the crate is `#![no_std]` (it needs `alloc`) and has no dependencies.
-//!
-//! # Ownership model
-//!
-//! An export is one heap block owning the *keepalive* (the Rust value that owns the memory);
-//! whoever holds its pointer calls its deleter exactly once. The full model is in
-//! [SAFETY.md](https://github.com/kornia/dlpack-rs/blob/main/SAFETY.md).
-//!
-//! # Feature flags
-//!
-//! Every feature is off by default; the
-//! [README](https://github.com/kornia/dlpack-rs#feature-flags) describes each.
-//!
-//! # Compatibility
-//!
-//! numpy, torch, jax, pyarrow and array-api-strict are tested in the interop suite; the
-//! [README](https://github.com/kornia/dlpack-rs#compatibility) lists what each takes and gives.
+//! Without features the crate is `#![no_std]` (it needs `alloc`) and has no dependencies. An
+//! export is one heap block owning the *keepalive* (the Rust value that owns the memory), whose
+//! deleter its holder calls once ([SAFETY.md](https://github.com/kornia/dlpack-rs/blob/main/SAFETY.md)).
+//! The [README](https://github.com/kornia/dlpack-rs#feature-flags) describes the features (all
+//! off by default) and [what numpy, torch, jax, pyarrow and array-api-strict take and
+//! give](https://github.com/kornia/dlpack-rs#compatibility).
 #![cfg_attr(not(feature = "std"), no_std)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]

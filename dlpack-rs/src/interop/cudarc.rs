@@ -7,8 +7,10 @@
 //!
 //! # Export
 //!
-//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`, freed on its stream by the deleter; its
-//! [`StreamOrder`] makes the consumer's stream wait for an event on the slice's stream.
+//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`, freed on its stream by the deleter, whose
+//! [`StreamOrder`] makes the consumer's stream wait for an event on the slice's stream. Work on
+//! the slice from other streams must be ordered before its stream before the export (cudarc's
+//! event tracking does so for its own operations).
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -24,13 +26,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Work on the slice from other streams must be ordered before its stream before the export
-//! (cudarc's event tracking does so for its own operations).
-//!
 //! # Import
 //!
-//! [`CudaTensor`] owns an imported CUDA tensor and hands out cudarc views bound to the
-//! consumer's stream; [`CudaTensor::import`] takes it from any Python producer.
+//! [`CudaTensor`] owns an imported CUDA tensor, viewed as host views are checked (`T` must be
+//! [`AnyBitPattern`]: a copy to the host could otherwise make an invalid value), through cudarc
+//! views bound to the consumer's stream; [`CudaTensor::import`] takes it from any Python producer.
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -46,9 +46,6 @@
 //! }
 //! # }
 //! ```
-//!
-//! Views are checked as host views are, and `T` must be [`AnyBitPattern`] (a copy to the host
-//! could otherwise make an invalid value).
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;

@@ -62,7 +62,5 @@ pub use import::{AnyKind, AnyManaged, Kind, Managed, ManagedTensor, ManagedTenso
 pub use layout::packing::Packing;
 pub use layout::tensor_info::TensorInfo;
 #[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use layout::{
-    compact_strides, is_c_contiguous, tensor_info::Validated, validate_dtype, Extent,
-};
+pub(crate) use layout::{compact_strides, is_c_contiguous, tensor_info::Validated};
 pub use packed::PackedSlice;

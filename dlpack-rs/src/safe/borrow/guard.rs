@@ -6,74 +6,58 @@ use core::ops::{Deref, DerefMut};
 
 use crate::safe::borrow::BorrowToken;
 
-/// A shared view `V` of a tensor's elements (`&'a [T]`, ndarray's `ArrayViewD`), derefs to what
-/// `V` derefs to; while it lives, no mutable view of its bytes can be taken.
-pub struct ReadGuard<'a, V> {
-    pub(crate) view: V,
-    _borrow: BorrowToken,
-    _life: PhantomData<&'a ()>,
-}
-
-/// An exclusive view `V` of a tensor's elements (`&'a mut [T]`, ndarray's `ArrayViewMutD`),
-/// derefs mutably to what `V` derefs to; while it lives, no other view of its bytes can be taken.
-pub struct WriteGuard<'a, V> {
-    pub(crate) view: V,
-    _borrow: BorrowToken,
-    _life: PhantomData<&'a ()>,
-}
-
-impl<V> ReadGuard<'_, V> {
-    /// `view` under `borrow`, a shared registry borrow of its bytes that ends with the guard
-    /// (foreign writers are excluded by the export rules: read-only flags).
-    pub(crate) fn new(view: V, borrow: BorrowToken) -> Self {
-        ReadGuard {
-            view,
-            _borrow: borrow,
-            _life: PhantomData,
+/// A guard type: a view `V` of a tensor's elements under a registry borrow that ends with it,
+/// dereferencing to what `V` dereferences to.
+macro_rules! guard {
+    ($(#[$doc:meta])* $guard:ident) => {
+        $(#[$doc])*
+        pub struct $guard<'a, V> {
+            pub(crate) view: V,
+            _borrow: BorrowToken,
+            _life: PhantomData<&'a ()>,
         }
-    }
-}
 
-impl<V> WriteGuard<'_, V> {
-    /// `view` under `borrow`, an exclusive registry borrow of its bytes that ends with the guard.
-    pub(crate) fn new(view: V, borrow: BorrowToken) -> Self {
-        WriteGuard {
-            view,
-            _borrow: borrow,
-            _life: PhantomData,
+        impl<V> $guard<'_, V> {
+            /// `view` under `borrow`, a registry borrow of its bytes that ends with the guard.
+            pub(crate) fn new(view: V, borrow: BorrowToken) -> Self {
+                $guard {
+                    view,
+                    _borrow: borrow,
+                    _life: PhantomData,
+                }
+            }
         }
-    }
+
+        impl<V: Deref> Deref for $guard<'_, V> {
+            type Target = V::Target;
+            fn deref(&self) -> &V::Target {
+                &self.view
+            }
+        }
+
+        impl<V: fmt::Debug> fmt::Debug for $guard<'_, V> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.view.fmt(f)
+            }
+        }
+    };
 }
 
-impl<V: Deref> Deref for ReadGuard<'_, V> {
-    type Target = V::Target;
-    fn deref(&self) -> &V::Target {
-        &self.view
-    }
-}
-
-impl<V: Deref> Deref for WriteGuard<'_, V> {
-    type Target = V::Target;
-    fn deref(&self) -> &V::Target {
-        &self.view
-    }
-}
+guard!(
+    /// A shared view `V` of a tensor's elements (`&'a [T]`, ndarray's `ArrayViewD`), derefs to
+    /// what `V` derefs to; while it lives, no mutable view of its bytes can be taken.
+    ReadGuard
+);
+guard!(
+    /// An exclusive view `V` of a tensor's elements (`&'a mut [T]`, ndarray's `ArrayViewMutD`),
+    /// derefs mutably to what `V` derefs to; while it lives, no other view of its bytes can be
+    /// taken.
+    WriteGuard
+);
 
 impl<V: DerefMut> DerefMut for WriteGuard<'_, V> {
     fn deref_mut(&mut self) -> &mut V::Target {
         &mut self.view
-    }
-}
-
-impl<V: fmt::Debug> fmt::Debug for ReadGuard<'_, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.view.fmt(f)
-    }
-}
-
-impl<V: fmt::Debug> fmt::Debug for WriteGuard<'_, V> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.view.fmt(f)
     }
 }
 

@@ -329,12 +329,6 @@ static LOCAL_API: BorrowApi = BorrowApi {
 /// The table in use; NULL until the first borrow or [`install`].
 static CURRENT: AtomicPtr<BorrowApi> = AtomicPtr::new(ptr::null_mut());
 
-/// This copy's own table, for publishing it to other copies.
-#[allow(dead_code)] // used by the layers above safe/
-pub(crate) fn local_api() -> &'static BorrowApi {
-    &LOCAL_API
-}
-
 /// The table this copy's borrows go to now: the installed one, or its own.
 pub(crate) fn current_api() -> &'static BorrowApi {
     let p = CURRENT.load(Ordering::Acquire);

@@ -15,7 +15,7 @@ use crate::ffi::{
 };
 use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
 use crate::safe::export::pack::{pack_validated, PackAs};
-use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
+use crate::safe::import::{Managed, ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
 use crate::safe::{Buffer, Element, Error, Packing, Readers, TensorInfo};
 
@@ -87,67 +87,49 @@ impl<B: Buffer + Send + 'static> Export<B> {
         self.buffer.stream_order()
     }
 
-    /// The buffer, its validated metadata and whether the builder asked for read-only.
+    /// The buffer, its validated metadata and whether the builder asked for read-only. Packed
+    /// bytes ([`Export::packed`]) must be compact, exactly the bytes the shape needs.
     fn into_parts(self) -> Result<(B, Validated, bool), Error> {
-        if let Some(dtype) = self.packed {
-            return self.into_packed_parts(dtype);
-        }
-        let len = self.buffer.num_elements();
-        let shape = match self.shape? {
-            Some(shape) => shape,
-            None => alloc::vec![i64::try_from(len).map_err(|_| Error::Overflow)?],
+        let elements = self.buffer.num_elements();
+        let (dtype, len, packing) = match self.packed {
+            Some(dtype) => {
+                let packing = Packing::of(dtype)?;
+                let bytes = elements * core::mem::size_of::<B::Elem>();
+                (dtype, packing.elements_in(bytes), Some((packing, bytes)))
+            }
+            None => (B::Elem::DTYPE, elements, None),
         };
         let strides = self.strides?;
-        let data = self.buffer.data_ptr().cast::<c_void>();
-        let info = TensorInfo {
-            data,
-            device: self.buffer.device(),
-            dtype: B::Elem::DTYPE,
-            shape,
-            strides,
-            byte_offset: 0,
-        };
-        let info = Validated::new(info)?;
-        let extent = info.extent();
-        if extent.numel != 0 && (extent.min < 0 || extent.max as u64 >= len as u64) {
-            return Err(Error::OutOfBounds {
-                len,
-                min: extent.min,
-                max: extent.max,
-            });
-        }
-        Ok((self.buffer, info, self.read_only))
-    }
-
-    /// [`Export::into_parts`] of bytes packed as `dtype`: compact, exactly the bytes the shape
-    /// needs ([`Error::PackedLength`]), no strides ([`Error::NotContiguous`]).
-    fn into_packed_parts(self, dtype: DLDataType) -> Result<(B, Validated, bool), Error> {
-        let packing = Packing::of(dtype)?;
-        let len = self.buffer.num_elements() * core::mem::size_of::<B::Elem>();
-        if self.strides?.is_some() {
+        if packing.is_some() && strides.is_some() {
             return Err(Error::NotContiguous);
         }
         let shape = match self.shape? {
             Some(shape) => shape,
-            None => {
-                alloc::vec![i64::try_from(packing.elements_in(len)).map_err(|_| Error::Overflow)?]
-            }
+            None => alloc::vec![i64::try_from(len).map_err(|_| Error::Overflow)?],
         };
         let info = Validated::new(TensorInfo {
             data: self.buffer.data_ptr().cast::<c_void>(),
             device: self.buffer.device(),
             dtype,
             shape,
-            strides: None,
+            strides,
             byte_offset: 0,
         })?;
-        let numel = info.extent().numel;
-        let needed = packing.nbytes(numel).ok_or(Error::Overflow)?;
-        if needed != len {
-            return Err(Error::PackedLength {
-                bytes: len,
-                numel,
-                needed,
+        let extent = info.extent();
+        if let Some((packing, bytes)) = packing {
+            let needed = packing.nbytes(extent.numel).ok_or(Error::Overflow)?;
+            if needed != bytes {
+                return Err(Error::PackedLength {
+                    bytes,
+                    numel: extent.numel,
+                    needed,
+                });
+            }
+        } else if extent.numel != 0 && (extent.min < 0 || extent.max as u64 >= len as u64) {
+            return Err(Error::OutOfBounds {
+                len,
+                min: extent.min,
+                max: extent.max,
             });
         }
         Ok((self.buffer, info, self.read_only))
@@ -198,7 +180,7 @@ pub(crate) unsafe fn pack_buffer<M: PackAs, B: Buffer + Send + 'static>(
     buffer: B,
     info: Validated,
     read_only: bool,
-) -> Result<M::Owner, Error> {
+) -> Result<Managed<M>, Error> {
     let (flags, data_of): (u64, fn(&mut B) -> *mut c_void) = if read_only || !buffer.is_writable() {
         if !M::HAS_FLAGS {
             return Err(Error::ReadOnly);

@@ -4,8 +4,7 @@ use core::ptr::NonNull;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use crate::safe::export::block::{build_validated, ManagedStruct, Readers};
-use crate::safe::import::{ManagedTensor, ManagedTensorVersioned};
-use crate::safe::{Error, TensorInfo, Validated};
+use crate::safe::{Error, Kind, Managed, TensorInfo, Validated};
 
 /// Wraps `keepalive` and `info` in a legacy [`DLManagedTensor`] whose deleter drops `keepalive`.
 ///
@@ -82,36 +81,18 @@ pub fn try_pack_versioned<K: Send + 'static>(
     .map(NonNull::as_ptr)
 }
 
-/// The managed struct an owned export is packed as, with its owner type.
-pub(crate) trait PackAs: ManagedStruct {
-    /// The owner of this struct.
-    type Owner;
+/// The managed struct an owned export is packed as; its owner is [`Managed<Self>`](Managed).
+pub(crate) trait PackAs: ManagedStruct + Kind {
     /// Whether the struct has flags (`READ_ONLY`): only the versioned one does.
     const HAS_FLAGS: bool;
-    /// Takes ownership of a block [`build_validated`] made.
-    ///
-    /// # Safety
-    /// `ptr` came from `build_validated::<Self, _>` and is owned by nobody else; the memory it
-    /// describes keeps `pack_validated`'s contract.
-    unsafe fn own(ptr: NonNull<Self>) -> Self::Owner;
 }
 
 impl PackAs for DLManagedTensor {
-    type Owner = ManagedTensor;
     const HAS_FLAGS: bool = false;
-    unsafe fn own(ptr: NonNull<Self>) -> ManagedTensor {
-        // SAFETY: this function's contract.
-        unsafe { ManagedTensor::from_raw_unchecked(ptr) }
-    }
 }
 
 impl PackAs for DLManagedTensorVersioned {
-    type Owner = ManagedTensorVersioned;
     const HAS_FLAGS: bool = true;
-    unsafe fn own(ptr: NonNull<Self>) -> ManagedTensorVersioned {
-        // SAFETY: this function's contract.
-        unsafe { ManagedTensorVersioned::from_raw_unchecked(ptr) }
-    }
 }
 
 /// [`try_pack_versioned`] returning an owner; `data_of` and `readers` as in [`build_validated`].
@@ -127,10 +108,11 @@ pub(crate) unsafe fn pack_validated<M: PackAs, K: Send + 'static>(
     flags: u64,
     readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
-) -> Result<M::Owner, Error> {
+) -> Result<Managed<M>, Error> {
     let ptr = build_validated::<M, K>(keepalive, validated, flags, readers, data_of)?;
-    // SAFETY: built from validated metadata; the memory keeps this function's contract.
-    Ok(unsafe { M::own(ptr) })
+    // SAFETY: a block of kind `M` (versioned exactly when it has flags), owned by nobody else,
+    // built from validated metadata; the memory keeps this function's contract.
+    Ok(unsafe { Managed::from_parts(ptr.cast(), M::HAS_FLAGS) })
 }
 
 /// [`pack_validated`] of metadata not validated yet.
@@ -143,7 +125,7 @@ pub(crate) unsafe fn pack_owned<M: PackAs, K: Send + 'static>(
     flags: u64,
     readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
-) -> Result<M::Owner, Error> {
+) -> Result<Managed<M>, Error> {
     let validated = Validated::new(info)?;
     // SAFETY: forwarded from this function's contract.
     unsafe { pack_validated::<M, K>(keepalive, validated, flags, readers, data_of) }

@@ -134,7 +134,7 @@ impl<K: Kind> Managed<K> {
     /// # Safety
     /// `ptr` is an owned, valid managed struct of the kind `versioned` says, whose metadata has
     /// been validated; nobody else calls its deleter.
-    unsafe fn from_parts(ptr: NonNull<c_void>, versioned: bool) -> Self {
+    pub(in crate::safe) unsafe fn from_parts(ptr: NonNull<c_void>, versioned: bool) -> Self {
         Managed {
             ptr,
             versioned,
@@ -341,17 +341,10 @@ impl Managed<DLManagedTensor> {
     pub unsafe fn from_raw(ptr: *mut DLManagedTensor) -> Result<Self, Error> {
         let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
         // SAFETY: the caller hands over a valid, owned tensor; `owned` calls the deleter once.
-        let owned = unsafe { Self::from_raw_unchecked(ptr) };
+        let owned = unsafe { Self::from_parts(ptr.cast(), false) };
         // SAFETY: the caller guarantees shape and strides point at ndim values.
         unsafe { validate(owned.raw_tensor()) }?;
         Ok(owned)
-    }
-
-    /// # Safety
-    /// As [`ManagedTensor::from_raw`], and the tensor is known to be valid.
-    pub(crate) unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensor>) -> Self {
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::from_parts(ptr.cast(), false) }
     }
 
     /// Gives up ownership without calling the deleter: whoever receives the pointer must.
@@ -376,7 +369,7 @@ impl Managed<DLManagedTensorVersioned> {
     pub unsafe fn from_raw(ptr: *mut DLManagedTensorVersioned) -> Result<Self, Error> {
         let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
         // SAFETY: the caller hands over a valid, owned tensor; `owned` calls the deleter once.
-        let owned = unsafe { Self::from_raw_unchecked(ptr) };
+        let owned = unsafe { Self::from_parts(ptr.cast(), true) };
         // SAFETY: every major version starts with these fields; the tensor is read only after
         // the major version matched.
         unsafe {
@@ -401,13 +394,6 @@ impl Managed<DLManagedTensorVersioned> {
             }
         }
         Ok(owned)
-    }
-
-    /// # Safety
-    /// As [`ManagedTensorVersioned::from_raw`], and the tensor is known to be valid.
-    pub(crate) unsafe fn from_raw_unchecked(ptr: NonNull<DLManagedTensorVersioned>) -> Self {
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::from_parts(ptr.cast(), true) }
     }
 
     /// Gives up ownership without calling the deleter (with `READ_ONLY` if read-only).
