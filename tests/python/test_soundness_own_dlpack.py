@@ -98,6 +98,28 @@ def test_a_subclass_refusing_in_torch_function_or_copying_the_capsule_is_honoure
 
 
 @needs_torch
+def test_torchs_disabled_torch_function_as_dlpack_is_an_override():
+    # torch._C._disabled_torch_function_impl means "nothing to dispatch" only as
+    # `__torch_function__` (nn.Parameter's). As `__dlpack__` it is an override, whose call
+    # raises: every import route must raise as the object's own `__dlpack__` does, never read
+    # the tensor through torch's table.
+    class DlpackIsDisabled(torch.Tensor):
+        __dlpack__ = torch._C._disabled_torch_function_impl
+
+    base = torch.zeros(4, dtype=torch.uint8)
+    t = base.as_subclass(DlpackIsDisabled)
+    with pytest.raises(TypeError):
+        t.__dlpack__()
+    with pytest.raises(TypeError):
+        np.from_dlpack(t)  # the peer agrees
+    for route in (ext.sum_view, ext.add_one_mut, lambda x: ext.as_slice_values(x, "uint8"),
+                  ext.tvm_invert_any):
+        with pytest.raises(TypeError):
+            route(t)
+    assert base.tolist() == [0, 0, 0, 0]
+
+
+@needs_torch
 def test_a_torch_subclass_that_overrides_nothing_keeps_the_table():
     # nn.Parameter and plain subclasses use torch's own __dlpack__: the table speaks for them
     # (the requires_grad refusal shows the import saw the tensor as torch's table does).

@@ -314,17 +314,19 @@ fn overrides_owner<'py>(ty: &Bound<'py, PyType>, owner: &Bound<'py, PyType>) -> 
         return false;
     }
     let py = ty.py();
+    let torch_function = pyo3::intern!(py, "__torch_function__");
     // torch's `__dlpack__` dispatches through `__torch_function__`: a subclass may refuse there.
     [
         pyo3::intern!(py, "__dlpack__"),
         pyo3::intern!(py, "__dlpack_device__"),
-        pyo3::intern!(py, "__torch_function__"),
+        torch_function,
     ]
     .into_iter()
     .any(|name| {
         let ours = type_lookup(ty, name).map(|(m, _)| m);
-        if ours.as_ref().is_some_and(|m| is_disabled_torch_function(m)) {
-            // torch's "no `__torch_function__`" (nn.Parameter's) dispatches nothing.
+        // torch's "no `__torch_function__`" (nn.Parameter's) dispatches nothing; under any
+        // other name the same function is an override (whose call raises).
+        if name.is(torch_function) && ours.as_ref().is_some_and(|m| is_disabled_torch_function(m)) {
             return false;
         }
         let owners = type_lookup(owner, name).map(|(m, _)| m);
