@@ -133,7 +133,8 @@ pub(crate) unsafe fn raw_strides(t: &DLTensor) -> Option<&[i64]> {
 impl<K: Kind> Managed<K> {
     /// # Safety
     /// `ptr` is an owned, valid managed struct of the kind `versioned` says, whose metadata has
-    /// been validated; nobody else calls its deleter.
+    /// been validated (or, in `from_raw`, is validated before the owner is used for anything
+    /// but that check and its drop, which reads only the deleter); nobody else calls its deleter.
     pub(in crate::safe) unsafe fn from_parts(ptr: NonNull<c_void>, versioned: bool) -> Self {
         Managed {
             ptr,
@@ -340,7 +341,8 @@ impl Managed<DLManagedTensor> {
     /// the metadata says (on its device), and which stays valid until its deleter is called.
     pub unsafe fn from_raw(ptr: *mut DLManagedTensor) -> Result<Self, Error> {
         let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
-        // SAFETY: the caller hands over a valid, owned tensor; `owned` calls the deleter once.
+        // SAFETY: the caller hands over a valid, owned legacy tensor; `owned` calls the deleter
+        // once, and until `validate` below accepts it only hands it its tensor or is dropped.
         let owned = unsafe { Self::from_parts(ptr.cast(), false) };
         // SAFETY: the caller guarantees shape and strides point at ndim values.
         unsafe { validate(owned.raw_tensor()) }?;
@@ -368,7 +370,9 @@ impl Managed<DLManagedTensorVersioned> {
     /// `ndim` values when non-NULL and its `data` at memory laid out as the metadata says.
     pub unsafe fn from_raw(ptr: *mut DLManagedTensorVersioned) -> Result<Self, Error> {
         let ptr = NonNull::new(ptr).ok_or(Error::NullPointer)?;
-        // SAFETY: the caller hands over a valid, owned tensor; `owned` calls the deleter once.
+        // SAFETY: the caller hands over a valid, owned versioned tensor; `owned` calls the
+        // deleter once, and is only dropped (reading only the deleter, which dlpack.h keeps in
+        // place across major versions) until the checks below accept it.
         let owned = unsafe { Self::from_parts(ptr.cast(), true) };
         // SAFETY: every major version starts with these fields; the tensor is read only after
         // the major version matched.
