@@ -364,3 +364,49 @@ def test_a_module_posing_as_torch_is_not_kept():
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@needs_torch
+def test_a_module_posing_as_torch_names_no_disabled_torch_function():
+    # A module posing as torch, with torch's real TensorBase and Tensor but its own
+    # `_C._disabled_torch_function_impl`, must not make a subclass's `__torch_function__` (which
+    # refuses `__dlpack__` here) count as "dispatches nothing": every import refuses as the
+    # subclass's own `__dlpack__` does. Fresh interpreter: the check keeps what it finds of torch.
+    code = textwrap.dedent(
+        """
+        import sys, types
+        import numpy as np
+        import torch
+        import dlpack_testext as ext
+
+        class Refuses:
+            def __call__(self, func, types_, args=(), kwargs=None):
+                if func is torch._C.TensorBase.is_neg:
+                    return False
+                raise BufferError("refused by __torch_function__")
+
+        refuses = Refuses()
+
+        class Sub(torch.Tensor):
+            __torch_function__ = refuses
+
+        fake = types.ModuleType("torch")
+        fake.Tensor = torch.Tensor
+        fake._C = types.SimpleNamespace(
+            TensorBase=torch._C.TensorBase, _disabled_torch_function_impl=refuses
+        )
+        sys.modules["torch"] = fake
+        base = torch.zeros(4, dtype=torch.uint8)
+        t = base.as_subclass(Sub)
+        for route in (lambda: t.__dlpack__(), lambda: np.from_dlpack(t),
+                      lambda: ext.sum_view(t), lambda: ext.add_one_mut(t)):
+            try:
+                route()
+            except BufferError as e:
+                assert "refused by __torch_function__" in str(e), e
+            else:
+                raise AssertionError("a refusing __torch_function__ was bypassed")
+        assert base.tolist() == [0, 0, 0, 0], base.tolist()
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

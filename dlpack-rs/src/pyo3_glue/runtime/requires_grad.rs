@@ -148,7 +148,8 @@ struct Torch {
     tensor: Py<PyType>,
     /// `TensorBase.is_neg`, the method descriptor (no instance attribute or patch stands in).
     is_neg: Py<PyAny>,
-    /// `torch._C._disabled_torch_function_impl`, to call past a subclass's `__torch_function__`.
+    /// `torch._C._disabled_torch_function_impl`, to call past a subclass's `__torch_function__`:
+    /// a built-in function of that name, which a module posing as torch cannot make.
     disabled: Py<PyAny>,
 }
 
@@ -172,6 +173,15 @@ fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
         }
         let is_neg = base.getattr("is_neg")?;
         let disabled = c.getattr("_disabled_torch_function_impl")?;
+        // A built-in function's name is its C definition's (read-only): a module posing as
+        // torch (with torch's own types) cannot name another object "dispatches nothing".
+        let builtin = disabled.is_exact_instance_of::<pyo3::types::PyCFunction>()
+            && disabled
+                .getattr(pyo3::intern!(py, "__name__"))?
+                .eq("_disabled_torch_function_impl")?;
+        if !builtin {
+            return Ok(None);
+        }
         Ok(Some(Torch {
             base: base.unbind(),
             tensor: tensor.unbind(),
