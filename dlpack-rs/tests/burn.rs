@@ -9,33 +9,15 @@ use burn_std::{
     AccessError, AccessPolicy, AllocationController, AllocationProperty, BoolStore, Bytes, DType,
     SplitPolicy, TensorData,
 };
-use dlpack_rs::ffi::{DLDataType, DLDevice, DLDeviceType};
+use dlpack_rs::ffi::{DLDataType, DLDeviceType};
 use dlpack_rs::pyo3_glue::PyTensor;
-use dlpack_rs::safe::{Error, ManagedTensorVersioned, SharedMut, TensorInfo};
+use dlpack_rs::safe::{Error, ManagedTensorVersioned, SharedMut};
 use dlpack_rs::IntoDLPack;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 mod embedded_py;
-use embedded_py::{eval, hand, with_py};
-
-/// A managed tensor over `data` (kept alive by the export) on `device` with `dtype`, `shape`.
-fn managed(
-    data: Vec<u8>,
-    device: DLDeviceType,
-    dtype: DLDataType,
-    shape: Vec<i64>,
-) -> ManagedTensorVersioned {
-    let info = TensorInfo::contiguous(
-        data.as_ptr() as *mut _,
-        DLDevice::new(device, 0),
-        dtype,
-        shape,
-    );
-    let raw = dlpack_rs::safe::try_pack_versioned(data, info, 0).unwrap();
-    // SAFETY: just packed, owned by nobody else.
-    unsafe { ManagedTensorVersioned::from_raw(raw) }.unwrap()
-}
+use embedded_py::{eval, hand, managed, with_py};
 
 #[test]
 fn burn_data_is_torch_memory_writable_and_comes_back() {

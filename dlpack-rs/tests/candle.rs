@@ -4,15 +4,15 @@
 #![cfg(all(feature = "candle", feature = "pyo3"))]
 
 use candle_core::{CpuStorage, DType, Device, Storage, Tensor};
-use dlpack_rs::ffi::{DLDataType, DLDevice, DLDeviceType};
+use dlpack_rs::ffi::{DLDataType, DLDeviceType};
 use dlpack_rs::pyo3_glue::PyTensor;
-use dlpack_rs::safe::{Error, ManagedTensorVersioned, SharedMut, TensorInfo};
+use dlpack_rs::safe::{Error, ManagedTensorVersioned, SharedMut};
 use dlpack_rs::IntoDLPack;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 mod embedded_py;
-use embedded_py::{eval, hand, with_py};
+use embedded_py::{eval, hand, managed, with_py};
 
 /// The address of `t`'s first element in candle's storage.
 fn first_address(t: &Tensor) -> usize {
@@ -156,16 +156,12 @@ fn refusals_name_what_to_do() {
         );
         assert!(PyErr::from(err).is_instance_of::<PyValueError>(py));
         // Device memory: a tensor described on CUDA host memory is not read.
-        let data = vec![1f32, 2.0];
-        let info = TensorInfo::contiguous(
-            data.as_ptr() as *mut _,
-            DLDevice::new(DLDeviceType::CUDA_HOST, 0),
+        let t = managed(
+            vec![0; 8],
+            DLDeviceType::CUDA_HOST,
             DLDataType::FLOAT32,
             vec![2],
         );
-        let raw = dlpack_rs::safe::try_pack_versioned(data, info, 0)?;
-        // SAFETY: a managed tensor just packed, owned by nobody else.
-        let t = unsafe { ManagedTensorVersioned::from_raw(raw) }?;
         assert!(matches!(
             Tensor::try_from(&t),
             Err(Error::NotHostAccessible(_))

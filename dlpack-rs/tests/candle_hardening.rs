@@ -10,20 +10,7 @@ use dlpack_rs::safe::{Error, ManagedTensorVersioned, TensorInfo};
 use pyo3::prelude::*;
 
 mod embedded_py;
-use embedded_py::{eval, hand, with_py};
-
-/// A managed tensor over `data` (kept alive by the export) with `dtype` and `shape`.
-fn managed(data: Vec<u8>, dtype: DLDataType, shape: Vec<i64>) -> ManagedTensorVersioned {
-    let info = TensorInfo::contiguous(
-        data.as_ptr() as *mut _,
-        DLDevice::new(DLDeviceType::CPU, 0),
-        dtype,
-        shape,
-    );
-    let raw = dlpack_rs::safe::try_pack_versioned(data, info, 0).unwrap();
-    // SAFETY: just packed, owned by nobody else.
-    unsafe { ManagedTensorVersioned::from_raw(raw) }.unwrap()
-}
+use embedded_py::{eval, hand, managed, with_py};
 
 /// A zero-stride numpy view of 2^40 elements (1 byte of data) is refused with `OutOfMemory`,
 /// as the crate's own copy refuses it, instead of aborting the process.
@@ -47,7 +34,12 @@ fn import_of_a_huge_broadcast_is_out_of_memory() {
 #[test]
 fn empty_import_with_overflowing_extents_is_refused() {
     for shape in [vec![0i64, 1 << 40, 1 << 40], vec![1 << 40, 1 << 40, 0]] {
-        let m = managed(Vec::new(), DLDataType::UINT8, shape.clone());
+        let m = managed(
+            Vec::new(),
+            DLDeviceType::CPU,
+            DLDataType::UINT8,
+            shape.clone(),
+        );
         assert_eq!(m.numel(), 0);
         assert!(
             matches!(Tensor::try_from(&m), Err(Error::Overflow)),
@@ -81,7 +73,7 @@ fn raw_byte_dtypes_are_refused_and_f8e8m0_round_trips() {
     let back = Tensor::try_from(&out).unwrap();
     assert_eq!(back.dtype(), DType::F8E8M0);
     assert_eq!(bytes_of(&back), [127, 128, 1]);
-    let m = managed(vec![127u8, 128], e8m0, vec![2]);
+    let m = managed(vec![127u8, 128], DLDeviceType::CPU, e8m0, vec![2]);
     assert_eq!(bytes_of(&Tensor::try_from(&m).unwrap()), [127, 128]);
 }
 
@@ -289,17 +281,13 @@ fn import_edges_and_refusals() {
             );
             assert!(PyErr::from(err).is_instance_of::<pyo3::exceptions::PyValueError>(py));
         }
-        // Device memory (CUDA_HOST) is a BufferError.
-        let data = vec![1f32, 2.0];
-        let info = TensorInfo::contiguous(
-            data.as_ptr() as *mut _,
-            DLDevice::new(DLDeviceType::CUDA_MANAGED, 0),
+        // Device memory (CUDA_MANAGED) is a BufferError.
+        let m = managed(
+            vec![0; 8],
+            DLDeviceType::CUDA_MANAGED,
             DLDataType::FLOAT32,
             vec![2],
         );
-        let raw = dlpack_rs::safe::try_pack_versioned(data, info, 0)?;
-        // SAFETY: just packed.
-        let m = unsafe { ManagedTensorVersioned::from_raw(raw) }?;
         let err = Tensor::try_from(&m).unwrap_err();
         assert!(matches!(err, Error::NotHostAccessible(_)));
         assert!(PyErr::from(err).is_instance_of::<pyo3::exceptions::PyBufferError>(py));

@@ -24,34 +24,16 @@ pub(crate) mod safetensors;
 pub(crate) unsafe fn gather<T: crate::safe::AnyBitPattern>(
     validated: &crate::safe::Validated,
 ) -> Result<alloc::vec::Vec<T>, crate::safe::Error> {
-    let info = validated.info();
     let numel = validated.extent().numel;
-    let mut out = alloc::vec::Vec::new();
+    let mut out = alloc::vec::Vec::<T>::new();
     out.try_reserve_exact(numel)
         .map_err(|_| crate::safe::Error::OutOfMemory)?;
-    let first = info
-        .data
-        .cast::<u8>()
-        .wrapping_add(info.byte_offset as usize)
-        .cast::<T>();
-    let ndim = info.shape.len();
-    let strides = info
-        .strides
-        .clone()
-        .unwrap_or_else(|| crate::safe::compact_strides(&info.shape));
-    let mut index = alloc::vec![0i64; ndim];
-    for _ in 0..numel {
-        let offset: i64 = index.iter().zip(&strides).map(|(&k, &s)| k * s).sum();
-        // SAFETY: `index` is within the shape, so the element is one the validated layout
-        // addresses (caller's contract); read unaligned, any bit pattern is a `T`.
-        out.push(unsafe { first.offset(offset as isize).read_unaligned() });
-        for axis in (0..ndim).rev() {
-            index[axis] += 1;
-            if index[axis] < info.shape[axis] {
-                break;
-            }
-            index[axis] = 0;
-        }
+    // SAFETY: the source holds `T`s (this function's contract), copied whole as their bytes
+    // into `out`'s room for `numel` of them; any bit pattern is a `T`, so all `numel` are set.
+    unsafe {
+        let esize = core::mem::size_of::<T>();
+        crate::safe::copy_elements(validated, out.as_mut_ptr().cast(), esize);
+        out.set_len(numel);
     }
     Ok(out)
 }

@@ -36,7 +36,7 @@ mod packed;
 pub use export::aligned::AlignedBuffer;
 pub(crate) use export::block::Readers;
 pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
-pub(crate) use export::copy::{copy_described, AlignedBytes};
+pub(crate) use export::copy::{copy_described, copy_elements, AlignedBytes};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::described::Described;
 // Named one by one, so that what is public is a decision.

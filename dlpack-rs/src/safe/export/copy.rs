@@ -34,6 +34,55 @@ impl AlignedBytes {
     }
 }
 
+/// Copies the `esize`-byte elements `validated` describes to `dst`, in C order.
+///
+/// # Safety
+/// `validated` describes initialised host-readable memory of `esize`-byte elements that nobody
+/// writes during the call; `dst` is valid for writing `numel * esize` bytes, apart from it.
+pub(crate) unsafe fn copy_elements(validated: &Validated, dst: *mut u8, esize: usize) {
+    let info = validated.info();
+    let numel = validated.extent().numel;
+    if numel == 0 {
+        // An empty tensor's data may be NULL, which not even a zero-byte copy may be given.
+        return;
+    }
+    // Validated: data + byte_offset stays within an isize of data.
+    let src = info
+        .data
+        .cast::<u8>()
+        .wrapping_add(info.byte_offset as usize);
+    let strides = info
+        .strides
+        .clone()
+        .unwrap_or_else(|| compact_strides(&info.shape));
+    if is_c_contiguous(&info.shape, &strides) {
+        // SAFETY: `numel` contiguous source elements (caller's contract) into `dst`'s room.
+        unsafe { core::ptr::copy_nonoverlapping(src, dst, numel * esize) };
+        return;
+    }
+    let ndim = info.shape.len();
+    let mut index = alloc::vec![0i64; ndim];
+    for i in 0..numel {
+        let offset: i64 = index.iter().zip(&strides).map(|(&k, &s)| k * s).sum();
+        // SAFETY: `index` is within `shape`, so `offset` is addressed by the validated layout;
+        // slot `i` is inside `dst`'s room.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                src.offset(offset as isize * esize as isize),
+                dst.add(i * esize),
+                esize,
+            )
+        };
+        for axis in (0..ndim).rev() {
+            index[axis] += 1;
+            if index[axis] < info.shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+}
+
 /// Copies the elements `validated` describes into new compact storage, with its metadata.
 ///
 /// # Safety
@@ -52,43 +101,8 @@ pub(crate) unsafe fn copy_described(
     let nbytes = numel * esize;
     let mut storage = AlignedBytes::zeroed(nbytes)?;
     let dst = storage.as_mut_ptr().cast::<u8>();
-    if numel > 0 {
-        // Validated: data + byte_offset stays within an isize of data.
-        let src = info
-            .data
-            .cast::<u8>()
-            .wrapping_add(info.byte_offset as usize);
-        let strides = info
-            .strides
-            .clone()
-            .unwrap_or_else(|| compact_strides(&info.shape));
-        if is_c_contiguous(&info.shape, &strides) {
-            // SAFETY: `numel` contiguous source elements (caller's contract) into a fresh block.
-            unsafe { core::ptr::copy_nonoverlapping(src, dst, nbytes) };
-        } else {
-            let ndim = info.shape.len();
-            let mut index = alloc::vec![0i64; ndim];
-            for i in 0..numel {
-                let offset: i64 = index.iter().zip(&strides).map(|(&k, &s)| k * s).sum();
-                // SAFETY: `index` is within `shape`, so `offset` is addressed by the validated
-                // layout; slot `i` is inside the new allocation.
-                unsafe {
-                    core::ptr::copy_nonoverlapping(
-                        src.offset(offset as isize * esize as isize),
-                        dst.add(i * esize),
-                        esize,
-                    )
-                };
-                for axis in (0..ndim).rev() {
-                    index[axis] += 1;
-                    if index[axis] < info.shape[axis] {
-                        break;
-                    }
-                    index[axis] = 0;
-                }
-            }
-        }
-    }
+    // SAFETY: the source by this function's contract; `dst` holds `nbytes` fresh bytes.
+    unsafe { copy_elements(validated, dst, esize) };
     let copy = TensorInfo::contiguous(
         dst.cast::<c_void>(),
         cpu_device(),
