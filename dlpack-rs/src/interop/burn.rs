@@ -32,7 +32,8 @@ use super::gather;
 use crate::ffi::{DLDataType, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED};
 use crate::safe::import::{Kind, Managed, ManagedTensorVersioned};
 use crate::safe::{
-    cpu_device, host_viewable, pack_validated, AnyBitPattern, Error, Readers, TensorInfo, Validated,
+    cpu_device, host_viewable, pack_validated, to_i64s, AnyBitPattern, Error, Readers, TensorInfo,
+    Validated,
 };
 
 /// The DLPack dtype of a burn dtype: burn's `Flex32` holds `f32`s, its `bool` and `u8`-stored
@@ -106,9 +107,7 @@ impl TryFrom<TensorData> for ManagedTensorVersioned {
 
     fn try_from(data: TensorData) -> Result<Self, Error> {
         let dtype = dlpack_dtype(data.dtype())?;
-        let shape = (data.shape().as_slice().iter())
-            .map(|&d| i64::try_from(d).map_err(|_| Error::Overflow))
-            .collect::<Result<Vec<_>, _>>()?;
+        let shape = to_i64s(data.shape().as_slice())?;
         let (mut bytes, _, _) = data.into_parts();
         // Lazy storage allocates its length when brought to the host: no allocation holds more.
         if isize::try_from(bytes.len()).is_err() {

@@ -34,8 +34,8 @@ use crate::ffi::{
 };
 use crate::safe::import::{Kind, Managed, ManagedTensorVersioned};
 use crate::safe::{
-    copy_described, cpu_device, host_viewable, pack_validated, AlignedBytes, AnyBitPattern, Error,
-    Readers, TensorInfo, Validated,
+    copy_described, cpu_device, host_viewable, pack_validated, to_i64s, AlignedBytes,
+    AnyBitPattern, Error, Readers, TensorInfo, Validated,
 };
 
 /// candle's F8E8M0 bytes as DLPack's `float8_e8m0fnu` elements, one byte each.
@@ -88,18 +88,13 @@ macro_rules! with_elements {
 
 /// The metadata of `layout` over `elements`, validated and checked to stay inside them.
 fn describe<T: AnyBitPattern>(elements: &[T], layout: &Layout) -> Result<Validated, Error> {
-    let to_i64 = |v: &[usize]| -> Result<Vec<i64>, Error> {
-        v.iter()
-            .map(|&x| i64::try_from(x).map_err(|_| Error::Overflow))
-            .collect()
-    };
     let start = layout.start_offset();
     let info = TensorInfo {
         data: elements.as_ptr().cast_mut().cast::<c_void>(),
         device: cpu_device(),
         dtype: T::DTYPE,
-        shape: to_i64(layout.dims())?,
-        strides: Some(to_i64(layout.stride())?),
+        shape: to_i64s(layout.dims())?,
+        strides: Some(to_i64s(layout.stride())?),
         byte_offset: start
             .checked_mul(core::mem::size_of::<T>())
             .and_then(|b| u64::try_from(b).ok())

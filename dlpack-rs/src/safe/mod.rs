@@ -36,7 +36,9 @@ mod packed;
 pub use export::aligned::AlignedBuffer;
 pub(crate) use export::block::Readers;
 pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
-pub(crate) use export::copy::{copy_described, copy_elements, AlignedBytes};
+pub(crate) use export::copy::{copy_described, AlignedBytes};
+#[cfg(any(feature = "candle", feature = "burn"))]
+pub(crate) use export::{buffer::to_i64s, copy::copy_elements};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use import::described::Described;
 // Named one by one, so that what is public is a decision.
