@@ -125,7 +125,12 @@ impl BorrowApi {
     ///
     /// # Safety
     /// The table keeps the contract above.
+    #[inline]
     unsafe fn acquire_span(&self, span: Span, exclusive: bool) -> i32 {
+        if ptr::eq(self, &LOCAL_API) {
+            // This copy's own table, called directly rather than through its C function.
+            return local_acquire_span(span, exclusive);
+        }
         // SAFETY: this function's contract.
         unsafe { self.call(span, exclusive, self.acquire, self.acquire_strided) }
     }
@@ -134,7 +139,11 @@ impl BorrowApi {
     ///
     /// # Safety
     /// As `acquire_span`, and such a registration is live.
+    #[inline]
     unsafe fn release_span(&self, span: Span, exclusive: bool) {
+        if ptr::eq(self, &LOCAL_API) {
+            return local_release_span(span, exclusive);
+        }
         // SAFETY: this function's contract.
         unsafe { self.call(span, exclusive, self.release, self.release_strided) }
     }
@@ -204,17 +213,19 @@ fn add_entry(entries: &mut Vec<Entry>, start: usize, end: usize, exclusive: bool
 
 /// Registers `span` (under the caller's lock); conflicts with a byte-sharing exclusive borrow.
 fn add_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> i32 {
-    if entries
-        .iter()
-        .any(|e| (exclusive || e.exclusive) && e.span.shares_byte(&span))
-    {
-        return CONFLICT;
-    }
-    if !exclusive {
-        if let Some(e) = entries.iter_mut().find(|e| e.span == span && !e.exclusive) {
-            e.count += 1;
-            return ACQUIRED;
+    // One scan: a conflict anywhere refuses; else a shared entry of the same span counts up.
+    let mut same = None;
+    for (i, e) in entries.iter().enumerate() {
+        if (exclusive || e.exclusive) && e.span.shares_byte(&span) {
+            return CONFLICT;
         }
+        if !exclusive && e.span == span {
+            same = Some(i);
+        }
+    }
+    if let Some(i) = same {
+        entries[i].count += 1;
+        return ACQUIRED;
     }
     if entries.try_reserve(1).is_err() {
         return NO_MEMORY;
