@@ -1,8 +1,7 @@
 //! The DLPack 1.3 C ABI, written by hand: `#[repr(C)]` data and constants, no logic.
 //!
-//! Each type matches `dlpack.h` 1.3 in size, alignment and field offsets (tested with a C
-//! compiler). C enums are integer newtypes, not Rust `enum`s, so that a value this crate does
-//! not know (from a newer header) is still valid to hold.
+//! Each type matches `dlpack.h` 1.3 in size, alignment and field offsets (checked with a C
+//! compiler). C enums are integer newtypes, not Rust `enum`s: a newer header's values stay valid.
 //!
 //! ```
 //! use dlpack_rs::ffi::{DLDataType, DLDevice, K_DL_CPU, K_DL_FLOAT};
@@ -86,9 +85,8 @@ const fn same_name(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// The named values of `$ty`, with their C names; where a `=> note` follows, dlpack-rs 0.3's
-/// bindgen name (the C name) as a deprecated associated constant. Each note is spelled out:
-/// `#[deprecated(note = ..)]` refuses `concat!`, even in a macro.
+/// The named values of `$ty` and their C names. A `=> note` adds the C name (0.3's bindgen name)
+/// as a deprecated constant, the note spelled out: `#[deprecated]` refuses `concat!`.
 macro_rules! named_values {
     ($ty:ident, $inner:ty, $( $(#[$doc:meta])* $assoc:ident = $konst:ident = $value:expr, $cname:ident $(=> $note:literal)?; )*) => {
         impl $ty {

@@ -13,24 +13,21 @@ use pyo3::{types::PyCapsule, Bound, PyResult, Python};
 ///
 /// # Safety
 ///
-/// An implementation promises, for every value:
-/// - `tensor_info` describes initialised memory (on `tensor_info().device`) that the value keeps
-///   valid and in place for as long as it lives, even when moved: heap memory the value owns (a
-///   `Vec`'s buffer) qualifies; an inline array field, or memory something else owns, does not;
-/// - unless `is_read_only` returns true, consumers may write that memory while they hold the
-///   export: the pointer carries write permission and nothing relies on the memory staying
-///   unchanged (except Rust reads of a `#[pyclass]` through `&self`, which the borrow registry
-///   covers, see SAFETY.md);
-/// - `rust_access_registered` returns true only if Rust code reaches the memory, other than
-///   through the export, only under a registered [borrow](crate::safe#the-borrow-registry) of
-///   the bytes it touches, held for the whole access (shared to read, exclusive to write), as
-///   through a [`safe::SharedMut`]'s guards;
+/// For every value:
+/// - `tensor_info` describes initialised memory (on its `device`) that the value keeps valid and
+///   in place while it lives, even when moved: a `Vec`'s heap buffer qualifies; an inline array
+///   field, or memory something else owns, does not;
+/// - unless `is_read_only` is true, consumers may write that memory while they hold the export:
+///   the pointer carries write permission and nothing relies on the memory staying unchanged
+///   (except Rust reads of a `#[pyclass]` through `&self`, which the borrow registry covers);
+/// - `rust_access_registered` is true only if all other Rust access to the memory holds a
+///   registered [borrow](crate::safe#the-borrow-registry) of the bytes it touches for the whole
+///   access (shared to read, exclusive to write), as a [`safe::SharedMut`]'s guards do;
 /// - the methods answer the same for the same value every time;
-/// - `stream_order`, if given, orders a consumer's stream after the device work pending on that
-///   memory;
-/// - the hidden methods (only the derive overrides them) agree with `tensor_info`:
-///   `__data_ptr` returns its `data`, and `__tensor_info_with_extent` its answer, with `Some(e)`
-///   only where `info.extent()` is `Ok(e)` (an export trusts that extent without validating).
+/// - `stream_order`, if given, orders a consumer's stream after the work pending on the memory;
+/// - the hidden methods (only the derive overrides them) agree with `tensor_info`: `__data_ptr`
+///   returns its `data`, `__tensor_info_with_extent` its answer with `Some(e)` only where
+///   `info.extent()` is `Ok(e)` (an export trusts that extent without validating).
 ///
 /// ```
 /// use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
@@ -150,9 +147,8 @@ pub unsafe trait IntoDLPack {
 /// drop(consumer_view);
 /// # Ok::<(), dlpack_rs::safe::Error>(())
 /// ```
-// SAFETY: `data_ptr` points at `len` initialised elements, kept alive and in place by every
-// clone, with write permission. Rust reaches them only through guards holding a registry borrow
-// (`rust_access_registered`). `bool` is read-only: a consumer could write an invalid byte.
+// SAFETY: `len` initialised, writable elements kept in place by every clone, reached by Rust only
+// through registry-borrowing guards. `bool` is read-only: a consumer could write an invalid byte.
 unsafe impl<T: safe::Element> IntoDLPack for safe::SharedMut<T> {
     fn tensor_info(&self) -> TensorInfo {
         TensorInfo::contiguous(
@@ -219,9 +215,8 @@ mod ndarray_impls {
     }
 
     /// Exports the array with its own shape and strides; the array is the keepalive.
-    // SAFETY: an `Array` owns its elements in one heap allocation that does not move with it,
-    // and its shape and strides address only them. `as_ptr` takes no reference, and the data
-    // is owned uniquely, so consumer writes touch memory nothing else relies on.
+    // SAFETY: an `Array` uniquely owns its elements in one heap allocation that does not move
+    // with it, addressed only by its shape and strides. `as_ptr` takes no reference.
     unsafe impl<A: Element, D: Dimension> IntoDLPack for Array<A, D> {
         fn tensor_info(&self) -> TensorInfo {
             array_info(self)
@@ -229,9 +224,8 @@ mod ndarray_impls {
     }
 
     /// Exports the array as it is; read-only unless it is the only owner of its data.
-    // SAFETY: as for `Array`. Shared data is exported read-only, holding a shared borrow until
-    // the deleter runs, so no mutable view is granted while other owners may read; copy-on-write
-    // keeps them from writing. A unique `ArcArray` moved into the export gains no other owner.
+    // SAFETY: as for `Array`. Shared data exports read-only, under a shared borrow until the
+    // deleter; copy-on-write keeps other owners from writing. A unique one moved in stays unique.
     unsafe impl<A: Element, D: Dimension> IntoDLPack for ArcArray<A, D> {
         fn tensor_info(&self) -> TensorInfo {
             array_info(self)
@@ -249,13 +243,12 @@ mod ndarray_impls {
     }
 }
 
-/// A derived struct's `#[dlpack(data)]` field, which a mutable `#[pyclass]` export clones to
-/// keep the memory alive.
+/// The `#[dlpack(data)]` field a mutable `#[pyclass]` export clones to keep the memory alive.
 ///
 /// # Safety
 ///
-/// Every byte [`IntoDLPack::tensor_info`](crate::IntoDLPack::tensor_info) describes lies inside
-/// `data_field()`'s buffer, on its device (what the derive's `within_buffer_extent` checks).
+/// Every byte [`IntoDLPack::tensor_info`] describes lies in `data_field()`'s buffer, on its
+/// device (what the derive's `within_buffer_extent` checks).
 #[doc(hidden)]
 pub unsafe trait DerivedData: IntoDLPack {
     /// The type of the `#[dlpack(data)]` field.

@@ -1,9 +1,8 @@
 //! Portable Rust bindings for the DLPack tensor protocol.
 //!
 //! - [`ffi`]: the DLPack 1.3 C ABI, hand-written `#[repr(C)]` types and constants.
-//! - [`safe`]: ownership-correct export ([`safe::pack`], [`safe::pack_versioned`],
-//!   [`safe::Export`]) and import ([`safe::ManagedTensor`], [`safe::ManagedTensorVersioned`])
-//!   with validated metadata and typed views.
+//! - [`safe`]: export ([`safe::Export`], [`safe::pack`], [`safe::pack_versioned`]) and import
+//!   ([`safe::ManagedTensor`], [`safe::ManagedTensorVersioned`]) with checked, typed views.
 #![cfg_attr(
     feature = "pyo3",
     doc = "- [`pyo3_glue`]: the Python `__dlpack__` protocol (feature `pyo3`)."

@@ -2,11 +2,6 @@
 //! `Tensor::from_data` takes) exports without a copy ([`ManagedTensorVersioned::try_from`]), and
 //! any host tensor imports by one copy (`TensorData::try_from(&managed)`).
 //!
-//! The export takes the data by value and writes through burn's own exclusive access: shared
-//! bytes (`Bytes::shared`, its views and splits, `Bytes::from_shared`) are copied first, as
-//! burn copies them on any write even with no clone left, and lazy storage (file or device) is
-//! read to the host; either is flagged `IS_COPIED`. Bool bytes other than 0 and 1 are refused.
-//!
 //! ```
 //! use burn_std::TensorData;
 //! use dlpack_rs::safe::ManagedTensorVersioned;
@@ -64,10 +59,8 @@ fn dlpack_dtype(dtype: DType) -> Result<DLDataType, Error> {
 }
 
 /// The first byte of `bytes` under burn's exclusive write access, whether it was there before
-/// (nothing copied) and whether every byte is `0` or `1` (asked for bools only).
-///
-/// burn's own failures are errors: a failed read of lazy storage, and the panic its
-/// `Bytes::shared` wrapper raises on one (it reads its inner bytes by `Deref`).
+/// (nothing copied) and whether every byte is `0` or `1` (asked for bools only). A failed read of
+/// lazy storage is an error, as is the panic burn's `Bytes::shared` raises on one (by `Deref`).
 fn host_bytes(bytes: &mut Bytes, bools: bool) -> Result<(*mut u8, bool, bool), Error> {
     let access = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let resident = bytes.read(Reader::new().no_copy()).ok().map(<[u8]>::as_ptr);
@@ -92,11 +85,10 @@ fn host_bytes(bytes: &mut Bytes, bools: bool) -> Result<(*mut u8, bool, bool), E
     }
 }
 
-/// The data's bytes, exported without a copy: compact C order, writable.
-///
-/// burn's exclusive write access gives the pointer: shared bytes are copied first (burn copies
-/// them on any write, clone or not) and lazy storage is brought to the host, either flagged
-/// `IS_COPIED`.
+/// The data's bytes, exported without a copy through burn's exclusive write access: compact C
+/// order, writable. Shared bytes (`Bytes::shared`, its views and splits, `Bytes::from_shared`) are
+/// copied first, as burn copies them on any write even with no clone left, and lazy storage (file
+/// or device) is read to the host: either is flagged `IS_COPIED`.
 ///
 /// Refused: u32-stored bools and quantized data, storage burn cannot bring to the host
 /// ([`Error::Unserializable`]), bool bytes other than `0` and `1` ([`Error::InvalidBool`]),
@@ -131,11 +123,9 @@ impl TryFrom<TensorData> for ManagedTensorVersioned {
         };
         let info = TensorInfo::contiguous(data.cast(), cpu_device(), dtype, shape);
         let validated = Validated::new(info)?;
-        // SAFETY: `write` gave exclusive access to the bytes, `shape`'s elements of `dtype`
-        // (burn checks the length), initialised, aligned and, for bools, 0 or 1 (checked above).
-        // They live in memory the `Bytes` owns apart from itself (moving it moves no byte), which
-        // the export keeps until its deleter, and which nothing else reaches: clones copied on
-        // write.
+        // SAFETY: `write` gave exclusive access to `shape`'s elements of `dtype` (burn checks the
+        // length), initialised, aligned and, for bools, 0 or 1 (checked above). The `Bytes`, kept
+        // until the deleter, owns them out of line (moving it moves no byte); no clone shares them.
         unsafe {
             pack_validated::<DLManagedTensorVersioned, _>(
                 bytes,
@@ -180,20 +170,17 @@ unsafe fn import_bool(validated: &Validated) -> Result<TensorData, Error> {
     let shape = burn_shape(validated)?;
     // SAFETY: forwarded from this function's contract; one byte per element.
     let bytes = unsafe { gather::<u8>(validated) }?;
-    // A `Vec<bool>`, which burn keeps as it is (a raw byte vector it copies again to realign,
-    // aborting if that allocation fails); std collects this map of the vector's own iterator in
-    // place, a `bool` being a byte.
+    // A `Vec<bool>` burn keeps as is (a byte vector it would copy to realign, aborting on OOM);
+    // std collects this map of the vector's own iterator in place, a `bool` being a byte.
     let bools: Vec<bool> = bytes.into_iter().map(|b| b != 0).collect();
     Ok(TensorData::new(bools, shape))
 }
 
-/// Any host tensor, copied once into new burn data: every dtype both have (f64, f32, f16, bf16,
-/// i64, i32, i16, i8, u64, u32, u16, u8, bool), any strides and byte offset.
-///
-/// Refused: memory that is not `kDLCPU` ([`Error::NotHostAccessible`]), a dtype burn lacks
-/// ([`Error::Unserializable`] naming it), a tensor a mutable view of holds
-/// ([`Error::AlreadyBorrowed`]), extents whose product overflows ([`Error::Overflow`]), a
-/// broadcast too large to allocate ([`Error::OutOfMemory`]).
+/// Any host tensor, copied once into new burn data: any strides and byte offset, every dtype both
+/// have (f64, f32, f16, bf16, i64, i32, i16, i8, u64, u32, u16, u8, bool). Refused: memory that is
+/// not `kDLCPU` ([`Error::NotHostAccessible`]), a dtype burn lacks ([`Error::Unserializable`]), a
+/// tensor under a mutable view ([`Error::AlreadyBorrowed`]), extents whose product overflows
+/// ([`Error::Overflow`]), a broadcast too large to allocate ([`Error::OutOfMemory`]).
 impl<K: Kind> TryFrom<&Managed<K>> for TensorData {
     type Error = Error;
 

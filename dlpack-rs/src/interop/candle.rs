@@ -1,11 +1,9 @@
 //! candle (feature `candle`): a CPU `candle_core::Tensor` exports by one copy
 //! ([`ManagedTensorVersioned::try_from`]) or, behind `unsafe`, zero-copy and read-only
 //! ([`ManagedTensorVersioned::share_candle`]); any host tensor imports by one copy
-//! (`candle_core::Tensor::try_from(&managed)`).
-//!
-//! candle writes through `&self` (`Tensor::slice_set`, `Var::set`) into storage that every
-//! clone shares, and its read lock cannot outlive the borrow of the tensor, so only a copy is
-//! safe; the zero-copy export is the caller's promise.
+//! (`candle_core::Tensor::try_from(&managed)`). Only the copy is safe: candle writes through
+//! `&self` (`Tensor::slice_set`, `Var::set`) into storage all clones share, and its read lock
+//! cannot outlive the borrow of the tensor.
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -43,8 +41,7 @@ use crate::safe::{
 #[repr(transparent)]
 struct E8M0(#[allow(dead_code)] u8);
 
-// SAFETY: one byte with no padding, DLPack's float8_e8m0fnu (8 bits, one lane); every byte is
-// a value (0xff is its NaN).
+// SAFETY: one byte without padding, as `DTYPE` says; every byte is a value (0xff is NaN).
 unsafe impl crate::safe::Element for E8M0 {
     const DTYPE: DLDataType = DLDataType::new(DLDataTypeCode::FLOAT8_E8M0FNU, 8, 1);
 }
@@ -53,8 +50,7 @@ unsafe impl AnyBitPattern for E8M0 {}
 
 impl E8M0 {
     fn wrap(bytes: &[u8]) -> &[E8M0] {
-        // SAFETY: `E8M0` is a transparent `u8`: same size, alignment and validity; the slice
-        // borrows `bytes`.
+        // SAFETY: `E8M0` is a transparent `u8` (same layout, validity); the slice borrows `bytes`.
         unsafe { core::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len()) }
     }
 }
@@ -148,11 +144,10 @@ fn on_cpu(tensor: &Tensor) -> Result<(), Error> {
     Err(Error::NotHostAccessible(DLDevice::new(device_type, id)))
 }
 
-/// A CPU tensor, copied: compact C order, 64-byte aligned (jax shares it), writable,
-/// flagged `IS_COPIED`, whatever layout candle describes (start offset, strides, broadcast).
-///
-/// Refused: device tensors ([`Error::NotHostAccessible`]) and candle's raw-byte F6E2M3,
-/// F6E3M2 and F4 ([`Error::Unserializable`]). candle's F8E8M0 is `float8_e8m0fnu`.
+/// A CPU tensor of any layout (start offset, strides, broadcast), copied: compact C order,
+/// 64-byte aligned (jax shares it), writable, flagged `IS_COPIED`. F8E8M0 is `float8_e8m0fnu`.
+/// Refused: device tensors ([`Error::NotHostAccessible`]) and candle's raw-byte F6E2M3, F6E3M2
+/// and F4 ([`Error::Unserializable`]).
 impl TryFrom<&Tensor> for ManagedTensorVersioned {
     type Error = Error;
 
@@ -179,11 +174,9 @@ unsafe fn share_out<T: AnyBitPattern>(
     tensor: &Tensor,
 ) -> Result<ManagedTensorVersioned, Error> {
     let validated = describe(elements, layout)?;
-    // SAFETY: `describe` checked the layout stays inside `elements`, candle's storage, which
-    // the tensor clone keeps allocated; candle's own writes happen in place, and by the
-    // caller's contract nothing writes or replaces it (a custom in-place op could swap the
-    // vector). It is exported `READ_ONLY` with a shared registry borrow held until the deleter
-    // runs.
+    // SAFETY: `describe` kept the layout inside `elements`, candle's storage, which the tensor
+    // clone keeps allocated; by the caller's contract nothing writes or replaces it. It exports
+    // `READ_ONLY` with a shared registry borrow held until the deleter runs.
     unsafe {
         pack_validated::<DLManagedTensorVersioned, _>(
             Shared(tensor.clone()),
@@ -199,18 +192,16 @@ impl ManagedTensorVersioned {
     /// A CPU candle tensor exported without a copy, `READ_ONLY`; the export keeps the tensor's
     /// storage alive (on whatever thread its deleter runs).
     ///
-    /// Like the copy ([`ManagedTensorVersioned::try_from`]), it describes whatever layout
-    /// candle has and refuses what the copy refuses. Like candle's `storage_and_layout`, it
-    /// takes the storage's read lock: a thread holding that lock's guard must not call it.
+    /// It takes any layout and refuses what [`ManagedTensorVersioned::try_from`] refuses. It takes
+    /// the storage's read lock: a thread holding that lock's guard must not call it.
     ///
     /// # Safety
     /// While the export (or any consumer's view of it) lives:
     /// - no clone of the tensor's storage is written or replaced: no `slice_set`, `Var::set`,
-    ///   in-place op or custom `inplace_op*` on any tensor or variable sharing it (candle
-    ///   writes through `&self`; a custom op that swaps the storage's vector frees the memory);
-    /// - no consumer writes the memory: torch ignores `READ_ONLY` (SAFETY.md), and numpy hands
-    ///   a read-only array to torch writable, so a Python caller given the export must not
-    ///   write it in place through any framework.
+    ///   in-place op or custom `inplace_op*` on any tensor or variable sharing it (a custom op
+    ///   that swaps the storage's vector frees the memory);
+    /// - no consumer writes the memory in place, through any framework: torch ignores
+    ///   `READ_ONLY`, and numpy hands a read-only array to torch writable.
     ///
     /// ```
     /// use candle_core::{Device, Tensor};
@@ -290,14 +281,12 @@ unsafe fn import_as<T: AnyBitPattern + candle_core::WithDType>(
         .map_err(|e| Error::Unserializable(format!("candle refused the tensor: {e}")))
 }
 
-/// Any host tensor, copied once into a new candle CPU tensor (candle's storage owns a `Vec`):
-/// every dtype both have (u8, u32, i16, i32, i64, f16, bf16, f32, f64, float8_e4m3fn,
-/// float8_e8m0fnu), any strides and byte offset.
-///
+/// Any host tensor, copied once into a new candle CPU tensor: any strides and byte offset, every
+/// dtype both have (u8, u32, i16, i32, i64, f16, bf16, f32, f64, float8_e4m3fn, float8_e8m0fnu).
 /// Refused: memory that is not `kDLCPU` ([`Error::NotHostAccessible`]), a dtype candle lacks
-/// ([`Error::Unserializable`] naming it), a tensor a mutable view of holds
-/// ([`Error::AlreadyBorrowed`]), extents candle's shape cannot hold ([`Error::Overflow`]), a
-/// broadcast too large to allocate ([`Error::OutOfMemory`]).
+/// ([`Error::Unserializable`]), a tensor under a mutable view ([`Error::AlreadyBorrowed`]),
+/// extents candle's shape cannot hold ([`Error::Overflow`]), a broadcast too large to allocate
+/// ([`Error::OutOfMemory`]).
 impl<K: Kind> TryFrom<&Managed<K>> for Tensor {
     type Error = Error;
 

@@ -7,10 +7,9 @@
 //!
 //! # Export
 //!
-//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`, freed on its stream by the deleter, whose
-//! [`StreamOrder`] makes the consumer's stream wait for an event on the slice's stream. Work on
-//! the slice from other streams must be ordered before its stream before the export (cudarc's
-//! event tracking does so for its own operations).
+//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`, freed on its stream by the deleter. Its
+//! [`StreamOrder`] makes the consumer's stream wait for an event on the slice's stream; work from
+//! other streams must be ordered before that one first (cudarc's event tracking does so).
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -77,12 +76,11 @@ impl From<DriverError> for Error {
     }
 }
 
-/// The `CUstream` a DLPack stream value names on CUDA: 1 is `CU_STREAM_LEGACY`, 2
-/// `CU_STREAM_PER_THREAD`, any other positive value a handle; `None` for -1 and invalid values.
+/// The `CUstream` a DLPack stream value names on CUDA: a positive value is the handle (1 and 2
+/// are the handles `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`); `None` for -1 and invalid ones.
 fn cu_stream_of(stream: i64) -> Option<sys::CUstream> {
     match stream {
         i64::MIN..=0 => None,
-        // CU_STREAM_LEGACY and CU_STREAM_PER_THREAD are these very handle values.
         s => Some(s as usize as sys::CUstream),
     }
 }
@@ -174,10 +172,9 @@ pub struct CudaTensor<T> {
 
 impl<T: AnyBitPattern> CudaTensor<T> {
     /// Views `tensor` on `stream` for reading; the producer's work must already be ordered
-    /// before `stream` (else see [`CudaTensor::order_after`]).
-    ///
-    /// Needs `kDLCUDA` (or `kDLCUDAManaged`) on `stream`'s device, `T`'s dtype, compact
-    /// row-major layout, alignment, and no mutable view of the memory.
+    /// before `stream` (else see [`CudaTensor::order_after`]). Needs `kDLCUDA` (or
+    /// `kDLCUDAManaged`) on `stream`'s device, `T`'s dtype, compact row-major layout, alignment,
+    /// and no mutable view of the memory.
     pub fn new(tensor: impl Into<AnyManaged>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
         Self::build(tensor.into(), stream, false)
     }
@@ -242,7 +239,7 @@ impl<T> CudaTensor<T> {
         self.slice.as_view()
     }
 
-    /// The memory as a mutable cudarc view; [`Error::ReadOnly`] unless made by a `*_mut` door.
+    /// The memory as a mutable cudarc view; [`Error::ReadOnly`] unless made by a `*_mut` method.
     pub fn as_view_mut(&mut self) -> Result<CudaViewMut<'_, T>, Error> {
         if !self.writable {
             return Err(Error::ReadOnly);

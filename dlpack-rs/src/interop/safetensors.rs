@@ -44,13 +44,11 @@ const DTYPES: &[(Dtype, C, u8)] = &[
     (Dtype::F4, C::FLOAT4_E2M1FN, 4),
 ];
 
-/// The DLPack dtype of a safetensors dtype.
 fn dlpack_dtype(dtype: Dtype) -> Option<DLDataType> {
     let &(_, code, bits) = DTYPES.iter().find(|row| row.0 == dtype)?;
     Some(DLDataType::new(code, bits, 1))
 }
 
-/// The safetensors dtype of a DLPack dtype, where the format has one.
 fn safetensors_dtype(dtype: DLDataType) -> Option<Dtype> {
     DTYPES
         .iter()
@@ -175,8 +173,9 @@ impl SafeTensorsFile {
 
     /// Serializes `(name, tensor)` pairs in the safetensors format.
     ///
-    /// Each tensor must be C-contiguous host memory, not mutably borrowed, of a dtype the format
-    /// has, under a unique name other than `__metadata__` ([`Error::Unserializable`]).
+    /// [`Error::Unserializable`] for a repeated name, `__metadata__`, a dtype the format lacks, or
+    /// sub-byte elements that fill no whole number of bytes; [`Error::NotContiguous`],
+    /// [`Error::NotHostAccessible`] or [`Error::AlreadyBorrowed`] for a tensor it cannot read.
     pub fn serialize<'a, S, K, I>(tensors: I) -> Result<Vec<u8>, Error>
     where
         S: AsRef<str>,

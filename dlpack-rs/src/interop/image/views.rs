@@ -6,10 +6,9 @@ use super::image_dims;
 use crate::pyo3_glue::{Cpu, Layout, Shape, TensorView, TensorViewMut};
 
 impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
-    /// The elements as an [`ImageBuffer`] of `P` pixels borrowing them.
-    ///
-    /// `None` unless the tensor is C-contiguous of shape `(height, width, channels)` with `P`'s
-    /// channel count (or `(height, width)` for one channel) and sides that fit in `u32`.
+    /// The elements as an [`ImageBuffer`] of `P` pixels borrowing them: `None` unless the tensor
+    /// is C-contiguous of shape `(height, width, channels)` with `P`'s channel count (or
+    /// `(height, width)` for one channel) and sides that fit in `u32`.
     ///
     /// ```
     /// use dlpack_rs::pyo3_glue::{CContig, Dims, TensorView, ANY};

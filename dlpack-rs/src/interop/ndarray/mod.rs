@@ -1,6 +1,5 @@
-//! Tensors as ndarray arrays (feature `ndarray`): imports viewed as [`ArrayViewD`] /
-//! [`ArrayViewMutD`] ([`Managed::as_array`]), and [`Array`] / [`ArcArray`] exported without a
-//! copy (`export.rs`).
+//! ndarray (feature `ndarray`): imports viewed as [`ArrayViewD`] / [`ArrayViewMutD`]
+//! ([`Managed::as_array`]); [`Array`] / [`ArcArray`] exported without a copy (`export.rs`).
 
 mod export;
 
