@@ -50,9 +50,7 @@ mod sealed {
 }
 
 /// How a `#[pyclass]` export keeps its memory alive (the object, or a [`SharedBuffer`] clone).
-///
 /// # Safety
-///
 /// `export`'s keepalive keeps the memory it describes valid, initialised and in place while it
 /// lives, and writable unless the export is read-only; `registered` is true only if every Rust
 /// access outside the export holds a registry borrow throughout. (Sealed.)
@@ -64,9 +62,8 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<Self::Owner>>;
 }
 
-// SAFETY: the keepalive holds the frozen object, whose `unsafe impl IntoDLPack` vouches for the
-// memory and extent `__tensor_info_with_extent` returns; a frozen object is never mutably
-// borrowed, so that memory stays valid and in place until the keepalive drops.
+// SAFETY: the keepalive holds the frozen object (never mutably borrowed), whose `IntoDLPack` impl
+// vouches for what `__tensor_info_with_extent` returns until the keepalive drops it.
 unsafe impl<T> ClassRoute<T> for True
 where
     T: IntoDLPack + PyClass<Frozen = True> + Sync,
@@ -82,10 +79,9 @@ where
     }
 }
 
-// SAFETY: the keepalive is a clone of the data field, which holds every byte `tensor_info`
-// describes (`DerivedData`) and, a `SharedBuffer`, keeps that memory alive and in place.
-// Copy-on-write data is exported read-only; registry-guarded data (`SharedMut`) is writable
-// where `consumers_may_write` allows, every Rust access to it registered.
+// SAFETY: the keepalive clones the data field, a `SharedBuffer` keeping every byte `tensor_info`
+// describes (`DerivedData`) alive and in place. Copy-on-write data exports read-only; guarded
+// data (`SharedMut`) is writable where `consumers_may_write` allows, every Rust access registered.
 unsafe impl<T> ClassRoute<T> for False
 where
     T: DerivedData + PyClass<Frozen = False>,

@@ -21,7 +21,6 @@ const DOC: &CStr =
 
 Exports the data as a DLPack capsule (the array API's __dlpack__ protocol).";
 
-/// A `PyMethodDef` in a `static`.
 #[repr(transparent)]
 struct StaticDef(ffi::PyMethodDef);
 

@@ -1,5 +1,4 @@
-//! `dlpack_rs.Tensor` ([`DLPackTensor`]) and the C exchange API as a producer: each class's
-//! static `DLPackExchangeAPI` table.
+//! `dlpack_rs.Tensor` ([`DLPackTensor`]) and the producer's C exchange tables, one per class.
 
 use alloc::ffi::CString;
 use alloc::vec::Vec;
@@ -95,21 +94,19 @@ impl From<ManagedTensor> for DLPackTensor {
     }
 }
 
-// SAFETY: the owned tensor's memory (validated), in place until the `DLPackTensor` (every
-// export's keepalive) drops it. A read-only owner exports read-only; a writable owner's elements
-// are reached from Rust only through registered views, a `bool` view checking every byte.
+// SAFETY: the owned, validated memory stays in place until the `DLPackTensor` (every export's
+// keepalive) drops it; a read-only owner exports read-only. Rust reads a writable owner's
+// elements only through registered views (`tensor()`), a `bool` view checking every byte.
 unsafe impl IntoDLPack for DLPackTensor {
     fn tensor_info(&self) -> TensorInfo {
         self.inner.tensor_info()
     }
 
     fn is_read_only(&self) -> bool {
-        // The producer's decision, bool included: every Rust view of it checks its bytes.
         self.inner.is_read_only()
     }
 
     fn rust_access_registered(&self) -> bool {
-        // Rust reads the elements only through `tensor()`'s registered views.
         true
     }
 
@@ -195,8 +192,6 @@ impl DLPackTensor {
     }
 }
 
-// `dlpack_rs.Tensor`'s own exchange table, which alone lends a bare `DLTensor`.
-
 /// `managed_tensor_to_py_object_no_sync`: wraps the tensor in a new `dlpack_rs.Tensor`.
 pub(crate) unsafe extern "C" fn to_py_object(
     tensor: *mut DLManagedTensorVersioned,
@@ -205,8 +200,7 @@ pub(crate) unsafe extern "C" fn to_py_object(
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {
         guarded(|py| {
-            // SAFETY: the caller hands over a valid managed tensor (or NULL); `owned` calls
-            // the deleter exactly once, on every path.
+            // SAFETY: a valid managed tensor (or NULL) from the caller; `owned` deletes it once.
             let owned = ManagedTensorVersioned::from_raw(tensor)?;
             if out_py_object.is_null() {
                 return Err(PyValueError::new_err(
@@ -230,7 +224,6 @@ unsafe extern "C" fn dltensor_view(py_object: *mut c_void, out: *mut DLTensor) -
             let obj =
                 instance::<DLPackTensor>(py, py_object, out.is_null(), "dltensor_from_py_object")?;
             let tensor = &obj.get().inner;
-            // A bare DLTensor cannot say "read-only".
             if tensor.is_read_only() {
                 return Err(PyBufferError::new_err(
                     "a read-only tensor cannot be lent as a bare DLTensor",
@@ -256,16 +249,13 @@ pub(crate) fn is_tensor_api(api: &DLPackExchangeAPI) -> bool {
     core::ptr::eq(api, &TENSOR_API.0)
 }
 
-/// `dlpack_rs.Tensor`'s table.
 pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor>(
     Some(to_py_object),
     Some(dltensor_view),
 ));
 
 /// Runs an exchange function's body after joining the registry (an error or panic gives -1).
-///
 /// # Safety
-///
 /// The calling thread must be attached to the interpreter (hold the GIL).
 #[inline(always)]
 pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
@@ -307,9 +297,7 @@ where
 }
 
 /// The instance of `T` an exchange function was called with (`ValueError`, `TypeError`).
-///
 /// # Safety
-///
 /// `py_object` is NULL or a live Python object, borrowed for the call.
 pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
     py: Python<'py>,
@@ -375,9 +363,7 @@ pub(crate) unsafe extern "C" fn current_work_stream(
 }
 
 /// Allocates a zeroed, compact CPU tensor shaped like `prototype`.
-///
 /// # Safety
-///
 /// `prototype` is NULL or points at a `DLTensor` whose shape holds `ndim` values.
 unsafe fn allocate_like(
     prototype: *const DLTensor,
@@ -468,20 +454,17 @@ pub(crate) unsafe extern "C" fn allocator(
     };
     if let Some(set_error) = set_error {
         let _ = crate::pyo3_glue::runtime::cpython::no_unwind(|| {
-            // SAFETY: the consumer's callback, called with its own context and two
-            // NUL-terminated strings that outlive the call.
+            // SAFETY: the consumer's callback, with its context and two C strings outliving it.
             unsafe { set_error(error_ctx, kind.as_ptr(), message.as_ptr().cast::<c_char>()) }
         });
     }
     -1
 }
 
-/// A `DLPackExchangeAPI` in a `static`.
 #[repr(transparent)]
 pub(crate) struct StaticApi(pub(crate) DLPackExchangeAPI);
 
-// SAFETY: the table is never written after initialisation; its pointer field (`prev_api`) is
-// NULL and its function pointers are plain code addresses.
+// SAFETY: never written after initialisation; `prev_api` is NULL, the other fields code addresses.
 unsafe impl Sync for StaticApi {}
 
 /// A table whose `managed_tensor_from_py_object_no_sync` exports instances of `T`.
@@ -539,7 +522,6 @@ where
     T::Frozen: ClassRoute<T>,
 {
     let api = NonNull::from(exchange_api::<T>()).cast::<c_void>();
-    // SAFETY: the table is static and immutable; consumers only read it. No destructor: the
-    // capsule owns nothing.
+    // SAFETY: a static, immutable table, which consumers only read; the capsule owns nothing.
     unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
 }

@@ -153,16 +153,14 @@ impl core::fmt::Debug for Framework {
 mod sealed {
     use super::*;
 
-    /// Where a [`Returned`] tensor goes: [`Numpy`], [`Torch`], [`Jax`], or an argument's
-    /// [`Framework`]. Sealed and unnameable: `Returned`'s parameter is one of those four.
+    /// Where a [`Returned`] tensor goes: [`Numpy`], [`Torch`], [`Jax`] or [`Framework`] (sealed).
     pub trait ReturnTo {
         /// The result's type in generated stubs (feature `inspect`).
         #[cfg(feature = "inspect")]
         const TYPE_HINT: pyo3::inspect::PyStaticExpr =
             crate::pyo3_glue::runtime::type_hints::DLPACK_ARRAY;
 
-        /// Hands `tensor` over: through the type's table, its package's `from_dlpack`, or as
-        /// is.
+        /// Hands `tensor` over: by the type's table, its package's `from_dlpack`, or as is.
         fn hand_over<'py>(
             &self,
             py: Python<'py>,

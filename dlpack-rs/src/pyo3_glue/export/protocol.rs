@@ -178,7 +178,6 @@ fn optional_pair<T: TryFrom<i64>>(
 #[doc(hidden)]
 pub struct RouteExport<O> {
     pub(crate) validated: Validated,
-    /// Consumers must not write the memory.
     pub(crate) read_only: bool,
     /// Every Rust access outside the export holds a registry borrow: no borrow for the export.
     pub(crate) registered: bool,
@@ -194,8 +193,7 @@ impl RouteExport<()> {
     #[inline(always)]
     pub(crate) fn of<T: IntoDLPack + ?Sized>(this: &T) -> PyResult<Self> {
         let validated = match this.__tensor_info_with_extent()? {
-            // SAFETY: the `IntoDLPack` contract of `__tensor_info_with_extent`: `Some(e)` only
-            // where `info.extent()` is `Ok(e)` for the very `info` returned.
+            // SAFETY: `IntoDLPack` promises `Some(e)` only where `info.extent()` is `Ok(e)`.
             (info, Some(extent)) => unsafe { Validated::new_unchecked(info, extent) },
             (info, None) => Validated::new(info)?,
         };
@@ -215,9 +213,7 @@ impl RouteExport<()> {
     }
 
     /// The export, kept alive by `owner`.
-    ///
     /// # Safety
-    ///
     /// `owner` keeps the described memory valid, initialised and in place while it lives.
     #[inline(always)]
     pub(crate) unsafe fn kept_by<O>(self, owner: O) -> RouteExport<O> {
@@ -265,18 +261,15 @@ impl<O> RouteExport<O> {
 }
 
 /// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for.
-///
 /// # Safety
-///
-/// `r` is as a `ClassRoute` (or [`RouteExport::kept_by`] within its contract) made it: its keepalive keeps the described memory valid, initialised
-/// and in place, writable unless read-only, and `registered` holds only if every Rust access
-/// outside the export holds a registry borrow.
+/// `r` comes from a `ClassRoute`, or from [`RouteExport::kept_by`] within its contract: its
+/// keepalive keeps the described memory valid, initialised and in place, writable unless
+/// read-only; `registered` only if every Rust access outside the export holds a registry borrow.
 pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
     py: Python<'py>,
     r: RouteExport<O>,
     args: &DLPackArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    // Our borrows go to the registry every copy of this crate shares (ARCHITECTURE.md).
     crate::pyo3_glue::runtime::shared_registry::join(py)?;
     args.check_stream(r.validated.info().device)?;
     // Last, once the rest of the export is known to be fine.
@@ -297,8 +290,7 @@ pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
     } else {
         r.readers()
     };
-    // SAFETY: this function's contract: the keepalive keeps the memory valid and in place,
-    // writable unless read-only, and Rust reads outside the export are in `readers`.
+    // SAFETY: this function's contract; Rust reads outside the export are in `readers`.
     unsafe { pack_capsule(py, r.owner, r.validated, flags, readers, args, None) }
 }
 
@@ -332,9 +324,7 @@ fn copy_needed<O>(r: &RouteExport<O>, args: &DLPackArgs) -> PyResult<bool> {
 }
 
 /// Exports a writable host copy flagged `IS_COPIED`, releasing the keepalive once copied.
-///
 /// # Safety
-///
 /// [`export_capsule`]'s contract.
 unsafe fn export_host_copy<'py, O>(
     py: Python<'py>,
@@ -348,7 +338,6 @@ unsafe fn export_host_copy<'py, O>(
              may still be writing it)"
         )));
     }
-    // No view of this crate may write the source while it is copied.
     let source = r.validated.borrow(false)?;
     // SAFETY: initialised memory kept by the keepalive (this function's contract), kDLCPU
     // (checked above), validated, and borrowed shared, so no view of this crate writes it.
@@ -370,11 +359,8 @@ unsafe fn export_host_copy<'py, O>(
 }
 
 /// Packs the export as the capsule `args` ask for.
-///
 /// # Safety
-///
-/// [`safe::pack_validated`]'s contract for `keepalive`, the metadata, `flags`, `readers` and
-/// `data_of`.
+/// [`safe::pack_validated`]'s contract for `keepalive`, `validated`, `flags`, `readers`, `data_of`.
 unsafe fn pack_capsule<'py, K: Send + 'static>(
     py: Python<'py>,
     keepalive: K,

@@ -31,10 +31,9 @@ fn names(versioned: bool) -> (&'static CStr, &'static CStr) {
 /// Our capsules' destructor: calls the deleter unless a consumer renamed (took) the capsule.
 unsafe extern "C" fn capsule_destructor<const VERSIONED: bool>(capsule: *mut ffi::PyObject) {
     let (name, _) = names(VERSIONED);
-    // SAFETY: CPython calls capsule destructors with the GIL held, on a live capsule. The name
-    // test sets no exception; only the deleter (which may run Python) needs the indicator aside.
-    // Still the unused name: this capsule (made by `into_capsule`) owns the struct of the kind
-    // `VERSIONED` says; dropping it calls the deleter exactly once.
+    // SAFETY: CPython calls destructors attached, on a live capsule. Under its unused name the
+    // capsule (from `into_capsule`) owns a struct of the kind `VERSIONED` says: dropped once here,
+    // with the error indicator aside for the deleter (it may run Python; the name test sets none).
     unsafe {
         if let Some(ptr) = cpython::pointer_if_named(capsule, name) {
             cpython::preserving_error_indicator(|| AnyManaged::drop_raw_parts(ptr, VERSIONED))
@@ -75,9 +74,8 @@ pub(crate) fn legacy_read_only_error() -> PyErr {
     )
 }
 
-/// Takes ownership of the managed tensor in a DLPack capsule of either name, renamed `used_...`
-/// before anything can fail (consumed: `ValueError`; another: `TypeError`; unreadable:
-/// `BufferError`).
+/// Takes the managed tensor out of a DLPack capsule, renamed `used_...` before anything can fail
+/// (consumed: `ValueError`; another name: `TypeError`; unreadable: `BufferError`).
 /// # Safety
 /// The caller vouches that a `"dltensor"` / `"dltensor_versioned"` capsule holds a
 /// `DLManagedTensor` / `DLManagedTensorVersioned` that keeps the DLPack contract.

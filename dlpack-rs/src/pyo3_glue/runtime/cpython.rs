@@ -7,8 +7,6 @@ use pyo3::ffi;
 use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 
-// --- The panic guard ---
-
 /// Runs `f`, catching a panic (`None`), its payload's drop included.
 #[inline(always)]
 pub(crate) fn no_unwind<R>(f: impl FnOnce() -> R) -> Option<R> {
@@ -45,8 +43,6 @@ pub(crate) unsafe fn attached_entry<R>(
         }
     }
 }
-
-// --- The interpreter and this thread ---
 
 /// Whether the interpreter is initialized (callable at any time, from any thread).
 #[inline]
@@ -106,8 +102,6 @@ pub(crate) unsafe fn with_attached<R>(f: impl FnOnce() -> R) -> R {
     let _release = Release(unsafe { ffi::PyGILState_Ensure() });
     f()
 }
-
-// --- References and types ---
 
 /// Releases a strong reference.
 /// # Safety
@@ -229,8 +223,7 @@ pub(crate) fn minor_version(py: Python<'_>) -> u8 {
     }
 }
 
-/// `ty`'s version tag, assigned first by a look-up of `name` if it has none; 0 when it cannot
-/// (always under abi3).
+/// `ty`'s version tag, assigned by a look-up of `name` if it has none; 0 when it cannot (abi3).
 /// # Safety
 /// Attached; `ty` is a live type object, `name` a live string.
 pub(crate) unsafe fn assign_type_version(
@@ -255,8 +248,6 @@ pub(crate) unsafe fn assign_type_version(
     }
 }
 
-// --- The error indicator ---
-
 /// Runs `f` with the pending exception put aside and restored afterwards, catching a panic.
 /// # Safety
 /// The thread is attached.
@@ -278,10 +269,7 @@ pub(crate) unsafe fn preserving_error_indicator(f: impl FnOnce()) {
     };
 }
 
-// --- Capsules ---
-
-/// The capsule's pointer when named `name`, else `None`, never setting an exception (which could
-/// run Python code).
+/// The capsule's pointer if it is named `name`; never sets an exception (that could run Python).
 /// # Safety
 /// The thread is attached; `capsule` is a live capsule.
 pub(crate) unsafe fn pointer_if_named(
@@ -307,8 +295,6 @@ pub(crate) unsafe fn capsule_rename(capsule: *mut ffi::PyObject, name: &'static 
     unsafe { ffi::PyCapsule_SetName(capsule, name.as_ptr()) == 0 }
 }
 
-// --- Calls and exact values ---
-
 /// `obj.method(name=value)` as one vectorcall (`kwnames`: the one keyword's name).
 #[cfg(not(feature = "abi3"))]
 #[inline]
@@ -324,8 +310,6 @@ pub(crate) fn call_method_one_keyword<'py>(
             "call_method_one_keyword: kwnames must hold exactly one name",
         ));
     }
-    // A free slot (`PY_VECTORCALL_ARGUMENTS_OFFSET`: the callee may write it, so `mut`), then
-    // `self` and the keyword value, all borrowed.
     let mut args = [core::ptr::null_mut(), obj.as_ptr(), value.as_ptr()];
     // SAFETY: attached (the `Bound`s prove it); `args[1..]` holds `self` and the value of the
     // one name in `kwnames`, all live for the call, and `args[0]` is ours to be overwritten (the
@@ -346,9 +330,8 @@ pub(crate) fn call_method_one_keyword<'py>(
 #[inline]
 pub(crate) fn exact_int_pair(obj: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     let ptr = obj.as_ptr();
-    // SAFETY: `ptr` is a live object and we are attached (the `Bound` proves both). An exact
-    // tuple's items are live borrowed references for as long as the tuple (held by `obj`)
-    // lives; nothing here calls Python code or keeps a reference.
+    // SAFETY: attached, and `ptr` is live (the `Bound` proves both). An exact tuple's items live
+    // as long as the tuple, which `obj` holds; nothing here runs Python code or keeps a reference.
     unsafe {
         if ffi::PyTuple_CheckExact(ptr) == 0 || ffi::PyTuple_GET_SIZE(ptr) != 2 {
             return None;

@@ -23,7 +23,6 @@ impl From<Error> for PyErr {
     fn from(err: Error) -> PyErr {
         let message = err.to_string();
         match err {
-            // In the names Python users write, as the typed arguments say it.
             Error::DtypeMismatch { expected, found } => PyTypeError::new_err(format!(
                 "dtype mismatch: {}",
                 dtype_message(&[expected], found)

@@ -1,6 +1,5 @@
-//! Which C exchange table a producer type publishes: `__dlpack_c_exchange_api__` in the
-//! dictionaries of `type(obj).__mro__`, cached per type (with how its `requires_grad` is read)
-//! while the type's version tag holds (SAFETY.md).
+//! Which C exchange table a type publishes (`__dlpack_c_exchange_api__` along its `__mro__`),
+//! cached per type with how `requires_grad` is read, while its version tag holds (SAFETY.md).
 
 use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -79,8 +78,7 @@ impl Mirror {
         if self.seq.load(Ordering::Relaxed) != before {
             return None;
         }
-        // SAFETY: the four words were written by `write` from one `Grad::to_words` under this
-        // sequence number (checked above).
+        // SAFETY: `write` stored these words, from one `Grad::to_words`, under this sequence.
         let grad = unsafe { Grad::from_words(grad, get, closure, version) };
         Some((api, grad, tag))
     }
@@ -146,8 +144,7 @@ pub(crate) fn lookup(obj: &Bound<'_, PyAny>) -> Option<(&'static DLPackExchangeA
     if word & OVERRIDDEN != 0 {
         return None;
     }
-    // SAFETY: a non-zero word (low bit clear) was selected from a producer's static table
-    // chain, which lives for the rest of the process (the dlpack.h contract).
+    // SAFETY: a non-zero word (low bit clear) is a table in a producer's static chain (dlpack.h).
     unsafe { (word as *const DLPackExchangeAPI).as_ref() }.map(|api| (api, grad))
 }
 
@@ -164,11 +161,9 @@ fn lookup_type<'py>(
     key: usize,
     ty: impl FnOnce() -> Bound<'py, PyType>,
 ) -> (usize, Grad) {
-    // Where version tags are read (CPython >= 3.11, not abi3), an answer holds under its tag.
     let tracked = cfg!(not(feature = "abi3")) && cpython::minor_version(py) >= 11;
     let now = if tracked {
-        // SAFETY: attached (`py`); `key` is a live type's address (the caller holds it or an
-        // object of it).
+        // SAFETY: attached (`py`); `key` is a live type (the caller holds it or an instance).
         unsafe { cpython::type_version(key as *mut pyo3::ffi::PyTypeObject) }
     } else {
         0
@@ -262,8 +257,7 @@ fn plain_mro(ty: &Bound<'_, PyType>) -> bool {
         .is_some_and(|(found, _)| found.is(type_mro.bind(py)))
 }
 
-/// `type.__dict__`'s `__mro__` and `__dict__` descriptors (a metaclass cannot override them),
-/// and `type.mro`.
+/// `type.__dict__`'s `__mro__` and `__dict__` (no metaclass overrides them), and `type.mro`.
 fn type_descriptors(py: Python<'_>) -> Option<&[Py<PyAny>; 3]> {
     static DESCRIPTORS: pyo3::sync::PyOnceLock<[Py<PyAny>; 3]> = pyo3::sync::PyOnceLock::new();
     crate::pyo3_glue::runtime::once::get_or_try_init(&DESCRIPTORS, py, || -> PyResult<_> {

@@ -179,8 +179,7 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
     unsafe {
         cpython::with_attached(|| {
             if current_interpreter() == interp {
-                // SAFETY: attached by `with_attached`, to the object's interpreter; `ptr` is a
-                // strong reference we own.
+                // SAFETY: attached (`with_attached`) to `ptr`'s interpreter; the reference is ours.
                 cpython::decref(ptr);
                 count(&RELEASED_AFTER_ATTACHING);
             } else {

@@ -20,7 +20,6 @@ pub(crate) fn get_or_try_init<'a, T, E>(
     drop(cell.set(py, value));
     match cell.get(py) {
         Some(value) => Ok(value),
-        // `set` returned: the cell holds ours or the other's.
         None => unreachable!("a PyOnceLock is empty after set"),
     }
 }

@@ -1,6 +1,5 @@
-//! What torch's `__dlpack__` refuses and its exchange table does not check: a tensor that
-//! requires grad, and a lazily negated view (its negative bit), which shares its base's memory
-//! un-negated.
+//! What torch's `__dlpack__` refuses but its exchange table does not check: a tensor that
+//! requires grad, and a lazily negated view (negative bit), whose memory holds un-negated values.
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
@@ -10,9 +9,7 @@ use pyo3::types::PyType;
 /// How a type's `requires_grad` is read (found once per type, kept in the exchange-table cache).
 #[derive(Clone, Copy)]
 pub(crate) enum Grad {
-    /// The type has none.
     Absent,
-    /// Through `getattr`.
     Getattr,
     /// Through the C getter of the type's getset descriptor (torch's), while it is unchanged.
     #[cfg_attr(feature = "abi3", allow(dead_code))]
@@ -113,10 +110,9 @@ fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
                 // The type changed, or the descriptor is another type's: use `getattr`.
                 return requires_grad(obj, Grad::Getattr);
             }
-            // SAFETY: attached (the `Bound` proves it); a static type's getset getter (its table
-            // lives for the process, even if the descriptor does not) that `getattr` would find
-            // on `obj`'s unchanged type, given an instance of the owning type (CPython's check
-            // before calling it); it returns a new reference or NULL with an exception set.
+            // SAFETY: attached (the `Bound`); the getset getter of a static type (its table
+            // outlives the descriptor) that `getattr` finds on `obj`'s unchanged type, given an
+            // instance of the owning type; it returns a new reference or NULL with an exception.
             let value = unsafe {
                 Bound::from_owned_ptr_or_err(obj.py(), (g.get)(obj.as_ptr(), g.closure as *mut _))
             };
@@ -139,8 +135,7 @@ pub(crate) fn refuse_what_dlpack_refuses(obj: &Bound<'_, PyAny>, grad: Grad) -> 
     refuse_negative_view(obj).map(|()| true)
 }
 
-/// What the negative-bit check (and the exchange lookup) needs of torch, found once torch is
-/// imported (nothing here imports it).
+/// What the negative-bit check and the exchange lookup need of torch, if it is imported already.
 struct Torch {
     /// `torch._C.TensorBase`: a static type, which a module posing as torch cannot make.
     base: Py<PyType>,
@@ -148,8 +143,7 @@ struct Torch {
     tensor: Py<PyType>,
     /// `TensorBase.is_neg`, the method descriptor (no instance attribute or patch stands in).
     is_neg: Py<PyAny>,
-    /// `torch._C._disabled_torch_function_impl`, to call past a subclass's `__torch_function__`:
-    /// a built-in function of that name, which a module posing as torch cannot make.
+    /// `torch._C._disabled_torch_function_impl` (a built-in), to call past `__torch_function__`.
     disabled: Py<PyAny>,
 }
 

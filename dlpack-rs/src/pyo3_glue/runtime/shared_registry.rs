@@ -1,7 +1,6 @@
-//! One borrow registry shared by every extension module in the process: the first copy of this
-//! crate publishes its table in the capsule `"dlpack_rs.borrow_registry"` in the interpreter's
-//! state dictionary, and later copies adopt it (SAFETY.md). Trust: the capsule is believed to be
-//! what its name says; native code planting a forged one is outside the model.
+//! One borrow registry for every extension module: the first copy of this crate publishes its
+//! table as the capsule `"dlpack_rs.borrow_registry"` in the interpreter's state dictionary.
+//! Later copies adopt it (SAFETY.md). Trust: a forged capsule of that name is outside the model.
 
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 
@@ -66,8 +65,7 @@ pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
 }
 
 fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static BorrowApi> {
-    // SAFETY: attached (we hold `py`): the interpreter's state dictionary is a borrowed
-    // reference that lives as long as the interpreter.
+    // SAFETY: attached (`py`); the state dictionary is a borrowed reference the interpreter keeps.
     let dict = unsafe {
         let raw = crate::pyo3_glue::runtime::cpython::interpreter_dict();
         if raw.is_null() {

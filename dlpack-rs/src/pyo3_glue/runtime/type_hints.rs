@@ -5,7 +5,6 @@ use pyo3::inspect::PyStaticExpr;
 /// The module that defines [`TYPING_STUB`]'s protocols, if the build names one.
 const MODULE: Option<&str> = option_env!("DLPACK_RS_TYPING_MODULE");
 
-/// [`MODULE`] as an expression.
 const MODULE_NAME: PyStaticExpr = PyStaticExpr::Name {
     id: match MODULE {
         Some(module) => module,
