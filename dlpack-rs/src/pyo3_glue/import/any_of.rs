@@ -16,9 +16,7 @@ mod sealed {
 
     /// A set of element types: `(A, B)` or `(A, B, C)`.
     pub trait Dtypes {
-        /// The first element type.
         type A: AnyBitPattern;
-        /// The second element type.
         type B: AnyBitPattern;
         /// The third element type, or `Infallible` for a pair (its variant cannot occur).
         type C: Third;
@@ -38,11 +36,8 @@ mod sealed {
 
     /// The third member of a set: an element type, or `Infallible` (no third variant).
     pub trait Third {
-        /// Its read-only view.
         type View<S: Shape, L: Layout>: core::fmt::Debug;
-        /// Its writable view.
         type ViewMut<S: Shape, L: Layout>: core::fmt::Debug;
-        /// Its dtype, if it has one.
         const CODE: Option<DLDataType>;
         /// The read-only view of a `source` of dtype [`Self::CODE`].
         #[allow(private_interfaces)]
@@ -117,8 +112,7 @@ pub enum AnyOf<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
     C(<D::C as Third>::View<S, L>),
 }
 
-/// A writable tensor argument of one of the element types `D`: [`AnyOf`] with
-/// [`TensorViewMut`] variants.
+/// A writable tensor argument of one of the dtypes `D`: [`AnyOf`] with [`TensorViewMut`] variants.
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{AnyOfMut, Dims, ANY};

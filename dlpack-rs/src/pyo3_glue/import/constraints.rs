@@ -151,7 +151,6 @@ impl sealed::Sealed for AnyDevice {}
 impl Device for Cpu {}
 impl Device for AnyDevice {}
 
-/// Checks `shape` against `S` (`TypeError` naming both shapes).
 fn check_shape<S: Shape>(shape: &[i64]) -> PyResult<()> {
     let Some(extents) = S::EXTENTS else {
         return Ok(());
@@ -195,7 +194,6 @@ pub(in crate::pyo3_glue) fn check_meta<S: Shape, L: Layout>(
     Ok(())
 }
 
-/// The `BufferError` for a tensor whose layout `L` refuses.
 fn layout_mismatch<L: Layout>(source: &Source) -> PyErr {
     PyBufferError::new_err(format!(
         "expected {}, got shape {} with strides {}",

@@ -26,8 +26,7 @@ pub(crate) fn import(
         return Ok((None, checked));
     };
     let mut out: *mut DLManagedTensorVersioned = core::ptr::null_mut();
-    // SAFETY: `from_py` comes from the table of `obj`'s own type, called as dlpack.h says: with
-    // the GIL held (we hold `py`), a live object of that type, and a valid out pointer.
+    // SAFETY: as dlpack.h asks: attached, a live object of the table's type, a valid out pointer.
     let rc = unsafe { from_py(obj.as_ptr().cast(), &mut out) };
     if rc != 0 {
         return Err(table_error(py, "managed_tensor_from_py_object_no_sync"));
@@ -37,8 +36,7 @@ pub(crate) fn import(
             "__dlpack_c_exchange_api__: managed_tensor_from_py_object_no_sync returned NULL",
         ));
     }
-    // SAFETY: on success the producer hands over an owned, valid managed tensor; `from_raw`
-    // checks the major version first (else `BufferError`) and calls the deleter on any error.
+    // SAFETY: on success, an owned valid tensor; `from_raw` checks its version, deletes on error.
     let tensor = unsafe { ManagedTensorVersioned::from_raw(out) }?;
     if tensor.dtype().code == crate::ffi::DLDataTypeCode::COMPLEX {
         // torch's table exports a conjugated complex tensor unresolved; its `__dlpack__` refuses.
@@ -74,8 +72,7 @@ pub(crate) fn borrowed_view(obj: &Bound<'_, PyAny>) -> PyResult<Lent> {
     let py = obj.py();
     refuse_what_dlpack_refuses(obj, grad)?;
     let mut out = core::mem::MaybeUninit::<DLTensor>::zeroed();
-    // SAFETY: a function of the table of `obj`'s own type, called as dlpack.h says: attached
-    // (we hold `py`), a live object of that type, and a valid out pointer.
+    // SAFETY: as dlpack.h asks: attached, a live object of the table's type, a valid out pointer.
     let rc = unsafe { dltensor(obj.as_ptr().cast(), out.as_mut_ptr()) };
     if rc != 0 {
         // A table may lend fewer tensors than it exports: the owned route decides and raises.
@@ -115,8 +112,7 @@ pub(crate) fn current_stream(
         return Ok(None);
     };
     let mut stream: *mut core::ffi::c_void = core::ptr::null_mut();
-    // SAFETY: a function of the producer's static table, called as dlpack.h says: attached
-    // (we hold `py`), with a device and a valid out pointer.
+    // SAFETY: the producer's static table, called as dlpack.h asks: attached, a valid out pointer.
     let rc = unsafe { current(device.device_type, device.device_id, &mut stream) };
     if rc != 0 {
         return Err(pending_error(py, "current_work_stream"));

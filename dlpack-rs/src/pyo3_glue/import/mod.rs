@@ -121,10 +121,8 @@ impl ImportOptions {
     /// cannot say "read-only", and jax exports immutable data that way).
     ///
     /// # Safety
-    ///
-    /// With `true`, the caller promises that every object imported with these options whose
-    /// producer answers with a legacy capsule hands out memory it lets consumers write (an
-    /// older torch, a `WRITEABLE` numpy array; never a jax array, which jax shares and caches).
+    /// With `true`, every object these options import as a legacy capsule must hold memory its
+    /// producer lets consumers write (an older torch, a `WRITEABLE` numpy array; never a jax one).
     pub unsafe fn writable_legacy(mut self, writable: bool) -> Self {
         self.writable_legacy = writable;
         self
@@ -170,7 +168,6 @@ impl ImportOptions {
             && self.device.is_none()
             && self.stream.is_none()
         {
-            // A numpy array: its struct read directly.
             if let Some(tensor) = crate::pyo3_glue::numpy::direct::import(obj)? {
                 return Ok((PyTensor::new(obj.py(), tensor.into_any(), false)?, None));
             }
@@ -212,8 +209,7 @@ impl ImportOptions {
             return Ok(Err(checked));
         }
         let mut stream = None;
-        // An unsynchronised device tensor is kept only if asked, on memory the CPU cannot reach,
-        // with a known stream; else `__dlpack__` synchronises.
+        // Kept unsynchronised only if asked, for memory the CPU cannot reach, with a known stream.
         if !device.device_type.is_host_viewable() {
             if !self.unsynchronized || device.device_type.is_host_accessible() {
                 return Ok(Err(checked));
@@ -283,7 +279,6 @@ impl ImportOptions {
         self.finish(py, result, legacy)
     }
 
-    /// `obj.__dlpack__`, or the `TypeError` for an object without one.
     fn method<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         obj.getattr(pyo3::intern!(obj.py(), "__dlpack__"))
             .map_err(|err| no_dlpack(obj, err))
@@ -294,11 +289,9 @@ impl ImportOptions {
         let capsule = result
             .cast::<PyCapsule>()
             .map_err(|_| PyTypeError::new_err("__dlpack__ did not return a capsule"))?;
-        // SAFETY: the capsule is the producer's `__dlpack__` answer, and the producer is
-        // trusted (`import`'s documented contract, as for every DLPack consumer).
+        // SAFETY: the producer's `__dlpack__` answer, trusted as `import`'s contract says.
         let consumed = unsafe { crate::pyo3_glue::runtime::capsule::consume_capsule(capsule) }?;
         let tensor = PyTensor::new(py, consumed, self.writable_legacy)?;
-        // What an older producer (or a raw capsule) could not be asked for.
         if let Some(device) = self.device.filter(|&d| d != tensor.device()) {
             return Err(PyBufferError::new_err(format!(
                 "the producer exported to {}, not the requested {device}",
@@ -320,13 +313,11 @@ impl PyTensor {
         ImportOptions::new().import(obj)
     }
 
-    /// Takes the tensor out of a `"dltensor"` or `"dltensor_versioned"` capsule; a legacy tensor
-    /// is read-only.
+    /// Takes the tensor from a `"dltensor"` or `"dltensor_versioned"` capsule (legacy: read-only).
     /// # Safety
-    /// The capsule must hold what its name says (a `DLManagedTensor` or a
-    /// `DLManagedTensorVersioned`), made by a producer that keeps DLPack's contract (valid
-    /// metadata, memory alive until the deleter runs). A `__dlpack__` result is; a
-    /// `PyCapsule::new_with_value` under that name is not.
+    /// The capsule must hold what its name says (a `DLManagedTensor` or `DLManagedTensorVersioned`)
+    /// from a producer keeping DLPack's contract (valid metadata, memory alive until the deleter
+    /// runs). A `__dlpack__` result does; a `PyCapsule::new_with_value` under that name does not.
     pub unsafe fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
         // SAFETY: forwarded from this function's contract.
         unsafe { crate::pyo3_glue::runtime::capsule::consume_capsule(capsule) }
@@ -368,7 +359,6 @@ impl<'a, 'py> FromPyObject<'a, 'py> for PyTensor {
     }
 }
 
-/// The `TypeError` for an object without `__dlpack__` (the attribute error as its cause).
 fn no_dlpack(obj: &Bound<'_, PyAny>, cause: PyErr) -> PyErr {
     let err = PyTypeError::new_err(format!(
         "expected an object with __dlpack__ (a numpy array, torch tensor, jax array, ...), got {}",

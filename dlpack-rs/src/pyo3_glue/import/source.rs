@@ -17,12 +17,10 @@ use crate::safe::{AnyManaged, Described, Error};
 pub(in crate::pyo3_glue) struct Source {
     // Dropped before the object (fields drop in order).
     origin: Origin,
-    /// The object the tensor came from, held while the source lives.
     pub(in crate::pyo3_glue) object: PyKeepalive,
 }
 
 enum Origin {
-    /// An import that owns its managed tensor.
     Owned(PyTensor),
     /// One of our own frozen `dlpack_rs.Tensor` objects (the held object), viewed in place.
     Ours(*const AnyManaged),
@@ -36,7 +34,6 @@ impl Source {
         obj: &Bound<'_, PyAny>,
         exclusive: bool,
     ) -> PyResult<Source> {
-        // A numpy array: a view of its struct, with rust-numpy's borrows.
         if crate::pyo3_glue::numpy::direct::may_be_array(obj) {
             if let Some(source) = Self::numpy_view(obj, exclusive)? {
                 return Ok(source);
@@ -66,7 +63,6 @@ impl Source {
         Ok(Source::of(obj, Origin::Owned(tensor)))
     }
 
-    /// `origin`, holding `obj`.
     fn of(obj: &Bound<'_, PyAny>, origin: Origin) -> Source {
         let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
         Source { origin, object }
@@ -107,8 +103,7 @@ impl Source {
         match &self.origin {
             Origin::Borrowed(_) => None,
             Origin::Owned(tensor) => Some(tensor),
-            // SAFETY: the tensor inside a live frozen `DLPackTensor` (held by `object`), which
-            // the object never changes nor moves before it is deallocated.
+            // SAFETY: the tensor of a live frozen `DLPackTensor` (held by `object`), never moved.
             Origin::Ours(tensor) => Some(unsafe { &**tensor }),
         }
     }

@@ -30,7 +30,6 @@ enum Parts<T> {
     Raw,
 }
 
-/// What every typed argument holds.
 struct Held<T> {
     first: *mut T,
     parts: Parts<T>,
@@ -48,8 +47,7 @@ impl<T: Element> Held<T> {
     {
         check_meta::<S, L>(&source, T::DTYPE, L::SLICE)?;
         let parts = if L::SLICE {
-            // SAFETY: the view's memory is its object's, which the held `source` keeps alive
-            // while the pointer is used.
+            // SAFETY: the view's memory is its object's, kept alive by the held `source`.
             let borrowed = |v: &crate::safe::Described| unsafe { v.slice_parts::<T>(exclusive) };
             source
                 .parts(exclusive, |t| t.slice_parts::<T>(exclusive), borrowed)
@@ -152,14 +150,12 @@ impl<T> Held<T> {
         if len == 0 {
             return Some(&[]);
         }
-        // SAFETY: `len` C-contiguous elements checked (dtype, host memory, alignment, values)
-        // and borrowed by `host_from`, alive while `self` owns `source`; the slice borrows `self`.
+        // SAFETY: `len` elements `host_from` checked and borrowed, kept alive by `self.source`.
         Some(unsafe { core::slice::from_raw_parts(self.first, len) })
     }
 
     /// # Safety
-    /// As [`Held::slice`], and the borrow is exclusive of writable memory with no element
-    /// addressed twice (a `TensorViewMut`'s).
+    /// As [`Held::slice`]; the borrow is exclusive, of writable memory, no element addressed twice.
     unsafe fn slice_mut(&mut self) -> Option<&mut [T]> {
         let len = self.contiguous_len()?;
         if len == 0 {
@@ -225,11 +221,10 @@ impl<T> Held<T> {
 
 /// A read-only tensor argument of element type `T`, shape `S`, layout `L` and device `D`.
 ///
-/// Extraction imports without a copy, checks the element type and shape (`TypeError`), layout
-/// and device (`BufferError`), then holds a shared [borrow](crate::safe#the-borrow-registry) of
-/// the bytes the elements address until it drops. The
-/// [import guide](https://github.com/kornia/dlpack-rs/blob/main/docs/import.md#typed-arguments)
-/// lists every constraint, refusal and accessor; a [`CContig`] argument derefs to `[T]`.
+/// Extraction imports without a copy, checks dtype and shape (`TypeError`), layout and device
+/// (`BufferError`), then holds a shared [borrow](crate::safe#the-borrow-registry) of the
+/// elements' bytes until dropped. A [`CContig`] argument derefs to `[T]`. More in the [import
+/// guide](https://github.com/kornia/dlpack-rs/blob/main/docs/import.md#typed-arguments).
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{Dims, TensorView, ANY};
@@ -369,9 +364,8 @@ macro_rules! accessors {
             /// The element at `index` (one index per dimension), or `None` outside the shape.
             pub fn get(&self, index: &[usize]) -> Option<&T> {
                 let element = self.held.element(index)?;
-                // SAFETY: a checked element of host parts (a `Cpu` argument: aligned, valid for
-                // `T`), borrowed while `self` lives; a mutable view needs `&mut self`, so none is
-                // alive now.
+                // SAFETY: a checked element of host parts (aligned, valid for `T`), borrowed while
+                // `self` lives; a mutable view needs `&mut self`, so none is alive now.
                 Some(unsafe { &*element })
             }
 

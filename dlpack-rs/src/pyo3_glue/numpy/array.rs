@@ -11,7 +11,6 @@ use pyo3::types::{PyCapsule, PyDict, PyType};
 use crate::ffi::DLPACK_VERSIONED_CAPSULE_NAME;
 use crate::pyo3_glue::runtime::cpython;
 
-/// numpy's `ndarray` type, once found.
 pub(in crate::pyo3_glue) static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 /// `NDARRAY`'s type object, for the per-import check without a `Python` token look-up.
 pub(in crate::pyo3_glue) static NDARRAY_PTR: AtomicPtr<ffi::PyTypeObject> =
@@ -116,7 +115,6 @@ pub(in crate::pyo3_glue) fn known_ndarray(
     find_ndarray(obj)
 }
 
-/// [`known_ndarray`] before the type is known.
 #[inline(never)]
 fn find_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<Option<*mut ffi::PyTypeObject>> {
     let py = obj.py();
@@ -168,16 +166,14 @@ pub(in crate::pyo3_glue) struct ArrayFields {
 impl ArrayFields {
     /// The array's extents and byte strides (`nd` of each), or `None` for a negative `nd`.
     /// # Safety
-    /// `self` is the struct of a live numpy array, read attached: its `dimensions` and
-    /// `strides` point at `nd` values each (or `nd` is 0).
+    /// A live numpy array's struct, read attached (`dimensions` and `strides` hold `nd` values).
     #[inline]
     pub(in crate::pyo3_glue) unsafe fn dims(&self) -> Option<(&[isize], &[isize])> {
         let nd = usize::try_from(self.nd).ok()?;
         if nd == 0 {
             return Some((&[], &[]));
         }
-        // SAFETY: the caller's contract: a live array's dimensions and strides hold `nd` values
-        // each, alive as long as the array (which `self` borrows).
+        // SAFETY: the caller's contract: `nd` values each, alive with the array `self` borrows.
         Some(unsafe {
             (
                 core::slice::from_raw_parts(self.dimensions, nd),
@@ -207,9 +203,6 @@ pub(in crate::pyo3_glue) unsafe fn root_array(
     }
 }
 
-/// numpy's `NPY_ARRAY_C_CONTIGUOUS` flag.
 pub(in crate::pyo3_glue) const NPY_ARRAY_C_CONTIGUOUS: c_int = 0x0001;
-/// numpy's `NPY_ARRAY_F_CONTIGUOUS` flag.
 pub(in crate::pyo3_glue) const NPY_ARRAY_F_CONTIGUOUS: c_int = 0x0002;
-/// numpy's `NPY_ARRAY_WRITEABLE` flag.
 pub(in crate::pyo3_glue) const NPY_ARRAY_WRITEABLE: c_int = 0x0400;

@@ -1,6 +1,5 @@
-//! Borrows shared with rust-numpy: every view of an imported numpy array also takes the
-//! matching borrow in rust-numpy's table (`_RUST_NUMPY_BORROW_CHECKING_API`, version 1's
-//! layout), or publishes this crate's own (`numpy/table.rs`). SAFETY.md tells the model.
+//! Borrows shared with rust-numpy: each view of an imported numpy array also takes the matching
+//! borrow in rust-numpy's table (ours, from `table.rs`, if none was published). See SAFETY.md.
 
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -22,13 +21,11 @@ use crate::pyo3_glue::runtime::keepalive::{
 use crate::safe::borrow::overlap::Span;
 use crate::safe::Error;
 
-/// The capsule's name (and the attribute's).
 const NAME: &core::ffi::CStr = c"_RUST_NUMPY_BORROW_CHECKING_API";
 
 /// The process's table once found (alive for good), its low bit set if [`marks`] says it is ours.
 static TABLE: AtomicPtr<Shared> = AtomicPtr::new(core::ptr::null_mut());
 
-/// The table [`TABLE`] holds, if found.
 fn found_table() -> Option<&'static Shared> {
     // SAFETY: NULL, or a table of version >= 1 that lives for good (`table`), mark bit cleared.
     unsafe { TABLE.load(Ordering::Acquire).map_addr(|a| a & !1).as_ref() }
@@ -54,9 +51,8 @@ fn marks(module: &Bound<'_, PyModule>, table: &Bound<'_, PyCapsule>) -> bool {
         _ => false,
     }
 }
-/// numpy's `multiarray` module, where rust-numpy keeps its table.
 fn multiarray(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    // By numpy's version, as rust-numpy itself finds it (both must find the same table).
+    // Where rust-numpy keeps its table, found by numpy's version as rust-numpy does (same table).
     let major = crate::pyo3_glue::numpy::array::numpy_major(py.import("numpy")?.as_any());
     py.import(if major.unwrap_or(2) >= 2 {
         "numpy._core.multiarray"
@@ -78,8 +74,7 @@ fn table(py: Python<'_>) -> PyResult<&'static Shared> {
         let capsule = match dict.get_item(name)? {
             Some(found) => found,
             None => {
-                // SAFETY: `OURS` is a static that lives for the rest of the process; the
-                // capsules have no destructor, and their names are static strings.
+                // SAFETY: `OURS` is a static; the capsules have no destructor and static names.
                 let (capsule, mark) = unsafe {
                     let ours = core::ptr::NonNull::from(&OURS).cast();
                     (
@@ -139,7 +134,6 @@ pub(crate) fn coordinate(
     obj: &Bound<'_, PyAny>,
     tensor: &mut crate::safe::AnyManaged,
 ) -> PyResult<bool> {
-    // numpy not seen yet (or not imported at all): looked up until it is.
     let Some(ndarray) = known_ndarray(obj)? else {
         return Ok(false);
     };
@@ -239,8 +233,7 @@ fn byte_view<'py>(
     foreign: Foreign,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = obj.py();
-    // SAFETY: attached, and `obj` is a live numpy array (the caller checked; so numpy's type is
-    // known).
+    // SAFETY: attached; the caller checked `obj` is a live numpy array, so numpy's type is known.
     let root = unsafe { root_array(obj.as_ptr(), NDARRAY_PTR.load(Ordering::Acquire)) };
     // SAFETY: `root` is a live numpy array (a strong reference is taken just below).
     let root = unsafe { Bound::from_borrowed_ptr(py, root) };
@@ -252,8 +245,7 @@ fn byte_view<'py>(
         .ok_or_else(|| PyTypeError::new_err("numpy's ndarray type is not known"))?
         .bind(py);
     let plain = ndarray_ty.call_method1(pyo3::intern!(py, "view"), (&root, ndarray_ty))?;
-    // SAFETY: `plain` is a live numpy array (just made); its fields are read in place, and no
-    // reference to them is kept.
+    // SAFETY: `plain` is a live numpy array (just made); fields read in place, none kept.
     let (flags, root_start) = unsafe {
         let fields = &*plain.as_ptr().cast::<ArrayFields>();
         (fields.flags, fields.data as usize)
@@ -309,13 +301,11 @@ pub(crate) fn inherit(wrapper: &Bound<'_, PyAny>, tensor: &mut crate::safe::AnyM
     if !core::ptr::eq(external.api, &NUMPY_API) || tensor.external().is_some() {
         return;
     }
-    // SAFETY: a context `external_for` made, alive while the wrapper's tensor owns it (the
-    // wrapper is alive: we hold it).
+    // SAFETY: a context `external_for` made, alive while the (held) wrapper's tensor owns it.
     let from = unsafe { &*external.ctx.cast::<Ctx>() };
     for array in [from.array, from.array0] {
         if !array.is_null() {
-            // SAFETY: attached (we hold `wrapper`'s token); the array is alive (the context's
-            // reference), and the new context takes a reference of its own.
+            // SAFETY: attached; the context's reference keeps it alive. The new one takes its own.
             unsafe { cpython::incref(array) };
         }
     }
@@ -356,8 +346,7 @@ fn attached<R>(f: impl FnOnce() -> R) -> Option<R> {
     if exiting_unattached() {
         return None;
     }
-    // SAFETY: the interpreter is not shutting down (checked above), and `f` keeps nothing of
-    // Python past its return (its callers' contract).
+    // SAFETY: not shutting down (checked above); `f` keeps nothing of Python (callers' contract).
     Some(unsafe { cpython::with_attached(f) })
 }
 
@@ -373,8 +362,7 @@ unsafe fn numpy_acquire(ctx: *mut c_void, exclusive: bool) -> Result<(), Error> 
     };
     let acquire = if exclusive { t.acquire_mut } else { t.acquire };
     let take = |array: *mut ffi::PyObject| {
-        // SAFETY: attached; a table of version >= 1 and a live numpy array (a strong reference
-        // of the context).
+        // SAFETY: attached; a version >= 1 table and a live array (the context's strong reference).
         attached(|| unsafe { acquire(t.flags, array) })
     };
     // A 0-d array: first rust-numpy's own borrow of it, then the one of its element.
@@ -434,8 +422,7 @@ unsafe fn numpy_drop_ctx(ctx: *mut c_void) {
     let ctx = unsafe { Box::from_raw(ctx.cast::<Ctx>()) };
     for array in [ctx.array, ctx.array0] {
         if !array.is_null() {
-            // SAFETY: a strong reference `external_for` (or `inherit`) took, to an object of the
-            // main interpreter.
+            // SAFETY: a strong reference `external_for` or `inherit` took, of the main interpreter.
             unsafe { release_owned(array, MAIN_INTERPRETER) };
         }
     }

@@ -62,8 +62,7 @@ fn dtype_of(type_num: c_int) -> Option<DLDataType> {
     })
 }
 
-/// The element size of dtype `descr` for the built-in types [`dtype_of`] knows; `None` for
-/// others (ask numpy).
+/// The element size of `descr` if [`dtype_of`] knows it (else ask numpy).
 /// # Safety
 /// `descr` is a live numpy dtype object.
 pub(in crate::pyo3_glue) unsafe fn builtin_itemsize(descr: *mut ffi::PyObject) -> Option<isize> {
@@ -90,8 +89,7 @@ unsafe extern "C" fn delete_block(ptr: *mut DLManagedTensorVersioned) {
     if ptr.is_null() {
         return;
     }
-    // SAFETY: `ptr` is the first field of a `Block` made by `Box::into_raw` in `import`; the
-    // DLPack contract lets the deleter run once.
+    // SAFETY: the first field of a `Block` from `Box::into_raw` in `import`; deleters run once.
     let block = unsafe { Box::from_raw(ptr.cast::<Block>()) };
     let (array, interp) = (block.array, block.interp);
     drop(block);
@@ -117,7 +115,6 @@ pub(in crate::pyo3_glue) fn may_be_array(obj: &Bound<'_, PyAny>) -> bool {
     known.is_null() || obj.get_type_ptr() == known
 }
 
-/// What the direct read established of an array.
 struct Checked<'a> {
     fields: &'a ArrayFields,
     dtype: DLDataType,
@@ -178,8 +175,7 @@ fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     if !unsafe { on_the_cpu(obj.as_ptr(), ndarray) } {
         return Ok(None);
     }
-    // SAFETY: attached, and `obj` is a live numpy array (its type is exactly `ndarray`); no
-    // Python code runs from here to the last use of what is read.
+    // SAFETY: attached; `obj` is exactly an `ndarray`; no Python code runs while `fields` is used.
     let fields = unsafe { &*obj.as_ptr().cast::<ArrayFields>() };
     // SAFETY: a live array's descriptor is a live dtype object, whose head has this layout.
     let descr = unsafe { &*fields.descr.cast::<DescrHead>() };
@@ -213,7 +209,6 @@ fn checked<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Option<Checked<'a>>> {
     }))
 }
 
-/// [`import`] past its first check.
 #[inline(never)]
 fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersioned>> {
     let Some(c) = checked(obj)? else {
@@ -231,8 +226,7 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
             } else {
                 0
             },
-            // SAFETY: all-zero is valid for every field; the tensor is set once the block (which
-            // its shape and strides point into) is in place.
+            // SAFETY: all-zero is valid for every field; set once the block is in place.
             dl_tensor: unsafe { core::mem::zeroed() },
         },
         array: obj.as_ptr(),
@@ -285,8 +279,7 @@ pub(in crate::pyo3_glue) fn view(obj: &Bound<'_, PyAny>) -> PyResult<Option<(Des
 
 /// Whether numpy lets `obj`, an array [`view`] read, be written now.
 pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
-    // SAFETY: `obj` is a live numpy array (one `view` read, which the caller holds), attached
-    // (the `Bound` proves it); its flags are read in place, no reference kept.
+    // SAFETY: attached; a live numpy array (`view` read it, the caller holds it), read in place.
     unsafe { (*obj.as_ptr().cast::<ArrayFields>()).flags & NPY_ARRAY_WRITEABLE != 0 }
 }
 
@@ -295,12 +288,10 @@ pub(in crate::pyo3_glue) fn writeable(obj: &Bound<'_, PyAny>) -> bool {
 /// # Safety
 /// Attached; `array` is a live numpy array and `ndarray` numpy's type.
 unsafe fn on_the_cpu(array: *mut ffi::PyObject, ndarray: *mut ffi::PyTypeObject) -> bool {
-    // SAFETY: forwarded; the root is a live numpy array, whose base is NULL or a strong
-    // reference to a live object.
+    // SAFETY: forwarded; the root's base is NULL or a strong reference to a live object.
     let base = unsafe { (*root_array(array, ndarray).cast::<ArrayFields>()).base };
-    // SAFETY: attached; a live object. A capsule of one of these names is numpy's own, made by
-    // `np.from_dlpack` around the producer's managed tensor, which it keeps until the capsule
-    // goes (numpy reads the device from it the same way).
+    // SAFETY: attached, a live object. These names are numpy's capsules from `np.from_dlpack`, each
+    // keeping the producer's managed tensor while it lives (numpy reads the device from it too).
     unsafe {
         if base.is_null() || !cpython::is_capsule(base) {
             return true;

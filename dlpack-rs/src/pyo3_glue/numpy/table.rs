@@ -23,8 +23,7 @@ pub(super) struct Shared {
     pub(super) release_mut: unsafe extern "C" fn(*mut c_void, *mut ffi::PyObject),
 }
 
-// SAFETY: immutable (ours, or one some module published); its functions synchronise their own
-// state (ours through `FLAGS`).
+// SAFETY: immutable; its functions synchronise their own state (ours through `FLAGS`).
 unsafe impl Sync for Shared {}
 
 /// The registry's key of a strided view's bytes (`None`: beyond the address space).
@@ -72,7 +71,6 @@ struct Entry {
 /// The borrows rust-numpy took: a short list scanned whole (a handful of views at a time).
 static FLAGS: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
-/// Our version-1 table.
 pub(super) static OURS: Shared = Shared {
     version: 1,
     flags: core::ptr::null_mut(),
@@ -104,8 +102,7 @@ pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     // SAFETY: attached (this function's contract), so `Python` may be assumed.
     let py = unsafe { Python::assume_attached() };
     // The element size first: asking numpy runs Python code, which may free the extents.
-    // SAFETY: `array` is a live numpy array: its fields are as numpy lays them out (read in
-    // place, no reference kept).
+    // SAFETY: `array` is a live numpy array; its fields read in place (no reference kept).
     let descr = unsafe { (*array.cast::<ArrayFields>()).descr };
     // Held to the comparison below, so no other descriptor can take its address meanwhile.
     let mut held = None;
@@ -138,7 +135,6 @@ pub(super) unsafe fn key_of_array(array: *mut ffi::PyObject) -> Option<Span> {
     )
 }
 
-/// Runs `f` on the borrows rust-numpy took, locked.
 fn with_flags<R>(f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
     f(&mut FLAGS.lock().unwrap_or_else(|e| e.into_inner()))
 }
@@ -153,8 +149,7 @@ unsafe extern "C" fn ours_acquire<const EXCLUSIVE: bool>(
     cpython::no_unwind(|| unsafe { ours_acquire_any(array, EXCLUSIVE) }).unwrap_or(-1)
 }
 
-/// Takes the registry's borrow of the bytes `array` addresses: 0, -1 refused, -2 for an
-/// exclusive one of a read-only array.
+/// [`ours_acquire`]'s body: takes the registry's borrow of the bytes `array` addresses.
 /// # Safety
 /// Attached, and `array` is a live numpy array.
 unsafe fn ours_acquire_any(array: *mut ffi::PyObject, exclusive: bool) -> c_int {
