@@ -205,8 +205,8 @@ fn switched() -> Option<&'static BorrowApi> {
     (!ptr::eq(api, &LOCAL_API)).then_some(api)
 }
 
-/// Registers `start..end` in `entries` (the table logic, under the caller's lock).
 #[cfg(test)]
+/// Registers `start..end` in `entries` (the table logic, under the caller's lock).
 fn add_entry(entries: &mut Vec<Entry>, start: usize, end: usize, exclusive: bool) -> i32 {
     add_span(entries, Span::range(start, end), exclusive)
 }
@@ -271,9 +271,9 @@ unsafe extern "C" fn local_acquire_strided(
     local_acquire_span(Span::strided(start, end, period, width), exclusive)
 }
 
+#[cfg(test)]
 /// Removes one registration of `start..end` from `entries`; `Some(migrated)` when found, with
 /// whether that one had been registered in a shared table too.
-#[cfg(test)]
 fn remove_entry(
     entries: &mut Vec<Entry>,
     start: usize,
