@@ -1,5 +1,5 @@
-//! The ownership model without Python: export Rust memory as managed tensors, and import
-//! managed tensors as owned values with validated metadata and borrow-checked views.
+//! The ownership model without Python: exports of Rust memory, and validated imports with
+//! borrow-checked views.
 //!
 //! | question | item |
 //! |---|---|
@@ -18,12 +18,11 @@
 //!
 //! # The borrow registry
 //!
-//! Many owners may describe one memory, so every view first registers the bytes it covers:
-//! shared borrows may overlap, an exclusive one that overlaps any other is refused with
-//! [`Error::AlreadyBorrowed`], and dropping the view releases them. A strided view registers
-//! the bytes on its period (the gcd of its byte strides), so `z[::2]` and `z[1::2]` may be
-//! viewed mutably together. The registry is a versioned C table under a spin lock, shared by
-//! every extension module of a process (SAFETY.md, "The borrow registry"; docs/import.md).
+//! Many owners may describe one memory, so every view registers the bytes it covers until it
+//! drops. Shared borrows may overlap. An exclusive one that overlaps any other fails with
+//! [`Error::AlreadyBorrowed`]. A strided view registers the bytes on its period (the gcd of its
+//! byte strides), so `z[::2]` and `z[1::2]` may be viewed mutably together. The registry is a C
+//! table shared by every extension module of a process (SAFETY.md, "The borrow registry").
 
 pub(crate) mod borrow;
 mod dtype;

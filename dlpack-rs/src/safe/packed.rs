@@ -1,13 +1,5 @@
-//! Data narrower than any Rust type: packed views ([`PackedSlice`]); exports are
-//! [`Export::packed`](crate::safe::Export::packed), the values' layout [`Packing`].
-//!
-//! DLPack packs sub-byte data little bit-endian: value `i` (row-major, lanes in order) is bits
-//! `i * bits .. (i + 1) * bits` of the data, which takes `ceil(numel * bits * lanes / 8)` bytes:
-//!
-//! | producer | dtype | bits x lanes | bytes for 5 elements |
-//! |---|---|---|---|
-//! | jax `float4_e2m1fn` | [`DLDataType::FLOAT4_E2M1FN`] | 4 x 1: two elements per byte | 3 |
-//! | torch `float4_e2m1fn_x2` | [`DLDataType::FLOAT4_E2M1FN_X2`] | 4 x 2: one element (two values) per byte | 5 |
+//! Views of data narrower than any Rust type ([`PackedSlice`]). Exports are
+//! [`Export::packed`](crate::safe::Export::packed); [`Packing`] says how values sit in bytes.
 
 use crate::safe::borrow::guard::ReadGuard;
 use crate::safe::borrow::BorrowToken;
@@ -67,8 +59,8 @@ impl PackedSlice<'_> {
 }
 
 impl<K: Kind> Managed<K> {
-    /// The packed bytes of a contiguous host tensor of at most 8 bits per value ([`Error::NotPacked`]
-    /// for wider dtypes), borrowed as [`Managed::as_slice`] is.
+    /// The packed bytes of a contiguous host tensor of at most 8 bits per value, borrowed as
+    /// [`Managed::as_slice`] is ([`Error::NotPacked`] for wider dtypes).
     ///
     /// ```
     /// use dlpack_rs::ffi::DLDataType;

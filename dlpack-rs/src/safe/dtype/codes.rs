@@ -28,7 +28,6 @@ enum Rule {
     },
 }
 
-/// A [`Rule::Free`] row: `base` + bits names it, numpy takes the `numpy` widths.
 macro_rules! free {
     ($base:expr, $numpy:expr) => {
         Rule::Free {
@@ -159,8 +158,7 @@ pub fn dtype_allowed(dtype: DLDataType) -> bool {
 }
 
 impl DLDataType {
-    /// The name Python libraries give this dtype (`float32`, `float8_e4m3fn`, ...), displayed
-    /// without allocating.
+    /// The name Python libraries give this dtype (`float32`, `float8_e4m3fn`, ...).
     ///
     /// ```
     /// use dlpack_rs::ffi::{DLDataType, DLDataTypeCode};

@@ -1,4 +1,4 @@
-//! Dtypes and their Rust element types: [`Element`], dtype rules, and dtype and device constructors.
+//! Dtypes and their Rust element types ([`Element`]), dtype rules, dtype and device constructors.
 
 mod codes;
 
@@ -29,8 +29,7 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
 /// An [`Element`] whose every bit pattern is valid, so foreign writes cannot make it invalid.
 ///
 /// # Safety
-/// Every bit pattern of `size_of::<Self>()` bytes must be a valid `Self` (and
-/// [`Element::ANY_BIT_PATTERN`] true).
+/// Every bit pattern of its size must be a valid `Self`, and [`Element::ANY_BIT_PATTERN`] true.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has invalid bit patterns: a foreign write could make Rust read one",
     note = "view boolean data as `u8` (`x != 0`), whose every byte is valid"
@@ -53,7 +52,7 @@ macro_rules! elements {
             unsafe impl AnyBitPattern for $ty {}
 
             $(
-                #[doc = concat!("The dtype of `", stringify!($ty), "` (the seed's constructor; `", stringify!($dtype), "`).")]
+                #[doc = concat!("The dtype of `", stringify!($ty), "` (`", stringify!($dtype), "`).")]
                 pub const fn $helper() -> DLDataType {
                     $dtype
                 }
@@ -96,17 +95,17 @@ unsafe impl Element for bool {
     }
 }
 
-/// The dtype of `bool` (the seed's constructor; `DLDataType::BOOL`).
+/// The dtype of `bool` (`DLDataType::BOOL`).
 pub const fn dtype_bool() -> DLDataType {
     DLDataType::BOOL
 }
 
-/// The CPU device, `(kDLCPU, 0)` (the seed's constructor; `DLDevice::CPU`).
+/// The CPU device, `(kDLCPU, 0)` (`DLDevice::CPU`).
 pub const fn cpu_device() -> DLDevice {
     DLDevice::CPU
 }
 
-/// CUDA device number `id` (the seed's constructor; `DLDevice::new(DLDeviceType::CUDA, id)`).
+/// CUDA device number `id` (`DLDevice::new(DLDeviceType::CUDA, id)`).
 pub const fn cuda_device(id: i32) -> DLDevice {
     DLDevice::new(DLDeviceType::CUDA, id)
 }

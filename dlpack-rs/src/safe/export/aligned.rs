@@ -8,9 +8,8 @@ use core::ptr::NonNull;
 
 use crate::safe::{AnyBitPattern, Buffer, Element, Error};
 
-/// An owned, fixed-length `[T]` aligned to `ALIGN` bytes (64 by default, what jax needs).
-///
-/// It is a [`Buffer`]; a `Vec<f32>` exported to jax is usually copied, this is not.
+/// An owned, fixed-length `[T]` aligned to `ALIGN` bytes (64 by default, what jax needs). As a
+/// [`Buffer`] it reaches jax without the copy a `Vec<f32>` usually gets.
 ///
 /// ```
 /// use dlpack_rs::safe::{AlignedBuffer, Export};
@@ -97,7 +96,6 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
         Ok(buffer)
     }
 
-    /// A copy of `values`.
     fn copy_of(values: &[T]) -> Result<Self, Error> {
         let buffer = Self::allocate(values.len(), false)?;
         // SAFETY: the new allocation holds `values.len()` elements and cannot overlap `values`.

@@ -22,9 +22,8 @@ struct Header<M, K> {
     keepalive: K,
 }
 
-/// Who besides the consumers may read an export's memory: decides whether the export holds a
-/// shared [registry borrow](crate::safe#the-borrow-registry) until its deleter runs (every
-/// `READ_ONLY` export does, as other owners share the buffer).
+/// Who besides consumers may read an export's memory: whether the export holds a shared
+/// registry borrow until its deleter runs (every `READ_ONLY` one does: others share the buffer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Readers {
     /// The keepalive owns the memory alone: borrow only if read-only.
@@ -69,8 +68,8 @@ unsafe extern "C" fn delete_block<M, K>(ptr: *mut M) {
         return;
     }
     let header = ptr.cast::<Header<M, K>>();
-    // SAFETY: `ptr` came from `build_validated::<M, K>` (a block of `block_layout(ndim)` starting with
-    // this header); DLPack calls the deleter once, so the keepalive is moved out once.
+    // SAFETY: `ptr` came from `build_validated::<M, K>` (a block of `block_layout(ndim)`
+    // starting with this header); DLPack calls the deleter once, so the keepalive moves out once.
     let (layout, keepalive) = unsafe {
         let (layout, _) = block_layout::<M, K>((*header).ndim);
         (layout, core::ptr::read(&raw const (*header).keepalive))
@@ -133,9 +132,8 @@ impl ManagedStruct for DLManagedTensorVersioned {
     }
 }
 
-/// Moves validated metadata and `keepalive` into one heap block, strides always written: the
-/// funnel of every export, which takes the [`Readers`] borrow (dropping `keepalive` on error).
-///
+/// The funnel of every export: moves validated metadata and `keepalive` into one heap block
+/// (strides always written) and takes the [`Readers`] borrow, dropping `keepalive` on error.
 /// `data_from_keepalive` retakes the data pointer from the keepalive in its final place.
 pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
     keepalive: K,

@@ -9,10 +9,9 @@ use crate::safe::{Element, Error};
 /// Owned memory of [`Element`]s that can back an exported tensor (`Vec<T>`, `Arc<[T]>`, ...).
 ///
 /// # Safety
-/// - `data_ptr` points at `num_elements` initialised elements (non-NULL, maybe dangling, when
-///   there are none), valid and in place while the value lives, even when it is moved.
+/// - `data_ptr` points at `num_elements` initialised elements on `device` (non-NULL, maybe
+///   dangling, when there are none), valid and in place while the value lives, even when moved.
 /// - If `is_writable` is true, the pointer `data_ptr_mut` returns carries write permission.
-/// - `device` says where the memory is.
 /// - `SHARED_PTR_WRITABLE` is true only if `data_ptr`'s pointer also carries write permission
 ///   (read from an owned raw pointer, never from a reference to the elements).
 /// - No `&self` method writes the elements, unless `REGISTRY_GUARDED` is true.
@@ -26,8 +25,7 @@ pub unsafe trait Buffer {
     type Elem: Element;
     /// Whether consumers may write through [`Buffer::data_ptr`]'s pointer (see `# Safety`).
     const SHARED_PTR_WRITABLE: bool = false;
-    /// Whether Rust reaches the elements only under registry guards (see `# Safety`); exports
-    /// then hold no borrow of their own.
+    /// Whether Rust reaches the elements only under registry guards; exports then take no borrow.
     const REGISTRY_GUARDED: bool = false;
     /// Pointer to the first element, for reading.
     fn data_ptr(&self) -> *mut Self::Elem;
@@ -120,9 +118,8 @@ unsafe impl<B: Buffer> Buffer for Arc<B> {
 /// The export holds its own clone, so a `&mut self` method cannot free memory a consumer reads.
 ///
 /// # Safety
-/// Every clone describes the same memory (see `Buffer`) and keeps it valid and in place while
-/// it lives; no owner writes the elements while several owners exist, unless the buffer is
-/// `REGISTRY_GUARDED`.
+/// Every clone describes the same memory and keeps it valid and in place while it lives. No
+/// owner writes the elements while several owners exist, unless the buffer is `REGISTRY_GUARDED`.
 #[diagnostic::on_unimplemented(
     message = "a mutable `#[pyclass]` cannot export `{Self}` without a copy",
     label = "not shared ownership: a `&mut self` method could free or reallocate it while a consumer reads it",
@@ -136,12 +133,12 @@ unsafe impl<T: Element> SharedBuffer for Arc<[T]> {}
 // SAFETY: every clone points at one `B`, never moved, reached only through `&B`.
 unsafe impl<B: Buffer + Send + Sync + 'static> SharedBuffer for Arc<B> {}
 
-/// The read pointer of a buffer in its final place, for [`build_validated`](crate::safe::export::block::build_validated).
+/// The read pointer of a buffer in its final place (for `block::build_validated`).
 pub(crate) fn read_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
     buffer.data_ptr().cast()
 }
 
-/// The write pointer of a buffer in its final place, for [`build_validated`](crate::safe::export::block::build_validated).
+/// The write pointer of a buffer in its final place (for `block::build_validated`).
 pub(crate) fn write_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
     buffer.data_ptr_mut().cast()
 }

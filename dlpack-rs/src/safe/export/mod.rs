@@ -87,8 +87,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         self.buffer.stream_order()
     }
 
-    /// The buffer, its validated metadata and whether the builder asked for read-only. Packed
-    /// bytes ([`Export::packed`]) must be compact, exactly the bytes the shape needs.
+    /// Checks the layout against the buffer; returns the buffer, its metadata and read-only flag.
     fn into_parts(self) -> Result<(B, Validated, bool), Error> {
         let elements = self.buffer.num_elements();
         let (dtype, len, packing) = match self.packed {
@@ -151,10 +150,9 @@ impl<B: Buffer + Send + 'static> Export<B> {
 }
 
 impl<B: Buffer<Elem = u8> + Send + 'static> Export<B> {
-    /// Exports the bytes as `dtype`, a dtype of at most 8 bits per value (FP4, FP6, FP8 without
-    /// a Rust type, ...) packed as [`Packing`] says: the shape counts elements (by default all
-    /// the bytes hold), the bytes must be exactly what it needs ([`Error::PackedLength`]), and
-    /// strides are refused.
+    /// Exports the bytes as `dtype` of at most 8 bits per value (FP4, FP6, FP8), packed as
+    /// [`Packing`] says. The shape counts elements (by default all the bytes hold) and must need
+    /// exactly these bytes ([`Error::PackedLength`]). Strides are refused.
     ///
     /// ```
     /// use dlpack_rs::ffi::DLDataType;

@@ -93,15 +93,13 @@ impl<T: Element> SharedMut<T> {
     pub fn read(&self) -> Result<ReadGuard<'_, &[T]>, Error> {
         let (start, end) = self.byte_range();
         let token = BorrowToken::acquire(start, end, false)?;
-        // SAFETY: `len` initialised `T`s (or dangling, aligned) alive while `self` is; every Rust
-        // access holds a registry borrow, so the shared one just taken (ending with the guard)
-        // excludes writers.
+        // SAFETY: `len` initialised `T`s (or dangling, aligned), alive while `self` is. Every Rust
+        // access is under a registry borrow, so the guard's shared one excludes writers.
         let slice = unsafe { core::slice::from_raw_parts(self.inner.as_ptr(), self.len()) };
         Ok(ReadGuard::new(slice, token))
     }
 
     /// A mutable view of the elements; [`Error::AlreadyBorrowed`] while any other view lives.
-    ///
     /// Takes `&self`, as `RefCell::borrow_mut` does: the registry is the exclusion.
     #[allow(clippy::mut_from_ref)] // the exclusive registry borrow makes it unique
     pub fn write(&self) -> Result<WriteGuard<'_, &mut [T]>, Error> {

@@ -18,8 +18,7 @@ enum Dims {
     Heap(Box<[i64]>),
 }
 
-/// A validated copy of a non-owning `DLTensor`'s metadata (its maker keeps the memory alive),
-/// maybe owning an external checker's context, whose borrow its views take too.
+/// A validated copy of a non-owning `DLTensor`'s metadata, maybe with an external checker.
 #[allow(dead_code)] // used by the layers above safe/
 pub(crate) struct Described {
     /// The first element (`data + byte_offset`).
@@ -33,7 +32,6 @@ pub(crate) struct Described {
     /// Whether exclusive borrows may be taken ([`Described::allow_writes`]).
     writable: bool,
     dims: Dims,
-    /// A second borrow checker every view also satisfies.
     external: Option<External>,
 }
 
@@ -130,7 +128,6 @@ impl Described {
         }
     }
 
-    /// Extent of each dimension.
     pub(crate) fn shape(&self) -> &[i64] {
         &self.dims()[..self.ndim()]
     }
@@ -145,12 +142,10 @@ impl Described {
         self.parts().strides()
     }
 
-    /// The element type.
     pub(crate) fn dtype(&self) -> DLDataType {
         self.dtype
     }
 
-    /// Where the memory lives.
     pub(crate) fn device(&self) -> DLDevice {
         self.device
     }

@@ -206,8 +206,7 @@ impl<K: Kind> Managed<K> {
         self.raw_tensor().device
     }
 
-    /// The producer's `DLPACK_FLAG_BITMASK_*` flags (0 if legacy), plus `READ_ONLY` from
-    /// [`Managed::into_read_only`].
+    /// The producer's `DLPACK_FLAG_BITMASK_*` flags (0 if legacy), plus this owner's `READ_ONLY`.
     pub fn flags(&self) -> u64 {
         let producer = if self.versioned {
             // SAFETY: a live versioned struct until Drop.
@@ -244,7 +243,6 @@ impl<K: Kind> Managed<K> {
         self.leak_if = Some(leak_if);
     }
 
-    /// Releases the external checker's context.
     fn drop_external(&mut self) {
         // SAFETY: this owner's own context, released once (`set_external`), after every view.
         unsafe { views::replace_external(&mut self.external, None) }
@@ -361,8 +359,7 @@ impl Managed<DLManagedTensor> {
 }
 
 impl Managed<DLManagedTensorVersioned> {
-    /// Takes ownership of a producer's versioned managed tensor and validates it (its major
-    /// version first); an error calls the deleter.
+    /// Takes ownership of a versioned managed tensor and validates it; an error calls the deleter.
     ///
     /// # Safety
     /// `ptr` must be NULL or point at a `DLManagedTensorVersioned` that the caller owns, valid

@@ -1,5 +1,4 @@
-//! Views of any layout: [`Normalized`] layouts, the overlap test, the walk over reached
-//! elements, and [`Parts::strided`] and [`Parts::raw`].
+//! Views of any layout: [`Parts::strided`], [`Parts::raw`], their layouts and overlap test.
 
 use alloc::vec::Vec;
 use core::ptr::NonNull;
@@ -10,8 +9,7 @@ use crate::safe::import::views::{
 };
 use crate::safe::{Element, Error, Kind, Managed};
 
-/// A layout rewritten for a view: non-negative strides from the lowest addressed element, and
-/// the axes to invert afterwards (as ndarray's constructors take it).
+/// A layout as ndarray takes it: non-negative strides from the lowest element, axes to invert.
 pub(crate) struct Normalized<T> {
     pub(crate) ptr: *mut T,
     pub(crate) shape: Vec<usize>,
@@ -123,8 +121,7 @@ fn normalize<T: Element>(p: &Parts<'_>, strides: &[i64]) -> Result<Normalized<T>
 }
 
 impl Parts<'_> {
-    /// Checks and borrows a view of `T` with any strides; an exclusive view must address no
-    /// element twice.
+    /// Checks and borrows a view of `T` with any strides (exclusive: no element addressed twice).
     ///
     /// # Safety
     /// As [`Parts::slice`], for a view made from the returned layout.
@@ -173,7 +170,7 @@ impl Parts<'_> {
     }
 }
 
-/// Calls [`Element::is_valid_bytes`] on every element the layout reaches (unless any pattern is valid).
+/// Checks [`Element::is_valid_bytes`] of every element the layout reaches (unless any is valid).
 fn check_values<T: Element>(n: &Normalized<T>) -> Result<(), Error> {
     if T::ANY_BIT_PATTERN {
         return Ok(());

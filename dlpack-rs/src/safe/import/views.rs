@@ -13,7 +13,6 @@ use crate::safe::{Element, Error};
 /// A second borrow checker an owner's views must satisfy (see `Managed::set_external`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct External {
-    /// What the checker does.
     pub(crate) api: &'static ExternalApi,
     /// What it keys by (an owned reference the owner releases with `drop_ctx`).
     pub(crate) ctx: *mut c_void,
@@ -113,8 +112,7 @@ impl<K: Kind> Managed<K> {
         ))
     }
 
-    /// The elements as a mutable slice guard: as [`Managed::as_slice`], for a writable tensor
-    /// whose bytes no other view holds.
+    /// A mutable [`Managed::as_slice`], for a writable tensor whose bytes no other view holds.
     pub fn as_mut_slice<T: Element>(&mut self) -> Result<WriteGuard<'_, &mut [T]>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
@@ -175,7 +173,6 @@ pub(crate) struct Parts<'a> {
     pub(crate) strides: Option<&'a [i64]>,
     pub(crate) dtype: DLDataType,
     pub(crate) device: DLDevice,
-    /// A second borrow checker every view also satisfies.
     pub(crate) external: Option<External>,
 }
 
@@ -184,8 +181,7 @@ impl<'a> Parts<'a> {
     ///
     /// # Safety
     /// `self` describes a tensor validated by `layout::check` whose memory stays alive and in
-    /// place while the returned pointer is used, and whose external context lives while the
-    /// returned token does.
+    /// place while the returned pointer is used, and whose external context outlives the token.
     #[inline(always)]
     pub(crate) unsafe fn slice<T: Element>(
         &self,
@@ -259,8 +255,7 @@ pub(crate) fn addressed_token(
         // Sub-byte elements share bytes with their neighbours: the whole range.
         return BorrowToken::acquire_elements(first as usize, low, high, bits, exclusive);
     }
-    // Elements start at multiples of the byte strides' gcd, so `z[::2]` and `z[1::2]` do not
-    // conflict (`safe::overlap`).
+    // Elements start at multiples of the byte strides' gcd: `z[::2]` and `z[1::2]` may coexist.
     let width = (bits / 8) as usize;
     let period = shape
         .iter()

@@ -1,6 +1,5 @@
-//! A tensor's description: [`TensorInfo`](tensor_info::TensorInfo), and the shape and stride
-//! arithmetic that validates it (element counts, addressed ranges, contiguity, overflow-checked).
-//! Below the import and export floors, which both describe tensors.
+//! A tensor's description ([`TensorInfo`](tensor_info::TensorInfo)) and the overflow-checked
+//! shape and stride arithmetic that validates it, below the import and export floors.
 
 pub(crate) mod packing;
 pub(crate) mod tensor_info;
@@ -32,8 +31,7 @@ pub struct Extent {
     pub max: i64,
 }
 
-/// Validates a layout: extents, dtype, overflow (every addressed byte within an `isize`), and
-/// non-NULL data unless empty.
+/// Validates extents, dtype, addressed bytes (within an `isize`), and non-NULL data unless empty.
 pub(crate) fn check(
     shape: &[i64],
     strides: Option<&[i64]>,

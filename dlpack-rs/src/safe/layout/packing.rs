@@ -1,5 +1,4 @@
-//! [`Packing`]: how the values of a dtype of at most 8 bits sit in bytes (below the views and
-//! exports that use it).
+//! [`Packing`]: how the values of a dtype of at most 8 bits sit in bytes.
 
 use alloc::vec::Vec;
 
@@ -8,6 +7,9 @@ use crate::safe::layout::validate_dtype;
 use crate::safe::Error;
 
 /// How the values of a dtype of at most 8 bits sit in bytes.
+///
+/// DLPack packs them little bit-endian: value `i` (row-major, lanes in order) is bits
+/// `i * bits .. (i + 1) * bits` of the data, which takes `ceil(numel * bits * lanes / 8)` bytes.
 ///
 /// ```
 /// use dlpack_rs::ffi::DLDataType;
@@ -96,7 +98,7 @@ impl Packing {
         };
         let bits = self.dtype.bits as usize;
         let (byte, shift) = (i * bits / 8, i * bits % 8);
-        // The bits that change, in place: XOR turns the old value into the new one.
+        // XOR turns the old value into the new one in place.
         let delta = ((old ^ (value & self.mask())) as u16) << shift;
         bytes[byte] ^= delta as u8;
         if shift + bits > 8 {

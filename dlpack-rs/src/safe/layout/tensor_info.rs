@@ -103,7 +103,6 @@ pub(crate) struct Validated {
 
 #[allow(dead_code)] // parts are crate API for the layers above safe/ only
 impl Validated {
-    /// Validates `info`.
     pub(crate) fn new(info: TensorInfo) -> Result<Self, Error> {
         let extent = info.extent()?;
         Ok(Validated { info, extent })
@@ -117,17 +116,14 @@ impl Validated {
         Validated { info, extent }
     }
 
-    /// The metadata.
     pub(crate) fn info(&self) -> &TensorInfo {
         &self.info
     }
 
-    /// The addressed element range.
     pub(crate) fn extent(&self) -> Extent {
         self.extent
     }
 
-    /// The metadata, given up.
     pub(crate) fn into_info(self) -> TensorInfo {
         self.info
     }
