@@ -1,7 +1,7 @@
 //! The typed view arguments (features `pyo3` and `ndarray`) tested from Rust with an embedded
 //! interpreter and `dlpack_rs.Tensor` as the producer: a transposed layout read through the
 //! borrowed exchange-table route, the shape, layout and dtype-set refusals, and the exclusive
-//! borrow of a writable view; the any-device arguments (`TensorView<.., AnyDevice>`) on
+//! borrow of a writable view; the any-device arguments (`TensorView<'_, .., AnyDevice>`) on
 //! a tensor that says it lives on CUDA.
 #![cfg(all(feature = "pyo3", feature = "ndarray"))]
 
@@ -32,10 +32,10 @@ fn transposed(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 fn a_transposed_tensor_is_read_with_its_layout() {
     with_py(|py| {
         let obj = transposed(py)?;
-        let v: TensorView<f32, Dims<2>> = obj.extract()?;
+        let v: TensorView<'_, f32, Dims<2>> = obj.extract()?;
         assert_eq!(v.view(), array![[1.0f32, 4.0], [2.0, 5.0], [3.0, 6.0]]);
         assert_eq!(v.view().strides(), &[1, 3]);
-        let fixed: TensorView<f32, Dims<2, ANY, 2>> = obj.extract()?;
+        let fixed: TensorView<'_, f32, Dims<2, ANY, 2>> = obj.extract()?;
         assert_eq!(fixed.view().column(1).to_vec(), vec![4.0, 5.0, 6.0]);
         Ok(())
     })
@@ -46,7 +46,7 @@ fn constraints_are_refused_with_the_expected_and_the_actual() {
     with_py(|py| {
         let obj = transposed(py)?;
         let err = obj
-            .extract::<TensorView<f32, Dims<2, 2, ANY>>>()
+            .extract::<TensorView<'_, f32, Dims<2, 2, ANY>>>()
             .unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
         assert_eq!(
@@ -54,20 +54,23 @@ fn constraints_are_refused_with_the_expected_and_the_actual() {
             "expected shape (2, *), got (3, 2)"
         );
         let err = obj
-            .extract::<TensorView<f32, Dims<2>, CContig>>()
+            .extract::<TensorView<'_, f32, Dims<2>, CContig>>()
             .unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
         assert!(err
             .value(py)
             .to_string()
             .ends_with("got shape (3, 2) with strides (1, 3)"));
-        let err = obj.extract::<AnyOf<(u8, i32)>>().unwrap_err();
+        let err = obj.extract::<AnyOf<'_, (u8, i32)>>().unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
         assert!(err
             .value(py)
             .to_string()
             .starts_with("expected a tensor of uint8 or int32, got float32 "));
-        assert!(matches!(obj.extract::<AnyOf<(u8, f32)>>()?, AnyOf::B(_)));
+        assert!(matches!(
+            obj.extract::<AnyOf<'_, (u8, f32)>>()?,
+            AnyOf::B(_)
+        ));
         Ok(())
     })
 }
@@ -77,15 +80,17 @@ fn a_writable_view_is_exclusive() {
     with_py(|py| {
         let obj = transposed(py)?;
         {
-            let mut w: TensorViewMut<f32, Dims<2>> = obj.extract()?;
+            let mut w: TensorViewMut<'_, f32, Dims<2>> = obj.extract()?;
             w.view_mut()[[2, 1]] = 60.0;
             // No other view while the writable one lives.
-            let err = obj.extract::<TensorView<f32>>().unwrap_err();
+            let err = obj.extract::<TensorView<'_, f32>>().unwrap_err();
             assert!(err.is_instance_of::<PyBufferError>(py));
         }
-        let v: TensorView<f32, Dims<2>> = obj.extract()?;
+        let v: TensorView<'_, f32, Dims<2>> = obj.extract()?;
         assert_eq!(v.view()[[2, 1]], 60.0);
-        let err = obj.extract::<TensorViewMut<f32, Dims<2>>>().unwrap_err();
+        let err = obj
+            .extract::<TensorViewMut<'_, f32, Dims<2>>>()
+            .unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
         Ok(())
     })
@@ -135,28 +140,28 @@ fn a_device_tensor_gives_its_metadata_and_address_but_no_host_view() {
             device_id: 0,
         };
         {
-            let t: TensorView<f32, Dims<2>, Strided, AnyDevice> = obj.extract()?;
+            let t: TensorView<'_, f32, Dims<2>, Strided, AnyDevice> = obj.extract()?;
             assert_eq!(t.device(), cuda);
             assert_eq!(t.shape(), &[3, 2]);
             assert_eq!(&*t.strides(), &[1, 3]);
             assert_eq!(t.ndim(), 2);
             assert_eq!(t.data_ptr() as usize, address);
             // Shared with another shared argument, never with a writable one.
-            let again: TensorView<f32, Dims<ANY>, Strided, AnyDevice> = obj.extract()?;
+            let again: TensorView<'_, f32, Dims<ANY>, Strided, AnyDevice> = obj.extract()?;
             assert_eq!(again.data_ptr() as usize, address);
             let err = obj
-                .extract::<TensorViewMut<f32, Dims<ANY>, Strided, AnyDevice>>()
+                .extract::<TensorViewMut<'_, f32, Dims<ANY>, Strided, AnyDevice>>()
                 .unwrap_err();
             assert!(err.is_instance_of::<PyBufferError>(py));
             assert!(err.value(py).to_string().contains("already borrowed"));
         }
-        let mut w: TensorViewMut<f32, Dims<2, 3, 2>, Strided, AnyDevice> = obj.extract()?;
+        let mut w: TensorViewMut<'_, f32, Dims<2, 3, 2>, Strided, AnyDevice> = obj.extract()?;
         assert_eq!(w.data_ptr_mut() as usize, address);
         drop(w);
         // Host arguments refuse it, naming CPU memory and the fix.
         for err in [
-            obj.extract::<TensorView<f32>>().unwrap_err(),
-            obj.extract::<TensorView<f32, Dims<ANY>, CContig>>()
+            obj.extract::<TensorView<'_, f32>>().unwrap_err(),
+            obj.extract::<TensorView<'_, f32, Dims<ANY>, CContig>>()
                 .unwrap_err(),
         ] {
             assert!(err.is_instance_of::<PyBufferError>(py));
@@ -176,7 +181,7 @@ fn a_device_tensor_is_checked_like_a_view() {
     with_py(|py| {
         let (obj, _) = on_cuda(py)?;
         let err = obj
-            .extract::<TensorView<f64, Dims<ANY>, Strided, AnyDevice>>()
+            .extract::<TensorView<'_, f64, Dims<ANY>, Strided, AnyDevice>>()
             .unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
         assert!(err
@@ -184,7 +189,7 @@ fn a_device_tensor_is_checked_like_a_view() {
             .to_string()
             .starts_with("expected a tensor of float64, got float32 "));
         let err = obj
-            .extract::<TensorView<f32, Dims<2, 2, ANY>, Strided, AnyDevice>>()
+            .extract::<TensorView<'_, f32, Dims<2, 2, ANY>, Strided, AnyDevice>>()
             .unwrap_err();
         assert!(err.is_instance_of::<PyTypeError>(py));
         assert_eq!(
@@ -192,7 +197,7 @@ fn a_device_tensor_is_checked_like_a_view() {
             "expected shape (2, *), got (3, 2)"
         );
         let err = obj
-            .extract::<TensorView<f32, Dims<2>, CContig, AnyDevice>>()
+            .extract::<TensorView<'_, f32, Dims<2>, CContig, AnyDevice>>()
             .unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
         assert!(err
@@ -205,10 +210,10 @@ fn a_device_tensor_is_checked_like_a_view() {
             .strides(&[0, 1])
             .versioned()?;
         let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
-        let _shared: TensorView<f32, Dims<2>, Strided, AnyDevice> = obj.extract()?;
+        let _shared: TensorView<'_, f32, Dims<2>, Strided, AnyDevice> = obj.extract()?;
         drop(_shared);
         let err = obj
-            .extract::<TensorViewMut<f32, Dims<2>, Strided, AnyDevice>>()
+            .extract::<TensorViewMut<'_, f32, Dims<2>, Strided, AnyDevice>>()
             .unwrap_err();
         assert!(err.is_instance_of::<PyBufferError>(py));
         assert!(err
@@ -230,21 +235,21 @@ fn an_empty_tensor_too_large_for_a_view_is_refused_on_every_route() {
             .versioned()?;
         let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
         let contiguous = obj
-            .extract::<TensorView<u8, Dims<3>, CContig>>()
+            .extract::<TensorView<'_, u8, Dims<3>, CContig>>()
             .unwrap_err();
-        let strided = obj.extract::<TensorView<u8, Dims<3>>>().unwrap_err();
+        let strided = obj.extract::<TensorView<'_, u8, Dims<3>>>().unwrap_err();
         for err in [contiguous, strided] {
             assert!(err.is_instance_of::<PyBufferError>(py), "{err}");
         }
         // A small empty tensor is an empty view on both routes.
         let t = Export::new(Vec::<u8>::new()).shape(&[0, 3]).versioned()?;
         let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
-        let c: TensorView<u8, Dims<2>, CContig> = obj.extract()?;
+        let c: TensorView<'_, u8, Dims<2>, CContig> = obj.extract()?;
         assert_eq!(
             (c.view().shape(), c.as_slice()),
             (&[0usize, 3][..], Some(&[][..]))
         );
-        let s: TensorView<u8, Dims<2>> = obj.extract()?;
+        let s: TensorView<'_, u8, Dims<2>> = obj.extract()?;
         assert_eq!(s.view().shape(), &[0, 3]);
         assert_eq!(s.get(&[0, 0]), None);
         Ok(())
@@ -307,8 +312,8 @@ fn a_typed_argument_reaches_only_what_it_borrowed_when_the_producer_changes_the_
         // SAFETY: a valid versioned tensor whose deleter frees its backing once.
         let t = unsafe { ManagedTensorVersioned::from_raw(&raw mut (*raw).managed) }.unwrap();
         let obj = Bound::new(py, DLPackTensor::new(t))?.into_any();
-        let contiguous: TensorView<f32, Dims<1>, CContig> = obj.extract()?;
-        let strided: TensorView<f32, Dims<1>> = obj.extract()?;
+        let contiguous: TensorView<'_, f32, Dims<1>, CContig> = obj.extract()?;
+        let strided: TensorView<'_, f32, Dims<1>> = obj.extract()?;
         // The producer now claims 2^40 elements.
         // SAFETY: the test's own array, alive while `obj` (which owns the backing) lives.
         unsafe { *shape = 1 << 40 };

@@ -8,8 +8,8 @@ use dlpack_rs::pyo3_glue::{
 };
 use pyo3::{FromPyObject, IntoPyObject};
 
-fn input<T: for<'a, 'py> FromPyObject<'a, 'py>>() -> String {
-    <T as FromPyObject<'_, '_>>::INPUT_TYPE.to_string()
+fn input<'py, T: for<'a> FromPyObject<'a, 'py>>() -> String {
+    <T as FromPyObject<'_, 'py>>::INPUT_TYPE.to_string()
 }
 
 fn output<T: for<'py> IntoPyObject<'py>>() -> String {
@@ -34,9 +34,9 @@ fn results_name_their_framework() {
 #[test]
 fn arguments_take_any_dlpack_producer() {
     let any = protocol("SupportsDLPack");
-    assert_eq!(input::<TensorView<f32>>(), any);
-    assert_eq!(input::<TensorViewMut<u8>>(), any);
-    assert_eq!(input::<AnyOf<(u8, f32)>>(), any);
+    assert_eq!(input::<TensorView<'_, f32>>(), any);
+    assert_eq!(input::<TensorViewMut<'_, u8>>(), any);
+    assert_eq!(input::<AnyOf<'_, (u8, f32)>>(), any);
     assert_eq!(input::<PyTensor>(), any);
 }
 

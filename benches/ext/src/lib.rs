@@ -203,25 +203,25 @@ fn first3_ours(a: PyTensor, b: PyTensor, c: PyTensor) -> PyResult<f32> {
     Ok(a.as_slice::<f32>()?[0] + b.as_slice::<f32>()?[0] + c.as_slice::<f32>()?[0])
 }
 
-/// Import via dlpack-rs as a typed argument (`TensorView<f32, Dims<ANY>, CContig>`: dtype checked, a shared
+/// Import via dlpack-rs as a typed argument (`TensorView<'_, f32, Dims<ANY>, CContig>`: dtype checked, a shared
 /// registry borrow held for the call; torch's exchange table fills a non-owning `DLTensor`).
 #[pyfunction]
-fn numel_typed(t: TensorView<f32, Dims<ANY>, CContig>) -> usize {
+fn numel_typed(t: TensorView<'_, f32, Dims<ANY>, CContig>) -> usize {
     t.len()
 }
 
-/// A writable typed argument (`TensorViewMut<f32, Dims<ANY>, CContig>`: an exclusive borrow).
+/// A writable typed argument (`TensorViewMut<'_, f32, Dims<ANY>, CContig>`: an exclusive borrow).
 #[pyfunction]
-fn numel_typed_mut(t: TensorViewMut<f32, Dims<ANY>, CContig>) -> usize {
+fn numel_typed_mut(t: TensorViewMut<'_, f32, Dims<ANY>, CContig>) -> usize {
     t.len()
 }
 
 /// Three typed arguments in one call.
 #[pyfunction]
 fn numel3_typed(
-    a: TensorView<f32, Dims<ANY>, CContig>,
-    b: TensorView<f32, Dims<ANY>, CContig>,
-    c: TensorView<f32, Dims<ANY>, CContig>,
+    a: TensorView<'_, f32, Dims<ANY>, CContig>,
+    b: TensorView<'_, f32, Dims<ANY>, CContig>,
+    c: TensorView<'_, f32, Dims<ANY>, CContig>,
 ) -> usize {
     a.len() + b.len() + c.len()
 }

@@ -78,7 +78,7 @@ impl Image {
 /// The signature says it all: `uint8`, any shape, any layout, written in place. A caller's
 /// float tensor gets `TypeError`, a read-only one `BufferError` saying why.
 #[pyfunction]
-fn invert(mut tensor: TensorViewMut<u8>) -> usize {
+fn invert(mut tensor: TensorViewMut<'_, u8>) -> usize {
     let mut view = tensor.view_mut();
     view.mapv_inplace(|x| 255 - x);
     view.len()
@@ -92,7 +92,7 @@ fn invert(mut tensor: TensorViewMut<u8>) -> usize {
 #[pyfunction]
 fn grayscale(
     py: Python<'_>,
-    rgb: TensorView<u8, Dims<3, ANY, ANY, 3>>,
+    rgb: TensorView<'_, u8, Dims<3, ANY, ANY, 3>>,
 ) -> PyResult<Returned<Framework>> {
     let gray = rgb.view().map_axis(Axis(2), |px| {
         (0.299 * px[0] as f32 + 0.587 * px[1] as f32 + 0.114 * px[2] as f32).round() as u8

@@ -48,21 +48,21 @@ fn lend_while_reading(py: Python<'_>, callback: &Bound<'_, PyAny>) -> PyResult<P
 
 /// A shared typed argument (the lending route for a table that lends): the sum of its bytes.
 #[pyfunction]
-fn sum_view(t: TensorView<u8>) -> u64 {
+fn sum_view(t: TensorView<'_, u8>) -> u64 {
     t.view().iter().map(|&b| u64::from(b)).sum()
 }
 
 /// A mutable typed argument (the owned route through the producer's table): adds one to each
 /// byte, returns how many.
 #[pyfunction]
-fn add_one_mut(mut t: TensorViewMut<u8, Dims<ANY>, CContig>) -> usize {
+fn add_one_mut(mut t: TensorViewMut<'_, u8, Dims<ANY>, CContig>) -> usize {
     t.iter_mut().for_each(|b| *b = b.wrapping_add(1));
     t.len()
 }
 
 /// Holds a shared view of `t` (any producer's bytes) while `callback()` runs: its result.
 #[pyfunction]
-fn view_while(t: TensorView<u8>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+fn view_while(t: TensorView<'_, u8>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let first = t.view().first().copied();
     let result = callback.call0()?.unbind();
     if t.view().first().copied() != first {

@@ -295,9 +295,9 @@ pub fn register_views(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `out = a + b` elementwise through typed arguments (1-D float32).
 #[pyfunction]
 fn typed_add(
-    a: dlpack_rs::pyo3_glue::TensorView<f32, Dims<1>, CContig>,
-    b: dlpack_rs::pyo3_glue::TensorView<f32, Dims<1>, CContig>,
-    mut out: dlpack_rs::pyo3_glue::TensorViewMut<f32, Dims<1>, CContig>,
+    a: dlpack_rs::pyo3_glue::TensorView<'_, f32, Dims<1>, CContig>,
+    b: dlpack_rs::pyo3_glue::TensorView<'_, f32, Dims<1>, CContig>,
+    mut out: dlpack_rs::pyo3_glue::TensorViewMut<'_, f32, Dims<1>, CContig>,
 ) -> PyResult<()> {
     if a.len() != b.len() || a.len() != out.len() {
         return Err(pyo3::exceptions::PyValueError::new_err("lengths differ"));
@@ -310,7 +310,7 @@ fn typed_add(
 
 /// Sum of a float64 tensor of any number of dimensions, through a typed argument.
 #[pyfunction]
-fn typed_sum(x: dlpack_rs::pyo3_glue::TensorView<f64, Dims<ANY>, CContig>) -> f64 {
+fn typed_sum(x: dlpack_rs::pyo3_glue::TensorView<'_, f64, Dims<ANY>, CContig>) -> f64 {
     x.iter().sum()
 }
 
@@ -508,13 +508,13 @@ fn rust_numpy_numel_mut(a: numpy::PyReadwriteArrayDyn<'_, f32>) -> usize {
 
 /// The number of elements of a float32 tensor argument of any shape (typed).
 #[pyfunction]
-fn typed_numel(t: dlpack_rs::pyo3_glue::TensorView<f32, Dims<ANY>, CContig>) -> usize {
+fn typed_numel(t: dlpack_rs::pyo3_glue::TensorView<'_, f32, Dims<ANY>, CContig>) -> usize {
     t.len()
 }
 
 /// The number of elements of a writable float32 tensor argument of any shape (typed).
 #[pyfunction]
-fn typed_numel_mut(t: dlpack_rs::pyo3_glue::TensorViewMut<f32, Dims<ANY>, CContig>) -> usize {
+fn typed_numel_mut(t: dlpack_rs::pyo3_glue::TensorViewMut<'_, f32, Dims<ANY>, CContig>) -> usize {
     t.len()
 }
 
@@ -527,9 +527,9 @@ fn numel3(a: PyTensor, b: PyTensor, c: PyTensor) -> usize {
 /// The elements of three float32 tensor arguments (typed).
 #[pyfunction]
 fn typed_numel3(
-    a: dlpack_rs::pyo3_glue::TensorView<f32, Dims<ANY>, CContig>,
-    b: dlpack_rs::pyo3_glue::TensorView<f32, Dims<ANY>, CContig>,
-    c: dlpack_rs::pyo3_glue::TensorView<f32, Dims<ANY>, CContig>,
+    a: dlpack_rs::pyo3_glue::TensorView<'_, f32, Dims<ANY>, CContig>,
+    b: dlpack_rs::pyo3_glue::TensorView<'_, f32, Dims<ANY>, CContig>,
+    c: dlpack_rs::pyo3_glue::TensorView<'_, f32, Dims<ANY>, CContig>,
 ) -> usize {
     a.len() + b.len() + c.len()
 }

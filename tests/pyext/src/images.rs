@@ -28,7 +28,7 @@ fn img_luma_f32(height: u32, width: u32) -> PyResult<Returned<Numpy>> {
 /// The sum of each channel of an RGB `uint8` image, read through `as_image` (`None` when the
 /// tensor is not C-contiguous).
 #[pyfunction]
-fn img_channel_sums(img: TensorView<u8, Dims<3, ANY, ANY, 3>>) -> Option<(u64, u64, u64)> {
+fn img_channel_sums(img: TensorView<'_, u8, Dims<3, ANY, ANY, 3>>) -> Option<(u64, u64, u64)> {
     let img = img.as_image::<Rgb<u8>>()?;
     Some(img.pixels().fold((0, 0, 0), |(r, g, b), p| {
         (r + p[0] as u64, g + p[1] as u64, b + p[2] as u64)
@@ -38,14 +38,14 @@ fn img_channel_sums(img: TensorView<u8, Dims<3, ANY, ANY, 3>>) -> Option<(u64, u
 /// The `(width, height)` `as_image::<Luma<f32>>` sees in a 2-D or `(H, W, 1)` float32 tensor, or
 /// `None`.
 #[pyfunction]
-fn img_luma_dims(t: TensorView<f32, Dims<ANY>, CContig>) -> Option<(u32, u32)> {
+fn img_luma_dims(t: TensorView<'_, f32, Dims<ANY>, CContig>) -> Option<(u32, u32)> {
     t.as_image::<Luma<f32>>().map(|img| img.dimensions())
 }
 
 /// Inverts an RGB `uint8` image in place with `image::imageops::invert`, through
 /// `as_image_mut`; false when the tensor is not C-contiguous.
 #[pyfunction]
-fn img_invert(mut img: TensorViewMut<u8, Dims<3, ANY, ANY, 3>>) -> bool {
+fn img_invert(mut img: TensorViewMut<'_, u8, Dims<3, ANY, ANY, 3>>) -> bool {
     match img.as_image_mut::<Rgb<u8>>() {
         Some(mut view) => {
             imageops::invert(&mut view);

@@ -121,9 +121,9 @@ fn lp_values_f8(obj: Imported, dtype: &str) -> PyResult<Vec<f32>> {
     })
 }
 
-/// The sum of a float8_e4m3fn tensor, taken as a typed argument (`TensorView<F8E4M3, Dims<ANY>, CContig>`).
+/// The sum of a float8_e4m3fn tensor, taken as a typed argument (`TensorView<'_, F8E4M3, Dims<ANY>, CContig>`).
 #[pyfunction]
-fn lp_sum_e4m3fn(x: TensorView<F8E4M3, Dims<ANY>, CContig>) -> f32 {
+fn lp_sum_e4m3fn(x: TensorView<'_, F8E4M3, Dims<ANY>, CContig>) -> f32 {
     x.iter().map(|v| v.to_f32()).sum()
 }
 

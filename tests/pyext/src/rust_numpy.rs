@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 #[pyfunction]
 fn np_rw_then_tensor_mut(
     mut a: PyReadwriteArray1<f32>,
-    mut b: TensorViewMut<f32, Dims<1>, CContig>,
+    mut b: TensorViewMut<'_, f32, Dims<1>, CContig>,
 ) -> PyResult<()> {
     a.as_slice_mut()?[0] += 1.0;
     b[0] += 1.0;
@@ -19,7 +19,7 @@ fn np_rw_then_tensor_mut(
 /// Ours first, then rust-numpy's.
 #[pyfunction]
 fn tensor_mut_then_np_rw(
-    mut b: TensorViewMut<f32, Dims<1>, CContig>,
+    mut b: TensorViewMut<'_, f32, Dims<1>, CContig>,
     mut a: PyReadwriteArray1<f32>,
 ) -> PyResult<()> {
     b[0] += 1.0;
@@ -31,7 +31,7 @@ fn tensor_mut_then_np_rw(
 #[pyfunction]
 fn np_ro_and_tensor_ref(
     a: PyReadonlyArray1<f32>,
-    b: TensorView<f32, Dims<1>, CContig>,
+    b: TensorView<'_, f32, Dims<1>, CContig>,
 ) -> PyResult<f32> {
     Ok(a.as_slice()?[0] + b[0])
 }
@@ -58,7 +58,7 @@ fn np_ro_then_as_mut_slice(a: PyReadonlyArray1<f32>, mut t: PyTensor) -> PyResul
 /// Our mutable view of `x` held while rust-numpy is asked for a shared view of `y`.
 #[pyfunction]
 fn tensor_mut_then_np_ro(
-    mut b: TensorViewMut<f32, Dims<1>, CContig>,
+    mut b: TensorViewMut<'_, f32, Dims<1>, CContig>,
     a: PyReadonlyArray1<f32>,
 ) -> PyResult<f32> {
     b[0] += 1.0;
@@ -122,9 +122,9 @@ fn typed_release_after_change_then_np_rw(
     cb: &Bound<'_, PyAny>,
 ) -> PyResult<bool> {
     use numpy::{PyArray1, PyArrayMethods};
-    let vx: TensorView<f32> = x.extract()?;
+    let vx: TensorView<'_, f32> = x.extract()?;
     cb.call0()?;
-    let vw: TensorView<f32> = w.extract()?;
+    let vw: TensorView<'_, f32> = w.extract()?;
     drop(vx);
     let granted = z.cast::<PyArray1<f32>>()?.try_readwrite().is_ok();
     drop(vw);
@@ -136,7 +136,7 @@ fn typed_release_after_change_then_np_rw(
 /// much the typed argument's first element changed under it (0 when refused first).
 #[pyfunction]
 fn tensor_ref_then_np_rw(
-    b: TensorView<f32, Dims<1>, CContig>,
+    b: TensorView<'_, f32, Dims<1>, CContig>,
     mut a: PyReadwriteArray1<f32>,
 ) -> PyResult<f32> {
     let before = b[0];
@@ -161,7 +161,7 @@ fn dunder_mut_then_np_rw(obj: &Bound<'_, PyAny>, mut a: PyReadwriteArray1<f32>) 
 #[pyfunction]
 fn np_rw_dyn_then_tensor_mut(
     mut a: numpy::PyReadwriteArrayDyn<'_, f32>,
-    mut b: TensorViewMut<f32, Dims<ANY>, CContig>,
+    mut b: TensorViewMut<'_, f32, Dims<ANY>, CContig>,
 ) -> PyResult<()> {
     a.as_array_mut().iter_mut().for_each(|v| *v += 1.0);
     b.iter_mut().for_each(|v| *v += 1.0);
@@ -171,7 +171,7 @@ fn np_rw_dyn_then_tensor_mut(
 /// Our exclusive typed argument, then rust-numpy's shared view of an array of any rank.
 #[pyfunction]
 fn tensor_mut_then_np_ro_dyn(
-    mut b: TensorViewMut<f32, Dims<ANY>, CContig>,
+    mut b: TensorViewMut<'_, f32, Dims<ANY>, CContig>,
     a: numpy::PyReadonlyArrayDyn<'_, f32>,
 ) -> PyResult<f32> {
     b.iter_mut().for_each(|v| *v += 1.0);
@@ -181,7 +181,7 @@ fn tensor_mut_then_np_ro_dyn(
 /// Our shared typed argument, then rust-numpy's writable view of an array of any rank.
 #[pyfunction]
 fn tensor_ref_then_np_rw_dyn(
-    b: TensorView<f32, Dims<ANY>, CContig>,
+    b: TensorView<'_, f32, Dims<ANY>, CContig>,
     mut a: numpy::PyReadwriteArrayDyn<'_, f32>,
 ) -> PyResult<f32> {
     a.as_array_mut().iter_mut().for_each(|v| *v += 1.0);
@@ -193,7 +193,7 @@ fn tensor_ref_then_np_rw_dyn(
 #[pyfunction]
 fn np_rw_i32_then_tvm_u8(
     mut a: PyReadwriteArray1<i32>,
-    mut b: TensorViewMut<u8, Dims<1>>,
+    mut b: TensorViewMut<'_, u8, Dims<1>>,
 ) -> PyResult<i32> {
     a.as_array_mut()[0] = 0;
     b.view_mut()[0] = 0xff;
@@ -203,7 +203,7 @@ fn np_rw_i32_then_tvm_u8(
 /// Ours first, then rust-numpy's (as [`np_rw_i32_then_tvm_u8`]).
 #[pyfunction]
 fn tvm_u8_then_np_rw_i32(
-    mut b: TensorViewMut<u8, Dims<1>>,
+    mut b: TensorViewMut<'_, u8, Dims<1>>,
     mut a: PyReadwriteArray1<i32>,
 ) -> PyResult<i32> {
     a.as_array_mut()[0] = 0;

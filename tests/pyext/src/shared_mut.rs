@@ -61,7 +61,7 @@ fn invert_pixels(pixels: &SharedMut<u8>) -> PyResult<()> {
 #[pyfunction]
 fn shared_invert_during_mut_view(
     image: PyRef<'_, SharedImage>,
-    view: TensorViewMut<u8, Dims<3>, CContig>,
+    view: TensorViewMut<'_, u8, Dims<3>, CContig>,
 ) -> PyResult<()> {
     let result = invert_pixels(&image.pixels);
     drop(view);
@@ -85,7 +85,7 @@ fn shared_invert_during_np_rw(
 #[pyfunction]
 fn shared_read_during_mut_view(
     image: PyRef<'_, SharedImage>,
-    view: TensorViewMut<u8, Dims<3>, CContig>,
+    view: TensorViewMut<'_, u8, Dims<3>, CContig>,
 ) -> PyResult<Vec<u8>> {
     let result = image.pixels.to_vec();
     drop(view);

@@ -5,7 +5,7 @@ use image::{ImageBuffer, Pixel};
 use super::image_dims;
 use crate::pyo3_glue::{Cpu, Layout, Shape, TensorView, TensorViewMut};
 
-impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
+impl<T, S: Shape, L: Layout> TensorView<'_, T, S, L, Cpu> {
     /// The elements as an [`ImageBuffer`] of `P` pixels borrowing them: `None` unless the tensor
     /// is C-contiguous of shape `(height, width, channels)` with `P`'s channel count (or
     /// `(height, width)` for one channel) and sides that fit in `u32`.
@@ -16,7 +16,7 @@ impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
     /// use pyo3::prelude::*;
     ///
     /// #[pyfunction]
-    /// fn mean_red(img: TensorView<u8, Dims<3, ANY, ANY, 3>, CContig>) -> Option<f64> {
+    /// fn mean_red(img: TensorView<'_, u8, Dims<3, ANY, ANY, 3>, CContig>) -> Option<f64> {
     ///     let img = img.as_image::<Rgb<u8>>()?;
     ///     let n = (img.width() * img.height()).max(1) as f64;
     ///     Some(img.pixels().map(|p| p[0] as f64).sum::<f64>() / n)
@@ -29,7 +29,7 @@ impl<T, S: Shape, L: Layout> TensorView<T, S, L, Cpu> {
     }
 }
 
-impl<T, S: Shape, L: Layout> TensorViewMut<T, S, L, Cpu> {
+impl<T, S: Shape, L: Layout> TensorViewMut<'_, T, S, L, Cpu> {
     /// The elements as a mutable [`ImageBuffer`], as [`TensorView::as_image`]; edits are in place.
     pub fn as_image_mut<P: Pixel<Subpixel = T>>(&mut self) -> Option<ImageBuffer<P, &mut [T]>> {
         let (width, height) = image_dims::<P>(self.shape())?;

@@ -233,14 +233,14 @@ fixed_frameworks! {
 /// use pyo3::prelude::*;
 ///
 /// #[pyfunction]
-/// fn squares(x: TensorView<f32>) -> PyResult<Returned<Torch>> {
+/// fn squares(x: TensorView<'_, f32>) -> PyResult<Returned<Torch>> {
 ///     let out: Vec<f32> = x.view().iter().map(|v| v * v).collect();
 ///     Ok(Returned::new(Export::new(out).shape(x.shape()).versioned()?))
 /// }
 ///
 /// #[pyfunction]
 /// fn doubled(py: Python<'_>, obj: Bound<'_, PyAny>) -> PyResult<Returned<Framework>> {
-///     let x: TensorView<f64, Dims<ANY>, CContig> = obj.extract()?;
+///     let x: TensorView<'_, f64, Dims<ANY>, CContig> = obj.extract()?;
 ///     let out: Vec<f64> = x.iter().map(|v| v * 2.0).collect();
 ///     let tensor = Export::new(out).shape(x.shape()).versioned()?;
 ///     Ok(Returned::like(py, &Framework::of(&obj), tensor))

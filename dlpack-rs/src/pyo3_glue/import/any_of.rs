@@ -36,41 +36,47 @@ mod sealed {
 
     /// The third member of a set: an element type, or `Infallible` (no third variant).
     pub trait Third {
-        type View<S: Shape, L: Layout>: core::fmt::Debug;
-        type ViewMut<S: Shape, L: Layout>: core::fmt::Debug;
+        type View<'py, S: Shape, L: Layout>: core::fmt::Debug;
+        type ViewMut<'py, S: Shape, L: Layout>: core::fmt::Debug;
         const CODE: Option<DLDataType>;
         /// The read-only view of a `source` of dtype [`Self::CODE`].
         #[allow(private_interfaces)]
-        fn view<S: Shape, L: Layout>(source: Source) -> PyResult<Self::View<S, L>>;
+        fn view<'py, S: Shape, L: Layout>(source: Source<'py>) -> PyResult<Self::View<'py, S, L>>;
         /// The writable view of a `source` of dtype [`Self::CODE`].
         #[allow(private_interfaces)]
-        fn view_mut<S: Shape, L: Layout>(source: Source) -> PyResult<Self::ViewMut<S, L>>;
+        fn view_mut<'py, S: Shape, L: Layout>(
+            source: Source<'py>,
+        ) -> PyResult<Self::ViewMut<'py, S, L>>;
     }
 
     impl<T: AnyBitPattern> Third for T {
-        type View<S: Shape, L: Layout> = TensorView<T, S, L>;
-        type ViewMut<S: Shape, L: Layout> = TensorViewMut<T, S, L>;
+        type View<'py, S: Shape, L: Layout> = TensorView<'py, T, S, L>;
+        type ViewMut<'py, S: Shape, L: Layout> = TensorViewMut<'py, T, S, L>;
         const CODE: Option<DLDataType> = Some(<T as Element>::DTYPE);
         #[allow(private_interfaces)]
-        fn view<S: Shape, L: Layout>(source: Source) -> PyResult<TensorView<T, S, L>> {
+        fn view<'py, S: Shape, L: Layout>(
+            source: Source<'py>,
+        ) -> PyResult<TensorView<'py, T, S, L>> {
             TensorView::of(source)
         }
         #[allow(private_interfaces)]
-        fn view_mut<S: Shape, L: Layout>(source: Source) -> PyResult<TensorViewMut<T, S, L>> {
+        fn view_mut<'py, S: Shape, L: Layout>(
+            source: Source<'py>,
+        ) -> PyResult<TensorViewMut<'py, T, S, L>> {
             TensorViewMut::of(source)
         }
     }
 
     impl Third for Infallible {
-        type View<S: Shape, L: Layout> = Infallible;
-        type ViewMut<S: Shape, L: Layout> = Infallible;
+        type View<'py, S: Shape, L: Layout> = Infallible;
+        type ViewMut<'py, S: Shape, L: Layout> = Infallible;
         const CODE: Option<DLDataType> = None;
         #[allow(private_interfaces)]
-        fn view<S: Shape, L: Layout>(_: Source) -> PyResult<Infallible> {
+        fn view<S: Shape, L: Layout>(_: Source<'_>) -> PyResult<Infallible> {
             unreachable!("no tensor has the dtype of a pair's missing third member")
         }
         #[allow(private_interfaces)]
-        fn view_mut<S: Shape, L: Layout>(_: Source) -> PyResult<Infallible> {
+        fn view_mut<S: Shape, L: Layout>(_: Source<'_>) -> PyResult<Infallible> {
             unreachable!("no tensor has the dtype of a pair's missing third member")
         }
     }
@@ -85,7 +91,7 @@ use sealed::{Dtypes, Third};
 /// use dlpack_rs::pyo3_glue::{AnyOf, Dims, ANY};
 /// use pyo3::prelude::*;
 /// #[pyfunction]
-/// fn peak(image: AnyOf<(u8, u16, f32), Dims<3, ANY, ANY, 3>>) -> f64 {
+/// fn peak(image: AnyOf<'_, (u8, u16, f32), Dims<3, ANY, ANY, 3>>) -> f64 {
 ///     match image {
 ///         AnyOf::A(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
 ///         AnyOf::B(v) => v.view().iter().copied().max().unwrap_or(0) as f64,
@@ -94,7 +100,7 @@ use sealed::{Dtypes, Third};
 /// }
 ///
 /// #[pyfunction]
-/// fn is_float(x: AnyOf<(i32, f64)>) -> bool {
+/// fn is_float(x: AnyOf<'_, (i32, f64)>) -> bool {
 ///     match x {
 ///         AnyOf::A(_) => false,
 ///         AnyOf::B(_) => true,
@@ -103,13 +109,13 @@ use sealed::{Dtypes, Third};
 /// # fn main() {}
 /// ```
 #[derive(Debug)]
-pub enum AnyOf<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
+pub enum AnyOf<'py, D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
     /// A tensor of the first element type.
-    A(TensorView<D::A, S, L>),
+    A(TensorView<'py, D::A, S, L>),
     /// A tensor of the second element type.
-    B(TensorView<D::B, S, L>),
+    B(TensorView<'py, D::B, S, L>),
     /// A tensor of the third element type (never, for a pair).
-    C(<D::C as Third>::View<S, L>),
+    C(<D::C as Third>::View<'py, S, L>),
 }
 
 /// A writable tensor argument of one of the dtypes `D`: [`AnyOf`] with [`TensorViewMut`] variants.
@@ -118,7 +124,7 @@ pub enum AnyOf<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
 /// use dlpack_rs::pyo3_glue::{AnyOfMut, Dims, ANY};
 /// use pyo3::prelude::*;
 /// #[pyfunction]
-/// fn invert(image: AnyOfMut<(u8, u16, f32), Dims<3, ANY, ANY, 3>>) {
+/// fn invert(image: AnyOfMut<'_, (u8, u16, f32), Dims<3, ANY, ANY, 3>>) {
 ///     match image {
 ///         AnyOfMut::A(mut v) => v.view_mut().mapv_inplace(|x| u8::MAX - x),
 ///         AnyOfMut::B(mut v) => v.view_mut().mapv_inplace(|x| u16::MAX - x),
@@ -128,13 +134,13 @@ pub enum AnyOf<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
 /// # fn main() {}
 /// ```
 #[derive(Debug)]
-pub enum AnyOfMut<D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
+pub enum AnyOfMut<'py, D: Dtypes, S: Shape = Dims<ANY>, L: Layout = Strided> {
     /// A tensor of the first element type.
-    A(TensorViewMut<D::A, S, L>),
+    A(TensorViewMut<'py, D::A, S, L>),
     /// A tensor of the second element type.
-    B(TensorViewMut<D::B, S, L>),
+    B(TensorViewMut<'py, D::B, S, L>),
     /// A tensor of the third element type (never, for a pair).
-    C(<D::C as Third>::ViewMut<S, L>),
+    C(<D::C as Third>::ViewMut<'py, S, L>),
 }
 
 /// The `TypeError` for a dtype outside the set `D`.
@@ -148,7 +154,9 @@ fn outside<D: Dtypes>(got: DLDataType) -> PyErr {
 
 macro_rules! any_of {
     ($name:ident, $exclusive:expr, $of:ident, $third:ident) => {
-        impl<'a, 'py, D: Dtypes, S: Shape, L: Layout> FromPyObject<'a, 'py> for $name<D, S, L> {
+        impl<'a, 'py, D: Dtypes, S: Shape, L: Layout> FromPyObject<'a, 'py>
+            for $name<'py, D, S, L>
+        {
             type Error = PyErr;
 
             #[cfg(feature = "inspect")]

@@ -10,14 +10,14 @@ use crate::pyo3_glue::export::exchange_export::DLPackTensor;
 use crate::pyo3_glue::import::exchange_import::Lent;
 use crate::pyo3_glue::import::{ImportOptions, PyTensor};
 use crate::pyo3_glue::runtime::errors::dtype_message;
-use crate::pyo3_glue::runtime::keepalive::PyKeepalive;
 use crate::safe::{AnyManaged, Described, Error};
 
-/// Where a typed argument's elements come from, and the object they came from (held).
-pub(in crate::pyo3_glue) struct Source {
+/// Where a typed argument's elements come from, and the object they came from (held for the
+/// call: `'py` keeps the reference on an attached thread, so its release is a plain decref).
+pub(in crate::pyo3_glue) struct Source<'py> {
     // Dropped before the object (fields drop in order).
     origin: Origin,
-    pub(in crate::pyo3_glue) object: PyKeepalive,
+    pub(in crate::pyo3_glue) object: Bound<'py, PyAny>,
 }
 
 enum Origin {
@@ -28,12 +28,9 @@ enum Origin {
     Borrowed(Described),
 }
 
-impl Source {
+impl<'py> Source<'py> {
     /// Imports `obj` for a typed argument by the cheapest route its type allows.
-    pub(in crate::pyo3_glue) fn import(
-        obj: &Bound<'_, PyAny>,
-        exclusive: bool,
-    ) -> PyResult<Source> {
+    pub(in crate::pyo3_glue) fn import(obj: &Bound<'py, PyAny>, exclusive: bool) -> PyResult<Self> {
         if crate::pyo3_glue::numpy::direct::may_be_array(obj) {
             if let Some(source) = Self::numpy_view(obj, exclusive)? {
                 return Ok(source);
@@ -63,17 +60,19 @@ impl Source {
         Ok(Source::of(obj, Origin::Owned(tensor)))
     }
 
-    fn of(obj: &Bound<'_, PyAny>, origin: Origin) -> Source {
-        let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
-        Source { origin, object }
+    fn of(obj: &Bound<'py, PyAny>, origin: Origin) -> Self {
+        Source {
+            origin,
+            object: obj.clone(),
+        }
     }
 
     /// [`Source::import`] of a numpy array the direct read takes (`None` otherwise).
     #[inline(never)]
-    fn numpy_view(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Option<Source>> {
+    fn numpy_view(obj: &Bound<'py, PyAny>, exclusive: bool) -> PyResult<Option<Self>> {
         // Hold the array before reading its struct: numpy's `resize` refuses to reallocate an
         // array another reference holds, and Python code may run before the view is handed out.
-        let object = PyKeepalive::new(obj.py(), obj.clone().unbind());
+        let object = obj.clone();
         let Some((mut view, writable)) = crate::pyo3_glue::numpy::direct::view(obj)? else {
             return Ok(None);
         };

@@ -30,18 +30,18 @@ enum Parts<T> {
     Raw,
 }
 
-struct Held<T> {
+struct Held<'py, T> {
     first: *mut T,
     parts: Parts<T>,
     // Dropped before the source (fields drop in order).
     _borrow: BorrowToken,
-    source: Source,
+    source: Source<'py>,
     framework: PyOnceLock<Framework>,
 }
 
-impl<T: Element> Held<T> {
+impl<'py, T: Element> Held<'py, T> {
     /// Checks an imported `source` against `T`, `S` and `L`, then borrows its bytes.
-    fn host_from<S: Shape, L: Layout>(source: Source, exclusive: bool) -> PyResult<Self>
+    fn host_from<S: Shape, L: Layout>(source: Source<'py>, exclusive: bool) -> PyResult<Self>
     where
         T: AnyBitPattern,
     {
@@ -71,7 +71,7 @@ impl<T: Element> Held<T> {
     }
 
     /// Imports `obj` on any device, checks it and borrows its bytes (no host view is made).
-    fn raw<S: Shape, L: Layout>(obj: &Bound<'_, PyAny>, exclusive: bool) -> PyResult<Self> {
+    fn raw<S: Shape, L: Layout>(obj: &Bound<'py, PyAny>, exclusive: bool) -> PyResult<Self> {
         let source = Source::import(obj, exclusive)?;
         check_meta::<S, L>(&source, T::DTYPE, false)?;
         let parts = source
@@ -86,7 +86,7 @@ impl<T: Element> Held<T> {
 
     fn new<L: Layout>(
         parts: Result<(*mut T, Parts<T>, BorrowToken), Error>,
-        source: Source,
+        source: Source<'py>,
     ) -> PyResult<Self> {
         match parts {
             Ok((first, parts, borrow)) => Ok(Held {
@@ -101,16 +101,12 @@ impl<T: Element> Held<T> {
     }
 }
 
-impl<T> Held<T> {
-    /// The framework of the object the tensor came from, made on first use (attached first).
+impl<T> Held<'_, T> {
+    /// The framework of the object the tensor came from, made on first use.
     fn framework(&self) -> &Framework {
-        Python::attach(|py| {
-            crate::pyo3_glue::runtime::once::get_or_init(&self.framework, py, || {
-                match self.source.object.object() {
-                    Some(obj) => Framework::of(obj.bind(py)),
-                    None => Framework::of(&py.None().into_bound(py)),
-                }
-            })
+        let obj = &self.source.object;
+        crate::pyo3_glue::runtime::once::get_or_init(&self.framework, obj.py(), || {
+            Framework::of(obj)
         })
     }
 
@@ -226,18 +222,28 @@ impl<T> Held<T> {
 /// elements' bytes until dropped. A [`CContig`] argument derefs to `[T]`. More in the [import
 /// guide](https://github.com/kornia/dlpack-rs/blob/main/docs/import.md#typed-arguments).
 ///
+/// It lives for the call (`'py`): it is not `Send`, and releases its object on the thread that
+/// made it. Keep a [`PyTensor`](crate::pyo3_glue::PyTensor) to hold an input past the call; to
+/// work detached, take the slice.
+///
 /// ```
-/// use dlpack_rs::pyo3_glue::{Dims, TensorView, ANY};
+/// use dlpack_rs::pyo3_glue::{CContig, Dims, TensorView, ANY};
 /// use pyo3::prelude::*;
 ///
 /// #[pyfunction]
-/// fn red(image: TensorView<u8, Dims<3, ANY, ANY, 3>>, y: usize, x: usize) -> Option<u8> {
+/// fn red(image: TensorView<'_, u8, Dims<3, ANY, ANY, 3>>, y: usize, x: usize) -> Option<u8> {
 ///     image.get(&[y, x, 0]).copied()
+/// }
+///
+/// #[pyfunction]
+/// fn total(py: Python<'_>, x: TensorView<'_, f32, Dims<ANY>, CContig>) -> f32 {
+///     let values: &[f32] = &x;
+///     py.detach(|| values.iter().sum())
 /// }
 /// # fn main() {}
 /// ```
-pub struct TensorView<T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = Cpu> {
-    held: Held<T>,
+pub struct TensorView<'py, T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = Cpu> {
+    held: Held<'py, T>,
     _constraints: PhantomData<(S, L, D)>,
 }
 
@@ -245,26 +251,16 @@ pub struct TensorView<T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = 
 ///
 /// As [`TensorView`], but the tensor must be writable and not broadcast, and the borrow is
 /// exclusive (`f(x, x)` raises `BufferError`).
-pub struct TensorViewMut<T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = Cpu> {
-    held: Held<T>,
+pub struct TensorViewMut<'py, T, S: Shape = Dims<ANY>, L: Layout = Strided, D: Device = Cpu> {
+    held: Held<'py, T>,
     _constraints: PhantomData<(S, L, D)>,
 }
 
-// SAFETY: a `TensorView` is an owner plus a shared view of its elements (or, off the CPU, a
-// pointer safe code cannot dereference), like `(PyTensor, &[T])`.
-unsafe impl<T: Sync, S: Shape, L: Layout, D: Device> Send for TensorView<T, S, L, D> {}
-// SAFETY: as above.
-unsafe impl<T: Sync, S: Shape, L: Layout, D: Device> Sync for TensorView<T, S, L, D> {}
-// SAFETY: a `TensorViewMut` is an owner plus an exclusive view, like `(PyTensor, &mut [T])`.
-unsafe impl<T: Send, S: Shape, L: Layout, D: Device> Send for TensorViewMut<T, S, L, D> {}
-// SAFETY: as above; `&TensorViewMut` gives only shared views and a `*const T`.
-unsafe impl<T: Sync, S: Shape, L: Layout, D: Device> Sync for TensorViewMut<T, S, L, D> {}
-
 macro_rules! extract {
     ($ty:ident, $exclusive:expr) => {
-        impl<T: AnyBitPattern, S: Shape, L: Layout> $ty<T, S, L, Cpu> {
+        impl<'py, T: AnyBitPattern, S: Shape, L: Layout> $ty<'py, T, S, L, Cpu> {
             /// The view of an imported `source` (whose dtype an `AnyOf` may have matched to `T`).
-            pub(in crate::pyo3_glue) fn of(source: Source) -> PyResult<Self> {
+            pub(in crate::pyo3_glue) fn of(source: Source<'py>) -> PyResult<Self> {
                 Held::host_from::<S, L>(source, $exclusive).map(|held| $ty {
                     held,
                     _constraints: PhantomData,
@@ -273,7 +269,7 @@ macro_rules! extract {
         }
 
         impl<'a, 'py, T: AnyBitPattern, S: Shape, L: Layout> FromPyObject<'a, 'py>
-            for $ty<T, S, L, Cpu>
+            for $ty<'py, T, S, L, Cpu>
         {
             type Error = PyErr;
 
@@ -287,7 +283,7 @@ macro_rules! extract {
         }
 
         impl<'a, 'py, T: Element, S: Shape, L: Layout> FromPyObject<'a, 'py>
-            for $ty<T, S, L, AnyDevice>
+            for $ty<'py, T, S, L, AnyDevice>
         {
             type Error = PyErr;
 
@@ -309,7 +305,7 @@ extract!(TensorViewMut, true);
 
 macro_rules! accessors {
     ($ty:ident) => {
-        impl<T, S: Shape, L: Layout, D: Device> $ty<T, S, L, D> {
+        impl<T, S: Shape, L: Layout, D: Device> $ty<'_, T, S, L, D> {
             /// Extent of each dimension.
             pub fn shape(&self) -> &[i64] {
                 self.held.source.shape()
@@ -348,7 +344,7 @@ macro_rules! accessors {
             }
         }
 
-        impl<T, S: Shape, L: Layout, D: Device> fmt::Debug for $ty<T, S, L, D> {
+        impl<T, S: Shape, L: Layout, D: Device> fmt::Debug for $ty<'_, T, S, L, D> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($ty))
                     .field("device", &self.device())
@@ -360,7 +356,7 @@ macro_rules! accessors {
             }
         }
 
-        impl<T, S: Shape, L: Layout> $ty<T, S, L, Cpu> {
+        impl<T, S: Shape, L: Layout> $ty<'_, T, S, L, Cpu> {
             /// The element at `index` (one index per dimension), or `None` outside the shape.
             pub fn get(&self, index: &[usize]) -> Option<&T> {
                 let element = self.held.element(index)?;
@@ -384,7 +380,7 @@ macro_rules! accessors {
             }
         }
 
-        impl<T, S: Shape> Deref for $ty<T, S, CContig, Cpu> {
+        impl<T, S: Shape> Deref for $ty<'_, T, S, CContig, Cpu> {
             type Target = [T];
             fn deref(&self) -> &[T] {
                 // SAFETY: as in `get`; a `CContig` argument's parts are a slice.
@@ -396,7 +392,7 @@ macro_rules! accessors {
 accessors!(TensorView);
 accessors!(TensorViewMut);
 
-impl<T, S: Shape, L: Layout> TensorViewMut<T, S, L, Cpu> {
+impl<T, S: Shape, L: Layout> TensorViewMut<'_, T, S, L, Cpu> {
     /// The element at `index`, for writing, or `None` outside the shape.
     pub fn get_mut(&mut self, index: &[usize]) -> Option<&mut T> {
         let element = self.held.element(index)?;
@@ -420,14 +416,14 @@ impl<T, S: Shape, L: Layout> TensorViewMut<T, S, L, Cpu> {
     }
 }
 
-impl<T, S: Shape> DerefMut for TensorViewMut<T, S, CContig, Cpu> {
+impl<T, S: Shape> DerefMut for TensorViewMut<'_, T, S, CContig, Cpu> {
     fn deref_mut(&mut self) -> &mut [T] {
         // SAFETY: as in `get_mut`; a `CContig` argument's parts are a slice.
         unsafe { self.held.slice_mut() }.unwrap_or(&mut [])
     }
 }
 
-impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<T, S, L, D> {
+impl<T, S: Shape, L: Layout, D: Device> TensorViewMut<'_, T, S, L, D> {
     /// The address of the first element, for writing (rules as for [`TensorView::data_ptr`]).
     pub fn data_ptr_mut(&mut self) -> *mut T {
         self.held.first

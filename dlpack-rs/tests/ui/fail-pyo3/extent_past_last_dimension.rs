@@ -5,7 +5,7 @@ use dlpack_rs::pyo3_glue::{Dims, TensorView, ANY};
 
 #[pyfunction]
 #[pyo3(crate = "dlpack_rs::pyo3")]
-fn peak(image: TensorView<u8, Dims<2, ANY, ANY, 3>>) -> u8 {
+fn peak(image: TensorView<'_, u8, Dims<2, ANY, ANY, 3>>) -> u8 {
     image.get(&[0, 0]).copied().unwrap_or(0)
 }
 

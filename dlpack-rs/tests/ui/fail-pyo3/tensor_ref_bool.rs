@@ -5,7 +5,7 @@ use dlpack_rs::pyo3_glue::{CContig, Dims, TensorView, ANY};
 
 #[pyfunction]
 #[pyo3(crate = "dlpack_rs::pyo3")]
-fn any(mask: TensorView<bool, Dims<ANY>, CContig>) -> bool {
+fn any(mask: TensorView<'_, bool, Dims<ANY>, CContig>) -> bool {
     mask.iter().any(|&b| b)
 }
 
