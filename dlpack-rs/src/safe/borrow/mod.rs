@@ -23,10 +23,11 @@ const NO_MEMORY: i32 = -1;
 /// The borrow registry as a C table, shared between copies of this crate in one process.
 ///
 /// `acquire(state, start, end, exclusive)` registers `start..end` and returns 0, or 1 on a
-/// conflict (nothing registered), or -1 when out of memory. `release` with the same arguments
-/// removes one registration. Version 2 adds `acquire_strided`/`release_strided`, the same for
-/// `width`-byte elements every `period` bytes from `start` below `end` (a [`Span`]). All are
-/// thread-safe, never block on Python and never unwind.
+/// conflict (nothing registered), or -1 when out of memory (or a span's count is full).
+/// `release` with the same arguments removes one registration. Version 2 adds
+/// `acquire_strided`/`release_strided`, the same for `width`-byte elements every `period` bytes
+/// from `start` below `end` (a [`Span`]). All are thread-safe, never block on Python and never
+/// unwind.
 #[repr(C)]
 pub(crate) struct BorrowApi {
     /// [`BORROW_API_VERSION`] of the copy of the crate that made the table.
@@ -213,18 +214,25 @@ fn add_entry(entries: &mut Vec<Entry>, start: usize, end: usize, exclusive: bool
 
 /// Registers `span` (under the caller's lock); conflicts with a byte-sharing exclusive borrow.
 fn add_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> i32 {
-    // One scan: a conflict anywhere refuses; else a shared entry of the same span counts up.
+    // One scan: a conflict anywhere refuses; else the shared entry of the same span counts up.
+    // Only a shared entry: an exclusive one of an equal span that shares no byte (an empty
+    // range another copy passed) is not a conflict, and must keep its kind for its release.
     let mut same = None;
     for (i, e) in entries.iter().enumerate() {
         if (exclusive || e.exclusive) && e.span.shares_byte(&span) {
             return CONFLICT;
         }
-        if !exclusive && e.span == span {
+        if !exclusive && !e.exclusive && same.is_none() && e.span == span {
             same = Some(i);
         }
     }
     if let Some(i) = same {
-        entries[i].count += 1;
+        // A full count refuses (leaked guards only): wrapping would free a live borrow's bytes,
+        // and a panic here would unwind with the lock held.
+        let Some(count) = entries[i].count.checked_add(1) else {
+            return NO_MEMORY;
+        };
+        entries[i].count = count;
         return ACQUIRED;
     }
     if entries.try_reserve(1).is_err() {

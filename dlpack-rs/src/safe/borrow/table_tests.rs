@@ -315,3 +315,42 @@ fn strided_views_register_their_progression() {
     assert!(c.unwrap().span.is_range());
     drop((even, odd, rev, two));
 }
+
+#[test]
+fn empty_spans_keep_their_kind_apart() {
+    // Another copy of the crate (an older release, or any caller of the C table) may register
+    // an empty range: it conflicts with nothing, but shared and exclusive registrations of it
+    // stay separate entries, so each release finds its own (an unfound release is forwarded to
+    // the shared table after a switch, which never had it).
+    let mut t = table();
+    assert_eq!(add_entry(&mut t, 0x50, 0x50, true), ACQUIRED);
+    assert_eq!(add_entry(&mut t, 0x50, 0x50, false), ACQUIRED);
+    assert_eq!(add_entry(&mut t, 0x50, 0x50, true), ACQUIRED);
+    assert_eq!(add_entry(&mut t, 0x50, 0x50, false), ACQUIRED);
+    assert_eq!(t.len(), 3);
+    assert_eq!(
+        t.iter().map(|e| (e.exclusive, e.count)).collect::<Vec<_>>(),
+        [(true, 1), (false, 2), (true, 1)]
+    );
+    assert_eq!(remove_entry(&mut t, 0x50, 0x50, false), Some(false));
+    assert_eq!(remove_entry(&mut t, 0x50, 0x50, false), Some(false));
+    assert_eq!(remove_entry(&mut t, 0x50, 0x50, true), Some(false));
+    assert_eq!(remove_entry(&mut t, 0x50, 0x50, true), Some(false));
+    assert!(t.is_empty());
+}
+
+#[test]
+fn a_shared_count_never_wraps() {
+    // `mem::forget` of guards leaks registrations; a count that wrapped would let the release of
+    // one live borrow remove the entry while another still reads (on 32-bit targets 2^32
+    // forgotten guards are within reach). A full count refuses instead, without unwinding (a
+    // panic would leave the registry's lock held, now that this copy calls its table directly).
+    let mut t = table();
+    assert_eq!(add_entry(&mut t, 0x10, 0x20, false), ACQUIRED);
+    t[0].count = usize::MAX;
+    assert_eq!(add_entry(&mut t, 0x10, 0x20, false), NO_MEMORY);
+    assert_eq!((t.len(), t[0].count), (1, usize::MAX));
+    assert_eq!(add_entry(&mut t, 0x18, 0x19, true), CONFLICT);
+    // Other spans are still registered.
+    assert_eq!(add_entry(&mut t, 0x10, 0x21, false), ACQUIRED);
+}
