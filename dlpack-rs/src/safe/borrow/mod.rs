@@ -214,15 +214,15 @@ fn add_entry(entries: &mut Vec<Entry>, start: usize, end: usize, exclusive: bool
 
 /// Registers `span` (under the caller's lock); conflicts with a byte-sharing exclusive borrow.
 fn add_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> i32 {
-    // One scan: a conflict anywhere refuses; else the shared entry of the same span counts up.
-    // Only a shared entry: an exclusive one of an equal span that shares no byte (an empty
-    // range another copy passed) is not a conflict, and must keep its kind for its release.
+    // One scan: a conflict anywhere refuses; else the shared entry of the same span (at most
+    // one: they merge) counts up. Only a shared entry: an exclusive one of an equal span that
+    // shares no byte (an empty range another copy passed) is no conflict and keeps its kind.
     let mut same = None;
     for (i, e) in entries.iter().enumerate() {
         if (exclusive || e.exclusive) && e.span.shares_byte(&span) {
             return CONFLICT;
         }
-        if !exclusive && !e.exclusive && same.is_none() && e.span == span {
+        if !exclusive && !e.exclusive && e.span == span {
             same = Some(i);
         }
     }
