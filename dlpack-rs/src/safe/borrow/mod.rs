@@ -130,7 +130,7 @@ impl BorrowApi {
     unsafe fn acquire_span(&self, span: Span, exclusive: bool) -> i32 {
         if ptr::eq(self, &LOCAL_API) {
             // This copy's own table, called directly rather than through its C function.
-            return local_acquire_span(span, exclusive);
+            return local_acquire_span(span.start, span.end, span.period, span.width, exclusive);
         }
         // SAFETY: this function's contract.
         unsafe { self.call(span, exclusive, self.acquire, self.acquire_strided) }
@@ -143,7 +143,7 @@ impl BorrowApi {
     #[inline]
     unsafe fn release_span(&self, span: Span, exclusive: bool) {
         if ptr::eq(self, &LOCAL_API) {
-            return local_release_span(span, exclusive);
+            return local_release_span(span.start, span.end, span.period, span.width, exclusive);
         }
         // SAFETY: this function's contract.
         unsafe { self.call(span, exclusive, self.release, self.release_strided) }
@@ -247,8 +247,22 @@ fn add_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> i32 {
     ACQUIRED
 }
 
-/// `acquire` and `acquire_strided` of this copy's table.
-fn local_acquire_span(span: Span, exclusive: bool) -> i32 {
+/// `acquire` and `acquire_strided` of this copy's table, on a [`Span`]'s fields (passed in
+/// registers: a span read back from the caller's stack stalls the store-to-load forwarding).
+#[inline(never)]
+fn local_acquire_span(
+    start: usize,
+    end: usize,
+    period: usize,
+    width: usize,
+    exclusive: bool,
+) -> i32 {
+    let span = Span {
+        start,
+        end,
+        period,
+        width,
+    };
     LOCAL.with(|entries| {
         if let Some(shared) = switched() {
             // Looked up this table just before the switch: forward it.
@@ -265,7 +279,7 @@ unsafe extern "C" fn local_acquire(
     end: usize,
     exclusive: bool,
 ) -> i32 {
-    local_acquire_span(Span::range(start, end), exclusive)
+    local_acquire_span(start, end, 0, 0, exclusive)
 }
 
 unsafe extern "C" fn local_acquire_strided(
@@ -276,7 +290,8 @@ unsafe extern "C" fn local_acquire_strided(
     width: usize,
     exclusive: bool,
 ) -> i32 {
-    local_acquire_span(Span::strided(start, end, period, width), exclusive)
+    let s = Span::strided(start, end, period, width);
+    local_acquire_span(s.start, s.end, s.period, s.width, exclusive)
 }
 
 #[cfg(test)]
@@ -303,13 +318,25 @@ fn remove_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> Option<
         e.migrated -= 1;
     }
     if e.count == 0 {
-        entries.swap_remove(i);
+        // `swap_remove` would read the entry back even when it is the last one (a stall).
+        let last = entries.len() - 1;
+        if i != last {
+            entries.swap(i, last);
+        }
+        entries.truncate(last);
     }
     Some(migrated)
 }
 
-/// `release` and `release_strided` of this copy's table.
-fn local_release_span(span: Span, exclusive: bool) {
+/// `release` and `release_strided` of this copy's table, on a span's fields as above.
+#[inline(never)]
+fn local_release_span(start: usize, end: usize, period: usize, width: usize, exclusive: bool) {
+    let span = Span {
+        start,
+        end,
+        period,
+        width,
+    };
     LOCAL.with(|entries| {
         // Not found: registered in the shared table by `local_acquire` after the switch.
         let forward = remove_span(entries, span, exclusive).unwrap_or(true);
@@ -321,7 +348,7 @@ fn local_release_span(span: Span, exclusive: bool) {
 }
 
 unsafe extern "C" fn local_release(_state: *mut c_void, start: usize, end: usize, exclusive: bool) {
-    local_release_span(Span::range(start, end), exclusive)
+    local_release_span(start, end, 0, 0, exclusive)
 }
 
 unsafe extern "C" fn local_release_strided(
@@ -332,7 +359,8 @@ unsafe extern "C" fn local_release_strided(
     width: usize,
     exclusive: bool,
 ) {
-    local_release_span(Span::strided(start, end, period, width), exclusive)
+    let s = Span::strided(start, end, period, width);
+    local_release_span(s.start, s.end, s.period, s.width, exclusive)
 }
 
 /// This copy's own table.
@@ -425,7 +453,9 @@ pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError
 pub(crate) struct BorrowToken {
     api: Option<&'static BorrowApi>,
     span: Span,
-    exclusive: bool,
+    /// 1: exclusive (a byte without a niche: a `Result` around a token then keeps its tag
+    /// apart, and its copies stay whole words the processor can forward).
+    exclusive: u8,
     external: Option<ExternalHold>,
 }
 
@@ -436,8 +466,6 @@ pub(crate) struct ExternalHold {
     pub(crate) release: unsafe fn(*mut c_void, bool),
     /// The checker's key, kept alive by the token's owner.
     pub(crate) ctx: *mut c_void,
-    /// Whether the external borrow is exclusive.
-    pub(crate) exclusive: bool,
 }
 
 // SAFETY: `ctx` is only handed back to `release`, which may run on any thread (its contract).
@@ -458,13 +486,16 @@ impl BorrowToken {
     pub(crate) const EMPTY: BorrowToken = BorrowToken {
         api: None,
         span: Span::range(0, 0),
-        exclusive: false,
+        exclusive: 0,
         external: None,
     };
 
     /// The same token, also holding `hold`, released after the registry's borrow.
     #[allow(dead_code)] // used by the layers above safe/
-    pub(crate) fn with_external(mut self, hold: ExternalHold) -> Self {
+    pub(crate) fn with_external(mut self, hold: ExternalHold, exclusive: bool) -> Self {
+        // The registry's borrow (if any) was taken with the same `exclusive`.
+        debug_assert!(self.api.is_none() || self.exclusive == exclusive as u8);
+        self.exclusive = exclusive as u8;
         self.external = Some(hold);
         self
     }
@@ -506,6 +537,7 @@ impl BorrowToken {
     }
 
     /// Registers the bytes `start..end` (nothing for an empty range).
+    #[inline(always)]
     pub(crate) fn acquire(start: usize, end: usize, exclusive: bool) -> Result<Self, Error> {
         if start >= end {
             return Ok(Self::EMPTY);
@@ -514,13 +546,14 @@ impl BorrowToken {
     }
 
     /// Registers the non-empty `span` in `api`.
+    #[inline(always)]
     fn acquire_in(api: &'static BorrowApi, span: Span, exclusive: bool) -> Result<Self, Error> {
         // SAFETY: `api` keeps the `BorrowApi` contract (`install`'s precondition, or ours).
         match unsafe { api.acquire_span(span, exclusive) } {
             ACQUIRED => Ok(BorrowToken {
                 api: Some(api),
                 span,
-                exclusive,
+                exclusive: exclusive as u8,
                 external: None,
             }),
             CONFLICT => Err(Error::AlreadyBorrowed { exclusive }),
@@ -533,11 +566,11 @@ impl Drop for BorrowToken {
     fn drop(&mut self) {
         if let Some(api) = self.api {
             // SAFETY: releases exactly the registration `acquire` made in this table.
-            unsafe { api.release_span(self.span, self.exclusive) };
+            unsafe { api.release_span(self.span, self.exclusive != 0) };
         }
         if let Some(hold) = self.external.take() {
             // SAFETY: released once; the view's owner keeps `ctx` alive.
-            unsafe { (hold.release)(hold.ctx, hold.exclusive) };
+            unsafe { (hold.release)(hold.ctx, self.exclusive != 0) };
         }
     }
 }

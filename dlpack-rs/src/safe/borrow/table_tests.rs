@@ -144,10 +144,7 @@ macro_rules! fake {
 #[test]
 fn a_token_maps_the_tables_answers() {
     let ok = BorrowToken::acquire_in(fake!(ACQUIRED), Span::range(0x40, 0x48), true).unwrap();
-    assert_eq!(
-        (ok.span.start, ok.span.end, ok.exclusive),
-        (0x40, 0x48, true)
-    );
+    assert_eq!((ok.span.start, ok.span.end, ok.exclusive), (0x40, 0x48, 1));
     assert_eq!(RELEASES.load(Ordering::SeqCst), 0);
     drop(ok);
     assert_eq!(RELEASES.load(Ordering::SeqCst), 1, "dropping releases once");
@@ -190,7 +187,7 @@ fn element_ranges_round_out_to_whole_bytes() {
     let t = BorrowToken::acquire_elements(first, 1, 2, 4, true).unwrap();
     assert_eq!(
         (t.span.start, t.span.end, t.exclusive),
-        (first, first + 2, true)
+        (first, first + 2, 1)
     );
     drop(t);
     // One element of 12 bits at index 1: bits 12..24, bytes first+1 .. first+3.
@@ -206,7 +203,7 @@ fn token_and_table_debug_name_their_fields() {
     assert_eq!(format!("{api:?}"), "BorrowApi { version: 2 }");
     assert_eq!(
         format!("{:?}", BorrowToken::EMPTY),
-        "BorrowToken { api: None, span: Span { start: 0, end: 0, period: 0, width: 0 }, exclusive: false, external: None }"
+        "BorrowToken { api: None, span: Span { start: 0, end: 0, period: 0, width: 0 }, exclusive: 0, external: None }"
     );
 }
 

@@ -131,7 +131,7 @@ impl<K: Kind> Managed<K> {
 ///
 /// # Safety
 /// `external.ctx` stays valid for `external.api`'s functions while the returned token lives.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn take_external(
     external: Option<External>,
     token: BorrowToken,
@@ -140,27 +140,26 @@ pub(crate) unsafe fn take_external(
     match external {
         None => Ok(token),
         // SAFETY: this function's contract.
-        Some(external) => unsafe { take_some_external(external, token, exclusive) },
+        Some(external) => Ok(token.with_external(unsafe { hold(external, exclusive) }?, exclusive)),
     }
 }
 
-/// [`take_external`] with a checker.
+/// Takes `external`'s borrow (out of line, and apart from the token: a token moved through a
+/// call's `Result` is copied in pieces the processor cannot forward).
 ///
 /// # Safety
 /// As [`take_external`].
 #[inline(never)]
-unsafe fn take_some_external(
+unsafe fn hold(
     external: External,
-    token: BorrowToken,
     exclusive: bool,
-) -> Result<BorrowToken, Error> {
+) -> Result<crate::safe::borrow::ExternalHold, Error> {
     // SAFETY: a live context (this function's contract).
     unsafe { (external.api.acquire)(external.ctx, exclusive) }?;
-    Ok(token.with_external(crate::safe::borrow::ExternalHold {
+    Ok(crate::safe::borrow::ExternalHold {
         release: external.api.release,
         ctx: external.ctx,
-        exclusive,
-    }))
+    })
 }
 
 /// What the view checks read of a validated tensor ([`Managed`] or `Described`).
