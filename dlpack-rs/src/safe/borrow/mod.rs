@@ -494,7 +494,7 @@ impl BorrowToken {
     #[allow(dead_code)] // used by the layers above safe/
     pub(crate) fn with_external(mut self, hold: ExternalHold, exclusive: bool) -> Self {
         // The registry's borrow (if any) was taken with the same `exclusive`.
-        debug_assert!(self.api.is_none() || self.exclusive == exclusive as u8);
+        assert!(self.api.is_none() || self.exclusive == exclusive as u8);
         self.exclusive = exclusive as u8;
         self.external = Some(hold);
         self

@@ -351,3 +351,41 @@ fn a_shared_count_never_wraps() {
     // Other spans are still registered.
     assert_eq!(add_entry(&mut t, 0x10, 0x21, false), ACQUIRED);
 }
+
+/// Counts an external checker's releases by kind (shared, exclusive); `ctx` is the counters.
+unsafe fn count_external_release(ctx: *mut c_void, exclusive: bool) {
+    // SAFETY: every `ctx` handed out below is a `'static` pair of counters.
+    let counts = unsafe { &*ctx.cast::<[AtomicUsize; 2]>() };
+    counts[usize::from(exclusive)].fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn an_external_hold_is_released_once_with_the_kind_it_was_taken_with() {
+    // The hold no longer records its kind: the token's `exclusive` is all the release has, also
+    // on an empty view's token (`EMPTY`: no registry borrow, only the external one).
+    static COUNTS: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
+    let hold = || ExternalHold {
+        release: count_external_release,
+        ctx: (&COUNTS as *const [AtomicUsize; 2]).cast_mut().cast(),
+    };
+    let counts = || COUNTS.each_ref().map(|c| c.load(Ordering::SeqCst));
+    drop(BorrowToken::EMPTY.with_external(hold(), true));
+    assert_eq!(
+        counts(),
+        [0, 1],
+        "an empty exclusive view releases exclusively"
+    );
+    drop(BorrowToken::EMPTY.with_external(hold(), false));
+    assert_eq!(counts(), [1, 1]);
+    // With a registry borrow (addresses of their own): both go back with one kind, once.
+    let base = 0x40_0000usize;
+    for exclusive in [true, false] {
+        let t = BorrowToken::acquire(base, base + 16, exclusive).unwrap();
+        drop(t.with_external(hold(), exclusive));
+        assert!(
+            BorrowToken::acquire(base, base + 16, true).is_ok(),
+            "registry borrow released"
+        );
+    }
+    assert_eq!(counts(), [2, 2]);
+}
