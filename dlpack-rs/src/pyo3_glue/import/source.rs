@@ -126,19 +126,17 @@ impl<'py> Source<'py> {
         }
     }
 
-    /// The checks and borrow `owned` (of an owner) or `borrowed` (of a view) makes; an exclusive
-    /// borrow of one of ours is refused (it is read-only).
+    /// What the view checks read of the tensor; an exclusive borrow of one of ours, or of a view
+    /// not allowed writes, is refused (read-only).
     #[inline(always)]
-    pub(in crate::pyo3_glue) fn parts<R>(
+    pub(in crate::pyo3_glue) fn parts(
         &self,
         exclusive: bool,
-        owned: impl FnOnce(&AnyManaged) -> Result<R, Error>,
-        borrowed: impl FnOnce(&Described) -> Result<R, Error>,
-    ) -> Result<R, Error> {
+    ) -> Result<crate::safe::import::views::Parts<'_>, Error> {
         match (self.owner(), &self.origin) {
             (Some(_), Origin::Ours(_)) if exclusive => Err(Error::ReadOnly),
-            (Some(t), _) => owned(t),
-            (None, Origin::Borrowed(view)) => borrowed(view),
+            (Some(t), _) => Ok(t.parts()),
+            (None, Origin::Borrowed(view)) => view.parts(exclusive),
             (None, _) => Err(Error::ReadOnly),
         }
     }

@@ -46,27 +46,24 @@ impl<'py, T: Element> Held<'py, T> {
         T: AnyBitPattern,
     {
         check_meta::<S, L>(&source, T::DTYPE, L::SLICE)?;
-        let parts = if L::SLICE {
-            // SAFETY: the view's memory is its object's, kept alive by the held `source`.
-            let borrowed = |v: &crate::safe::Described| unsafe { v.slice_parts::<T>(exclusive) };
-            source
-                .parts(exclusive, |t| t.slice_parts::<T>(exclusive), borrowed)
-                .and_then(|(first, len, token)| {
-                    if len == 0 {
-                        // The strided route's check: an ndarray view of the shape must exist.
-                        let shape: alloc::vec::Vec<usize> =
-                            source.shape().iter().map(|&d| d as usize).collect();
-                        crate::safe::import::strided::viewable_empty(&shape)?;
-                    }
-                    Ok((first, Parts::Slice(len), token))
-                })
-        } else {
-            // SAFETY: as for the slice above.
-            let borrowed = |v: &crate::safe::Described| unsafe { v.strided_parts::<T>(exclusive) };
-            source
-                .parts(exclusive, |t| t.borrowed_layout::<T>(exclusive), borrowed)
-                .map(|(n, token)| (n.first(), Parts::Strided(n), token))
-        };
+        let parts = source.parts(exclusive).and_then(|p| {
+            if L::SLICE {
+                // SAFETY: validated parts (an owner's or a view's) of memory the held `source`
+                // keeps alive, and it drops after the token.
+                let (first, len, token) = unsafe { p.slice::<T>(exclusive) }?;
+                if len == 0 {
+                    // The strided route's check: an ndarray view of the shape must exist.
+                    let shape: alloc::vec::Vec<usize> =
+                        p.shape.iter().map(|&d| d as usize).collect();
+                    crate::safe::import::strided::viewable_empty(&shape)?;
+                }
+                Ok((first, Parts::Slice(len), token))
+            } else {
+                // SAFETY: as for the slice.
+                let (n, token) = unsafe { p.strided::<T>(exclusive) }?;
+                Ok((n.first(), Parts::Strided(n), token))
+            }
+        });
         Self::new::<L>(parts, source)
     }
 
@@ -74,12 +71,10 @@ impl<'py, T: Element> Held<'py, T> {
     fn raw<S: Shape, L: Layout>(obj: &Bound<'py, PyAny>, exclusive: bool) -> PyResult<Self> {
         let source = Source::import(obj, exclusive)?;
         check_meta::<S, L>(&source, T::DTYPE, false)?;
+        // SAFETY: the external context lives with the held `source`, after the token.
         let parts = source
-            .parts(
-                exclusive,
-                |t| t.raw_parts::<T>(exclusive),
-                |v| v.raw_parts::<T>(exclusive),
-            )
+            .parts(exclusive)
+            .and_then(|p| unsafe { p.raw::<T>(exclusive) })
             .map(|(first, token)| (first, Parts::Raw, token));
         Self::new::<L>(parts, source)
     }

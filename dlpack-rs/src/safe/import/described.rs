@@ -4,10 +4,9 @@ use alloc::boxed::Box;
 use core::ffi::c_void;
 
 use crate::ffi::{DLDataType, DLDevice, DLTensor};
-use crate::safe::borrow::BorrowToken;
 use crate::safe::import::views::{replace_external, External, Parts};
 use crate::safe::import::{raw_shape, raw_strides, validate};
-use crate::safe::{Element, Error};
+use crate::safe::Error;
 
 /// Dimensions kept without a heap allocation (shape and strides side by side).
 const INLINE: usize = 4;
@@ -113,14 +112,6 @@ impl Described {
         self.writable = true;
     }
 
-    /// [`Error::ReadOnly`] for an exclusive borrow unless writes were allowed.
-    fn check_writes(&self, exclusive: bool) -> Result<(), Error> {
-        if exclusive && !self.writable {
-            return Err(Error::ReadOnly);
-        }
-        Ok(())
-    }
-
     fn dims(&self) -> &[i64] {
         match &self.dims {
             Dims::Inline(d) => &d[..2 * self.ndim()],
@@ -139,7 +130,7 @@ impl Described {
 
     /// Strides in elements, compact ones where the producer gave none.
     pub(crate) fn strides(&self) -> alloc::borrow::Cow<'_, [i64]> {
-        self.parts().strides()
+        self.unchecked_parts().strides()
     }
 
     pub(crate) fn dtype(&self) -> DLDataType {
@@ -155,8 +146,18 @@ impl Described {
         self.first
     }
 
-    /// What the view checks read of this value.
-    fn parts(&self) -> Parts<'_> {
+    /// What the view checks ([`Parts::slice`], `strided`, `raw`) read of this value; for an
+    /// exclusive borrow, [`Error::ReadOnly`] unless [`Described::allow_writes`] was called.
+    #[inline(always)]
+    pub(crate) fn parts(&self, exclusive: bool) -> Result<Parts<'_>, Error> {
+        if exclusive && !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        Ok(self.unchecked_parts())
+    }
+
+    #[inline(always)]
+    fn unchecked_parts(&self) -> Parts<'_> {
         Parts {
             first: self.first,
             shape: self.shape(),
@@ -165,44 +166,6 @@ impl Described {
             device: self.device,
             external: self.external,
         }
-    }
-
-    /// [`Parts::slice`] of this value (exclusive only after [`Described::allow_writes`]).
-    ///
-    /// # Safety
-    /// The memory `self` describes stays alive and in place while the returned pointer is used.
-    #[inline(always)]
-    pub(crate) unsafe fn slice_parts<T: Element>(
-        &self,
-        exclusive: bool,
-    ) -> Result<(*mut T, usize, BorrowToken), Error> {
-        self.check_writes(exclusive)?;
-        // SAFETY: validated in `new`; alive by this function's contract; the context is this
-        // value's until it drops, after every token.
-        unsafe { self.parts().slice::<T>(exclusive) }
-    }
-
-    /// [`Parts::strided`] of this value (exclusive only after [`Described::allow_writes`]).
-    ///
-    /// # Safety
-    /// As [`Described::slice_parts`], for a view made from the returned layout.
-    pub(crate) unsafe fn strided_parts<T: Element>(
-        &self,
-        exclusive: bool,
-    ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
-        self.check_writes(exclusive)?;
-        // SAFETY: as in `slice_parts`.
-        unsafe { self.parts().strided::<T>(exclusive) }
-    }
-
-    /// [`Parts::raw`] of this value (exclusive only after [`Described::allow_writes`]).
-    pub(crate) fn raw_parts<T: Element>(
-        &self,
-        exclusive: bool,
-    ) -> Result<(*mut T, BorrowToken), Error> {
-        self.check_writes(exclusive)?;
-        // SAFETY: the context is this value's until it drops, after every token.
-        unsafe { self.parts().raw::<T>(exclusive) }
     }
 }
 
@@ -224,6 +187,8 @@ unsafe impl Sync for Described {}
 mod tests {
     use super::*;
     use crate::ffi::DLDeviceType;
+    use crate::safe::borrow::BorrowToken;
+    use crate::safe::Element;
     use crate::safe::{cpu_device, dtype_f32};
 
     fn tensor(data: *mut c_void, shape: &mut [i64], strides: Option<&mut [i64]>) -> DLTensor {
@@ -235,6 +200,34 @@ mod tests {
             shape: shape.as_mut_ptr(),
             strides: strides.map_or(core::ptr::null_mut(), |s| s.as_mut_ptr()),
             byte_offset: 0,
+        }
+    }
+
+    /// The three view checks as the typed arguments make them: `parts`, then the check.
+    impl Described {
+        /// # Safety
+        /// The described memory stays alive while the pointer is used.
+        unsafe fn slice_parts<T: Element>(
+            &self,
+            exclusive: bool,
+        ) -> Result<(*mut T, usize, BorrowToken), Error> {
+            // SAFETY: validated in `new`; alive by this function's contract.
+            unsafe { self.parts(exclusive)?.slice::<T>(exclusive) }
+        }
+
+        /// # Safety
+        /// As `slice_parts`.
+        unsafe fn strided_parts<T: Element>(
+            &self,
+            exclusive: bool,
+        ) -> Result<(crate::safe::import::strided::Normalized<T>, BorrowToken), Error> {
+            // SAFETY: as in `slice_parts`.
+            unsafe { self.parts(exclusive)?.strided::<T>(exclusive) }
+        }
+
+        fn raw_parts<T: Element>(&self, exclusive: bool) -> Result<(*mut T, BorrowToken), Error> {
+            // SAFETY: the context is this value's until it drops, after every token.
+            unsafe { self.parts(exclusive)?.raw::<T>(exclusive) }
         }
     }
 
@@ -282,6 +275,30 @@ mod tests {
         // SAFETY: checked and borrowed by `slice_parts`; `data` is alive.
         let read = unsafe { core::slice::from_raw_parts(ptr, len) };
         assert_eq!(read, &[2.0, 3.0, 4.0]);
+    }
+
+    /// An empty tensor's views hold no registry borrow, only the checker's: it goes back with
+    /// the kind it was taken with (the token's `exclusive`, set by `with_external` on `EMPTY`).
+    #[test]
+    fn an_empty_views_external_borrow_goes_back_with_its_kind() {
+        use crate::safe::import::test_checker::{seen, TestChecker};
+        static CHECKER: TestChecker = TestChecker::new();
+        let mut data = [0f32; 1];
+        let mut shape = [0i64, 3];
+        let mut strides = [3i64, 1];
+        let t = tensor(data.as_mut_ptr().cast(), &mut shape, Some(&mut strides));
+        // SAFETY: two integers each; `data` outlives every use.
+        let mut d = unsafe { described(&t) };
+        // SAFETY: the test's own writable array; the checker is static and keeps counts only.
+        unsafe {
+            d.allow_writes();
+            d.set_external(CHECKER.external());
+        }
+        // SAFETY: as above.
+        drop(unsafe { d.strided_parts::<f32>(true) }.unwrap());
+        assert_eq!(CHECKER.seen(), seen([0, 1], [0, 1], 0));
+        drop(d.raw_parts::<f32>(true).unwrap());
+        assert_eq!(CHECKER.seen(), seen([0, 2], [0, 2], 0));
     }
 
     #[test]

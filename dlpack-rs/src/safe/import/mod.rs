@@ -6,7 +6,7 @@ pub(super) mod described;
 pub(crate) mod strided;
 #[cfg(test)]
 pub(super) mod test_checker;
-pub(super) mod views;
+pub(crate) mod views;
 
 use alloc::borrow::Cow;
 use core::ffi::c_void;

@@ -363,16 +363,6 @@ impl<K: Kind> Managed<K> {
         // SAFETY: validated; memory and external context live until the owner, after its views.
         unsafe { self.parts().strided::<T>(exclusive) }
     }
-
-    /// [`Parts::raw`] of this owner.
-    #[allow(dead_code)] // used by the layers above safe/
-    pub(crate) fn raw_parts<T: Element>(
-        &self,
-        exclusive: bool,
-    ) -> Result<(*mut T, BorrowToken), Error> {
-        // SAFETY: the external context lives until this owner drops, after every token.
-        unsafe { self.parts().raw::<T>(exclusive) }
-    }
 }
 
 #[cfg(test)]

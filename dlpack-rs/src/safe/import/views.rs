@@ -59,6 +59,7 @@ impl<K: Kind> Managed<K> {
     }
 
     /// What the view checks read of this owner.
+    #[inline(always)]
     pub(crate) fn parts(&self) -> Parts<'_> {
         let t = self.raw_tensor();
         Parts {
