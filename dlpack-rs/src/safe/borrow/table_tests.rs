@@ -369,19 +369,22 @@ fn an_external_hold_is_released_once_with_the_kind_it_was_taken_with() {
         ctx: (&COUNTS as *const [AtomicUsize; 2]).cast_mut().cast(),
     };
     let counts = || COUNTS.each_ref().map(|c| c.load(Ordering::SeqCst));
-    drop(BorrowToken::EMPTY.with_external(hold(), true));
+    // SAFETY: no registry borrow (the empty token); then one taken with the same kind.
+    drop(unsafe { BorrowToken::EMPTY.with_external(hold(), true) });
     assert_eq!(
         counts(),
         [0, 1],
         "an empty exclusive view releases exclusively"
     );
-    drop(BorrowToken::EMPTY.with_external(hold(), false));
+    // SAFETY: as above.
+    drop(unsafe { BorrowToken::EMPTY.with_external(hold(), false) });
     assert_eq!(counts(), [1, 1]);
     // With a registry borrow (addresses of their own): both go back with one kind, once.
     let base = 0x40_0000usize;
     for exclusive in [true, false] {
         let t = BorrowToken::acquire(base, base + 16, exclusive).unwrap();
-        drop(t.with_external(hold(), exclusive));
+        // SAFETY: `t` was taken with `exclusive`.
+        drop(unsafe { t.with_external(hold(), exclusive) });
         assert!(
             BorrowToken::acquire(base, base + 16, true).is_ok(),
             "registry borrow released"

@@ -135,7 +135,8 @@ impl Parts<'_> {
             return Err(Error::Overlapping);
         }
         let token = addressed_token(first, shape, &strides, self.dtype, exclusive)?;
-        // SAFETY: the context lives while the token does (this function's contract).
+        // SAFETY: the context lives while the token does (this function's contract); the token
+        // was just taken with `exclusive`.
         let token = unsafe { take_external(self.external, token, exclusive) }?;
         check_values::<T>(&n)?;
         Ok((n, token))
@@ -163,7 +164,7 @@ impl Parts<'_> {
             }
         }
         let token = addressed_token(first.cast(), shape, &strides, self.dtype, exclusive)?;
-        // SAFETY: this function's contract.
+        // SAFETY: this function's contract; the token was just taken with `exclusive`.
         Ok((first, unsafe {
             take_external(self.external, token, exclusive)
         }?))

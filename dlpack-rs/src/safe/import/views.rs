@@ -88,7 +88,8 @@ impl<K: Kind> Managed<K> {
             self.dtype(),
             exclusive,
         )?;
-        // SAFETY: the context lives until this owner drops it, and every token borrows the owner.
+        // SAFETY: the context lives until this owner drops it, and every token borrows the owner;
+        // the token was just taken with `exclusive`.
         unsafe { take_external(self.external, token, exclusive) }
     }
 
@@ -131,7 +132,8 @@ impl<K: Kind> Managed<K> {
 /// Adds `external`'s borrow, if any, to a registry token just taken for a view.
 ///
 /// # Safety
-/// `external.ctx` stays valid for `external.api`'s functions while the returned token lives.
+/// `external.ctx` stays valid for `external.api`'s functions while the returned token lives,
+/// and `token` was taken with `exclusive`.
 #[inline(always)]
 pub(crate) unsafe fn take_external(
     external: Option<External>,
@@ -140,8 +142,8 @@ pub(crate) unsafe fn take_external(
 ) -> Result<BorrowToken, Error> {
     match external {
         None => Ok(token),
-        // SAFETY: this function's contract.
-        Some(external) => Ok(token.with_external(unsafe { hold(external, exclusive) }?, exclusive)),
+        // SAFETY: this function's contract (both calls).
+        Some(external) => Ok(unsafe { token.with_external(hold(external, exclusive)?, exclusive) }),
     }
 }
 
@@ -206,7 +208,8 @@ impl<'a> Parts<'a> {
             start.wrapping_add(len * core::mem::size_of::<T>()),
             exclusive,
         )?;
-        // SAFETY: the context lives while the token does (this function's contract).
+        // SAFETY: the context lives while the token does (this function's contract); the token
+        // was just taken with `exclusive`.
         let token = unsafe { take_external(self.external, token, exclusive) }?;
         // SAFETY: host, non-NULL, aligned, contiguous `len` elements, alive (this function's
         // contract), and borrowed above so no view writes them.
