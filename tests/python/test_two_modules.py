@@ -119,9 +119,11 @@ def test_a_forged_table_marker_is_not_believed():
     assert out.startswith("refused") and "already borrowed" in out, out
 
 
-def test_a_shared_registry_of_version_zero_is_refused():
-    # No copy of this crate makes a table of version 0: one found in the interpreter's state
-    # dictionary is refused with SystemError, before it is read as a table of any layout.
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_shared_registry_before_version_2_is_refused(version):
+    # No released copy of this crate makes a table of version 0 or 1 (1, never released, lacked
+    # the strided functions): one found in the interpreter's state dictionary is refused with
+    # SystemError, before it is read as a table of our layout.
     out = _run(
         """
         import ctypes
@@ -131,7 +133,7 @@ def test_a_shared_registry_of_version_zero_is_refused():
         api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
         api.PyCapsule_New.restype = ctypes.py_object
         api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        table = (ctypes.c_uint64 * 1)(0)
+        table = (ctypes.c_uint64 * 1)(VERSION)
         name = ctypes.create_string_buffer(b"dlpack_rs.borrow_registry")
         d = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
         d["dlpack_rs.borrow_registry"] = api.PyCapsule_New(ctypes.addressof(table), name, None)
@@ -142,6 +144,6 @@ def test_a_shared_registry_of_version_zero_is_refused():
             print("granted")
         except SystemError as e:
             print("refused", e)
-        """
+        """.replace("VERSION", str(version))
     )
-    assert out.startswith("refused") and "version 0, this copy needs 1 to" in out, out
+    assert out.startswith("refused") and f"version {version}, this copy needs 2 to" in out, out

@@ -88,19 +88,13 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     // SAFETY: a capsule of this name points at a live table of some version (see the module's
     // trust note); its version field is valid in every version of the table.
     let version = unsafe { ptr.cast::<u64>().read() };
-    if version == 0 {
-        // No copy of this crate makes a table of version 0: refused before it is read as ours.
+    if version < 2 {
+        // Versions 0 and 1 were never released (1 lacked the strided functions): refused
+        // before the table is read as one of ours.
         return Err(PySystemError::new_err(format!(
-            "dlpack-rs: the shared borrow registry has version 0, this copy needs 1 to \
+            "dlpack-rs: the shared borrow registry has version {version}, this copy needs 2 to \
              {BORROW_API_VERSION}"
         )));
-    }
-    if version == 1 {
-        // A version-1 table is shorter than ours: copy its prefix into a leaked table of our
-        // layout, whose strided functions are never called (`BorrowApi::registered`).
-        // SAFETY: version 1's fields are the first four of ours, at the same offsets.
-        let v1 = unsafe { ptr.cast::<borrow::BorrowApiV1>().read() };
-        return Ok(borrow::from_v1(v1));
     }
     // SAFETY: a table of version 2 or later starts with every field of ours.
     Ok(unsafe { ptr.cast::<BorrowApi>().as_ref() })

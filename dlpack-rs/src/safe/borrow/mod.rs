@@ -24,10 +24,10 @@ const NO_MEMORY: i32 = -1;
 ///
 /// `acquire(state, start, end, exclusive)` registers `start..end` and returns 0, or 1 on a
 /// conflict (nothing registered), or -1 when out of memory (or a span's count is full).
-/// `release` with the same arguments removes one registration. Version 2 adds
-/// `acquire_strided`/`release_strided`, the same for `width`-byte elements every `period` bytes
-/// from `start` below `end` (a [`Span`]). All are thread-safe, never block on Python and never
-/// unwind.
+/// `release` with the same arguments removes one registration. `acquire_strided` and
+/// `release_strided` do the same for `width`-byte elements every `period` bytes from `start`
+/// below `end` (a [`Span`]). All are thread-safe, never block on Python and never unwind.
+/// Versions before 2 were never released and are refused; later ones only append fields.
 #[repr(C)]
 pub(crate) struct BorrowApi {
     /// [`BORROW_API_VERSION`] of the copy of the crate that made the table.
@@ -38,69 +38,13 @@ pub(crate) struct BorrowApi {
     pub acquire: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> i32,
     /// Releases a range.
     pub release: unsafe extern "C" fn(*mut c_void, usize, usize, bool),
-    /// Version 2: registers a strided span.
+    /// Registers a strided span.
     pub acquire_strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool) -> i32,
-    /// Version 2: releases a strided span.
+    /// Releases a strided span.
     pub release_strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool),
 }
 
-/// Version 1 of [`BorrowApi`]: its first four fields.
-#[repr(C)]
-#[derive(Clone, Copy)]
-#[allow(dead_code)] // used by the layers above safe/
-pub(crate) struct BorrowApiV1 {
-    version: u64,
-    state: *mut c_void,
-    acquire: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> i32,
-    release: unsafe extern "C" fn(*mut c_void, usize, usize, bool),
-}
-
-/// Never called (`registered` gives version-1 tables whole ranges); refuses all the same.
-unsafe extern "C" fn v1_no_acquire_strided(
-    _: *mut c_void,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: bool,
-) -> i32 {
-    CONFLICT
-}
-
-/// Never called, as above.
-unsafe extern "C" fn v1_no_release_strided(
-    _: *mut c_void,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: usize,
-    _: bool,
-) {
-}
-
-/// A current-layout table over a version-1 one (leaked, as it lives for the process).
-#[allow(dead_code)] // used by the layers above safe/
-pub(crate) fn from_v1(v1: BorrowApiV1) -> &'static BorrowApi {
-    alloc::boxed::Box::leak(alloc::boxed::Box::new(BorrowApi {
-        version: 1,
-        state: v1.state,
-        acquire: v1.acquire,
-        release: v1.release,
-        acquire_strided: v1_no_acquire_strided,
-        release_strided: v1_no_release_strided,
-    }))
-}
-
 impl BorrowApi {
-    /// What this table registers for `span`: its whole range in version 1, else `span`.
-    fn registered(&self, span: Span) -> Span {
-        if self.version >= 2 {
-            span
-        } else {
-            span.as_range()
-        }
-    }
-
     /// Calls this table's `range` function (or, for a strided span, `strided`) on `span`.
     ///
     /// # Safety
@@ -112,12 +56,12 @@ impl BorrowApi {
         range: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> R,
         strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool) -> R,
     ) -> R {
-        let s = self.registered(span);
+        let s = span;
         if s.is_range() {
             // SAFETY: the table's contract (this function's).
             unsafe { range(self.state, s.start, s.end, exclusive) }
         } else {
-            // SAFETY: as above; a version-2 table has this function (`registered`).
+            // SAFETY: as above.
             unsafe { strided(self.state, s.start, s.end, s.period, s.width, exclusive) }
         }
     }
@@ -406,7 +350,7 @@ pub(crate) enum InstallError {
 /// Installing the current table does nothing; a copy switches at most once.
 ///
 /// # Safety
-/// `api` keeps the [`BorrowApi`] contract, has `version >= 1`, lives for the rest of the
+/// `api` keeps the [`BorrowApi`] contract, has `version >= 2`, lives for the rest of the
 /// process, and never calls back into this copy's table.
 #[allow(dead_code)] // used by the layers above safe/
 pub(crate) unsafe fn install(api: &'static BorrowApi) -> Result<(), InstallError> {

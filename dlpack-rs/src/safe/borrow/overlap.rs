@@ -47,11 +47,6 @@ impl Span {
         }
     }
 
-    /// The whole range `start..end`.
-    pub(crate) const fn as_range(self) -> Span {
-        Span::range(self.start, self.end)
-    }
-
     /// Whether the span is a plain range.
     pub(crate) const fn is_range(&self) -> bool {
         self.period == 0
@@ -206,7 +201,6 @@ mod tests {
         assert_eq!(Span::strided(8, 24, 0, 4), Span::range(8, 24));
         assert_eq!(Span::strided(8, 24, 4, 0), Span::range(8, 24));
         assert!(!Span::strided(8, 24, 4, 2).is_range());
-        assert_eq!(Span::strided(8, 24, 4, 2).as_range(), Span::range(8, 24));
     }
 
     #[test]

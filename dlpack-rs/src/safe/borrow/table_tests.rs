@@ -233,45 +233,6 @@ fn strided_borrows_conflict_only_on_shared_bytes() {
     assert_eq!(t[0].count, 2);
 }
 
-/// A version-1 table (ranges only), as an older copy of the crate publishes it.
-static V1: Registry = Registry {
-    locked: core::sync::atomic::AtomicBool::new(false),
-    entries: core::cell::UnsafeCell::new(Vec::new()),
-};
-unsafe extern "C" fn v1_acquire(_: *mut c_void, start: usize, end: usize, ex: bool) -> i32 {
-    V1.with(|e| add_entry(e, start, end, ex))
-}
-unsafe extern "C" fn v1_release(_: *mut c_void, start: usize, end: usize, ex: bool) {
-    V1.with(|e| {
-        assert_eq!(remove_entry(e, start, end, ex), Some(false));
-    })
-}
-
-#[test]
-fn a_version_1_table_gets_whole_ranges() {
-    // The strided fields are past the end of a version-1 table: never called.
-    static API: BorrowApi = BorrowApi {
-        version: 1,
-        state: ptr::null_mut(),
-        acquire: v1_acquire,
-        release: v1_release,
-        acquire_strided: answer_strided::<CONFLICT>,
-        release_strided: no_strided_release,
-    };
-    let even = Span::strided(0x5000, 0x5000 + 7 * 8 + 4, 8, 4);
-    let odd = Span::strided(0x5004, 0x5004 + 7 * 8 + 4, 8, 4);
-    let a = BorrowToken::acquire_in(&API, even, true).unwrap();
-    // Conservative: the odd elements lie within the even ones' range.
-    assert_eq!(
-        BorrowToken::acquire_in(&API, odd, true).unwrap_err(),
-        Error::AlreadyBorrowed { exclusive: true }
-    );
-    drop(a); // released as the range it was registered as (v1_release asserts it was found)
-    let b = BorrowToken::acquire_in(&API, odd, true).unwrap();
-    drop(b);
-    V1.with(|e| assert!(e.is_empty()));
-}
-
 #[test]
 fn strided_views_register_their_progression() {
     // Addresses of their own (the process-wide registry is shared with the other tests).
