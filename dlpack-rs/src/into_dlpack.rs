@@ -56,7 +56,7 @@ pub unsafe trait IntoDLPack {
     /// Describes the memory to export: pointer, device, dtype, shape, strides, byte offset.
     fn tensor_info(&self) -> TensorInfo;
 
-    /// Whether consumers must not write the memory: flagged `READ_ONLY`, and never legacy.
+    /// Whether consumers must not write the memory: its exports are flagged `READ_ONLY`.
     fn is_read_only(&self) -> bool {
         false
     }

@@ -281,9 +281,9 @@ unsafe fn import_as<T: AnyBitPattern + candle_core::WithDType>(
         .map_err(|e| Error::Unserializable(format!("candle refused the tensor: {e}")))
 }
 
-/// Any host tensor, copied once into a new candle CPU tensor: any strides and byte offset, every
-/// dtype both have (u8, u32, i16, i32, i64, f16, bf16, f32, f64, float8_e4m3fn, float8_e8m0fnu).
-/// Refused: memory that is not `kDLCPU` ([`Error::NotHostAccessible`]), a dtype candle lacks
+/// Any host tensor, copied once into a new candle CPU tensor: any strides and byte offset, these
+/// dtypes only (u8, u32, i16, i32, i64, f16, bf16, f32, f64, float8_e4m3fn, float8_e8m0fnu).
+/// Refused: memory that is not `kDLCPU` ([`Error::NotHostAccessible`]), any other dtype
 /// ([`Error::Unserializable`]), a tensor under a mutable view ([`Error::AlreadyBorrowed`]),
 /// extents candle's shape cannot hold ([`Error::Overflow`]), a broadcast too large to allocate
 /// ([`Error::OutOfMemory`]).

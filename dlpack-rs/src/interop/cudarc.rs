@@ -262,7 +262,7 @@ impl<T> CudaTensor<T> {
         self.slice.is_empty()
     }
 
-    /// The shape.
+    /// Extent of each dimension, as the producer gave it.
     pub fn shape(&self) -> &[i64] {
         self.owner.shape()
     }

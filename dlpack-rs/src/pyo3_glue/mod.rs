@@ -18,7 +18,7 @@ mod import;
 mod numpy;
 pub(crate) mod runtime;
 
-/// [`dlpack_rs::IntoDLPack`](crate::IntoDLPack), also at this path.
+/// The export trait [`dlpack_rs::IntoDLPack`](crate::IntoDLPack), also here by the Python glue.
 pub use crate::into_dlpack::IntoDLPack;
 #[allow(deprecated)]
 pub use compat_0_3::DLPackVariant;

@@ -68,11 +68,11 @@ pub enum Error {
         /// The tensor's element type.
         found: DLDataType,
     },
-    /// A slice view needs compact row-major layout.
+    /// The layout is not compact row-major, as slice, packed and CUDA views and packing need.
     NotContiguous,
     /// The memory is not `kDLCPU` memory, which views and copies need.
     NotHostAccessible(DLDevice),
-    /// A mutable view of a read-only tensor was asked for.
+    /// A mutable view, or a legacy export (it has no flags), of a read-only tensor was asked for.
     ReadOnly,
     /// The first element is not aligned for the element type.
     Misaligned {
@@ -99,7 +99,7 @@ pub enum Error {
         /// Whether the refused borrow was exclusive (a mutable view).
         exclusive: bool,
     },
-    /// Memory could not be allocated (for a copy, or a registry entry).
+    /// Memory could not be allocated (for a buffer, a copy, or a registry entry).
     OutOfMemory,
     /// A copy of a tensor of sub-byte elements was asked for.
     SubByteCopy,
@@ -117,7 +117,7 @@ pub enum Error {
         /// The runtime's error code.
         code: i64,
     },
-    /// Tensors the safetensors format cannot hold; the message says which and why.
+    /// A conversion to or from safetensors, candle or burn is impossible; the message says why.
     Unserializable(alloc::string::String),
     /// A `#[derive(IntoDLPack)]` struct's layout addresses bytes outside its data field.
     OutsideBuffer {

@@ -26,9 +26,9 @@ pub(crate) fn span<A, S: Data<Elem = A>, D: Dimension>(array: &ArrayBase<S, D>) 
     )
 }
 
-/// An `Array` or `ArcArray` exports with its own layout, nothing copied; as a `#[dlpack(data)]`
-/// field its storage is the span from its lowest to its highest element. An `ArcArray` exports
-/// writable only as the sole owner ([`ArcArray::is_unique`]), never as a field.
+/// An `Array` or `ArcArray` as export memory (a `#[dlpack(data)]` field): the span from its lowest
+/// to its highest element, gaps included, nothing copied; [`IntoDLPack`](crate::IntoDLPack) keeps
+/// the layout. An `ArcArray` is writable only alone ([`ArcArray::is_unique`]), never as a field.
 ///
 /// ```
 /// use dlpack_rs::IntoDLPack;

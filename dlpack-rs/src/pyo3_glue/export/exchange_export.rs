@@ -58,7 +58,7 @@ pub struct DLPackTensor {
 }
 
 impl DLPackTensor {
-    /// Takes ownership of a versioned managed tensor.
+    /// Wraps a versioned managed tensor, to hand it to Python.
     pub fn new(tensor: ManagedTensorVersioned) -> Self {
         Self::from_any(tensor.into_any())
     }

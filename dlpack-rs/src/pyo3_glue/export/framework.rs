@@ -222,7 +222,7 @@ fixed_frameworks! {
     Jax => "jax"."Array";
 }
 
-/// A tensor a `#[pyfunction]` returns, handed zero-copy to the framework its type names.
+/// A tensor a `#[pyfunction]` returns, handed over as a tensor of the framework its type names.
 ///
 /// `Returned<Framework>` goes to an argument's framework ([`Returned::like`]). The tensor must be
 /// writable, and device work producing it complete on return (no stream is synchronised).
@@ -254,7 +254,7 @@ pub struct Returned<F: ReturnTo> {
 }
 
 impl<F: ReturnTo + Default> Returned<F> {
-    /// `tensor`, for the framework `F` names.
+    /// Wraps `tensor` to hand it to the framework `F` names.
     pub fn new(tensor: ManagedTensorVersioned) -> Self {
         Returned {
             tensor,
@@ -272,7 +272,7 @@ impl<F: ReturnTo + Default> Returned<F> {
 }
 
 impl Returned<Framework> {
-    /// `tensor`, for the framework `framework` stands for (an argument's).
+    /// Wraps `tensor` to hand it to the framework `framework` stands for (an argument's).
     pub fn like(py: Python<'_>, framework: &Framework, tensor: ManagedTensorVersioned) -> Self {
         Returned {
             tensor,

@@ -99,7 +99,7 @@ pub trait Layout: sealed::Sealed + 'static {
 /// Any strides: transposed, sliced, negative, broadcast (shared views only).
 #[derive(Debug)]
 pub enum Strided {}
-/// Compact row-major (C order), as `np.ascontiguousarray` makes: the argument derefs to `[T]`.
+/// Compact row-major (C order), as `np.ascontiguousarray` makes: a CPU argument derefs to `[T]`.
 #[derive(Debug)]
 pub enum CContig {}
 /// Compact column-major (Fortran order), as `np.asfortranarray` makes.

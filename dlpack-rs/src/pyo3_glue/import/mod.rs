@@ -17,7 +17,7 @@ use pyo3::Borrowed;
 use crate::ffi::{DLDevice, DLPackExchangeAPI, DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
 use crate::safe::AnyManaged;
 
-/// A tensor imported from Python; calls the producer's deleter exactly once when dropped.
+/// An owned tensor imported from Python: its drop calls the producer's deleter (or leaks at exit).
 ///
 /// It derefs to its owner, [`AnyManaged`](crate::safe::Managed); a legacy import is read-only
 /// unless [`ImportOptions::writable_legacy`].
@@ -92,7 +92,7 @@ impl ImportOptions {
         self
     }
 
-    /// `copy=True` (always copy) or `copy=False` (never copy).
+    /// Asks the producer to always copy (`copy=True`) or never copy (`copy=False`).
     pub fn copy(mut self, copy: bool) -> Self {
         self.copy = Some(copy);
         self

@@ -6,8 +6,8 @@ use pyo3::{PyErr, Python};
 use crate::ffi::DLDataType;
 use crate::safe::Error;
 
-/// Converts a safe-layer error into the Python exception the protocol names: `TypeError` for a
-/// dtype error, `ValueError` for [`Error::Unserializable`], `MemoryError`, else `BufferError`.
+/// Converts a safe-layer error to the Python exception the protocol names: `TypeError` for a dtype
+/// mismatch or `NotPacked`, `ValueError` for `Unserializable`, `MemoryError`, else `BufferError`.
 ///
 /// ```
 /// use dlpack_rs::safe::Error;

@@ -33,7 +33,7 @@ pub unsafe trait Buffer {
     fn data_ptr_mut(&mut self) -> *mut Self::Elem {
         self.data_ptr()
     }
-    /// Number of elements.
+    /// How many elements [`Buffer::data_ptr`] points at: an export's layout stays within them.
     fn num_elements(&self) -> usize;
     /// Whether consumers may write to the elements (false exports with `READ_ONLY`).
     fn is_writable(&self) -> bool {

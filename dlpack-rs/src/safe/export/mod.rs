@@ -59,7 +59,7 @@ impl<B: Buffer + Send + 'static> Export<B> {
         }
     }
 
-    /// Sets the shape.
+    /// Sets the extent of each dimension; the layout must stay within the buffer.
     pub fn shape<D: Copy + TryInto<i64>>(mut self, shape: &[D]) -> Self {
         self.shape = to_i64s(shape).map(Some);
         self

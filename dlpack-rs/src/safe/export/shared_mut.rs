@@ -9,7 +9,7 @@ use crate::safe::{
     AlignedBuffer, AnyBitPattern, Buffer, Element, Error, ReadGuard, SharedBuffer, WriteGuard,
 };
 
-/// Shared, mutable, 64-byte aligned host memory whose exports are writable and zero-copy.
+/// Shared, 64-byte aligned host memory that Rust edits in place while consumers view it, zero-copy.
 ///
 /// Clones share the memory; [`SharedMut::read`] and [`SharedMut::write`] take
 /// [registry borrows](crate::safe#the-borrow-registry), and views taken before an edit see it.

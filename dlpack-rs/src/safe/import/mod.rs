@@ -35,7 +35,7 @@ mod sealed {
 /// [`DLManagedTensorVersioned`] (DLPack >= 1.0) or [`AnyKind`] (sealed).
 pub trait Kind: sealed::Sealed + 'static {}
 
-/// Either struct, as a Python import may deliver ([`AnyManaged`]).
+/// The [`Kind`] of an [`AnyManaged`]: either struct, told apart at run time (Python imports).
 #[derive(Debug)]
 pub enum AnyKind {}
 

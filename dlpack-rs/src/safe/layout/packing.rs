@@ -40,7 +40,7 @@ impl Packing {
         Ok(Packing { dtype })
     }
 
-    /// The dtype.
+    /// The dtype whose values this packing places.
     pub const fn dtype(&self) -> DLDataType {
         self.dtype
     }
