@@ -88,12 +88,14 @@ fn find_or_publish(py: Python<'_>, api: &'static BorrowApi) -> PyResult<&'static
     // SAFETY: a capsule of this name points at a live table of some version (see the module's
     // trust note); its version field is valid in every version of the table.
     let version = unsafe { ptr.cast::<u64>().read() };
+    // Every table from version 2 on is read as ours: a new version must adapt to older ones.
+    const _: () = assert!(BORROW_API_VERSION == 2, "older tables need adapting here");
     if version < 2 {
         // Versions 0 and 1 were never released (1 lacked the strided functions): refused
         // before the table is read as one of ours.
         return Err(PySystemError::new_err(format!(
-            "dlpack-rs: the shared borrow registry has version {version}, this copy needs 2 to \
-             {BORROW_API_VERSION}"
+            "dlpack-rs: the shared borrow registry has version {version}, this copy needs 2 or \
+             later"
         )));
     }
     // SAFETY: a table of version 2 or later starts with every field of ours.

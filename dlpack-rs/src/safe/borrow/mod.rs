@@ -56,11 +56,11 @@ impl BorrowApi {
         range: unsafe extern "C" fn(*mut c_void, usize, usize, bool) -> R,
         strided: unsafe extern "C" fn(*mut c_void, usize, usize, usize, usize, bool) -> R,
     ) -> R {
-        let s = span;
-        if s.is_range() {
+        if span.is_range() {
             // SAFETY: the table's contract (this function's).
-            unsafe { range(self.state, s.start, s.end, exclusive) }
+            unsafe { range(self.state, span.start, span.end, exclusive) }
         } else {
+            let s = span;
             // SAFETY: as above.
             unsafe { strided(self.state, s.start, s.end, s.period, s.width, exclusive) }
         }

@@ -277,8 +277,8 @@ mod tests {
         assert_eq!(read, &[2.0, 3.0, 4.0]);
     }
 
-    /// An empty tensor's views hold no registry borrow, only the checker's: it goes back with
-    /// the kind it was taken with (the token's `exclusive`, set by `with_external` on `EMPTY`).
+    /// An empty tensor's strided and raw views hold no registry borrow, only the checker's: it
+    /// goes back with the kind it was taken with (the token's `exclusive`, set on `EMPTY`).
     #[test]
     fn an_empty_views_external_borrow_goes_back_with_its_kind() {
         use crate::safe::import::test_checker::{seen, TestChecker};
