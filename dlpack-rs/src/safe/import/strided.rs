@@ -147,6 +147,7 @@ impl Parts<'_> {
     ///
     /// # Safety
     /// The external context lives while the returned token does.
+    #[allow(dead_code)] // used by the pyo3 layer
     pub(crate) unsafe fn raw<T: Element>(
         &self,
         exclusive: bool,
