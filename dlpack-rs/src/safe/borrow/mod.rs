@@ -434,16 +434,18 @@ impl BorrowToken {
         external: None,
     };
 
-    /// The same token, also holding `hold` (of kind `exclusive`), released after the registry's.
+    /// Whether the token registered bytes (not [`BorrowToken::EMPTY`]).
+    pub(crate) fn holds_bytes(&self) -> bool {
+        self.api.is_some()
+    }
+
+    /// The same token, also holding `hold`, released after the registry's borrow.
     ///
     /// # Safety
-    /// The token's registry borrow, if any, was taken with the same `exclusive`: one kind byte
-    /// releases both (a wrong kind could release another view's registration in a shared table).
+    /// `hold` was taken with the kind of the token's registry borrow: one kind byte releases both
+    /// (a wrong kind could release another view's registration in a shared table).
     #[allow(dead_code)] // used by the layers above safe/
-    pub(crate) unsafe fn with_external(mut self, hold: ExternalHold, exclusive: bool) -> Self {
-        // Not `assert!`: its panic path costs a view about 4 ns (the token is spilled).
-        debug_assert!(self.api.is_none() || self.exclusive == exclusive as u8);
-        self.exclusive = exclusive as u8;
+    pub(crate) unsafe fn with_external(mut self, hold: ExternalHold) -> Self {
         self.external = Some(hold);
         self
     }

@@ -322,34 +322,23 @@ unsafe fn count_external_release(ctx: *mut c_void, exclusive: bool) {
 
 #[test]
 fn an_external_hold_is_released_once_with_the_kind_it_was_taken_with() {
-    // The hold no longer records its kind: the token's `exclusive` is all the release has, also
-    // on an empty view's token (`EMPTY`: no registry borrow, only the external one).
+    // The hold records no kind: the token's `exclusive` is all the release has.
     static COUNTS: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
     let hold = || ExternalHold {
         release: count_external_release,
         ctx: (&COUNTS as *const [AtomicUsize; 2]).cast_mut().cast(),
     };
     let counts = || COUNTS.each_ref().map(|c| c.load(Ordering::SeqCst));
-    // SAFETY: no registry borrow (the empty token); then one taken with the same kind.
-    drop(unsafe { BorrowToken::EMPTY.with_external(hold(), true) });
-    assert_eq!(
-        counts(),
-        [0, 1],
-        "an empty exclusive view releases exclusively"
-    );
-    // SAFETY: as above.
-    drop(unsafe { BorrowToken::EMPTY.with_external(hold(), false) });
-    assert_eq!(counts(), [1, 1]);
     // With a registry borrow (addresses of their own): both go back with one kind, once.
     let base = 0x40_0000usize;
     for exclusive in [true, false] {
         let t = BorrowToken::acquire(base, base + 16, exclusive).unwrap();
-        // SAFETY: `t` was taken with `exclusive`.
-        drop(unsafe { t.with_external(hold(), exclusive) });
+        // SAFETY: the hold's kind is `t`'s.
+        drop(unsafe { t.with_external(hold()) });
         assert!(
             BorrowToken::acquire(base, base + 16, true).is_ok(),
             "registry borrow released"
         );
     }
-    assert_eq!(counts(), [2, 2]);
+    assert_eq!(counts(), [1, 1]);
 }

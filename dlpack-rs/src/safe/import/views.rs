@@ -129,7 +129,8 @@ impl<K: Kind> Managed<K> {
     }
 }
 
-/// Adds `external`'s borrow, if any, to a registry token just taken for a view.
+/// Adds `external`'s borrow, if any, to a registry token just taken for a view; an empty view
+/// (no bytes: [`BorrowToken::EMPTY`]) borrows in neither.
 ///
 /// # Safety
 /// `external.ctx` stays valid for `external.api`'s functions while the returned token lives,
@@ -141,9 +142,11 @@ pub(crate) unsafe fn take_external(
     exclusive: bool,
 ) -> Result<BorrowToken, Error> {
     match external {
-        None => Ok(token),
-        // SAFETY: this function's contract (both calls).
-        Some(external) => Ok(unsafe { token.with_external(hold(external, exclusive)?, exclusive) }),
+        Some(external) if token.holds_bytes() => {
+            // SAFETY: this function's contract (both calls: the hold takes the token's kind).
+            Ok(unsafe { token.with_external(hold(external, exclusive)?) })
+        }
+        _ => Ok(token),
     }
 }
 
