@@ -201,12 +201,8 @@ fn local_acquire_span(
     width: usize,
     exclusive: bool,
 ) -> i32 {
-    let span = Span {
-        start,
-        end,
-        period,
-        width,
-    };
+    // Normalised as it was registered (unchanged for a span our own code made).
+    let span = Span::strided(start, end, period, width);
     LOCAL.with(|entries| {
         if let Some(shared) = switched() {
             // Looked up this table just before the switch: forward it.
@@ -234,8 +230,7 @@ unsafe extern "C" fn local_acquire_strided(
     width: usize,
     exclusive: bool,
 ) -> i32 {
-    let s = Span::strided(start, end, period, width);
-    local_acquire_span(s.start, s.end, s.period, s.width, exclusive)
+    local_acquire_span(start, end, period, width, exclusive)
 }
 
 #[cfg(test)]
@@ -275,12 +270,7 @@ fn remove_span(entries: &mut Vec<Entry>, span: Span, exclusive: bool) -> Option<
 /// `release` and `release_strided` of this copy's table, on a span's fields as above.
 #[inline(never)]
 fn local_release_span(start: usize, end: usize, period: usize, width: usize, exclusive: bool) {
-    let span = Span {
-        start,
-        end,
-        period,
-        width,
-    };
+    let span = Span::strided(start, end, period, width);
     LOCAL.with(|entries| {
         // Not found: registered in the shared table by `local_acquire` after the switch.
         let forward = remove_span(entries, span, exclusive).unwrap_or(true);
@@ -303,8 +293,7 @@ unsafe extern "C" fn local_release_strided(
     width: usize,
     exclusive: bool,
 ) {
-    let s = Span::strided(start, end, period, width);
-    local_release_span(s.start, s.end, s.period, s.width, exclusive)
+    local_release_span(start, end, period, width, exclusive)
 }
 
 /// This copy's own table.
