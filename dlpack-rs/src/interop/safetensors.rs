@@ -94,8 +94,8 @@ pub struct SafeTensorsFile {
 }
 
 impl SafeTensorsFile {
-    /// Reads the file at `path` into memory, its data section 64-byte aligned: `InvalidData`
-    /// for a file that is not safetensors or describes a tensor out of its bytes.
+    /// Reads the file at `path` into memory, its data section 64-byte aligned: `InvalidData` for a
+    /// file that is not safetensors, a dtype without a DLPack code, or bytes that miss the shape.
     pub fn read(path: impl AsRef<Path>) -> io::Result<Self> {
         use std::io::Read;
         let mut file = std::fs::File::open(path)?;

@@ -153,6 +153,8 @@ impl<T: Element, const ALIGN: usize> DerefMut for AlignedBuffer<T, ALIGN> {
 }
 
 impl<T: Element, const ALIGN: usize> Clone for AlignedBuffer<T, ALIGN> {
+    /// A copy of the elements in a new buffer of the same alignment.
+    ///
     /// # Panics
     /// If the copy cannot be allocated (as `Vec::clone` does).
     fn clone(&self) -> Self {
