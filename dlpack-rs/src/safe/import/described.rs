@@ -284,31 +284,27 @@ mod tests {
         use crate::safe::import::test_checker::{seen, TestChecker};
         static CHECKER: TestChecker = TestChecker::new();
         let mut data = [0f32; 1];
-        let mut shape = [0i64, 3];
         let mut strides = [3i64, 1];
-        let t = tensor(data.as_mut_ptr().cast(), &mut shape, Some(&mut strides));
-        // SAFETY: two integers each; `data` outlives every use.
-        let mut d = unsafe { described(&t) };
-        // SAFETY: the test's own writable array; the checker is static and keeps counts only.
-        unsafe {
-            d.allow_writes();
-            d.set_external(CHECKER.external());
-        }
-        // SAFETY: as above.
+        // A writable view of `data` with the checker (its drops only count: shared is fine).
+        let mut checked = |shape: &mut [i64]| {
+            let t = tensor(data.as_mut_ptr().cast(), shape, Some(&mut strides));
+            // SAFETY: two integers each; `data` outlives every use; the test's own writable array.
+            let mut d = unsafe { described(&t) };
+            // SAFETY: as above; the checker is static and keeps counts only.
+            unsafe {
+                d.allow_writes();
+                d.set_external(CHECKER.external());
+            }
+            d
+        };
+        let d = checked(&mut [0, 3]);
+        // SAFETY: `data` outlives every use.
         drop(unsafe { d.slice_parts::<f32>(true) }.unwrap());
         // SAFETY: as above.
         drop(unsafe { d.strided_parts::<f32>(true) }.unwrap());
         drop(d.raw_parts::<f32>(true).unwrap());
         assert_eq!(CHECKER.seen(), seen([0, 0], [0, 0], 0));
-        let mut shape = [1i64, 1];
-        let t = tensor(data.as_mut_ptr().cast(), &mut shape, Some(&mut strides));
-        // SAFETY: as above.
-        let mut d = unsafe { described(&t) };
-        // SAFETY: as above.
-        unsafe {
-            d.allow_writes();
-            d.set_external(CHECKER.external());
-        }
+        let d = checked(&mut [1, 1]);
         // SAFETY: as above.
         drop(unsafe { d.strided_parts::<f32>(true) }.unwrap());
         drop(d.raw_parts::<f32>(false).unwrap());
