@@ -133,6 +133,12 @@ def main():
         "torch -> PyTensor (ndim), 1": lambda: b.ndim_ours(t),
         "torch -> PyTensor (ndim), 10^8": lambda: b.ndim_ours(big_t),
     }
+    # The torch floors: a bare call plus torch's own calls per argument (fill, requires_grad,
+    # is_neg; the owned fill with its deleter as a PyTensor takes it, the lent one as a view).
+    cases["torch floor: owned fill + checks"] = lambda: b.floor_owned(t)
+    cases["torch x3 floor: owned fill + checks"] = lambda: b.floor_owned3(t, t2, t3)
+    cases["torch floor: lent fill + checks"] = lambda: b.floor_lent(t)
+    cases["torch x3 floor: lent fill + checks"] = lambda: b.floor_lent3(t, t2, t3)
     if tvm_nop is not None:
         cases["torch -> apache-tvm-ffi testing.nop(x)"] = lambda: tvm_nop(t)
         cases["torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"] = lambda: tvm_nop(t, t2, t3)
@@ -167,6 +173,8 @@ def main():
             "torch -> PyTensor, 1 borrowed view", "torch x3 -> PyTensor, 1 borrowed view each",
             "torch -> apache-tvm-ffi testing.nop(x)",
             "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)",
+            "torch floor: owned fill + checks", "torch x3 floor: owned fill + checks",
+            "torch floor: lent fill + checks", "torch x3 floor: lent fill + checks",
         ], "torch -> apache-tvm-ffi testing.nop(x)")
     table("Rust -> torch", r, [
         "torch.from_dlpack(derived pyclass)", "Rust -> torch: Returned<Torch>",
@@ -256,6 +264,20 @@ def main():
                          ratio(one, "torch -> apache-tvm-ffi testing.nop(x)"), "<= 0.80"))
             rows.append((f"import torch: {kind} / apache-tvm-ffi nop, 3 tensors",
                          ratio(three, "torch x3 -> apache-tvm-ffi testing.nop(x, y, z)"), "<= 1.00"))
+    # Against the torch floors (issue 49's rule for a target not met: within 1.1x of the floor).
+    floor_extra = (r["torch x3 floor: owned fill + checks"] - r["torch floor: owned fill + checks"]) / 2
+    rows += [
+        ("import torch: PyTensor / floor (owned fill + checks), 1 tensor",
+         ratio("torch -> PyTensor (exchange API)", "torch floor: owned fill + checks"), "<= 1.10"),
+        ("import torch: PyTensor / floor (owned fill + checks), 3 tensors",
+         ratio("torch x3 -> PyTensor (exchange API)", "torch x3 floor: owned fill + checks"), "<= 1.10"),
+        ("import torch: TensorView / floor (lent fill + checks), 1 tensor",
+         ratio("torch -> TensorView<f32, CContig>", "torch floor: lent fill + checks"), "<= 1.10"),
+        ("import torch: TensorView / floor (lent fill + checks), 3 tensors",
+         ratio("torch x3 -> TensorView<f32, CContig>", "torch x3 floor: lent fill + checks"), "<= 1.10"),
+        ("each extra torch tensor (PyTensor) / the floor's",
+         extra / floor_extra, "<= 1.10"),
+    ]
     rows.append(("one borrowed view, ns", per_view, "<= 25"))
     rows.append(("checkpoint: dlpack-rs / safetensors load_file",
                  ratio("checkpoint -> torch: dlpack-rs (mapped)", "checkpoint -> torch: safetensors load_file"),

@@ -279,6 +279,180 @@ fn checkpoint(path: &str) -> PyResult<Vec<(String, dlpack_rs::pyo3_glue::DLPackT
         .collect()
 }
 
+/// The floor of a torch import (issue 49's rule): a bare `#[pyfunction]` plus torch's own calls
+/// each argument needs, nothing of ours. Per tensor: the exchange table's fill (owned, with its
+/// deleter, as a `PyTensor` takes it; or non-owning, as a typed view takes it), the
+/// `requires_grad` getter called directly, and `TensorBase.is_neg` by vectorcall: the cheapest
+/// way to make each call, as ours makes them. The table and the getter are found once.
+mod torch_floor {
+    use std::ffi::c_void;
+
+    use dlpack_rs::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
+    use pyo3::exceptions::PyRuntimeError;
+    use pyo3::prelude::*;
+    use pyo3::sync::PyOnceLock;
+    use pyo3::types::PyCapsule;
+
+    struct Floor {
+        /// torch's static exchange table (an address: the table's raw pointers are not `Sync`).
+        api: usize,
+        grad_get: pyo3::ffi::getter,
+        grad_closure: usize,
+        is_neg: Py<PyAny>,
+    }
+
+    static FLOOR: PyOnceLock<Floor> = PyOnceLock::new();
+
+    fn floor(py: Python<'_>) -> PyResult<&'static Floor> {
+        FLOOR.get_or_try_init(py, || {
+            let torch = py.import("torch")?;
+            let tensor = torch.getattr("Tensor")?;
+            let capsule = tensor
+                .getattr("__dlpack_c_exchange_api__")?
+                .cast_into::<PyCapsule>()?;
+            let ptr =
+                capsule.pointer_checked(Some(dlpack_rs::ffi::DLPACK_EXCHANGE_API_CAPSULE_NAME))?;
+            let api = ptr.as_ptr() as usize;
+            let base = torch.getattr("_C")?.getattr("TensorBase")?;
+            let descr = base.getattr("requires_grad")?;
+            // SAFETY: an exact getset descriptor of the static `TensorBase` (checked), whose
+            // `d_getset` points at the type's getset table.
+            let (grad_get, grad_closure) = unsafe {
+                let raw = descr.as_ptr();
+                if pyo3::ffi::Py_TYPE(raw) != &raw mut pyo3::ffi::PyGetSetDescr_Type {
+                    return Err(PyRuntimeError::new_err("requires_grad is not a getset"));
+                }
+                let d = &*raw.cast::<pyo3::ffi::PyGetSetDescrObject>();
+                let def = &*d.d_getset;
+                (def.get.expect("a getter"), def.closure as usize)
+            };
+            Ok(Floor {
+                api,
+                grad_get,
+                grad_closure,
+                is_neg: base.getattr("is_neg")?.unbind(),
+            })
+        })
+    }
+
+    /// torch's checks of one tensor: `requires_grad` and `is_neg` (both must be false).
+    fn checks(f: &Floor, t: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = t.py();
+        // SAFETY: `t` is a torch tensor (the benchmark passes only those) and the getter is
+        // `TensorBase`'s; a new reference or NULL comes back.
+        let grad = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                (f.grad_get)(t.as_ptr(), f.grad_closure as *mut c_void),
+            )
+        }?;
+        let args = [t.as_ptr()];
+        // SAFETY: one live argument, no keywords; a new reference or NULL comes back.
+        let neg = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                pyo3::ffi::PyObject_Vectorcall(
+                    f.is_neg.as_ptr(),
+                    args.as_ptr(),
+                    1,
+                    std::ptr::null_mut(),
+                ),
+            )
+        }?;
+        if grad.is_truthy()? || neg.is_truthy()? {
+            return Err(PyRuntimeError::new_err(
+                "the floor takes plain tensors only",
+            ));
+        }
+        Ok(())
+    }
+
+    fn api(f: &Floor) -> &'static DLPackExchangeAPI {
+        // SAFETY: torch's capsule holds its static exchange table, alive for the process.
+        unsafe { &*(f.api as *const DLPackExchangeAPI) }
+    }
+
+    fn numel(t: &DLTensor) -> usize {
+        // SAFETY: a filled tensor's shape points at `ndim` integers.
+        let shape = unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize) };
+        shape.iter().product::<i64>() as usize
+    }
+
+    /// One tensor taken owned, as a `PyTensor` takes it.
+    fn owned(t: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let f = floor(t.py())?;
+        checks(f, t)?;
+        let mut out: *mut DLManagedTensorVersioned = std::ptr::null_mut();
+        let from = api(f)
+            .managed_tensor_from_py_object_no_sync
+            .expect("torch's table fills");
+        // SAFETY: attached; a live tensor of the table's type; a valid out pointer.
+        if unsafe { from(t.as_ptr().cast(), &mut out) } != 0 || out.is_null() {
+            return Err(
+                PyErr::take(t.py()).unwrap_or_else(|| PyRuntimeError::new_err("fill failed"))
+            );
+        }
+        // SAFETY: on success, an owned tensor; its deleter frees it once.
+        unsafe {
+            let n = numel(&(*out).dl_tensor);
+            if let Some(delete) = (*out).deleter {
+                delete(out);
+            }
+            Ok(n)
+        }
+    }
+
+    /// One tensor lent, as a typed view takes it.
+    fn lent(t: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let f = floor(t.py())?;
+        checks(f, t)?;
+        let mut out = std::mem::MaybeUninit::<DLTensor>::zeroed();
+        let fill = api(f)
+            .dltensor_from_py_object_no_sync
+            .expect("torch's table lends");
+        // SAFETY: attached; a live tensor of the table's type; a valid out pointer.
+        if unsafe { fill(t.as_ptr().cast(), out.as_mut_ptr()) } != 0 {
+            return Err(
+                PyErr::take(t.py()).unwrap_or_else(|| PyRuntimeError::new_err("fill failed"))
+            );
+        }
+        // SAFETY: filled on success; its shape is the tensor's, alive while `t` is.
+        Ok(numel(unsafe { out.assume_init_ref() }))
+    }
+
+    /// The floor of `numel_ours(t)` (a `PyTensor`).
+    #[pyfunction]
+    pub fn floor_owned(a: &Bound<'_, PyAny>) -> PyResult<usize> {
+        owned(a)
+    }
+
+    /// The floor of `numel3_ours(a, b, c)`.
+    #[pyfunction]
+    pub fn floor_owned3(
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+        c: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        Ok(owned(a)? + owned(b)? + owned(c)?)
+    }
+
+    /// The floor of `numel_typed(t)` (a `TensorView`).
+    #[pyfunction]
+    pub fn floor_lent(a: &Bound<'_, PyAny>) -> PyResult<usize> {
+        lent(a)
+    }
+
+    /// The floor of `numel3_typed(a, b, c)`.
+    #[pyfunction]
+    pub fn floor_lent3(
+        a: &Bound<'_, PyAny>,
+        b: &Bound<'_, PyAny>,
+        c: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        Ok(lent(a)? + lent(b)? + lent(c)?)
+    }
+}
+
 #[pymodule]
 fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Ours>()?;
@@ -301,6 +475,10 @@ fn dlpack_bench(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numel3_ours, m)?)?;
     m.add_function(wrap_pyfunction!(first3_ours, m)?)?;
     m.add_function(wrap_pyfunction!(nop, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_floor::floor_owned, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_floor::floor_owned3, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_floor::floor_lent, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_floor::floor_lent3, m)?)?;
     m.add_function(wrap_pyfunction!(to_torch_ours, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint, m)?)?;
     Ok(())
