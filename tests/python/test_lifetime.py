@@ -14,6 +14,7 @@ from conftest import (
     jnp,
     live,
     needs,
+    _ABI3,
     needs_numpy_versioned,
     needs_torch,
     peer_param,
@@ -243,3 +244,42 @@ def test_deleter_with_gil_released_under_a_pyo3_frame(holder):
     if holder == "raw":
         # Released by attaching for real: the thread had no thread state.
         assert int(after_attaching) == 1
+
+
+# The same place for a keepalive that is not a `PyKeepalive`: a derived struct exported without
+# `#[pyclass]` is its own keepalive, and a field whose `Drop` asks pyo3 to attach must then be
+# attached for real (pyo3 still counts the thread attached inside the pyo3 frame; without the fix
+# it ran Python code without the GIL).
+_ATTACH_CHAINS = {
+    "raw": (
+        "h = ext.hold(ext.attach_on_drop())\n"
+        "h.release_with_gil_released_raw()\n"
+    ),
+    "torch": (
+        "import torch\n"
+        "t = torch.from_dlpack(ext.attach_on_drop())\n"
+        "h = ext.hold(t)\n"
+        "del t\n"
+        "del h\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "chain", [peer_param(k, peers=[k] if k == "torch" else []) for k in _ATTACH_CHAINS]
+)
+def test_a_keepalive_drop_that_attaches_is_attached(chain):
+    import subprocess
+
+    code = (
+        "import gc, dlpack_testext as ext\n"
+        + _ATTACH_CHAINS[chain]
+        + "gc.collect()\n"
+        "print('ok', ext.attach_seen())\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ok, seen = r.stdout.split()
+    assert ok == "ok"
+    # 1: the drop ran and pyo3's attach held the GIL (3 where abi3 hides the check).
+    assert int(seen) == (3 if _ABI3 else 1), r.stderr[-3000:]

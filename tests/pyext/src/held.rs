@@ -101,8 +101,60 @@ fn hold(obj: Imported) -> Held {
     }
 }
 
+/// What the last [`AttachProbe`] drop saw: 0 none yet, 1 the GIL held once pyo3 let it attach,
+/// 2 not held (pyo3 counted the thread attached while foreign code had released the GIL), 3 the
+/// drop ran where the GIL cannot be asked (abi3 hides `PyGILState_Check`).
+static ATTACH_SEEN: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// A field whose `Drop` asks pyo3 to attach and records whether the thread then holds the GIL.
+struct AttachProbe;
+
+impl Drop for AttachProbe {
+    fn drop(&mut self) {
+        Python::attach(|_py| {
+            #[cfg(not(feature = "abi3"))]
+            // SAFETY: reads whether this thread holds the GIL; callable attached or not.
+            let seen = if unsafe { pyo3::ffi::PyGILState_Check() } == 1 {
+                1
+            } else {
+                2
+            };
+            #[cfg(feature = "abi3")]
+            let seen = 3;
+            ATTACH_SEEN.store(seen, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+}
+
+/// A derived export (no `#[pyclass]`: the struct itself is the keepalive) with an [`AttachProbe`].
+#[derive(dlpack_rs::IntoDLPack)]
+struct AttachOnDrop {
+    #[dlpack(data)]
+    data: Vec<f32>,
+    _probe: AttachProbe,
+}
+
+/// A versioned capsule of an [`AttachOnDrop`].
+#[pyfunction]
+fn attach_on_drop(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyCapsule>> {
+    use dlpack_rs::IntoDLPack;
+    let value = AttachOnDrop {
+        data: vec![1.0, 2.0, 3.0],
+        _probe: AttachProbe,
+    };
+    value.into_capsule_versioned(py)
+}
+
+/// What the last [`AttachProbe`] drop saw (see [`ATTACH_SEEN`]).
+#[pyfunction]
+fn attach_seen() -> u8 {
+    ATTACH_SEEN.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Held>()?;
     m.add_function(wrap_pyfunction!(hold, m)?)?;
+    m.add_function(wrap_pyfunction!(attach_on_drop, m)?)?;
+    m.add_function(wrap_pyfunction!(attach_seen, m)?)?;
     Ok(())
 }
