@@ -33,7 +33,7 @@ pub(crate) mod layout;
 mod packed;
 
 pub use export::aligned::AlignedBuffer;
-pub(crate) use export::block::Readers;
+pub(crate) use export::block::{set_keepalive_dropper, Readers};
 pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
 pub(crate) use export::copy::{copy_described, AlignedBytes};
 #[cfg(any(feature = "candle", feature = "burn"))]

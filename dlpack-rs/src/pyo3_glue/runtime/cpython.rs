@@ -68,6 +68,14 @@ pub(crate) fn thread_states() -> (*mut ffi::PyThreadState, *mut ffi::PyThreadSta
     }
 }
 
+/// Whether this thread has a thread state of `PyGILState`'s (it has been a Python thread), in an
+/// initialized interpreter.
+pub(crate) fn has_thread_state() -> bool {
+    // SAFETY: reads a flag, then (once initialized) this thread's `PyGILState` slot, from any
+    // thread, attached or not.
+    unsafe { ffi::Py_IsInitialized() != 0 && !ffi::PyGILState_GetThisThreadState().is_null() }
+}
+
 /// The ID (never reused) of the interpreter this thread runs.
 /// # Safety
 /// The thread is attached.

@@ -25,6 +25,7 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     {
         return;
     }
+    crate::safe::set_keepalive_dropper(drop_keepalive);
     // Once, like the hook (until then the probe uses the check right on every version).
     let kind = if py.version_info() >= (3, 12) { 2 } else { 1 };
     TSTATE_PER_THREAD.store(kind, Ordering::Relaxed);
@@ -66,6 +67,28 @@ pub(crate) fn this_thread_is_attached() -> bool {
     }
 }
 
+/// The export deleters' [`Dropper`](crate::safe::set_keepalive_dropper): in place where the
+/// thread is attached or was never a Python thread (pyo3 counts it unattached there); on a
+/// Python thread whose GIL foreign code released (torch's tensor dealloc does, under pyo3 frames
+/// that still count the thread attached), attached for real first, so that a `Drop` asking pyo3
+/// to attach holds the GIL; leaked there once shutdown began.
+fn drop_keepalive(drop: &mut dyn FnMut(bool)) {
+    if this_thread_is_attached() || !cpython::has_thread_state() {
+        return drop(false);
+    }
+    if SHUTTING_DOWN.load(Ordering::SeqCst) {
+        // Attaching now could hang or end this thread in a finalizing interpreter.
+        return drop(true);
+    }
+    // SAFETY: initialized (`has_thread_state`) and not shutting down (checked above).
+    unsafe {
+        cpython::with_attached(|| {
+            count(&DELETER_ATTACHED);
+            drop(false)
+        })
+    }
+}
+
 /// Whether shutdown began and this thread is not attached, so owners leak instead.
 pub(crate) fn exiting_unattached() -> bool {
     SHUTTING_DOWN.load(Ordering::SeqCst) && !this_thread_is_attached()
@@ -84,12 +107,16 @@ pub struct KeepaliveCounts {
     pub leaked_at_shutdown: usize,
     /// Leaked: the object belongs to another (sub-)interpreter than the dropping thread's.
     pub leaked_other_interpreter: usize,
+    /// Export keepalives (of any type) an export's deleter dropped after attaching for real: a
+    /// Python thread whose GIL foreign code released.
+    pub deleter_attached: usize,
 }
 
 static RELEASED_ATTACHED: AtomicUsize = AtomicUsize::new(0);
 static RELEASED_AFTER_ATTACHING: AtomicUsize = AtomicUsize::new(0);
 static LEAKED_AT_SHUTDOWN: AtomicUsize = AtomicUsize::new(0);
 static LEAKED_OTHER_INTERPRETER: AtomicUsize = AtomicUsize::new(0);
+static DELETER_ATTACHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts one drop on its path (feature `test-counters`; nothing otherwise).
 #[inline]
@@ -109,6 +136,7 @@ pub fn keepalive_counts() -> KeepaliveCounts {
         after_attaching: RELEASED_AFTER_ATTACHING.load(Ordering::Relaxed),
         leaked_at_shutdown: LEAKED_AT_SHUTDOWN.load(Ordering::Relaxed),
         leaked_other_interpreter: LEAKED_OTHER_INTERPRETER.load(Ordering::Relaxed),
+        deleter_attached: DELETER_ATTACHED.load(Ordering::Relaxed),
     }
 }
 

@@ -4,6 +4,7 @@ use alloc::alloc::{alloc, dealloc, handle_alloc_error};
 use core::alloc::Layout;
 use core::ffi::c_void;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::ffi::{
     DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
@@ -40,8 +41,36 @@ fn block_layout<M, K>(ndim: usize) -> (Layout, usize) {
         .unwrap_or((Layout::new::<Header<M, K>>(), 0))
 }
 
-/// Drops a keepalive; under `std` a panic is caught and reported, never unwinding into C.
+/// How export deleters drop a keepalive: it calls its argument once, `true` to leak instead.
+pub(crate) type Dropper = fn(&mut dyn FnMut(bool));
+
+/// The [`Dropper`] a layer above installed (the Python glue, which knows where a keepalive's
+/// `Drop` may attach: SAFETY.md, "When deleters run"), as a pointer; NULL: dropped in place.
+static KEEPALIVE_DROPPER: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Makes every export deleter from now on drop its keepalive through `dropper`.
+pub(crate) fn set_keepalive_dropper(dropper: Dropper) {
+    KEEPALIVE_DROPPER.store(dropper as *mut (), Ordering::Release);
+}
+
+/// Drops a keepalive through the installed [`Dropper`], if any.
 fn drop_contained<T>(value: T) {
+    let dropper = KEEPALIVE_DROPPER.load(Ordering::Acquire);
+    if dropper.is_null() {
+        return drop_caught(value);
+    }
+    // SAFETY: only `set_keepalive_dropper` stores here: a `Dropper` cast to a pointer.
+    let dropper = unsafe { core::mem::transmute::<*mut (), Dropper>(dropper) };
+    let mut value = Some(value);
+    dropper(&mut |leak| match value.take() {
+        Some(value) if leak => core::mem::forget(value),
+        Some(value) => drop_caught(value),
+        None => {}
+    });
+}
+
+/// Drops a keepalive; under `std` a panic is caught and reported, never unwinding into C.
+fn drop_caught<T>(value: T) {
     #[cfg(feature = "std")]
     {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(value)));
