@@ -91,8 +91,9 @@ fn drop_caught<T>(value: T) {
     drop(value);
 }
 
-/// The deleter of every export: frees the block, then drops the keepalive.
-unsafe extern "C" fn delete_block<M, K>(ptr: *mut M) {
+/// The deleter of every export: frees the block, then drops the keepalive (`PLAIN`: in place,
+/// for keepalives whose drop never calls into Python; otherwise through the installed dropper).
+unsafe extern "C" fn delete_block<M, K, const PLAIN: bool>(ptr: *mut M) {
     if ptr.is_null() {
         return;
     }
@@ -109,7 +110,11 @@ unsafe extern "C" fn delete_block<M, K>(ptr: *mut M) {
     unsafe { dealloc(header.cast(), layout) };
     // The bytes stop being borrowed before the keepalive may free them.
     drop(borrow);
-    drop_contained(keepalive);
+    if PLAIN {
+        drop_caught(keepalive);
+    } else {
+        drop_contained(keepalive);
+    }
 }
 
 /// The two managed-struct kinds an export can produce.
@@ -170,6 +175,7 @@ pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
     flags: u64,
     readers: Readers,
     data_from_keepalive: Option<fn(&mut K) -> *mut c_void>,
+    plain_drop: bool,
 ) -> Result<NonNull<M>, Error> {
     let borrow = if readers == Readers::Rust || flags & DLPACK_FLAG_BITMASK_READ_ONLY != 0 {
         validated.borrow(false)?
@@ -185,6 +191,11 @@ pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
         handle_alloc_error(layout);
     }
     let header = block.cast::<Header<M, K>>();
+    let deleter = if plain_drop {
+        delete_block::<M, K, true>
+    } else {
+        delete_block::<M, K, false>
+    };
     // SAFETY: a fresh allocation of `layout`: the header at 0, `2 * ndim` aligned i64s at
     // `dims_offset`. Every slot is written before use, and nothing else refers to the block.
     unsafe {
@@ -212,7 +223,7 @@ pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
             byte_offset: info.byte_offset,
         };
         header.write(Header {
-            managed: M::new(tensor, flags, block.cast(), delete_block::<M, K>),
+            managed: M::new(tensor, flags, block.cast(), deleter),
             ndim,
             borrow,
             keepalive,

@@ -13,8 +13,9 @@ use core::ffi::c_void;
 use crate::ffi::{
     DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
+use crate::safe::export::block::build_validated;
 use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
-use crate::safe::export::pack::{pack_validated, PackAs};
+use crate::safe::export::pack::PackAs;
 use crate::safe::import::{Managed, ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
 use crate::safe::{Buffer, Element, Error, Packing, Readers, TensorInfo};
@@ -187,7 +188,17 @@ pub(crate) unsafe fn pack_buffer<M: PackAs, B: Buffer + Send + 'static>(
     } else {
         (0, write_ptr::<B>)
     };
+    // The `Buffer` contract: dropping the buffer never calls into Python, so in place.
+    let ptr = build_validated::<M, B>(
+        buffer,
+        info,
+        flags,
+        Readers::ExportOnly,
+        Some(data_of),
+        true,
+    )?;
     // SAFETY: this function's contract; the memory is written only through `data_ptr_mut`,
-    // whose pointer the export gets only when not flagged `READ_ONLY`.
-    unsafe { pack_validated::<M, B>(buffer, info, flags, Readers::ExportOnly, Some(data_of)) }
+    // whose pointer the export gets only when not flagged `READ_ONLY`. A block of kind `M`
+    // (versioned exactly when it has flags), owned by nobody else.
+    Ok(unsafe { Managed::from_parts(ptr.cast(), M::HAS_FLAGS) })
 }

@@ -32,7 +32,7 @@ pub fn try_pack<K: Send + 'static>(
     info: TensorInfo,
 ) -> Result<*mut DLManagedTensor, Error> {
     let info = Validated::new(info)?;
-    build_validated::<DLManagedTensor, K>(keepalive, info, 0, Readers::ExportOnly, None)
+    build_validated::<DLManagedTensor, K>(keepalive, info, 0, Readers::ExportOnly, None, false)
         .map(NonNull::as_ptr)
 }
 
@@ -77,6 +77,7 @@ pub fn try_pack_versioned<K: Send + 'static>(
         flags,
         Readers::ExportOnly,
         None,
+        false,
     )
     .map(NonNull::as_ptr)
 }
@@ -109,7 +110,7 @@ pub(crate) unsafe fn pack_validated<M: PackAs, K: Send + 'static>(
     readers: Readers,
     data_of: Option<fn(&mut K) -> *mut core::ffi::c_void>,
 ) -> Result<Managed<M>, Error> {
-    let ptr = build_validated::<M, K>(keepalive, validated, flags, readers, data_of)?;
+    let ptr = build_validated::<M, K>(keepalive, validated, flags, readers, data_of, false)?;
     // SAFETY: a block of kind `M` (versioned exactly when it has flags), owned by nobody else,
     // built from validated metadata; the memory keeps this function's contract.
     Ok(unsafe { Managed::from_parts(ptr.cast(), M::HAS_FLAGS) })
