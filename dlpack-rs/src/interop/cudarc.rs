@@ -26,8 +26,7 @@
 //!
 //! # Import
 //!
-//! [`CudaTensor`] owns an imported CUDA tensor, checked as host views are (`T:`
-//! [`AnyBitPattern`]), viewed through cudarc on the consumer's stream.
+//! A [`CudaTensor`], checked as host views are (`T:` [`AnyBitPattern`]):
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
