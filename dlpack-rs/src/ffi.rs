@@ -2,14 +2,6 @@
 //!
 //! Each type matches `dlpack.h` 1.3 in size, alignment and field offsets (checked with a C
 //! compiler). C enums are integer newtypes, not Rust `enum`s: a newer header's values stay valid.
-//!
-//! ```
-//! use dlpack_rs::ffi::{DLDataType, DLDevice, K_DL_CPU, K_DL_FLOAT};
-//!
-//! let device = DLDevice { device_type: K_DL_CPU, device_id: 0 };
-//! let dtype = DLDataType { code: K_DL_FLOAT, bits: 32, lanes: 1 };
-//! assert_eq!((device.device_type.0, dtype.code.0), (1, 2));
-//! ```
 
 use core::ffi::{c_char, c_int, c_void};
 use core::fmt;
@@ -196,7 +188,6 @@ named_values! { DLDeviceType, i32,
 
 impl DLDeviceType {
     /// Whether the CPU can address this memory at all (CPU, CUDA/ROCm host, CUDA managed).
-    /// Unlike [`is_host_viewable`](Self::is_host_viewable), device work may still write it.
     pub const fn is_host_accessible(self) -> bool {
         matches!(
             self,

@@ -88,12 +88,11 @@ fn host_bytes(bytes: &mut Bytes, bools: bool) -> Result<(*mut u8, bool, bool), E
 /// The data's bytes, exported without a copy through burn's exclusive write access: compact C
 /// order, writable. Shared bytes (`Bytes::shared`, its views and splits, `Bytes::from_shared`) are
 /// copied first, as burn copies them on any write even with no clone left, and lazy storage (file
-/// or device) is read to the host: either is flagged `IS_COPIED`.
-///
-/// Refused: u32-stored bools and quantized data, storage burn cannot bring to the host
-/// ([`Error::Unserializable`]), bool bytes other than `0` and `1` ([`Error::InvalidBool`]),
-/// extents DLPack cannot hold or more bytes than an allocation can ([`Error::Overflow`]), bytes
-/// not aligned for the dtype ([`Error::Misaligned`]).
+/// or device) is read to the host: either is flagged `IS_COPIED`. Refused: u32-stored bools and
+/// quantized data, storage burn cannot bring to the host ([`Error::Unserializable`]), bool bytes
+/// other than `0` and `1` ([`Error::InvalidBool`]), extents DLPack cannot hold or more bytes than
+/// an allocation can ([`Error::Overflow`]), bytes not aligned for the dtype
+/// ([`Error::Misaligned`]).
 impl TryFrom<TensorData> for ManagedTensorVersioned {
     type Error = Error;
 
@@ -150,7 +149,6 @@ fn burn_shape(validated: &Validated) -> Result<Vec<usize>, Error> {
 }
 
 /// burn's data of `validated`'s elements, copied once.
-///
 /// # Safety
 /// As [`gather`].
 unsafe fn import_as<T: AnyBitPattern + burn_std::Element>(
@@ -163,7 +161,6 @@ unsafe fn import_as<T: AnyBitPattern + burn_std::Element>(
 }
 
 /// burn's bool data of `validated`'s bytes, copied once; any non-zero byte is `true`.
-///
 /// # Safety
 /// As [`gather`].
 unsafe fn import_bool(validated: &Validated) -> Result<TensorData, Error> {
@@ -178,9 +175,9 @@ unsafe fn import_bool(validated: &Validated) -> Result<TensorData, Error> {
 
 /// Any host tensor, copied once into new burn data: any strides and byte offset, every dtype both
 /// have (f64, f32, f16, bf16, i64, i32, i16, i8, u64, u32, u16, u8, bool). Refused: memory that is
-/// not `kDLCPU` ([`Error::NotHostAccessible`]), a dtype burn lacks ([`Error::Unserializable`]), a
-/// tensor under a mutable view ([`Error::AlreadyBorrowed`]), extents whose product overflows
-/// ([`Error::Overflow`]), a broadcast too large to allocate ([`Error::OutOfMemory`]).
+/// not `kDLCPU` ([`Error::NotHostAccessible`]), another dtype ([`Error::Unserializable`]), a tensor
+/// under a mutable view ([`Error::AlreadyBorrowed`]), extents whose product overflows
+/// ([`Error::Overflow`]), a broadcast too large ([`Error::OutOfMemory`]).
 impl<K: Kind> TryFrom<&Managed<K>> for TensorData {
     type Error = Error;
 

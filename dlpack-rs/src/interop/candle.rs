@@ -2,8 +2,7 @@
 //! ([`ManagedTensorVersioned::try_from`]) or, behind `unsafe`, zero-copy and read-only
 //! ([`ManagedTensorVersioned::share_candle`]); any host tensor imports by one copy
 //! (`candle_core::Tensor::try_from(&managed)`). Only the copy is safe: candle writes through
-//! `&self` (`Tensor::slice_set`, `Var::set`) into storage all clones share, and its read lock
-//! cannot outlive the borrow of the tensor.
+//! `&self` (`slice_set`, `Var::set`) into storage all clones share.
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -165,7 +164,6 @@ impl TryFrom<&Tensor> for ManagedTensorVersioned {
 struct Shared(#[allow(dead_code)] Tensor);
 
 /// The zero-copy export of `layout` over `elements`, keeping `tensor` alive.
-///
 /// # Safety
 /// As [`ManagedTensorVersioned::share_candle`].
 unsafe fn share_out<T: AnyBitPattern>(
@@ -256,7 +254,6 @@ fn candle_shape(validated: &Validated) -> Result<Vec<usize>, Error> {
 }
 
 /// candle's F8E8M0 tensor of `validated`'s bytes.
-///
 /// # Safety
 /// As [`gather`].
 unsafe fn import_e8m0(validated: &Validated) -> Result<Tensor, Error> {
@@ -268,7 +265,6 @@ unsafe fn import_e8m0(validated: &Validated) -> Result<Tensor, Error> {
 }
 
 /// The candle tensor of `validated`'s elements, copied once.
-///
 /// # Safety
 /// As [`gather`].
 unsafe fn import_as<T: AnyBitPattern + candle_core::WithDType>(
@@ -283,10 +279,9 @@ unsafe fn import_as<T: AnyBitPattern + candle_core::WithDType>(
 
 /// Any host tensor, copied once into a new candle CPU tensor: any strides and byte offset, these
 /// dtypes only (u8, u32, i16, i32, i64, f16, bf16, f32, f64, float8_e4m3fn, float8_e8m0fnu).
-/// Refused: memory that is not `kDLCPU` ([`Error::NotHostAccessible`]), any other dtype
-/// ([`Error::Unserializable`]), a tensor under a mutable view ([`Error::AlreadyBorrowed`]),
-/// extents candle's shape cannot hold ([`Error::Overflow`]), a broadcast too large to allocate
-/// ([`Error::OutOfMemory`]).
+/// Refused: memory that is not `kDLCPU` ([`Error::NotHostAccessible`]), another dtype
+/// ([`Error::Unserializable`]), a tensor under a mutable view ([`Error::AlreadyBorrowed`]), extents
+/// candle cannot hold ([`Error::Overflow`]), a broadcast too large ([`Error::OutOfMemory`]).
 impl<K: Kind> TryFrom<&Managed<K>> for Tensor {
     type Error = Error;
 

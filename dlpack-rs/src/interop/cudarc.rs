@@ -1,15 +1,14 @@
 //! CUDA memory through [`cudarc`] (feature `cudarc`): export a [`CudaSlice`] zero-copy, import
 //! a CUDA tensor as a [`CudaView`] / [`CudaViewMut`], with stream ordering by events.
 //!
-//! The driver is loaded on first use, so CPU paths work without CUDA. The bindings' CUDA
-//! version is the application's cudarc `cuda-*` feature, else `nvcc --version` (or cudarc's
-//! newest); `CUDARC_CUDA_VERSION=12080` at build time overrides both. Needs Rust 1.88.
+//! The driver loads on first use (CPU paths need no CUDA). The bindings' CUDA version is the
+//! application's cudarc `cuda-*` feature, else `nvcc --version`; `CUDARC_CUDA_VERSION=12080` at
+//! build time overrides both. Needs Rust 1.88.
 //!
 //! # Export
 //!
-//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`, freed on its stream by the deleter. Its
-//! [`StreamOrder`] makes the consumer's stream wait for an event on the slice's stream; work from
-//! other streams must be ordered before that one first (cudarc's event tracking does so).
+//! A `CudaSlice<T>` is a [`Buffer`] on `kDLCUDA`, freed by the deleter; the consumer's stream
+//! waits for an event on the slice's stream (order other streams' work before that one first).
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -27,9 +26,7 @@
 //!
 //! # Import
 //!
-//! [`CudaTensor`] owns an imported CUDA tensor, viewed as host views are checked (`T` must be
-//! [`AnyBitPattern`]: a copy to the host could otherwise make an invalid value), through cudarc
-//! views bound to the consumer's stream; [`CudaTensor::import`] takes it from any Python producer.
+//! A [`CudaTensor`], checked as host views are (`T:` [`AnyBitPattern`]):
 //!
 //! ```no_run
 //! # #[cfg(feature = "pyo3")] {
@@ -68,8 +65,7 @@ pub(crate) fn device_error(call: &'static str, err: DriverError) -> Error {
     }
 }
 
-/// A cudarc driver error as [`Error::Device`]; in a `#[pyfunction]`, `.map_err(Error::from)?`
-/// raises it as `BufferError`.
+/// A cudarc driver error as [`Error::Device`] (`BufferError` in Python).
 impl From<DriverError> for Error {
     fn from(err: DriverError) -> Self {
         device_error("CUDA driver", err)
@@ -171,16 +167,15 @@ pub struct CudaTensor<T> {
 }
 
 impl<T: AnyBitPattern> CudaTensor<T> {
-    /// Views `tensor` on `stream` for reading; the producer's work must already be ordered
-    /// before `stream` (else see [`CudaTensor::order_after`]). Needs `kDLCUDA` (or
-    /// `kDLCUDAManaged`) on `stream`'s device, `T`'s dtype, compact row-major layout, alignment,
-    /// and no mutable view of the memory.
+    /// Views `tensor` on `stream` for reading, the producer's work ordered before `stream`
+    /// ([`CudaTensor::order_after`]). Needs `kDLCUDA` (or `kDLCUDAManaged`) on `stream`'s device,
+    /// `T`'s dtype, compact row-major layout, alignment, and no mutable view of the memory.
     pub fn new(tensor: impl Into<AnyManaged>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
         Self::build(tensor.into(), stream, false)
     }
 
-    /// As [`CudaTensor::new`], with a mutable view ([`CudaTensor::as_view_mut`]): refused for a
-    /// read-only tensor, and while any other view of its memory exists.
+    /// As [`CudaTensor::new`], with a mutable view: refused for a read-only tensor, and while
+    /// any other view of its memory exists.
     pub fn new_mut(tensor: impl Into<AnyManaged>, stream: &Arc<CudaStream>) -> Result<Self, Error> {
         Self::build(tensor.into(), stream, true)
     }
@@ -281,8 +276,7 @@ impl<T> Drop for CudaTensor<T> {
         let stored = ctx.check_err();
         // SAFETY: each field is taken once, here, and not used again.
         let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
-        // Not ours to free. With event tracking, this makes the consumer's stream wait for every
-        // recorded use of the views.
+        // Not ours to free (with event tracking, the stream waits for the views' recorded uses).
         let _ = slice.leak();
         let leak_error = ctx.check_err();
         // Queued work must finish before the memory goes back (the whole device's, untracked).

@@ -1,6 +1,5 @@
-//! One module per foreign library, Rust and Python sides together. Public paths:
-//! `dlpack_rs::safe::SafeTensorsFile`, `dlpack_rs::cuda`; `ndarray` and `image` add methods and
-//! trait impls (`Managed::as_array`, `TensorView::as_image`).
+//! One module per foreign library, Rust and Python sides together; public as
+//! `dlpack_rs::safe::SafeTensorsFile`, `dlpack_rs::cuda`, or methods and trait impls only.
 
 #[cfg(feature = "burn")]
 mod burn;

@@ -11,6 +11,8 @@ use crate::pyo3_glue::import::source::{dtype_error, Source};
 use crate::pyo3_glue::import::typed::{TensorView, TensorViewMut};
 use crate::safe::{AnyBitPattern, Element};
 
+/// The traits name `Source` (crate-private) in their functions, which only this crate calls.
+#[allow(private_interfaces)]
 mod sealed {
     use super::*;
 
@@ -40,10 +42,8 @@ mod sealed {
         type ViewMut<'py, S: Shape, L: Layout>: core::fmt::Debug;
         const CODE: Option<DLDataType>;
         /// The read-only view of a `source` of dtype [`Self::CODE`].
-        #[allow(private_interfaces)]
         fn view<'py, S: Shape, L: Layout>(source: Source<'py>) -> PyResult<Self::View<'py, S, L>>;
         /// The writable view of a `source` of dtype [`Self::CODE`].
-        #[allow(private_interfaces)]
         fn view_mut<'py, S: Shape, L: Layout>(
             source: Source<'py>,
         ) -> PyResult<Self::ViewMut<'py, S, L>>;
@@ -53,13 +53,11 @@ mod sealed {
         type View<'py, S: Shape, L: Layout> = TensorView<'py, T, S, L>;
         type ViewMut<'py, S: Shape, L: Layout> = TensorViewMut<'py, T, S, L>;
         const CODE: Option<DLDataType> = Some(<T as Element>::DTYPE);
-        #[allow(private_interfaces)]
         fn view<'py, S: Shape, L: Layout>(
             source: Source<'py>,
         ) -> PyResult<TensorView<'py, T, S, L>> {
             TensorView::of(source)
         }
-        #[allow(private_interfaces)]
         fn view_mut<'py, S: Shape, L: Layout>(
             source: Source<'py>,
         ) -> PyResult<TensorViewMut<'py, T, S, L>> {
@@ -71,11 +69,9 @@ mod sealed {
         type View<'py, S: Shape, L: Layout> = Infallible;
         type ViewMut<'py, S: Shape, L: Layout> = Infallible;
         const CODE: Option<DLDataType> = None;
-        #[allow(private_interfaces)]
         fn view<S: Shape, L: Layout>(_: Source<'_>) -> PyResult<Infallible> {
             unreachable!("no tensor has the dtype of a pair's missing third member")
         }
-        #[allow(private_interfaces)]
         fn view_mut<S: Shape, L: Layout>(_: Source<'_>) -> PyResult<Infallible> {
             unreachable!("no tensor has the dtype of a pair's missing third member")
         }

@@ -18,9 +18,8 @@ use crate::ffi::{DLDevice, DLPackExchangeAPI, DLPACK_MAJOR_VERSION, DLPACK_MINOR
 use crate::safe::AnyManaged;
 
 /// An owned tensor imported from Python: its drop calls the producer's deleter (or leaks at exit).
-///
-/// It derefs to its owner, [`AnyManaged`](crate::safe::Managed); a legacy import is read-only
-/// unless [`ImportOptions::writable_legacy`].
+/// It derefs to [`AnyManaged`](crate::safe::Managed); a legacy import is read-only unless
+/// [`ImportOptions::writable_legacy`].
 ///
 /// ```
 /// use dlpack_rs::pyo3_glue::{DLPackTensor, PyTensor};
@@ -119,7 +118,6 @@ impl ImportOptions {
 
     /// Whether a legacy (unversioned) tensor may be written (default `false`: a legacy capsule
     /// cannot say "read-only", and jax exports immutable data that way).
-    ///
     /// # Safety
     /// With `true`, every object these options import as a legacy capsule must hold memory its
     /// producer lets consumers write (an older torch, a `WRITEABLE` numpy array; never a jax one).
@@ -315,9 +313,8 @@ impl PyTensor {
 
     /// Takes the tensor from a `"dltensor"` or `"dltensor_versioned"` capsule (legacy: read-only).
     /// # Safety
-    /// The capsule must hold what its name says (a `DLManagedTensor` or `DLManagedTensorVersioned`)
-    /// from a producer keeping DLPack's contract (valid metadata, memory alive until the deleter
-    /// runs). A `__dlpack__` result does; a `PyCapsule::new_with_value` under that name does not.
+    /// The capsule holds what its name says, from a producer keeping DLPack's contract (valid
+    /// metadata, memory alive until the deleter runs), as a `__dlpack__` result does.
     pub unsafe fn from_capsule(capsule: &Bound<'_, PyCapsule>) -> PyResult<Self> {
         // SAFETY: forwarded from this function's contract.
         unsafe { crate::pyo3_glue::runtime::capsule::consume_capsule(capsule) }

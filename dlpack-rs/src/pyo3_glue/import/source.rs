@@ -97,31 +97,25 @@ impl<'py> Source<'py> {
         }))
     }
 
-    /// The owner of an `Owned` or `Ours` source (`None` for a borrowed one).
-    fn owner(&self) -> Option<&AnyManaged> {
+    /// The owner of an `Owned` or `Ours` source, or the view of a borrowed one.
+    fn owner(&self) -> Result<&AnyManaged, &Described> {
         match &self.origin {
-            Origin::Borrowed(_) => None,
-            Origin::Owned(tensor) => Some(tensor),
+            Origin::Borrowed(view) => Err(view),
+            Origin::Owned(tensor) => Ok(tensor),
             // SAFETY: the tensor of a live frozen `DLPackTensor` (held by `object`), never moved.
-            Origin::Ours(tensor) => Some(unsafe { &**tensor }),
+            Origin::Ours(tensor) => Ok(unsafe { &**tensor }),
         }
     }
 
     /// Shape, strides as given, dtype and device.
     pub(in crate::pyo3_glue) fn meta(&self) -> (&[i64], Option<&[i64]>, DLDataType, DLDevice) {
-        match (self.owner(), &self.origin) {
-            (Some(t), _) => (t.shape(), t.raw_strides(), t.dtype(), t.device()),
-            (None, Origin::Borrowed(view)) => (
+        match self.owner() {
+            Ok(t) => (t.shape(), t.raw_strides(), t.dtype(), t.device()),
+            Err(view) => (
                 view.shape(),
                 view.raw_strides(),
                 view.dtype(),
                 view.device(),
-            ),
-            (None, _) => (
-                &[],
-                None,
-                crate::safe::dtype_u8(),
-                crate::safe::cpu_device(),
             ),
         }
     }
@@ -134,10 +128,9 @@ impl<'py> Source<'py> {
         exclusive: bool,
     ) -> Result<crate::safe::import::views::Parts<'_>, Error> {
         match (self.owner(), &self.origin) {
-            (Some(_), Origin::Ours(_)) if exclusive => Err(Error::ReadOnly),
-            (Some(t), _) => Ok(t.parts()),
-            (None, Origin::Borrowed(view)) => view.parts(exclusive),
-            (None, _) => Err(Error::ReadOnly),
+            (Ok(_), Origin::Ours(_)) if exclusive => Err(Error::ReadOnly),
+            (Ok(t), _) => Ok(t.parts()),
+            (Err(view), _) => view.parts(exclusive),
         }
     }
 
