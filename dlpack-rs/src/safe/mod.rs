@@ -33,7 +33,7 @@ pub(crate) mod layout;
 mod packed;
 
 pub use export::aligned::AlignedBuffer;
-pub(crate) use export::block::Readers;
+pub(crate) use export::block::{PackAs, Readers};
 pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
 pub(crate) use export::copy::{copy_described, AlignedBytes};
 #[cfg(any(feature = "candle", feature = "burn"))]
@@ -54,7 +54,7 @@ pub use dtype::{
 pub use error::Error;
 pub use export::pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 #[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use export::pack::{pack_owned, pack_validated, PackAs};
+pub(crate) use export::pack::{pack_owned, pack_validated};
 pub use export::shared_mut::SharedMut;
 pub use export::Export;
 #[allow(unused_imports)] // used by the layers above safe/

@@ -10,7 +10,7 @@ use crate::ffi::{
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{Error, Validated};
+use crate::safe::{Error, Kind, Validated};
 
 /// The head of an export's block, managed struct first; `2 * ndim` `i64`s (shape, then strides)
 /// follow. `ndim` is kept here so the deleter's layout depends on nothing a consumer can touch.
@@ -83,8 +83,10 @@ unsafe extern "C" fn delete_block<M, K>(ptr: *mut M) {
     drop_contained(keepalive);
 }
 
-/// The two managed-struct kinds an export can produce.
-pub(crate) trait ManagedStruct: Sized {
+/// The managed struct an export is packed as; its owner is [`Managed<Self>`](crate::safe::Managed).
+pub(crate) trait PackAs: Kind + Sized {
+    /// Whether the struct has flags (`READ_ONLY`): only the versioned one does.
+    const HAS_FLAGS: bool;
     fn new(
         tensor: DLTensor,
         flags: u64,
@@ -94,7 +96,8 @@ pub(crate) trait ManagedStruct: Sized {
     fn tensor_mut(&mut self) -> &mut DLTensor;
 }
 
-impl ManagedStruct for DLManagedTensor {
+impl PackAs for DLManagedTensor {
+    const HAS_FLAGS: bool = false;
     fn new(
         dl_tensor: DLTensor,
         _flags: u64,
@@ -112,7 +115,8 @@ impl ManagedStruct for DLManagedTensor {
     }
 }
 
-impl ManagedStruct for DLManagedTensorVersioned {
+impl PackAs for DLManagedTensorVersioned {
+    const HAS_FLAGS: bool = true;
     fn new(
         dl_tensor: DLTensor,
         flags: u64,
@@ -135,7 +139,7 @@ impl ManagedStruct for DLManagedTensorVersioned {
 /// The funnel of every export: moves validated metadata and `keepalive` into one heap block
 /// (strides always written) and takes the [`Readers`] borrow, dropping `keepalive` on error.
 /// `data_from_keepalive` retakes the data pointer from the keepalive in its final place.
-pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
+pub(crate) fn build_validated<M: PackAs, K: Send + 'static>(
     keepalive: K,
     validated: Validated,
     flags: u64,

@@ -13,8 +13,9 @@ use core::ffi::c_void;
 use crate::ffi::{
     DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
 };
-use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
-use crate::safe::export::pack::{pack_validated, PackAs};
+use crate::safe::export::block::PackAs;
+use crate::safe::export::buffer::to_i64s;
+use crate::safe::export::pack::pack_validated;
 use crate::safe::import::{Managed, ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
 use crate::safe::{Buffer, Element, Error, Packing, Readers, TensorInfo};
@@ -183,9 +184,9 @@ pub(crate) unsafe fn pack_buffer<M: PackAs, B: Buffer + Send + 'static>(
         if !M::HAS_FLAGS {
             return Err(Error::ReadOnly);
         }
-        (DLPACK_FLAG_BITMASK_READ_ONLY, read_ptr::<B>)
+        (DLPACK_FLAG_BITMASK_READ_ONLY, |b| b.data_ptr().cast())
     } else {
-        (0, write_ptr::<B>)
+        (0, |b| b.data_ptr_mut().cast())
     };
     // SAFETY: this function's contract; the memory is written only through `data_ptr_mut`,
     // whose pointer the export gets only when not flagged `READ_ONLY`.

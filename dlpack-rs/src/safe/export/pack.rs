@@ -3,8 +3,8 @@
 use core::ptr::NonNull;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
-use crate::safe::export::block::{build_validated, ManagedStruct, Readers};
-use crate::safe::{Error, Kind, Managed, TensorInfo, Validated};
+use crate::safe::export::block::{build_validated, PackAs, Readers};
+use crate::safe::{Error, Managed, TensorInfo, Validated};
 
 /// Wraps `keepalive` and `info` in a legacy [`DLManagedTensor`] whose deleter drops `keepalive`.
 ///
@@ -79,20 +79,6 @@ pub fn try_pack_versioned<K: Send + 'static>(
         None,
     )
     .map(NonNull::as_ptr)
-}
-
-/// The managed struct an owned export is packed as; its owner is [`Managed<Self>`](Managed).
-pub(crate) trait PackAs: ManagedStruct + Kind {
-    /// Whether the struct has flags (`READ_ONLY`): only the versioned one does.
-    const HAS_FLAGS: bool;
-}
-
-impl PackAs for DLManagedTensor {
-    const HAS_FLAGS: bool = false;
-}
-
-impl PackAs for DLManagedTensorVersioned {
-    const HAS_FLAGS: bool = true;
 }
 
 /// [`try_pack_versioned`] returning an owner; `data_of` and `readers` as in [`build_validated`].
