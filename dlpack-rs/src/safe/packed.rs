@@ -93,10 +93,7 @@ impl<K: Kind> Managed<K> {
         if self.numel() == 0 {
             return Ok(ReadGuard::new(&[], BorrowToken::EMPTY));
         }
-        let ptr = self.data_ptr().cast::<u8>();
-        if ptr.is_null() {
-            return Err(Error::NullData);
-        }
+        let ptr = self.first_element::<u8>()?;
         let token = self.borrow_addressed(false)?;
         // SAFETY: non-NULL host memory, `nbytes` bytes validated in bounds, alive while `self`
         // is, any byte a valid u8, and borrowed (shared) above until the guard drops.
