@@ -328,6 +328,25 @@ impl<K: Kind> Managed<K> {
         // SAFETY: the caller's contract.
         drop(unsafe { Managed::<AnyKind>::from_parts(ptr, versioned) });
     }
+
+    /// The same owner, of a kind known at run time.
+    pub fn into_any(self) -> AnyManaged {
+        self.recast()
+    }
+
+    /// The same owner under another kind; callers check the run-time kind first.
+    fn recast<L: Kind>(self) -> Managed<L> {
+        let this = core::mem::ManuallyDrop::new(self);
+        Managed {
+            ptr: this.ptr,
+            versioned: this.versioned,
+            read_only: this.read_only,
+            leak_if: this.leak_if,
+            guard: this.guard,
+            external: this.external,
+            _kind: PhantomData,
+        }
+    }
 }
 
 impl Managed<DLManagedTensor> {
@@ -442,27 +461,6 @@ impl Managed<AnyKind> {
             return Err(self);
         }
         Ok(self.recast())
-    }
-}
-
-impl<K: Kind> Managed<K> {
-    /// The same owner, of a kind known at run time.
-    pub fn into_any(self) -> AnyManaged {
-        self.recast()
-    }
-
-    /// The same owner under another kind; callers check the run-time kind first.
-    fn recast<L: Kind>(self) -> Managed<L> {
-        let this = core::mem::ManuallyDrop::new(self);
-        Managed {
-            ptr: this.ptr,
-            versioned: this.versioned,
-            read_only: this.read_only,
-            leak_if: this.leak_if,
-            guard: this.guard,
-            external: this.external,
-            _kind: PhantomData,
-        }
     }
 }
 
