@@ -61,20 +61,6 @@ impl PackedSlice<'_> {
 impl<K: Kind> Managed<K> {
     /// The packed bytes of a contiguous host tensor of at most 8 bits per value, borrowed as
     /// [`Managed::as_slice`] is ([`Error::NotPacked`] for wider dtypes).
-    ///
-    /// ```
-    /// use dlpack_rs::ffi::DLDataType;
-    /// use dlpack_rs::safe::Export;
-    ///
-    /// let t = Export::new(vec![0x21u8, 0x43, 0x05])
-    ///     .packed(DLDataType::FLOAT4_E2M1FN)
-    ///     .shape(&[5])
-    ///     .versioned()?;
-    /// assert_eq!(t.nbytes(), 3);
-    /// let p = t.as_packed()?;
-    /// assert_eq!(p.values().collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
-    /// # Ok::<(), dlpack_rs::safe::Error>(())
-    /// ```
     pub fn as_packed(&self) -> Result<PackedSlice<'_>, Error> {
         let packing = Packing::of(self.dtype())?;
         Ok(PackedSlice {

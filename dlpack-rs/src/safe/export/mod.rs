@@ -77,11 +77,6 @@ impl<B: Buffer + Send + 'static> Export<B> {
     }
 
     /// The buffer's [`Buffer::stream_order`], for a holder that outlives the builder.
-    ///
-    /// ```
-    /// use dlpack_rs::safe::Export;
-    /// assert!(Export::new(vec![1.0f32]).stream_order().is_none());
-    /// ```
     pub fn stream_order(&self) -> Option<alloc::sync::Arc<dyn crate::safe::StreamOrder>> {
         self.buffer.stream_order()
     }

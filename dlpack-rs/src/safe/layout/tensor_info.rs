@@ -35,13 +35,6 @@ impl TensorInfo {
     pub const MAX_NDIM: usize = crate::safe::error::MAX_NDIM;
 
     /// Metadata of a compact row-major tensor.
-    ///
-    /// ```
-    /// use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
-    /// let mut data = vec![1.0f32, 2.0, 3.0, 4.0];
-    /// let info = TensorInfo::contiguous(data.as_mut_ptr().cast(), cpu_device(), dtype_f32(), vec![2, 2]);
-    /// assert_eq!(info.numel(), Ok(4));
-    /// ```
     pub fn contiguous(
         data: *mut c_void,
         device: DLDevice,
