@@ -40,19 +40,6 @@ pub fn try_pack<K: Send + 'static>(
 ///
 /// # Panics
 /// If `info` is invalid; [`try_pack_versioned`] returns the error instead.
-///
-/// ```
-/// use dlpack_rs::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
-/// use dlpack_rs::safe::{pack_versioned, cpu_device, dtype_u8, TensorInfo};
-///
-/// let mut data = vec![0u8; 6];
-/// let info = TensorInfo::contiguous(data.as_mut_ptr().cast(), cpu_device(), dtype_u8(), vec![2, 3]);
-/// let mt = pack_versioned(data, info, DLPACK_FLAG_BITMASK_READ_ONLY);
-/// unsafe {
-///     assert_eq!((*mt).version.minor, 3);
-///     ((*mt).deleter.unwrap())(mt);
-/// }
-/// ```
 pub fn pack_versioned<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
