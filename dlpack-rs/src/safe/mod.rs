@@ -35,6 +35,7 @@ mod packed;
 pub use export::aligned::AlignedBuffer;
 pub(crate) use export::block::{PackAs, Readers};
 pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
+#[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use export::copy::{copy_described, AlignedBytes};
 #[cfg(any(feature = "candle", feature = "burn"))]
 pub(crate) use export::{buffer::to_i64s, copy::copy_elements};

@@ -78,7 +78,6 @@ impl<K: Kind> Managed<K> {
     }
 
     /// Borrows the bytes the tensor's elements address ([`addressed_token`]).
-    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
     pub(crate) fn borrow_addressed(&self, exclusive: bool) -> Result<BorrowToken, Error> {
         let token = addressed_token(
             self.data_ptr(),
