@@ -106,6 +106,19 @@ pub(crate) unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
     check(shape, strides, t.dtype, t.byte_offset, t.data.is_null()).map(|_| ())
 }
 
+/// The address of a validated `t`'s first element (`data + byte_offset`), NULL for NULL data.
+#[inline]
+pub(crate) fn first_address(t: &DLTensor) -> *mut c_void {
+    if t.data.is_null() {
+        return core::ptr::null_mut();
+    }
+    // Validated: the offset fits in isize; wrapping_add suits device pointers too.
+    t.data
+        .cast::<u8>()
+        .wrapping_add(t.byte_offset as usize)
+        .cast()
+}
+
 /// # Safety
 /// `t.ndim >= 0`, and `t.shape` points at `ndim` `i64`s when `ndim > 0`.
 pub(crate) unsafe fn raw_shape(t: &DLTensor) -> &[i64] {
@@ -280,15 +293,7 @@ impl<K: Kind> Managed<K> {
 
     /// The address of the first element (`data + byte_offset`), or NULL for a NULL data pointer.
     pub fn data_ptr(&self) -> *mut c_void {
-        let t = self.raw_tensor();
-        if t.data.is_null() {
-            return core::ptr::null_mut();
-        }
-        // Validated: the offset fits in isize; wrapping_add suits device pointers too.
-        t.data
-            .cast::<u8>()
-            .wrapping_add(t.byte_offset as usize)
-            .cast()
+        first_address(self.raw_tensor())
     }
 
     /// The metadata as a [`TensorInfo`] (strides `None` when the producer sent NULL).
