@@ -93,7 +93,6 @@ pub(crate) trait PackAs: Kind + Sized {
         ctx: *mut c_void,
         deleter: unsafe extern "C" fn(*mut Self),
     ) -> Self;
-    fn tensor_mut(&mut self) -> &mut DLTensor;
 }
 
 impl PackAs for DLManagedTensor {
@@ -109,9 +108,6 @@ impl PackAs for DLManagedTensor {
             manager_ctx,
             deleter: Some(deleter),
         }
-    }
-    fn tensor_mut(&mut self) -> &mut DLTensor {
-        &mut self.dl_tensor
     }
 }
 
@@ -130,9 +126,6 @@ impl PackAs for DLManagedTensorVersioned {
             flags,
             dl_tensor,
         }
-    }
-    fn tensor_mut(&mut self) -> &mut DLTensor {
-        &mut self.dl_tensor
     }
 }
 
@@ -177,8 +170,14 @@ pub(crate) fn build_validated<M: PackAs, K: Send + 'static>(
                 }
             }
         }
+        // The keepalive first, in its final place, where `data_from_keepalive` reads the pointer.
+        (&raw mut (*header).keepalive).write(keepalive);
+        let data = match data_from_keepalive {
+            Some(data_of) => data_of(&mut (*header).keepalive),
+            None => info.data,
+        };
         let tensor = DLTensor {
-            data: info.data,
+            data,
             device: info.device,
             ndim: ndim as i32,
             dtype: info.dtype,
@@ -186,16 +185,10 @@ pub(crate) fn build_validated<M: PackAs, K: Send + 'static>(
             strides,
             byte_offset: info.byte_offset,
         };
-        header.write(Header {
-            managed: M::new(tensor, flags, block.cast(), delete_block::<M, K>),
-            ndim,
-            borrow,
-            keepalive,
-        });
-        if let Some(data_of) = data_from_keepalive {
-            let data = data_of(&mut (*header).keepalive);
-            (*header).managed.tensor_mut().data = data;
-        }
+        let managed = M::new(tensor, flags, block.cast(), delete_block::<M, K>);
+        (&raw mut (*header).managed).write(managed);
+        (&raw mut (*header).ndim).write(ndim);
+        (&raw mut (*header).borrow).write(borrow);
     }
     // SAFETY: `block` is non-NULL (checked above) and starts with the managed struct.
     Ok(unsafe { NonNull::new_unchecked(block.cast::<M>()) })
