@@ -160,19 +160,19 @@ impl<K: Kind> Managed<K> {
         }
     }
 
+    /// The versioned struct, when that is the kind owned.
+    #[inline]
+    fn versioned_struct(&self) -> Option<&DLManagedTensorVersioned> {
+        // SAFETY: `ptr` is a live managed struct of the kind `versioned` says until Drop.
+        self.versioned.then(|| unsafe { self.ptr.cast().as_ref() })
+    }
+
     /// The underlying `DLTensor` (validated at construction).
     pub fn raw_tensor(&self) -> &DLTensor {
-        // SAFETY: `ptr` is a live managed struct of the kind `versioned` says until Drop.
-        unsafe {
-            if self.versioned {
-                &self
-                    .ptr
-                    .cast::<DLManagedTensorVersioned>()
-                    .as_ref()
-                    .dl_tensor
-            } else {
-                &self.ptr.cast::<DLManagedTensor>().as_ref().dl_tensor
-            }
+        match self.versioned_struct() {
+            Some(m) => &m.dl_tensor,
+            // SAFETY: a live legacy struct until Drop (`versioned` is false).
+            None => unsafe { &self.ptr.cast::<DLManagedTensor>().as_ref().dl_tensor },
         }
     }
 
@@ -221,12 +221,7 @@ impl<K: Kind> Managed<K> {
 
     /// The producer's `DLPACK_FLAG_BITMASK_*` flags (0 if legacy), plus this owner's `READ_ONLY`.
     pub fn flags(&self) -> u64 {
-        let producer = if self.versioned {
-            // SAFETY: a live versioned struct until Drop.
-            unsafe { self.ptr.cast::<DLManagedTensorVersioned>().as_ref().flags }
-        } else {
-            0
-        };
+        let producer = self.versioned_struct().map_or(0, |m| m.flags);
         if self.read_only {
             producer | DLPACK_FLAG_BITMASK_READ_ONLY
         } else {
