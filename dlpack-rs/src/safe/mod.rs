@@ -33,8 +33,9 @@ pub(crate) mod layout;
 mod packed;
 
 pub use export::aligned::AlignedBuffer;
-pub(crate) use export::block::{set_keepalive_dropper, Readers};
+pub(crate) use export::block::{set_keepalive_dropper, PackAs, Readers};
 pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
+#[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use export::copy::{copy_described, AlignedBytes};
 #[cfg(any(feature = "candle", feature = "burn"))]
 pub(crate) use export::{buffer::to_i64s, copy::copy_elements};
@@ -54,7 +55,7 @@ pub use dtype::{
 pub use error::Error;
 pub use export::pack::{pack, pack_versioned, try_pack, try_pack_versioned};
 #[allow(unused_imports)] // used by the layers above safe/
-pub(crate) use export::pack::{pack_owned, pack_validated, PackAs};
+pub(crate) use export::pack::{pack_owned, pack_validated};
 pub use export::shared_mut::SharedMut;
 pub use export::Export;
 #[allow(unused_imports)] // used by the layers above safe/

@@ -61,20 +61,6 @@ impl PackedSlice<'_> {
 impl<K: Kind> Managed<K> {
     /// The packed bytes of a contiguous host tensor of at most 8 bits per value, borrowed as
     /// [`Managed::as_slice`] is ([`Error::NotPacked`] for wider dtypes).
-    ///
-    /// ```
-    /// use dlpack_rs::ffi::DLDataType;
-    /// use dlpack_rs::safe::Export;
-    ///
-    /// let t = Export::new(vec![0x21u8, 0x43, 0x05])
-    ///     .packed(DLDataType::FLOAT4_E2M1FN)
-    ///     .shape(&[5])
-    ///     .versioned()?;
-    /// assert_eq!(t.nbytes(), 3);
-    /// let p = t.as_packed()?;
-    /// assert_eq!(p.values().collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
-    /// # Ok::<(), dlpack_rs::safe::Error>(())
-    /// ```
     pub fn as_packed(&self) -> Result<PackedSlice<'_>, Error> {
         let packing = Packing::of(self.dtype())?;
         Ok(PackedSlice {
@@ -93,10 +79,7 @@ impl<K: Kind> Managed<K> {
         if self.numel() == 0 {
             return Ok(ReadGuard::new(&[], BorrowToken::EMPTY));
         }
-        let ptr = self.data_ptr().cast::<u8>();
-        if ptr.is_null() {
-            return Err(Error::NullData);
-        }
+        let ptr = self.first_element::<u8>()?;
         let token = self.borrow_addressed(false)?;
         // SAFETY: non-NULL host memory, `nbytes` bytes validated in bounds, alive while `self`
         // is, any byte a valid u8, and borrowed (shared) above until the guard drops.

@@ -433,7 +433,6 @@ impl BorrowToken {
     /// # Safety
     /// `hold` was taken with the kind of the token's registry borrow: one kind byte releases both
     /// (a wrong kind could release another view's registration in a shared table).
-    #[allow(dead_code)] // used by the layers above safe/
     pub(crate) unsafe fn with_external(mut self, hold: ExternalHold) -> Self {
         self.external = Some(hold);
         self

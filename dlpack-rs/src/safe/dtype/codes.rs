@@ -131,14 +131,8 @@ const fn fixed_form(dtype: DLDataType) -> Option<(Lanes, &'static str)> {
 }
 
 impl DLDataTypeCode {
-    /// The `(bits, lanes)` this type code allows, described for error messages; `None` when free.
-    ///
-    /// ```
-    /// use dlpack_rs::ffi::DLDataTypeCode;
-    ///
-    /// assert_eq!(DLDataTypeCode::FLOAT8_E5M2.rule(), Some("8 bits, 1 lane"));
-    /// assert_eq!(DLDataTypeCode::FLOAT.rule(), None);
-    /// ```
+    /// The `(bits, lanes)` this type code allows, described for error messages (`"8 bits, 1 lane"`
+    /// for FP8); `None` when free.
     pub const fn rule(self) -> Option<&'static str> {
         match rule_of(self) {
             Some(Rule::Fixed { rule, .. }) => Some(rule),

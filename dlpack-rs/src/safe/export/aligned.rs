@@ -96,15 +96,6 @@ impl<T: Element, const ALIGN: usize> AlignedBuffer<T, ALIGN> {
         Ok(buffer)
     }
 
-    fn copy_of(values: &[T]) -> Result<Self, Error> {
-        let buffer = Self::allocate(values.len(), false)?;
-        // SAFETY: the new allocation holds `values.len()` elements and cannot overlap `values`.
-        unsafe {
-            core::ptr::copy_nonoverlapping(values.as_ptr(), buffer.ptr.as_ptr(), values.len())
-        };
-        Ok(buffer)
-    }
-
     /// The elements as a slice.
     pub fn as_slice(&self) -> &[T] {
         // SAFETY: `ptr` points at `len` initialised owned elements (or dangles, aligned, if empty).
@@ -158,7 +149,7 @@ impl<T: Element, const ALIGN: usize> Clone for AlignedBuffer<T, ALIGN> {
     /// # Panics
     /// If the copy cannot be allocated (as `Vec::clone` does).
     fn clone(&self) -> Self {
-        Self::copy_of(self).expect("AlignedBuffer::clone: out of memory")
+        Self::try_from(self.as_slice()).expect("AlignedBuffer::clone: out of memory")
     }
 }
 
@@ -177,14 +168,19 @@ impl<T: Element + PartialEq, const ALIGN: usize> PartialEq for AlignedBuffer<T, 
 impl<T: Element> AlignedBuffer<T> {
     /// A 64-byte aligned copy of `values` (other alignments: `AlignedBuffer::<T, A>::try_from`).
     pub fn from_slice(values: &[T]) -> Result<Self, Error> {
-        Self::copy_of(values)
+        Self::try_from(values)
     }
 }
 
 impl<T: Element, const ALIGN: usize> TryFrom<&[T]> for AlignedBuffer<T, ALIGN> {
     type Error = Error;
     fn try_from(values: &[T]) -> Result<Self, Error> {
-        Self::copy_of(values)
+        let buffer = Self::allocate(values.len(), false)?;
+        // SAFETY: the new allocation holds `values.len()` elements and cannot overlap `values`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(values.as_ptr(), buffer.ptr.as_ptr(), values.len())
+        };
+        Ok(buffer)
     }
 }
 

@@ -11,7 +11,7 @@ use crate::ffi::{
     DLPACK_FLAG_BITMASK_READ_ONLY,
 };
 use crate::safe::borrow::BorrowToken;
-use crate::safe::{Error, Validated};
+use crate::safe::{Error, Kind, Validated};
 
 /// The head of an export's block, managed struct first; `2 * ndim` `i64`s (shape, then strides)
 /// follow. `ndim` is kept here so the deleter's layout depends on nothing a consumer can touch.
@@ -117,18 +117,20 @@ unsafe extern "C" fn delete_block<M, K, const PLAIN: bool>(ptr: *mut M) {
     }
 }
 
-/// The two managed-struct kinds an export can produce.
-pub(crate) trait ManagedStruct: Sized {
+/// The managed struct an export is packed as; its owner is [`Managed<Self>`](crate::safe::Managed).
+pub(crate) trait PackAs: Kind + Sized {
+    /// Whether the struct has flags (`READ_ONLY`): only the versioned one does.
+    const HAS_FLAGS: bool;
     fn new(
         tensor: DLTensor,
         flags: u64,
         ctx: *mut c_void,
         deleter: unsafe extern "C" fn(*mut Self),
     ) -> Self;
-    fn tensor_mut(&mut self) -> &mut DLTensor;
 }
 
-impl ManagedStruct for DLManagedTensor {
+impl PackAs for DLManagedTensor {
+    const HAS_FLAGS: bool = false;
     fn new(
         dl_tensor: DLTensor,
         _flags: u64,
@@ -141,12 +143,10 @@ impl ManagedStruct for DLManagedTensor {
             deleter: Some(deleter),
         }
     }
-    fn tensor_mut(&mut self) -> &mut DLTensor {
-        &mut self.dl_tensor
-    }
 }
 
-impl ManagedStruct for DLManagedTensorVersioned {
+impl PackAs for DLManagedTensorVersioned {
+    const HAS_FLAGS: bool = true;
     fn new(
         dl_tensor: DLTensor,
         flags: u64,
@@ -161,15 +161,12 @@ impl ManagedStruct for DLManagedTensorVersioned {
             dl_tensor,
         }
     }
-    fn tensor_mut(&mut self) -> &mut DLTensor {
-        &mut self.dl_tensor
-    }
 }
 
 /// The funnel of every export: moves validated metadata and `keepalive` into one heap block
 /// (strides always written) and takes the [`Readers`] borrow, dropping `keepalive` on error.
 /// `data_from_keepalive` retakes the data pointer from the keepalive in its final place.
-pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
+pub(crate) fn build_validated<M: PackAs, K: Send + 'static>(
     keepalive: K,
     validated: Validated,
     flags: u64,
@@ -213,8 +210,14 @@ pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
                 }
             }
         }
+        // The keepalive first, in its final place, where `data_from_keepalive` reads the pointer.
+        (&raw mut (*header).keepalive).write(keepalive);
+        let data = match data_from_keepalive {
+            Some(data_of) => data_of(&mut (*header).keepalive),
+            None => info.data,
+        };
         let tensor = DLTensor {
-            data: info.data,
+            data,
             device: info.device,
             ndim: ndim as i32,
             dtype: info.dtype,
@@ -222,16 +225,10 @@ pub(crate) fn build_validated<M: ManagedStruct, K: Send + 'static>(
             strides,
             byte_offset: info.byte_offset,
         };
-        header.write(Header {
-            managed: M::new(tensor, flags, block.cast(), deleter),
-            ndim,
-            borrow,
-            keepalive,
-        });
-        if let Some(data_of) = data_from_keepalive {
-            let data = data_of(&mut (*header).keepalive);
-            (*header).managed.tensor_mut().data = data;
-        }
+        let managed = M::new(tensor, flags, block.cast(), deleter);
+        (&raw mut (*header).managed).write(managed);
+        (&raw mut (*header).ndim).write(ndim);
+        (&raw mut (*header).borrow).write(borrow);
     }
     // SAFETY: `block` is non-NULL (checked above) and starts with the managed struct.
     Ok(unsafe { NonNull::new_unchecked(block.cast::<M>()) })

@@ -136,16 +136,6 @@ unsafe impl<T: Element> SharedBuffer for Arc<[T]> {}
 // SAFETY: every clone points at one `B`, never moved, reached only through `&B`.
 unsafe impl<B: Buffer + Send + Sync + 'static> SharedBuffer for Arc<B> {}
 
-/// The read pointer of a buffer in its final place (for `block::build_validated`).
-pub(crate) fn read_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
-    buffer.data_ptr().cast()
-}
-
-/// The write pointer of a buffer in its final place (for `block::build_validated`).
-pub(crate) fn write_ptr<B: Buffer>(buffer: &mut B) -> *mut core::ffi::c_void {
-    buffer.data_ptr_mut().cast()
-}
-
 /// Extents or strides of any integer type as `i64`s ([`Error::Overflow`] if one does not fit).
 pub(crate) fn to_i64s<D: Copy + TryInto<i64>>(values: &[D]) -> Result<Vec<i64>, Error> {
     values

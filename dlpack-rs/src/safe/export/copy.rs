@@ -1,31 +1,22 @@
 //! Copying a tensor into compact, 64-byte aligned host storage, without aborting on OOM.
 
-use alloc::vec::Vec;
 use core::ffi::c_void;
 
 use crate::ffi::{DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_IS_COPIED};
 use crate::safe::import::{Kind, Managed, ManagedTensorVersioned};
 use crate::safe::layout::{compact_strides, is_c_contiguous};
-use crate::safe::{cpu_device, element_bits, Error, TensorInfo, Validated};
+use crate::safe::{
+    cpu_device, element_bits, host_viewable, pack_validated, AlignedBuffer, Error, Readers,
+    TensorInfo, Validated,
+};
 
-/// One 64-byte aligned unit (what jax needs to share memory).
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Chunk([u8; 64]);
-
-/// Zeroed, 64-byte aligned storage of at least one chunk (never dangling).
-pub(crate) struct AlignedBytes(Vec<Chunk>);
+/// Zeroed, 64-byte aligned storage of at least one byte (never dangling).
+pub(crate) struct AlignedBytes(AlignedBuffer<u8>);
 
 impl AlignedBytes {
-    /// `nbytes` zeroed bytes, or [`Error::OutOfMemory`].
+    /// `nbytes` zeroed bytes, or [`Error::OutOfMemory`] ([`Error::Overflow`] past `isize::MAX`).
     pub(crate) fn zeroed(nbytes: usize) -> Result<Self, Error> {
-        let chunks = nbytes.div_ceil(64).max(1);
-        let mut storage = Vec::new();
-        storage
-            .try_reserve_exact(chunks)
-            .map_err(|_| Error::OutOfMemory)?;
-        storage.resize(chunks, Chunk([0; 64]));
-        Ok(AlignedBytes(storage))
+        AlignedBuffer::zeroed(nbytes.max(1)).map(AlignedBytes)
     }
 
     /// The first byte, with write permission (from `&mut`).
@@ -127,19 +118,19 @@ impl<K: Kind> Managed<K> {
     /// # Ok::<(), dlpack_rs::safe::Error>(())
     /// ```
     pub fn copy(&self) -> Result<ManagedTensorVersioned, Error> {
-        crate::safe::host_viewable(self.device())?;
+        host_viewable(self.device())?;
         let _source = self.borrow_addressed(false)?;
-        let source = crate::safe::Validated::new(self.tensor_info())?;
+        let source = Validated::new(self.tensor_info())?;
         // SAFETY: host memory alive while `self` is, borrowed (shared) above.
-        let (storage, copy) = unsafe { crate::safe::copy_described(&source) }?;
+        let (storage, copy) = unsafe { copy_described(&source) }?;
         // SAFETY: `copy` describes the new storage, which the keepalive owns alone; writable.
         unsafe {
-            crate::safe::pack_validated::<DLManagedTensorVersioned, _>(
+            pack_validated::<DLManagedTensorVersioned, _>(
                 storage,
                 copy,
                 DLPACK_FLAG_BITMASK_IS_COPIED,
-                crate::safe::Readers::ExportOnly,
-                Some(crate::safe::AlignedBytes::as_mut_ptr),
+                Readers::ExportOnly,
+                Some(AlignedBytes::as_mut_ptr),
             )
         }
     }

@@ -10,12 +10,9 @@ pub(super) mod shared_mut;
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use crate::ffi::{
-    DLDataType, DLManagedTensor, DLManagedTensorVersioned, DLPACK_FLAG_BITMASK_READ_ONLY,
-};
-use crate::safe::export::block::build_validated;
-use crate::safe::export::buffer::{read_ptr, to_i64s, write_ptr};
-use crate::safe::export::pack::PackAs;
+use crate::ffi::{DLDataType, DLPACK_FLAG_BITMASK_READ_ONLY};
+use crate::safe::export::block::{build_validated, PackAs};
+use crate::safe::export::buffer::to_i64s;
 use crate::safe::import::{Managed, ManagedTensor, ManagedTensorVersioned};
 use crate::safe::layout::tensor_info::Validated;
 use crate::safe::{Buffer, Element, Error, Packing, Readers, TensorInfo};
@@ -79,17 +76,13 @@ impl<B: Buffer + Send + 'static> Export<B> {
     }
 
     /// The buffer's [`Buffer::stream_order`], for a holder that outlives the builder.
-    ///
-    /// ```
-    /// use dlpack_rs::safe::Export;
-    /// assert!(Export::new(vec![1.0f32]).stream_order().is_none());
-    /// ```
     pub fn stream_order(&self) -> Option<alloc::sync::Arc<dyn crate::safe::StreamOrder>> {
         self.buffer.stream_order()
     }
 
-    /// Checks the layout against the buffer; returns the buffer, its metadata and read-only flag.
-    fn into_parts(self) -> Result<(B, Validated, bool), Error> {
+    /// Checks the layout against the buffer and packs it as `M`, `READ_ONLY` when the builder or
+    /// the buffer says so ([`Error::ReadOnly`] then for a legacy struct).
+    fn build<M: PackAs>(self) -> Result<Managed<M>, Error> {
         let elements = self.buffer.num_elements();
         let (dtype, len, packing) = match self.packed {
             Some(dtype) => {
@@ -132,21 +125,38 @@ impl<B: Buffer + Send + 'static> Export<B> {
                 max: extent.max,
             });
         }
-        Ok((self.buffer, info, self.read_only))
+        let (flags, data_of): (u64, fn(&mut B) -> *mut c_void) =
+            if self.read_only || !self.buffer.is_writable() {
+                if !M::HAS_FLAGS {
+                    return Err(Error::ReadOnly);
+                }
+                (DLPACK_FLAG_BITMASK_READ_ONLY, |b| b.data_ptr().cast())
+            } else {
+                (0, |b| b.data_ptr_mut().cast())
+            };
+        // In place: the `Buffer` contract says dropping the buffer never calls into Python.
+        let ptr = build_validated::<M, B>(
+            self.buffer,
+            info,
+            flags,
+            Readers::ExportOnly,
+            Some(data_of),
+            true,
+        )?;
+        // SAFETY: checked above to address only the buffer's memory, which the `Buffer` contract
+        // keeps in place; it is written only through `data_ptr_mut`, whose pointer the export
+        // gets only when not flagged `READ_ONLY`. A block of kind `M`, owned by nobody else.
+        Ok(unsafe { Managed::from_parts(ptr.cast(), M::HAS_FLAGS) })
     }
 
     /// Builds a versioned managed tensor (`READ_ONLY` when the buffer or builder says so).
     pub fn versioned(self) -> Result<ManagedTensorVersioned, Error> {
-        let (buffer, info, read_only) = self.into_parts()?;
-        // SAFETY: `into_parts` checked the layout stays inside the buffer.
-        unsafe { pack_buffer::<DLManagedTensorVersioned, B>(buffer, info, read_only) }
+        self.build()
     }
 
     /// Builds a legacy managed tensor; [`Error::ReadOnly`] for a read-only export.
     pub fn legacy(self) -> Result<ManagedTensor, Error> {
-        let (buffer, info, read_only) = self.into_parts()?;
-        // SAFETY: as in `versioned`.
-        unsafe { pack_buffer::<DLManagedTensor, B>(buffer, info, read_only) }
+        self.build()
     }
 }
 
@@ -168,37 +178,4 @@ impl<B: Buffer<Elem = u8> + Send + 'static> Export<B> {
         self.packed = Some(dtype);
         self
     }
-}
-
-/// Packs `buffer` over its checked layout as `M`, `READ_ONLY` when `read_only` or the buffer is
-/// not writable ([`Error::ReadOnly`] then for a legacy struct).
-///
-/// # Safety
-/// `info` addresses only `buffer`'s memory (kept in place by the `Buffer` contract).
-pub(crate) unsafe fn pack_buffer<M: PackAs, B: Buffer + Send + 'static>(
-    buffer: B,
-    info: Validated,
-    read_only: bool,
-) -> Result<Managed<M>, Error> {
-    let (flags, data_of): (u64, fn(&mut B) -> *mut c_void) = if read_only || !buffer.is_writable() {
-        if !M::HAS_FLAGS {
-            return Err(Error::ReadOnly);
-        }
-        (DLPACK_FLAG_BITMASK_READ_ONLY, read_ptr::<B>)
-    } else {
-        (0, write_ptr::<B>)
-    };
-    // The `Buffer` contract: dropping the buffer never calls into Python, so in place.
-    let ptr = build_validated::<M, B>(
-        buffer,
-        info,
-        flags,
-        Readers::ExportOnly,
-        Some(data_of),
-        true,
-    )?;
-    // SAFETY: this function's contract; the memory is written only through `data_ptr_mut`,
-    // whose pointer the export gets only when not flagged `READ_ONLY`. A block of kind `M`
-    // (versioned exactly when it has flags), owned by nobody else.
-    Ok(unsafe { Managed::from_parts(ptr.cast(), M::HAS_FLAGS) })
 }

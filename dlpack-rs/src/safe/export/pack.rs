@@ -3,8 +3,8 @@
 use core::ptr::NonNull;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned};
-use crate::safe::export::block::{build_validated, ManagedStruct, Readers};
-use crate::safe::{Error, Kind, Managed, TensorInfo, Validated};
+use crate::safe::export::block::{build_validated, PackAs, Readers};
+use crate::safe::{Error, Managed, TensorInfo, Validated};
 
 /// Wraps `keepalive` and `info` in a legacy [`DLManagedTensor`] whose deleter drops `keepalive`.
 ///
@@ -40,19 +40,6 @@ pub fn try_pack<K: Send + 'static>(
 ///
 /// # Panics
 /// If `info` is invalid; [`try_pack_versioned`] returns the error instead.
-///
-/// ```
-/// use dlpack_rs::ffi::DLPACK_FLAG_BITMASK_READ_ONLY;
-/// use dlpack_rs::safe::{pack_versioned, cpu_device, dtype_u8, TensorInfo};
-///
-/// let mut data = vec![0u8; 6];
-/// let info = TensorInfo::contiguous(data.as_mut_ptr().cast(), cpu_device(), dtype_u8(), vec![2, 3]);
-/// let mt = pack_versioned(data, info, DLPACK_FLAG_BITMASK_READ_ONLY);
-/// unsafe {
-///     assert_eq!((*mt).version.minor, 3);
-///     ((*mt).deleter.unwrap())(mt);
-/// }
-/// ```
 pub fn pack_versioned<K: Send + 'static>(
     keepalive: K,
     info: TensorInfo,
@@ -80,20 +67,6 @@ pub fn try_pack_versioned<K: Send + 'static>(
         false,
     )
     .map(NonNull::as_ptr)
-}
-
-/// The managed struct an owned export is packed as; its owner is [`Managed<Self>`](Managed).
-pub(crate) trait PackAs: ManagedStruct + Kind {
-    /// Whether the struct has flags (`READ_ONLY`): only the versioned one does.
-    const HAS_FLAGS: bool;
-}
-
-impl PackAs for DLManagedTensor {
-    const HAS_FLAGS: bool = false;
-}
-
-impl PackAs for DLManagedTensorVersioned {
-    const HAS_FLAGS: bool = true;
 }
 
 /// [`try_pack_versioned`] returning an owner; `data_of` and `readers` as in [`build_validated`].

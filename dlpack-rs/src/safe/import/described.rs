@@ -5,7 +5,7 @@ use core::ffi::c_void;
 
 use crate::ffi::{DLDataType, DLDevice, DLTensor};
 use crate::safe::import::views::{replace_external, External, Parts};
-use crate::safe::import::{raw_shape, raw_strides, validate};
+use crate::safe::import::{first_address, raw_shape, raw_strides, validate};
 use crate::safe::Error;
 
 /// Dimensions kept without a heap allocation (shape and strides side by side).
@@ -69,17 +69,8 @@ impl Described {
             }
             Dims::Heap(dims.into_boxed_slice())
         };
-        let first = if t.data.is_null() {
-            core::ptr::null_mut()
-        } else {
-            // Validated: the offset fits in isize; never dereferenced here.
-            t.data
-                .cast::<u8>()
-                .wrapping_add(t.byte_offset as usize)
-                .cast()
-        };
         Ok(Described {
-            first,
+            first: first_address(t),
             dtype: t.dtype,
             device: t.device,
             ndim: ndim as u16,

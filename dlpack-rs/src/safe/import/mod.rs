@@ -106,6 +106,19 @@ pub(crate) unsafe fn validate(t: &DLTensor) -> Result<(), Error> {
     check(shape, strides, t.dtype, t.byte_offset, t.data.is_null()).map(|_| ())
 }
 
+/// The address of a validated `t`'s first element (`data + byte_offset`), NULL for NULL data.
+#[inline]
+pub(crate) fn first_address(t: &DLTensor) -> *mut c_void {
+    if t.data.is_null() {
+        return core::ptr::null_mut();
+    }
+    // Validated: the offset fits in isize; wrapping_add suits device pointers too.
+    t.data
+        .cast::<u8>()
+        .wrapping_add(t.byte_offset as usize)
+        .cast()
+}
+
 /// # Safety
 /// `t.ndim >= 0`, and `t.shape` points at `ndim` `i64`s when `ndim > 0`.
 pub(crate) unsafe fn raw_shape(t: &DLTensor) -> &[i64] {
@@ -147,19 +160,19 @@ impl<K: Kind> Managed<K> {
         }
     }
 
+    /// The versioned struct, when that is the kind owned.
+    #[inline]
+    fn versioned_struct(&self) -> Option<&DLManagedTensorVersioned> {
+        // SAFETY: `ptr` is a live managed struct of the kind `versioned` says until Drop.
+        self.versioned.then(|| unsafe { self.ptr.cast().as_ref() })
+    }
+
     /// The underlying `DLTensor` (validated at construction).
     pub fn raw_tensor(&self) -> &DLTensor {
-        // SAFETY: `ptr` is a live managed struct of the kind `versioned` says until Drop.
-        unsafe {
-            if self.versioned {
-                &self
-                    .ptr
-                    .cast::<DLManagedTensorVersioned>()
-                    .as_ref()
-                    .dl_tensor
-            } else {
-                &self.ptr.cast::<DLManagedTensor>().as_ref().dl_tensor
-            }
+        match self.versioned_struct() {
+            Some(m) => &m.dl_tensor,
+            // SAFETY: a live legacy struct until Drop (`versioned` is false).
+            None => unsafe { &self.ptr.cast::<DLManagedTensor>().as_ref().dl_tensor },
         }
     }
 
@@ -208,12 +221,7 @@ impl<K: Kind> Managed<K> {
 
     /// The producer's `DLPACK_FLAG_BITMASK_*` flags (0 if legacy), plus this owner's `READ_ONLY`.
     pub fn flags(&self) -> u64 {
-        let producer = if self.versioned {
-            // SAFETY: a live versioned struct until Drop.
-            unsafe { self.ptr.cast::<DLManagedTensorVersioned>().as_ref().flags }
-        } else {
-            0
-        };
+        let producer = self.versioned_struct().map_or(0, |m| m.flags);
         if self.read_only {
             producer | DLPACK_FLAG_BITMASK_READ_ONLY
         } else {
@@ -280,15 +288,7 @@ impl<K: Kind> Managed<K> {
 
     /// The address of the first element (`data + byte_offset`), or NULL for a NULL data pointer.
     pub fn data_ptr(&self) -> *mut c_void {
-        let t = self.raw_tensor();
-        if t.data.is_null() {
-            return core::ptr::null_mut();
-        }
-        // Validated: the offset fits in isize; wrapping_add suits device pointers too.
-        t.data
-            .cast::<u8>()
-            .wrapping_add(t.byte_offset as usize)
-            .cast()
+        first_address(self.raw_tensor())
     }
 
     /// The metadata as a [`TensorInfo`] (strides `None` when the producer sent NULL).
@@ -327,6 +327,25 @@ impl<K: Kind> Managed<K> {
     pub(crate) unsafe fn drop_raw_parts(ptr: NonNull<c_void>, versioned: bool) {
         // SAFETY: the caller's contract.
         drop(unsafe { Managed::<AnyKind>::from_parts(ptr, versioned) });
+    }
+
+    /// The same owner, of a kind known at run time.
+    pub fn into_any(self) -> AnyManaged {
+        self.recast()
+    }
+
+    /// The same owner under another kind; callers check the run-time kind first.
+    fn recast<L: Kind>(self) -> Managed<L> {
+        let this = core::mem::ManuallyDrop::new(self);
+        Managed {
+            ptr: this.ptr,
+            versioned: this.versioned,
+            read_only: this.read_only,
+            leak_if: this.leak_if,
+            guard: this.guard,
+            external: this.external,
+            _kind: PhantomData,
+        }
     }
 }
 
@@ -442,27 +461,6 @@ impl Managed<AnyKind> {
             return Err(self);
         }
         Ok(self.recast())
-    }
-}
-
-impl<K: Kind> Managed<K> {
-    /// The same owner, of a kind known at run time.
-    pub fn into_any(self) -> AnyManaged {
-        self.recast()
-    }
-
-    /// The same owner under another kind; callers check the run-time kind first.
-    fn recast<L: Kind>(self) -> Managed<L> {
-        let this = core::mem::ManuallyDrop::new(self);
-        Managed {
-            ptr: this.ptr,
-            versioned: this.versioned,
-            read_only: this.read_only,
-            leak_if: this.leak_if,
-            guard: this.guard,
-            external: this.external,
-            _kind: PhantomData,
-        }
     }
 }
 

@@ -73,13 +73,11 @@ impl<K: Kind> Managed<K> {
     }
 
     /// The first element of a non-empty tensor as a `*mut T`: non-NULL and aligned for `T`.
-    #[cfg_attr(not(feature = "cudarc"), allow(dead_code))] // the CUDA import's
     pub(crate) fn first_element<T: Element>(&self) -> Result<*mut T, Error> {
         first_of::<T>(self.data_ptr())
     }
 
     /// Borrows the bytes the tensor's elements address ([`addressed_token`]).
-    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
     pub(crate) fn borrow_addressed(&self, exclusive: bool) -> Result<BorrowToken, Error> {
         let token = addressed_token(
             self.data_ptr(),
@@ -93,20 +91,12 @@ impl<K: Kind> Managed<K> {
         unsafe { take_external(self.external, token, exclusive) }
     }
 
-    /// [`Parts::slice`] of this owner.
-    pub(crate) fn slice_parts<T: Element>(
-        &self,
-        exclusive: bool,
-    ) -> Result<(*mut T, usize, BorrowToken), Error> {
-        // SAFETY: validated; memory and external context live until the owner, after its views.
-        unsafe { self.parts().slice::<T>(exclusive) }
-    }
-
     /// The elements as a shared slice guard: needs host memory, C-contiguous layout, `T`'s dtype,
     /// alignment, valid values, and no mutable view of the bytes ([`Error::AlreadyBorrowed`]).
     pub fn as_slice<T: Element>(&self) -> Result<ReadGuard<'_, &[T]>, Error> {
-        let (ptr, len, token) = self.slice_parts::<T>(false)?;
-        // SAFETY: checked and borrowed by `slice_parts`, alive while `self` is; the token ends
+        // SAFETY: validated; memory and external context live until the owner, after its views.
+        let (ptr, len, token) = unsafe { self.parts().slice::<T>(false) }?;
+        // SAFETY: checked and borrowed by `Parts::slice`, alive while `self` is; the token ends
         // with the guard, which borrows `self`.
         Ok(ReadGuard::new(
             unsafe { core::slice::from_raw_parts(ptr, len) },
@@ -119,8 +109,9 @@ impl<K: Kind> Managed<K> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
-        let (ptr, len, token) = self.slice_parts::<T>(true)?;
-        // SAFETY: checked and borrowed exclusively by `slice_parts`; not READ_ONLY; the token
+        // SAFETY: as in `as_slice`.
+        let (ptr, len, token) = unsafe { self.parts().slice::<T>(true) }?;
+        // SAFETY: checked and borrowed exclusively by `Parts::slice`; not READ_ONLY; the token
         // ends with the guard, which borrows `self` mutably.
         Ok(WriteGuard::new(
             unsafe { core::slice::from_raw_parts_mut(ptr, len) },

@@ -3,7 +3,8 @@
 use alloc::vec::Vec;
 use core::ffi::c_void;
 
-use crate::ffi::{DLDataType, DLDevice};
+use crate::ffi::{DLDataType, DLDevice, DLDeviceType};
+use crate::safe::borrow::BorrowToken;
 use crate::safe::layout::{check, Extent};
 use crate::safe::Error;
 
@@ -34,13 +35,6 @@ impl TensorInfo {
     pub const MAX_NDIM: usize = crate::safe::error::MAX_NDIM;
 
     /// Metadata of a compact row-major tensor.
-    ///
-    /// ```
-    /// use dlpack_rs::safe::{cpu_device, dtype_f32, TensorInfo};
-    /// let mut data = vec![1.0f32, 2.0, 3.0, 4.0];
-    /// let info = TensorInfo::contiguous(data.as_mut_ptr().cast(), cpu_device(), dtype_f32(), vec![2, 2]);
-    /// assert_eq!(info.numel(), Ok(4));
-    /// ```
     pub fn contiguous(
         data: *mut c_void,
         device: DLDevice,
@@ -128,39 +122,25 @@ impl Validated {
         self.info
     }
 
-    /// Borrows every byte the metadata addresses (nothing if empty or not [`in_unified_addresses`]).
-    pub(crate) fn borrow(
-        &self,
-        exclusive: bool,
-    ) -> Result<crate::safe::borrow::BorrowToken, Error> {
+    /// Borrows every byte the metadata addresses: nothing if empty, or outside the process's one
+    /// address space (host, CUDA, ROCm), where pointers of other devices may collide.
+    pub(crate) fn borrow(&self, exclusive: bool) -> Result<BorrowToken, Error> {
         let (info, extent) = (&self.info, self.extent);
-        if extent.numel == 0 || !in_unified_addresses(info.device) {
-            return Ok(crate::safe::borrow::BorrowToken::EMPTY);
+        let t = info.device.device_type;
+        let unified = t.is_host_accessible() || t == DLDeviceType::CUDA || t == DLDeviceType::ROCM;
+        if extent.numel == 0 || !unified {
+            return Ok(BorrowToken::EMPTY);
         }
         // Validated: the addressed bytes lie within an isize of `data`.
         let first = (info.data as usize).wrapping_add(info.byte_offset as usize);
-        crate::safe::borrow::BorrowToken::acquire_elements(
-            first,
-            extent.min,
-            extent.max,
-            crate::safe::element_bits(info.dtype),
-            exclusive,
-        )
+        let bits = crate::safe::element_bits(info.dtype);
+        BorrowToken::acquire_elements(first, extent.min, extent.max, bits, exclusive)
     }
-}
-
-/// Whether the memory lies in the process's one address space (host, CUDA and ROCm memory), as
-/// the registry needs; other devices' pointers may be colliding handles.
-pub(crate) fn in_unified_addresses(device: crate::ffi::DLDevice) -> bool {
-    use crate::ffi::DLDeviceType;
-    let t = device.device_type;
-    t.is_host_accessible() || t == DLDeviceType::CUDA || t == DLDeviceType::ROCM
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::safe::borrow::BorrowToken;
     use crate::safe::{cpu_device, dtype_f32, dtype_u8, Error};
     use alloc::vec;
 
