@@ -43,7 +43,7 @@ struct Mirror {
     grad: AtomicUsize,
     get: AtomicPtr<()>,
     closure: AtomicUsize,
-    version: AtomicUsize,
+    /// The type's version tag, also the direct getter's.
     tag: AtomicU32,
 }
 
@@ -57,7 +57,6 @@ impl Mirror {
             grad: AtomicUsize::new(0),
             get: AtomicPtr::new(core::ptr::null_mut()),
             closure: AtomicUsize::new(0),
-            version: AtomicUsize::new(0),
             tag: AtomicU32::new(0),
         }
     }
@@ -72,20 +71,19 @@ impl Mirror {
         let grad = self.grad.load(Ordering::Relaxed);
         let get = self.get.load(Ordering::Relaxed);
         let closure = self.closure.load(Ordering::Relaxed);
-        let version = self.version.load(Ordering::Relaxed);
         let tag = self.tag.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
         if self.seq.load(Ordering::Relaxed) != before {
             return None;
         }
         // SAFETY: `write` stored these words, from one `Grad::to_words`, under this sequence.
-        let grad = unsafe { Grad::from_words(grad, get, closure, version) };
+        let grad = unsafe { Grad::from_words(grad, get, closure, tag) };
         Some((api, grad, tag))
     }
 
-    /// Publishes an entry. Only under the cache's mutex (one writer at a time).
+    /// Publishes an entry (a direct getter's version is `tag`). Only under the cache's mutex.
     fn write(&self, key: usize, api: usize, grad: Grad, tag: u32) {
-        let (kind, get, closure, version) = grad.to_words();
+        let (kind, get, closure) = grad.to_words();
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
@@ -94,7 +92,6 @@ impl Mirror {
         self.grad.store(kind, Ordering::Relaxed);
         self.get.store(get, Ordering::Relaxed);
         self.closure.store(closure, Ordering::Relaxed);
-        self.version.store(version, Ordering::Relaxed);
         self.tag.store(tag, Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
