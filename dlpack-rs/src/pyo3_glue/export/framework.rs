@@ -2,9 +2,10 @@
 
 use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyString, PyType};
 
 use crate::ffi::DLDeviceType;
+use crate::pyo3_glue::runtime::cpython::imported_module;
 use crate::pyo3_glue::runtime::errors::pending_error;
 use crate::pyo3_glue::runtime::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
@@ -71,17 +72,12 @@ fn importer<'py>(ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>>
         .and_then(|m| m.extract())
         .unwrap_or_default();
     let package = match module.split('.').next().unwrap_or_default() {
-        "numpy" => py.import("numpy")?.into_any(),
-        "torch" => py.import("torch")?.into_any(),
         "jax" | "jaxlib" => py.import("jax.numpy")?.into_any(),
         "" | "builtins" => return Ok(None),
-        other => match py
-            .import("sys")?
-            .getattr(pyo3::intern!(py, "modules"))?
-            .get_item(other)
-        {
-            Ok(package) => package,
-            Err(_) => return Ok(None),
+        // Imported already: its type exists.
+        other => match imported_module(py, &PyString::new(py, other))? {
+            Some(package) => package,
+            None => return Ok(None),
         },
     };
     Ok(package.getattr(pyo3::intern!(py, "from_dlpack")).ok())
@@ -106,7 +102,7 @@ fn numpy_dtype_hint(
          only; numpy 2.5 also bfloat16 and FP8 once ml_dtypes is installed): hand the tensor to \
          torch.from_dlpack or jax.numpy.from_dlpack instead, or convert it to a dtype numpy has \
          first",
-        crate::pyo3_glue::runtime::errors::dtype_name(dtype)
+        dtype.name()
     ));
     hint.set_cause(py, Some(err));
     hint

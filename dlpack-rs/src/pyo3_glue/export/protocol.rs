@@ -58,15 +58,12 @@ impl DLPackArgs {
         });
         let copy = match copy.filter(|c| !c.is_none()) {
             None => None,
-            Some(c) => match c.cast::<PyBool>() {
-                Ok(b) => Some(b.is_true()),
-                Err(_) => {
-                    return Err(PyValueError::new_err(format!(
-                        "copy must be None, True or False, not {}",
-                        type_name(&c)
-                    )))
-                }
-            },
+            Some(c) => Some(c.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "copy must be None, True or False, not {}",
+                    type_name(&c)
+                ))
+            })?),
         };
         Ok(DLPackArgs {
             stream,
