@@ -17,7 +17,9 @@ use crate::ffi::{
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
     DLPackSetError, DLPackVersion, DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME,
 };
-use crate::pyo3_glue::export::class_export::{class_capsule, export_dlpack_device, ClassRoute};
+use crate::pyo3_glue::export::class_export::{
+    class_capsule, export_dlpack_device, ClassRoute, RoutedClass,
+};
 use crate::pyo3_glue::export::dlpack_method::CapsuleObject;
 use crate::pyo3_glue::export::protocol::{ordered_stream, DLPackArgs};
 use crate::pyo3_glue::runtime::errors::tuple_of;
@@ -292,14 +294,10 @@ pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
 }
 
 /// `managed_tensor_from_py_object_no_sync` for class `T`.
-pub(crate) unsafe extern "C" fn from_py_object<T>(
+pub(crate) unsafe extern "C" fn from_py_object<T: RoutedClass>(
     py_object: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,
-) -> c_int
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+) -> c_int {
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {
         guarded(|py| {
@@ -455,14 +453,10 @@ pub(crate) struct StaticApi(pub(crate) DLPackExchangeAPI);
 unsafe impl Sync for StaticApi {}
 
 /// A table whose `managed_tensor_from_py_object_no_sync` exports instances of `T`.
-pub(crate) const fn table<T>(
+pub(crate) const fn table<T: RoutedClass>(
     to_py: DLPackManagedTensorToPyObjectNoSync,
     dltensor: DLPackDLTensorFromPyObjectNoSync,
-) -> DLPackExchangeAPI
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+) -> DLPackExchangeAPI {
     DLPackExchangeAPI {
         header: DLPackExchangeAPIHeader {
             version: DLPackVersion::CURRENT,
@@ -479,21 +473,13 @@ where
 /// One table per user class, a promoted constant (static storage).
 struct Tables<T>(core::marker::PhantomData<T>);
 
-impl<T> Tables<T>
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+impl<T: RoutedClass> Tables<T> {
     const API: StaticApi = StaticApi(table::<T>(Some(to_py_object), None));
 }
 
 /// The static exchange table of class `T`; only [`DLPackTensor`]'s lends a bare `DLTensor`.
 #[doc(hidden)]
-pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
-where
-    T: PyClass + 'static,
-    T::Frozen: ClassRoute<T>,
-{
+pub fn exchange_api<T: RoutedClass + 'static>() -> &'static DLPackExchangeAPI {
     if core::any::TypeId::of::<T>() == core::any::TypeId::of::<DLPackTensor>() {
         return &TENSOR_API.0;
     }
@@ -503,11 +489,9 @@ where
 
 /// The `__dlpack_c_exchange_api__` class attribute of `T`: a capsule of its table.
 #[doc(hidden)]
-pub fn class_exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
-where
-    T: PyClass + 'static,
-    T::Frozen: ClassRoute<T>,
-{
+pub fn class_exchange_api_capsule<T: RoutedClass + 'static>(
+    py: Python<'_>,
+) -> PyResult<Bound<'_, PyCapsule>> {
     let api = NonNull::from(exchange_api::<T>()).cast::<c_void>();
     // SAFETY: a static, immutable table, which consumers only read; the capsule owns nothing.
     unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }
