@@ -235,9 +235,10 @@ impl<O> RouteExport<O> {
         }
     }
 
-    /// Who else reads the memory: Rust, unless every such access is registered.
+    /// Who else reads the memory: Rust, unless the data is writable and every such access is
+    /// registered (read-only data keeps its borrow, also where a legacy export drops the flag).
     pub(crate) fn readers(&self) -> Readers {
-        if self.registered {
+        if self.registered && !self.read_only {
             Readers::ExportOnly
         } else {
             Readers::Rust
@@ -275,18 +276,13 @@ pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
         // SAFETY: this function's contract.
         return unsafe { export_host_copy(py, r, args) };
     }
-    // The owner's opt-in shares read-only data with a legacy consumer, trusting it not to write;
-    // the export keeps a read-only export's shared borrow.
+    // The owner's opt-in shares read-only data with a legacy consumer, trusting it not to write.
     let flags = if r.share && !args.versioned() {
         0
     } else {
         r.flags()
     };
-    let readers = if r.read_only {
-        Readers::Rust
-    } else {
-        r.readers()
-    };
+    let readers = r.readers();
     // SAFETY: this function's contract; Rust reads outside the export are in `readers`.
     unsafe { pack_capsule(py, r.owner, r.validated, flags, readers, args, None) }
 }
