@@ -109,6 +109,7 @@ fn numpy_dtype_hint(
 }
 
 /// The framework a tensor argument came from, to hand a result back with [`Returned::like`].
+#[derive(Debug)]
 pub struct Framework {
     ty: crate::pyo3_glue::PyKeepalive,
 }
@@ -137,12 +138,6 @@ impl Framework {
                     .unwrap_or_else(|| py.None()),
             ),
         }
-    }
-}
-
-impl core::fmt::Debug for Framework {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Framework").finish_non_exhaustive()
     }
 }
 
@@ -244,6 +239,7 @@ fixed_frameworks! {
 /// # fn main() {}
 /// ```
 #[must_use = "a Returned value hands its tensor over only when returned to Python"]
+#[derive(Debug)]
 pub struct Returned<F: ReturnTo> {
     tensor: ManagedTensorVersioned,
     to: F,
@@ -287,13 +283,5 @@ impl<'py, F: ReturnTo> IntoPyObject<'py> for Returned<F> {
 
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.to.hand_over(py, self.tensor)
-    }
-}
-
-impl<F: ReturnTo> core::fmt::Debug for Returned<F> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Returned")
-            .field("tensor", &self.tensor)
-            .finish_non_exhaustive()
     }
 }
