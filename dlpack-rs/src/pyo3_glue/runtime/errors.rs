@@ -63,15 +63,13 @@ pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
 }
 
 /// Extents or strides as Python writes a tuple (`(5,)`, `(*, *, 3)` for `None`).
-pub(crate) fn tuple_str<I: ExactSizeIterator<Item = Option<i64>>>(values: I) -> String {
-    let one = values.len() == 1;
+pub(crate) fn tuple_str(values: impl Iterator<Item = Option<i64>>) -> String {
     let parts: alloc::vec::Vec<String> = values
         .map(|v| v.map_or_else(|| "*".into(), |v| v.to_string()))
         .collect();
-    if one {
-        format!("({},)", parts[0])
-    } else {
-        format!("({})", parts.join(", "))
+    match parts.as_slice() {
+        [one] => format!("({one},)"),
+        _ => format!("({})", parts.join(", ")),
     }
 }
 
