@@ -14,8 +14,8 @@ use pyo3::{Borrowed, PyClass};
 
 use crate::ffi::{
     DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
-    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
-    DLPackSetError, DLPackVersion, DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME,
+    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackSetError, DLPackVersion, DLTensor,
+    DLPACK_EXCHANGE_API_CAPSULE_NAME,
 };
 use crate::pyo3_glue::export::class_export::{
     class_capsule, export_dlpack_device, ClassRoute, RoutedClass,
@@ -251,10 +251,7 @@ pub(crate) fn is_tensor_api(api: &DLPackExchangeAPI) -> bool {
     core::ptr::eq(api, &TENSOR_API.0)
 }
 
-pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor>(
-    Some(to_py_object),
-    Some(dltensor_view),
-));
+pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor>(Some(dltensor_view)));
 
 /// Runs an exchange function's body after joining the registry (an error or panic gives -1).
 /// # Safety
@@ -454,7 +451,6 @@ unsafe impl Sync for StaticApi {}
 
 /// A table whose `managed_tensor_from_py_object_no_sync` exports instances of `T`.
 pub(crate) const fn table<T: RoutedClass>(
-    to_py: DLPackManagedTensorToPyObjectNoSync,
     dltensor: DLPackDLTensorFromPyObjectNoSync,
 ) -> DLPackExchangeAPI {
     DLPackExchangeAPI {
@@ -464,7 +460,7 @@ pub(crate) const fn table<T: RoutedClass>(
         },
         managed_tensor_allocator: Some(allocator),
         managed_tensor_from_py_object_no_sync: Some(from_py_object::<T>),
-        managed_tensor_to_py_object_no_sync: to_py,
+        managed_tensor_to_py_object_no_sync: Some(to_py_object),
         dltensor_from_py_object_no_sync: dltensor,
         current_work_stream: Some(current_work_stream),
     }
@@ -474,7 +470,7 @@ pub(crate) const fn table<T: RoutedClass>(
 struct Tables<T>(core::marker::PhantomData<T>);
 
 impl<T: RoutedClass> Tables<T> {
-    const API: StaticApi = StaticApi(table::<T>(Some(to_py_object), None));
+    const API: StaticApi = StaticApi(table::<T>(None));
 }
 
 /// The static exchange table of class `T`; only [`DLPackTensor`]'s lends a bare `DLTensor`.
