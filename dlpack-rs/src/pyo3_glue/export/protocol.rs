@@ -260,9 +260,7 @@ impl<O> RouteExport<O> {
 
 /// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for.
 /// # Safety
-/// `r` comes from a `ClassRoute`, or from [`RouteExport::kept_by`] within its contract: its
-/// keepalive keeps the described memory valid, initialised and in place, writable unless
-/// read-only; `registered` only if every Rust access outside the export holds a registry borrow.
+/// `r` keeps the `ClassRoute` contract (made by one, or by [`RouteExport::kept_by`] within its).
 pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
     py: Python<'py>,
     r: RouteExport<O>,
