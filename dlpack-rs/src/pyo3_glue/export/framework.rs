@@ -11,23 +11,26 @@ use crate::pyo3_glue::runtime::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
-/// Hands `tensor` to the framework whose tensor type is `ty`, as `ReturnTo::hand_over` says.
-/// A tensor it may not represent skips the table, which would steal (and may leak) it.
+/// Hands `tensor` to the framework whose tensor type is `ty` (none: a `dlpack_rs.Tensor`), as
+/// `ReturnTo::hand_over` says. A tensor it may not represent skips the table, which would steal
+/// (and may leak) it.
 fn hand_to_type<'py>(
-    ty: &Bound<'py, PyType>,
+    py: Python<'py>,
+    ty: Option<&Bound<'py, PyType>>,
     tensor: ManagedTensorVersioned,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let py = ty.py();
     crate::pyo3_glue::runtime::shared_registry::join(py)?;
     let representable = tensor.dtype().lanes == 1
         && crate::safe::element_bits(tensor.dtype()) % 8 == 0
         && [DLDeviceType::CPU, DLDeviceType::CUDA, DLDeviceType::ROCM]
             .contains(&tensor.device().device_type);
-    let table = type_table(ty).and_then(|api| api.managed_tensor_to_py_object_no_sync);
+    let table = ty
+        .and_then(type_table)
+        .and_then(|t| t.managed_tensor_to_py_object_no_sync);
     let to_py = table.filter(|_| representable);
-    let from_dlpack = match to_py {
-        Some(_) => None,
-        None => importer(ty)?,
+    let from_dlpack = match (to_py, ty) {
+        (None, Some(ty)) => importer(ty)?,
+        _ => None,
     };
     if tensor.is_read_only() && (to_py.is_some() || from_dlpack.is_some()) {
         // torch's table ignores READ_ONLY: the framework could write memory that must not be.
@@ -167,14 +170,8 @@ impl ReturnTo for Framework {
         py: Python<'py>,
         tensor: ManagedTensorVersioned,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let Some(ty) = self
-            .ty
-            .object()
-            .and_then(|ty| ty.bind(py).cast::<PyType>().ok().cloned())
-        else {
-            return Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any());
-        };
-        hand_to_type(&ty, tensor)
+        let ty = self.ty.object().map(|ty| ty.bind(py));
+        hand_to_type(py, ty.and_then(|ty| ty.cast::<PyType>().ok()), tensor)
     }
 }
 
@@ -198,7 +195,7 @@ macro_rules! fixed_frameworks {
                 let ty = crate::pyo3_glue::runtime::once::get_or_try_init(&TYPE, py, || -> PyResult<_> {
                     Ok(py.import($module)?.getattr($attr)?.cast_into::<PyType>()?.unbind())
                 })?;
-                hand_to_type(ty.bind(py), tensor)
+                hand_to_type(py, Some(ty.bind(py)), tensor)
             }
         }
     )*};
