@@ -13,7 +13,7 @@ use pyo3::types::PyCapsule;
 use pyo3::{Borrowed, PyClass};
 
 use crate::ffi::{
-    DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
+    DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
     DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackSetError, DLPackVersion, DLTensor,
     DLPACK_EXCHANGE_API_CAPSULE_NAME,
 };
@@ -373,16 +373,15 @@ unsafe fn allocate_like(
         // SAFETY: non-NULL and `ndim` long, by this function's contract.
         unsafe { core::slice::from_raw_parts(p.shape, p.ndim as usize) }.to_vec()
     };
-    let dtype: DLDataType = p.dtype;
     // Validate before sizing anything.
     let probe = TensorInfo::contiguous(
         NonNull::<u64>::dangling().as_ptr().cast(),
         cpu_device(),
-        dtype,
+        p.dtype,
         shape,
     );
     let numel = probe.numel().map_err(|e| (c"ValueError", e.to_string()))?;
-    let bits = safe::element_bits(dtype) as u128;
+    let bits = safe::element_bits(p.dtype) as u128;
     let nbytes = (numel as u128 * bits).div_ceil(8);
     let nbytes =
         usize::try_from(nbytes).map_err(|_| (c"MemoryError", "tensor too large".into()))?;
