@@ -11,9 +11,8 @@ use crate::pyo3_glue::runtime::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
-/// Hands `tensor` to the framework whose tensor type is `ty` (none: a `dlpack_rs.Tensor`), as
-/// `ReturnTo::hand_over` says. A tensor it may not represent skips the table, which would steal
-/// (and may leak) it.
+/// `ReturnTo::hand_over` to the framework whose tensor type is `ty` (none: `dlpack_rs.Tensor`).
+/// A tensor it may not represent skips the table, which would steal (and may leak) it.
 fn hand_to_type<'py>(
     py: Python<'py>,
     ty: Option<&Bound<'py, PyType>>,
