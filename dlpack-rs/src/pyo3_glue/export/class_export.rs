@@ -30,14 +30,10 @@ pub fn export_dlpack_value<'py, T: IntoDLPack + Send + 'static>(
 }
 
 /// `__dlpack__` of `slf` with parsed arguments, through its class's [`ClassRoute`].
-pub(crate) fn class_capsule<'py, T>(
+pub(crate) fn class_capsule<'py, T: RoutedClass>(
     slf: &Bound<'py, T>,
     args: &DLPackArgs,
-) -> PyResult<Bound<'py, PyCapsule>>
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+) -> PyResult<Bound<'py, PyCapsule>> {
     let r = <T::Frozen as ClassRoute<T>>::export(slf)?;
     // SAFETY: made by the class's `ClassRoute`, whose contract is `export_capsule`'s.
     unsafe { export_capsule(slf.py(), r, args) }
@@ -61,6 +57,11 @@ pub unsafe trait ClassRoute<T: PyClass>: sealed::Sealed {
     /// One export's metadata, keepalive and flags (see the trait's safety contract).
     fn export(slf: &Bound<'_, T>) -> PyResult<RouteExport<Self::Owner>>;
 }
+
+/// A `#[pyclass]` with a [`ClassRoute`]: the bound of every generic export of a class.
+pub trait RoutedClass: PyClass<Frozen: ClassRoute<Self>> {}
+
+impl<T: PyClass<Frozen: ClassRoute<T>>> RoutedClass for T {}
 
 // SAFETY: the keepalive holds the frozen object (never mutably borrowed), whose `IntoDLPack` impl
 // vouches for what `__tensor_info_with_extent` returns until the keepalive drops it.

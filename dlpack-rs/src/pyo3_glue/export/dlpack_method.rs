@@ -7,9 +7,9 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use pyo3::{Borrowed, PyClass};
+use pyo3::Borrowed;
 
-use crate::pyo3_glue::export::class_export::{class_capsule, ClassRoute};
+use crate::pyo3_glue::export::class_export::{class_capsule, RoutedClass};
 use crate::pyo3_glue::export::protocol::DLPackArgs;
 use crate::pyo3_glue::runtime::cpython::attached_entry;
 use crate::IntoDLPack;
@@ -29,11 +29,7 @@ unsafe impl Sync for StaticDef {}
 
 struct Defs<T>(PhantomData<T>);
 
-impl<T> Defs<T>
-where
-    T: IntoDLPack + PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+impl<T: IntoDLPack + RoutedClass> Defs<T> {
     const DEF: StaticDef = StaticDef(ffi::PyMethodDef {
         ml_name: NAME.as_ptr(),
         #[cfg(not(feature = "abi3"))]
@@ -54,11 +50,9 @@ where
 
 /// The `__dlpack__` method descriptor of class `T`, the derive's class attribute.
 #[doc(hidden)]
-pub fn dlpack_method<T>(py: Python<'_>) -> PyResult<MethodDescriptor<'_>>
-where
-    T: IntoDLPack + PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+pub fn dlpack_method<T: IntoDLPack + RoutedClass>(
+    py: Python<'_>,
+) -> PyResult<MethodDescriptor<'_>> {
     let def: &'static StaticDef = &Defs::<T>::DEF;
     let ty = T::type_object(py);
     // SAFETY: `def` is a static method definition whose entry point matches its flags; CPython
@@ -134,15 +128,11 @@ fn positional_error(given: isize) -> PyErr {
 }
 
 /// The export, once the arguments are read.
-fn export<'py, T>(
+fn export<'py, T: IntoDLPack + RoutedClass>(
     py: Python<'py>,
     slf: *mut ffi::PyObject,
     values: Values<'py>,
-) -> PyResult<*mut ffi::PyObject>
-where
-    T: IntoDLPack + PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+) -> PyResult<*mut ffi::PyObject> {
     // SAFETY: CPython passes the live object the method was looked up on.
     let slf = unsafe { Borrowed::from_ptr(py, slf) };
     let slf = slf.cast::<T>()?;
@@ -155,16 +145,12 @@ const PANIC: &str = "a Rust panic in __dlpack__";
 
 /// `METH_FASTCALL | METH_KEYWORDS`: `nargs` positional values, then one per name in `kwnames`.
 #[cfg(not(feature = "abi3"))]
-unsafe extern "C" fn fastcall<T>(
+unsafe extern "C" fn fastcall<T: IntoDLPack + RoutedClass>(
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject
-where
-    T: IntoDLPack + PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+) -> *mut ffi::PyObject {
     // SAFETY: CPython calls methods attached, with the vectorcall arguments described above.
     unsafe {
         attached_entry(core::ptr::null_mut(), PANIC, |py| {
@@ -188,15 +174,11 @@ where
 
 /// `METH_VARARGS | METH_KEYWORDS` (abi3): a tuple and a dict (or NULL).
 #[cfg(feature = "abi3")]
-unsafe extern "C" fn varargs<T>(
+unsafe extern "C" fn varargs<T: IntoDLPack + RoutedClass>(
     slf: *mut ffi::PyObject,
     args: *mut ffi::PyObject,
     kwargs: *mut ffi::PyObject,
-) -> *mut ffi::PyObject
-where
-    T: IntoDLPack + PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+) -> *mut ffi::PyObject {
     // SAFETY: CPython calls methods attached, with a tuple and a dict or NULL.
     unsafe {
         attached_entry(core::ptr::null_mut(), PANIC, |py| {

@@ -13,14 +13,16 @@ use pyo3::types::PyCapsule;
 use pyo3::{Borrowed, PyClass};
 
 use crate::ffi::{
-    DLDataType, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
-    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackManagedTensorToPyObjectNoSync,
-    DLPackSetError, DLPackVersion, DLTensor, DLPACK_EXCHANGE_API_CAPSULE_NAME,
+    DLDevice, DLDeviceType, DLManagedTensorVersioned, DLPackDLTensorFromPyObjectNoSync,
+    DLPackExchangeAPI, DLPackExchangeAPIHeader, DLPackSetError, DLPackVersion, DLTensor,
+    DLPACK_EXCHANGE_API_CAPSULE_NAME,
 };
-use crate::pyo3_glue::export::class_export::{class_capsule, export_dlpack_device, ClassRoute};
+use crate::pyo3_glue::export::class_export::{
+    class_capsule, export_dlpack_device, ClassRoute, RoutedClass,
+};
 use crate::pyo3_glue::export::dlpack_method::CapsuleObject;
 use crate::pyo3_glue::export::protocol::{ordered_stream, DLPackArgs};
-use crate::pyo3_glue::runtime::errors::{dtype_name, tuple_of};
+use crate::pyo3_glue::runtime::errors::tuple_of;
 use crate::safe::{
     self, cpu_device, AlignedBytes, AnyManaged, Buffer, Export, ManagedTensor,
     ManagedTensorVersioned, StreamOrder, TensorInfo,
@@ -156,7 +158,7 @@ impl DLPackTensor {
     /// The element type, numpy-style (`"float32"`).
     #[getter]
     fn dtype(&self) -> String {
-        dtype_name(self.inner.dtype())
+        self.inner.dtype().name().to_string()
     }
 
     /// `(device_type, device_id)`.
@@ -183,7 +185,7 @@ impl DLPackTensor {
         format!(
             "Tensor(shape={}, dtype={}, device={}:{}, strides={}{})",
             tuple_of(v.shape()),
-            dtype_name(v.dtype()),
+            v.dtype().name(),
             device,
             d.device_id,
             tuple_of(&v.strides()),
@@ -249,10 +251,7 @@ pub(crate) fn is_tensor_api(api: &DLPackExchangeAPI) -> bool {
     core::ptr::eq(api, &TENSOR_API.0)
 }
 
-pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor>(
-    Some(to_py_object),
-    Some(dltensor_view),
-));
+pub(crate) static TENSOR_API: StaticApi = StaticApi(table::<DLPackTensor>(Some(dltensor_view)));
 
 /// Runs an exchange function's body after joining the registry (an error or panic gives -1).
 /// # Safety
@@ -270,30 +269,6 @@ pub(crate) unsafe fn guarded(f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_in
             },
         )
     }
-}
-
-/// Exports a pyclass instance as `__dlpack__(max_version=(1, 3))` does.
-fn export_object<T>(obj: &Bound<'_, T>) -> PyResult<NonNull<DLManagedTensorVersioned>>
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
-    let r = <T::Frozen as ClassRoute<T>>::export(obj)?;
-    r.order_before(None)?;
-    let (flags, readers) = (r.flags(), r.readers());
-    // SAFETY: the `ClassRoute` contract: the keepalive keeps the described memory valid and in
-    // place (writable unless read-only); Rust reads outside the export are in `readers`.
-    let owned = unsafe {
-        safe::pack_validated::<DLManagedTensorVersioned, _>(
-            r.owner,
-            r.validated,
-            flags,
-            readers,
-            None,
-        )
-    }?;
-    // SAFETY: `into_raw` of an owner never returns NULL.
-    Ok(unsafe { NonNull::new_unchecked(owned.into_raw()) })
 }
 
 /// The instance of `T` an exchange function was called with (`ValueError`, `TypeError`).
@@ -316,14 +291,10 @@ pub(crate) unsafe fn instance<'a, 'py, T: PyClass>(
 }
 
 /// `managed_tensor_from_py_object_no_sync` for class `T`.
-pub(crate) unsafe extern "C" fn from_py_object<T>(
+pub(crate) unsafe extern "C" fn from_py_object<T: RoutedClass>(
     py_object: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,
-) -> c_int
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+) -> c_int {
     // SAFETY: dlpack.h calls this with the GIL held.
     unsafe {
         guarded(|py| {
@@ -334,9 +305,21 @@ where
                 out.is_null(),
                 "managed_tensor_from_py_object",
             )?;
-            let ptr = export_object::<T>(&obj)?;
+            // Exported as `__dlpack__(max_version=(1, 3))` exports it.
+            let r = <T::Frozen as ClassRoute<T>>::export(&obj)?;
+            r.order_before(None)?;
+            let (flags, readers) = (r.flags(), r.readers());
+            // SAFETY: the `ClassRoute` contract: the keepalive keeps the described memory valid
+            // and in place (writable unless read-only); Rust reads outside it are in `readers`.
+            let owned = safe::pack_validated::<DLManagedTensorVersioned, _>(
+                r.owner,
+                r.validated,
+                flags,
+                readers,
+                None,
+            )?;
             // SAFETY: `out` is a valid, non-NULL out pointer (checked above).
-            *out = ptr.as_ptr();
+            *out = owned.into_raw();
             Ok(())
         })
     }
@@ -367,23 +350,22 @@ pub(crate) unsafe extern "C" fn current_work_stream(
 /// `prototype` is NULL or points at a `DLTensor` whose shape holds `ndim` values.
 unsafe fn allocate_like(
     prototype: *const DLTensor,
-) -> Result<*mut DLManagedTensorVersioned, (&'static CStr, CString)> {
-    let msg = |s: &str| CString::new(s).unwrap_or_default();
+) -> Result<*mut DLManagedTensorVersioned, (&'static CStr, String)> {
     // SAFETY: NULL or valid, by this function's contract.
     let Some(p) = (unsafe { prototype.as_ref() }) else {
-        return Err((c"ValueError", msg("prototype is NULL")));
+        return Err((c"ValueError", "prototype is NULL".into()));
     };
     if p.device != cpu_device() {
         return Err((
             c"BufferError",
-            msg(&format!(
-                "this allocator only allocates CPU memory, not {}",
-                p.device
-            )),
+            format!("this allocator only allocates CPU memory, not {}", p.device),
         ));
     }
     if p.ndim < 0 || p.ndim as usize > TensorInfo::MAX_NDIM || (p.ndim > 0 && p.shape.is_null()) {
-        return Err((c"ValueError", msg("prototype has an invalid ndim or shape")));
+        return Err((
+            c"ValueError",
+            "prototype has an invalid ndim or shape".into(),
+        ));
     }
     let shape: Vec<i64> = if p.ndim == 0 {
         Vec::new()
@@ -391,22 +373,20 @@ unsafe fn allocate_like(
         // SAFETY: non-NULL and `ndim` long, by this function's contract.
         unsafe { core::slice::from_raw_parts(p.shape, p.ndim as usize) }.to_vec()
     };
-    let dtype: DLDataType = p.dtype;
     // Validate before sizing anything.
     let probe = TensorInfo::contiguous(
         NonNull::<u64>::dangling().as_ptr().cast(),
         cpu_device(),
-        dtype,
+        p.dtype,
         shape,
     );
-    let numel = probe
-        .numel()
-        .map_err(|e| (c"ValueError", msg(&e.to_string())))?;
-    let bits = safe::element_bits(dtype) as u128;
+    let numel = probe.numel().map_err(|e| (c"ValueError", e.to_string()))?;
+    let bits = safe::element_bits(p.dtype) as u128;
     let nbytes = (numel as u128 * bits).div_ceil(8);
-    let nbytes = usize::try_from(nbytes).map_err(|_| (c"MemoryError", msg("tensor too large")))?;
+    let nbytes =
+        usize::try_from(nbytes).map_err(|_| (c"MemoryError", "tensor too large".into()))?;
     let mut storage = AlignedBytes::zeroed(nbytes)
-        .map_err(|_| (c"MemoryError", msg("out of memory allocating the tensor")))?;
+        .map_err(|_| (c"MemoryError", "out of memory allocating the tensor".into()))?;
     let info = TensorInfo {
         data: storage.as_mut_ptr(),
         ..probe
@@ -422,7 +402,7 @@ unsafe fn allocate_like(
             Some(AlignedBytes::as_mut_ptr),
         )
     }
-    .map_err(|e| (c"ValueError", msg(&e.to_string())))?;
+    .map_err(|e| (c"ValueError", e.to_string()))?;
     Ok(owned.into_raw())
 }
 
@@ -435,7 +415,7 @@ pub(crate) unsafe extern "C" fn allocator(
 ) -> c_int {
     let result = crate::pyo3_glue::runtime::cpython::no_unwind(|| {
         if out.is_null() {
-            return Err((c"ValueError", CString::from(c"out is NULL")));
+            return Err((c"ValueError", "out is NULL".into()));
         }
         // SAFETY: the caller passes NULL or a valid prototype (the dlpack.h contract).
         unsafe { allocate_like(prototype) }
@@ -449,10 +429,11 @@ pub(crate) unsafe extern "C" fn allocator(
         Some(Err(e)) => e,
         None => (
             c"RuntimeError",
-            CString::from(c"a Rust panic in the DLPack allocator"),
+            "a Rust panic in the DLPack allocator".into(),
         ),
     };
     if let Some(set_error) = set_error {
+        let message = CString::new(message).unwrap_or_default();
         let _ = crate::pyo3_glue::runtime::cpython::no_unwind(|| {
             // SAFETY: the consumer's callback, with its context and two C strings outliving it.
             unsafe { set_error(error_ctx, kind.as_ptr(), message.as_ptr().cast::<c_char>()) }
@@ -468,14 +449,9 @@ pub(crate) struct StaticApi(pub(crate) DLPackExchangeAPI);
 unsafe impl Sync for StaticApi {}
 
 /// A table whose `managed_tensor_from_py_object_no_sync` exports instances of `T`.
-pub(crate) const fn table<T>(
-    to_py: DLPackManagedTensorToPyObjectNoSync,
+pub(crate) const fn table<T: RoutedClass>(
     dltensor: DLPackDLTensorFromPyObjectNoSync,
-) -> DLPackExchangeAPI
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
+) -> DLPackExchangeAPI {
     DLPackExchangeAPI {
         header: DLPackExchangeAPIHeader {
             version: DLPackVersion::CURRENT,
@@ -483,7 +459,7 @@ where
         },
         managed_tensor_allocator: Some(allocator),
         managed_tensor_from_py_object_no_sync: Some(from_py_object::<T>),
-        managed_tensor_to_py_object_no_sync: to_py,
+        managed_tensor_to_py_object_no_sync: Some(to_py_object),
         dltensor_from_py_object_no_sync: dltensor,
         current_work_stream: Some(current_work_stream),
     }
@@ -492,21 +468,13 @@ where
 /// One table per user class, a promoted constant (static storage).
 struct Tables<T>(core::marker::PhantomData<T>);
 
-impl<T> Tables<T>
-where
-    T: PyClass,
-    T::Frozen: ClassRoute<T>,
-{
-    const API: StaticApi = StaticApi(table::<T>(Some(to_py_object), None));
+impl<T: RoutedClass> Tables<T> {
+    const API: StaticApi = StaticApi(table::<T>(None));
 }
 
 /// The static exchange table of class `T`; only [`DLPackTensor`]'s lends a bare `DLTensor`.
 #[doc(hidden)]
-pub fn exchange_api<T>() -> &'static DLPackExchangeAPI
-where
-    T: PyClass + 'static,
-    T::Frozen: ClassRoute<T>,
-{
+pub fn exchange_api<T: RoutedClass + 'static>() -> &'static DLPackExchangeAPI {
     if core::any::TypeId::of::<T>() == core::any::TypeId::of::<DLPackTensor>() {
         return &TENSOR_API.0;
     }
@@ -516,11 +484,9 @@ where
 
 /// The `__dlpack_c_exchange_api__` class attribute of `T`: a capsule of its table.
 #[doc(hidden)]
-pub fn class_exchange_api_capsule<T>(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>>
-where
-    T: PyClass + 'static,
-    T::Frozen: ClassRoute<T>,
-{
+pub fn class_exchange_api_capsule<T: RoutedClass + 'static>(
+    py: Python<'_>,
+) -> PyResult<Bound<'_, PyCapsule>> {
     let api = NonNull::from(exchange_api::<T>()).cast::<c_void>();
     // SAFETY: a static, immutable table, which consumers only read; the capsule owns nothing.
     unsafe { PyCapsule::new_with_pointer(py, api, DLPACK_EXCHANGE_API_CAPSULE_NAME) }

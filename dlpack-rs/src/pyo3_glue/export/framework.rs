@@ -2,31 +2,34 @@
 
 use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyString, PyType};
 
 use crate::ffi::DLDeviceType;
+use crate::pyo3_glue::runtime::cpython::imported_module;
 use crate::pyo3_glue::runtime::errors::pending_error;
 use crate::pyo3_glue::runtime::exchange_lookup::type_table;
 use crate::pyo3_glue::DLPackTensor;
 use crate::safe::ManagedTensorVersioned;
 
-/// Hands `tensor` to the framework whose tensor type is `ty`, as `ReturnTo::hand_over` says.
+/// `ReturnTo::hand_over` to the framework whose tensor type is `ty` (none: `dlpack_rs.Tensor`).
 /// A tensor it may not represent skips the table, which would steal (and may leak) it.
 fn hand_to_type<'py>(
-    ty: &Bound<'py, PyType>,
+    py: Python<'py>,
+    ty: Option<&Bound<'py, PyType>>,
     tensor: ManagedTensorVersioned,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let py = ty.py();
     crate::pyo3_glue::runtime::shared_registry::join(py)?;
     let representable = tensor.dtype().lanes == 1
         && crate::safe::element_bits(tensor.dtype()) % 8 == 0
         && [DLDeviceType::CPU, DLDeviceType::CUDA, DLDeviceType::ROCM]
             .contains(&tensor.device().device_type);
-    let table = type_table(ty).and_then(|api| api.managed_tensor_to_py_object_no_sync);
+    let table = ty
+        .and_then(type_table)
+        .and_then(|t| t.managed_tensor_to_py_object_no_sync);
     let to_py = table.filter(|_| representable);
-    let from_dlpack = match to_py {
-        Some(_) => None,
-        None => importer(ty)?,
+    let from_dlpack = match (to_py, ty) {
+        (None, Some(ty)) => importer(ty)?,
+        _ => None,
     };
     if tensor.is_read_only() && (to_py.is_some() || from_dlpack.is_some()) {
         // torch's table ignores READ_ONLY: the framework could write memory that must not be.
@@ -71,17 +74,12 @@ fn importer<'py>(ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>>
         .and_then(|m| m.extract())
         .unwrap_or_default();
     let package = match module.split('.').next().unwrap_or_default() {
-        "numpy" => py.import("numpy")?.into_any(),
-        "torch" => py.import("torch")?.into_any(),
         "jax" | "jaxlib" => py.import("jax.numpy")?.into_any(),
         "" | "builtins" => return Ok(None),
-        other => match py
-            .import("sys")?
-            .getattr(pyo3::intern!(py, "modules"))?
-            .get_item(other)
-        {
-            Ok(package) => package,
-            Err(_) => return Ok(None),
+        // Imported already: its type exists.
+        other => match imported_module(py, &PyString::new(py, other))? {
+            Some(package) => package,
+            None => return Ok(None),
         },
     };
     Ok(package.getattr(pyo3::intern!(py, "from_dlpack")).ok())
@@ -106,13 +104,14 @@ fn numpy_dtype_hint(
          only; numpy 2.5 also bfloat16 and FP8 once ml_dtypes is installed): hand the tensor to \
          torch.from_dlpack or jax.numpy.from_dlpack instead, or convert it to a dtype numpy has \
          first",
-        crate::pyo3_glue::runtime::errors::dtype_name(dtype)
+        dtype.name()
     ));
     hint.set_cause(py, Some(err));
     hint
 }
 
 /// The framework a tensor argument came from, to hand a result back with [`Returned::like`].
+#[derive(Debug)]
 pub struct Framework {
     ty: crate::pyo3_glue::PyKeepalive,
 }
@@ -144,12 +143,6 @@ impl Framework {
     }
 }
 
-impl core::fmt::Debug for Framework {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Framework").finish_non_exhaustive()
-    }
-}
-
 mod sealed {
     use super::*;
 
@@ -176,14 +169,8 @@ impl ReturnTo for Framework {
         py: Python<'py>,
         tensor: ManagedTensorVersioned,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let Some(ty) = self
-            .ty
-            .object()
-            .and_then(|ty| ty.bind(py).cast::<PyType>().ok().cloned())
-        else {
-            return Ok(Bound::new(py, DLPackTensor::new(tensor))?.into_any());
-        };
-        hand_to_type(&ty, tensor)
+        let ty = self.ty.object().map(|ty| ty.bind(py));
+        hand_to_type(py, ty.and_then(|ty| ty.cast::<PyType>().ok()), tensor)
     }
 }
 
@@ -207,7 +194,7 @@ macro_rules! fixed_frameworks {
                 let ty = crate::pyo3_glue::runtime::once::get_or_try_init(&TYPE, py, || -> PyResult<_> {
                     Ok(py.import($module)?.getattr($attr)?.cast_into::<PyType>()?.unbind())
                 })?;
-                hand_to_type(ty.bind(py), tensor)
+                hand_to_type(py, Some(ty.bind(py)), tensor)
             }
         }
     )*};
@@ -248,6 +235,7 @@ fixed_frameworks! {
 /// # fn main() {}
 /// ```
 #[must_use = "a Returned value hands its tensor over only when returned to Python"]
+#[derive(Debug)]
 pub struct Returned<F: ReturnTo> {
     tensor: ManagedTensorVersioned,
     to: F,
@@ -291,13 +279,5 @@ impl<'py, F: ReturnTo> IntoPyObject<'py> for Returned<F> {
 
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.to.hand_over(py, self.tensor)
-    }
-}
-
-impl<F: ReturnTo> core::fmt::Debug for Returned<F> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Returned")
-            .field("tensor", &self.tensor)
-            .finish_non_exhaustive()
     }
 }

@@ -58,15 +58,12 @@ impl DLPackArgs {
         });
         let copy = match copy.filter(|c| !c.is_none()) {
             None => None,
-            Some(c) => match c.cast::<PyBool>() {
-                Ok(b) => Some(b.is_true()),
-                Err(_) => {
-                    return Err(PyValueError::new_err(format!(
-                        "copy must be None, True or False, not {}",
-                        type_name(&c)
-                    )))
-                }
-            },
+            Some(c) => Some(c.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "copy must be None, True or False, not {}",
+                    type_name(&c)
+                ))
+            })?),
         };
         Ok(DLPackArgs {
             stream,
@@ -238,9 +235,10 @@ impl<O> RouteExport<O> {
         }
     }
 
-    /// Who else reads the memory: Rust, unless every such access is registered.
+    /// Who else reads the memory: Rust, unless the data is writable and every such access is
+    /// registered (read-only data keeps its borrow, also where a legacy export drops the flag).
     pub(crate) fn readers(&self) -> Readers {
-        if self.registered {
+        if self.registered && !self.read_only {
             Readers::ExportOnly
         } else {
             Readers::Rust
@@ -262,9 +260,7 @@ impl<O> RouteExport<O> {
 
 /// The producer side of `__dlpack__`: exports `r` as the capsule `args` ask for.
 /// # Safety
-/// `r` comes from a `ClassRoute`, or from [`RouteExport::kept_by`] within its contract: its
-/// keepalive keeps the described memory valid, initialised and in place, writable unless
-/// read-only; `registered` only if every Rust access outside the export holds a registry borrow.
+/// `r` keeps the `ClassRoute` contract (made by one, or by [`RouteExport::kept_by`] within its).
 pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
     py: Python<'py>,
     r: RouteExport<O>,
@@ -278,18 +274,13 @@ pub(crate) unsafe fn export_capsule<'py, O: Send + 'static>(
         // SAFETY: this function's contract.
         return unsafe { export_host_copy(py, r, args) };
     }
-    // The owner's opt-in shares read-only data with a legacy consumer, trusting it not to write;
-    // the export keeps a read-only export's shared borrow.
+    // The owner's opt-in shares read-only data with a legacy consumer, trusting it not to write.
     let flags = if r.share && !args.versioned() {
         0
     } else {
         r.flags()
     };
-    let readers = if r.read_only {
-        Readers::Rust
-    } else {
-        r.readers()
-    };
+    let readers = r.readers();
     // SAFETY: this function's contract; Rust reads outside the export are in `readers`.
     unsafe { pack_capsule(py, r.owner, r.validated, flags, readers, args, None) }
 }

@@ -19,8 +19,7 @@ pub(crate) fn no_unwind<R>(f: impl FnOnce() -> R) -> Option<R> {
     }
 }
 
-/// Runs an `extern "C"` body on an attached thread: a `PyErr` or a panic (`on_panic`) becomes
-/// the pending exception, returning `failed`.
+/// Runs an `extern "C"` body: a `PyErr` or panic (`on_panic`) is set pending, returning `failed`.
 /// # Safety
 /// The calling thread is attached to the interpreter (holds the GIL on GIL builds).
 #[inline(always)]

@@ -39,15 +39,10 @@ impl From<Error> for PyErr {
     }
 }
 
-/// The name numpy, torch and jax give a dtype (`"float32"`), else `DLDataType::name`.
-pub fn dtype_name(dtype: DLDataType) -> String {
-    dtype.name().to_string()
-}
-
 /// A dtype mismatch message in Python's names, with the conversion that fixes it.
 pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
     let first = wanted.first().copied().unwrap_or(got);
-    let name = dtype_name(first);
+    let name = first.name();
     // A conversion hint only where numpy and torch both have the name.
     let hint = if first.numpy_has() {
         format!(" (convert it first, e.g. x.astype(\"{name}\") in numpy or x.to(torch.{name}) in torch)")
@@ -59,24 +54,22 @@ pub(crate) fn dtype_message(wanted: &[DLDataType], got: DLDataType) -> String {
     } else {
         String::new()
     };
-    let names: Vec<String> = wanted.iter().map(|&d| dtype_name(d)).collect();
+    let names: Vec<String> = wanted.iter().map(|d| d.name().to_string()).collect();
     let list = match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.join(""),
     };
-    format!("expected a tensor of {list}, got {}{hint}", dtype_name(got))
+    format!("expected a tensor of {list}, got {}{hint}", got.name())
 }
 
 /// Extents or strides as Python writes a tuple (`(5,)`, `(*, *, 3)` for `None`).
-pub(crate) fn tuple_str<I: ExactSizeIterator<Item = Option<i64>>>(values: I) -> String {
-    let one = values.len() == 1;
+pub(crate) fn tuple_str(values: impl Iterator<Item = Option<i64>>) -> String {
     let parts: alloc::vec::Vec<String> = values
         .map(|v| v.map_or_else(|| "*".into(), |v| v.to_string()))
         .collect();
-    if one {
-        format!("({},)", parts[0])
-    } else {
-        format!("({})", parts.join(", "))
+    match parts.as_slice() {
+        [one] => format!("({one},)"),
+        _ => format!("({})", parts.join(", ")),
     }
 }
 
@@ -96,13 +89,15 @@ pub(crate) fn pending_error(py: Python<'_>, function: &str) -> PyErr {
 
 #[cfg(test)]
 mod examples {
-    use super::dtype_name;
     use crate::ffi::{DLDataType, DLDataTypeCode};
 
     #[test]
     fn python_names() {
         let e5m2fnuz = DLDataType::new(DLDataTypeCode::FLOAT8_E5M2FNUZ, 8, 1);
-        assert_eq!(dtype_name(e5m2fnuz), "float8_e5m2fnuz");
-        assert_eq!(dtype_name(DLDataType::FLOAT4_E2M1FN), "float4_e2m1fn");
+        assert_eq!(e5m2fnuz.name().to_string(), "float8_e5m2fnuz");
+        assert_eq!(
+            DLDataType::FLOAT4_E2M1FN.name().to_string(),
+            "float4_e2m1fn"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Which C exchange table a type publishes (`__dlpack_c_exchange_api__` along its `__mro__`),
 //! cached per type with how `requires_grad` is read, while its version tag holds (SAFETY.md).
 
-use std::sync::atomic::{fence, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
@@ -36,66 +36,55 @@ struct Cache {
 /// The cache's answers, read lock-free (one sequence lock per slot).
 struct Mirror {
     seq: AtomicUsize,
-    key: AtomicUsize,
-    /// The table (0: none usable), its low bit [`OVERRIDES`].
-    api: AtomicUsize,
-    /// 0: no `requires_grad`; 1: through `getattr`; 2: through the direct getter below.
-    grad: AtomicUsize,
+    /// The type's address (0: none, as no type lives there), the table (0: none usable, its low
+    /// bit [`OVERRIDDEN`]), the version tag (also the direct getter's), and the kind and closure
+    /// of [`Grad::to_words`].
+    words: [AtomicUsize; 5],
+    /// The getter of [`Grad::to_words`], kept as a pointer (with its provenance).
     get: AtomicPtr<()>,
-    closure: AtomicUsize,
-    version: AtomicUsize,
-    tag: AtomicU32,
 }
 
 impl Mirror {
     const fn empty() -> Mirror {
         Mirror {
             seq: AtomicUsize::new(0),
-            // No type lives at address 0.
-            key: AtomicUsize::new(0),
-            api: AtomicUsize::new(0),
-            grad: AtomicUsize::new(0),
+            words: [const { AtomicUsize::new(0) }; 5],
             get: AtomicPtr::new(core::ptr::null_mut()),
-            closure: AtomicUsize::new(0),
-            version: AtomicUsize::new(0),
-            tag: AtomicU32::new(0),
         }
     }
 
     /// The entry for `key`, if this slot holds it and no write overlapped the read.
     fn read(&self, key: usize) -> Option<(usize, Grad, u32)> {
+        let word = |i: usize| self.words[i].load(Ordering::Relaxed);
         let before = self.seq.load(Ordering::Acquire);
-        if before & 1 == 1 || self.key.load(Ordering::Relaxed) != key {
+        if before & 1 == 1 || word(0) != key {
             return None;
         }
-        let api = self.api.load(Ordering::Relaxed);
-        let grad = self.grad.load(Ordering::Relaxed);
+        let (api, tag, kind, closure) = (word(1), word(2) as u32, word(3), word(4));
         let get = self.get.load(Ordering::Relaxed);
-        let closure = self.closure.load(Ordering::Relaxed);
-        let version = self.version.load(Ordering::Relaxed);
-        let tag = self.tag.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
         if self.seq.load(Ordering::Relaxed) != before {
             return None;
         }
         // SAFETY: `write` stored these words, from one `Grad::to_words`, under this sequence.
-        let grad = unsafe { Grad::from_words(grad, get, closure, version) };
+        let grad = unsafe { Grad::from_words(kind, get, closure, tag) };
         Some((api, grad, tag))
     }
 
-    /// Publishes an entry. Only under the cache's mutex (one writer at a time).
+    /// Publishes an entry (a direct getter's version is `tag`). Only under the cache's mutex.
     fn write(&self, key: usize, api: usize, grad: Grad, tag: u32) {
-        let (kind, get, closure, version) = grad.to_words();
+        let (kind, get, closure) = grad.to_words();
         let seq = self.seq.load(Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        self.key.store(key, Ordering::Relaxed);
-        self.api.store(api, Ordering::Relaxed);
-        self.grad.store(kind, Ordering::Relaxed);
+        for (word, value) in self
+            .words
+            .iter()
+            .zip([key, api, tag as usize, kind, closure])
+        {
+            word.store(value, Ordering::Relaxed);
+        }
         self.get.store(get, Ordering::Relaxed);
-        self.closure.store(closure, Ordering::Relaxed);
-        self.version.store(version, Ordering::Relaxed);
-        self.tag.store(tag, Ordering::Relaxed);
         self.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 }

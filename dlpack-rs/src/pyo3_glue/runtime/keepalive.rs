@@ -141,6 +141,7 @@ pub fn keepalive_counts() -> KeepaliveCounts {
 }
 
 /// A Python object held as the keepalive of an exported tensor, dropped soundly on any thread.
+#[derive(Debug)]
 pub struct PyKeepalive {
     obj: Option<Py<PyAny>>,
     /// The interpreter the object belongs to (its ID: unlike its address, never reused).
@@ -215,11 +216,5 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
                 count(&LEAKED_OTHER_INTERPRETER);
             }
         })
-    }
-}
-
-impl core::fmt::Debug for PyKeepalive {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_tuple("PyKeepalive").field(&self.obj).finish()
     }
 }

@@ -11,19 +11,14 @@ use pyo3::types::PyType;
 pub(crate) enum Grad {
     Absent,
     Getattr,
-    /// Through the C getter of the type's getset descriptor (torch's), while it is unchanged.
+    /// Through the C getter of the type's getset descriptor (torch's), while the type's version
+    /// tag is still `version`, the one it had when the descriptor was found.
     #[cfg_attr(feature = "abi3", allow(dead_code))]
-    Getter(DirectGetter),
-}
-
-/// A getset descriptor's C getter, called directly while the type it was found on is unchanged.
-#[derive(Clone, Copy)]
-#[cfg_attr(feature = "abi3", allow(dead_code))]
-pub(crate) struct DirectGetter {
-    get: pyo3::ffi::getter,
-    closure: usize,
-    /// The type's version tag when the descriptor was found.
-    version: u32,
+    Getter {
+        get: pyo3::ffi::getter,
+        closure: usize,
+        version: u32,
+    },
 }
 
 impl Grad {
@@ -45,11 +40,11 @@ impl Grad {
             }) else {
                 return Grad::Getattr;
             };
-            Grad::Getter(DirectGetter {
+            Grad::Getter {
                 get,
                 closure: closure as usize,
                 version: tag,
-            })
+            }
         }
         #[cfg(feature = "abi3")]
         {
@@ -58,16 +53,18 @@ impl Grad {
         }
     }
 
-    /// The four words (kind, getter, closure, version) the exchange-table cache stores lock-free.
-    pub(crate) fn to_words(self) -> (usize, *mut (), usize, usize) {
+    /// The three words (kind, getter, closure) the exchange-table cache stores lock-free; the
+    /// version is the cache entry's own tag.
+    pub(crate) fn to_words(self) -> (usize, *mut (), usize) {
         match self {
-            Grad::Absent => (0, core::ptr::null_mut(), 0, 0),
-            Grad::Getattr => (1, core::ptr::null_mut(), 0, 0),
-            Grad::Getter(g) => (2, g.get as *mut (), g.closure, g.version as usize),
+            Grad::Absent => (0, core::ptr::null_mut(), 0),
+            Grad::Getattr => (1, core::ptr::null_mut(), 0),
+            Grad::Getter { get, closure, .. } => (2, get as *mut (), closure),
         }
     }
 
-    /// The `Grad` [`to_words`](Self::to_words) made these words from.
+    /// The `Grad` [`to_words`](Self::to_words) made these words from, with `version` the tag
+    /// the cache entry holds under.
     /// # Safety
     /// The words come from one `to_words` call (a non-NULL kind-2 `get` is a getter's pointer,
     /// with its provenance).
@@ -75,16 +72,16 @@ impl Grad {
         kind: usize,
         get: *mut (),
         closure: usize,
-        version: usize,
+        version: u32,
     ) -> Grad {
         match kind {
             0 => Grad::Absent,
-            2 if !get.is_null() => Grad::Getter(DirectGetter {
+            2 if !get.is_null() => Grad::Getter {
                 // SAFETY: by the contract, a pointer (with its provenance) made from this getter.
                 get: unsafe { core::mem::transmute::<*mut (), pyo3::ffi::getter>(get) },
                 closure,
-                version: version as u32,
-            }),
+                version,
+            },
             _ => Grad::Getattr,
         }
     }
@@ -99,13 +96,17 @@ fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
             .and_then(|g| g.is_truthy())
             .unwrap_or(false),
         #[cfg(feature = "abi3")]
-        Grad::Getter(_) => requires_grad(obj, Grad::Getattr),
+        Grad::Getter { .. } => requires_grad(obj, Grad::Getattr),
         #[cfg(not(feature = "abi3"))]
-        Grad::Getter(g) => {
+        Grad::Getter {
+            get,
+            closure,
+            version,
+        } => {
             let ty = obj.get_type_ptr();
             // SAFETY: `obj`'s type is live.
             let applies =
-                unsafe { crate::pyo3_glue::runtime::cpython::type_version(ty) == g.version };
+                unsafe { crate::pyo3_glue::runtime::cpython::type_version(ty) == version };
             if !applies {
                 // The type changed, or the descriptor is another type's: use `getattr`.
                 return requires_grad(obj, Grad::Getattr);
@@ -114,7 +115,7 @@ fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
             // outlives the descriptor) that `getattr` finds on `obj`'s unchanged type, given an
             // instance of the owning type; it returns a new reference or NULL with an exception.
             let value = unsafe {
-                Bound::from_owned_ptr_or_err(obj.py(), (g.get)(obj.as_ptr(), g.closure as *mut _))
+                Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure as *mut _))
             };
             value.is_ok_and(|v| v.is_truthy().unwrap_or(false))
         }
