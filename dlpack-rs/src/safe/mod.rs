@@ -33,7 +33,9 @@ pub(crate) mod layout;
 mod packed;
 
 pub use export::aligned::AlignedBuffer;
-pub(crate) use export::block::{set_keepalive_dropper, PackAs, Readers};
+#[allow(unused_imports)] // used by the Python glue, above safe/
+pub(crate) use export::block::set_keepalive_dropper;
+pub(crate) use export::block::{PackAs, Readers};
 pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
 #[allow(unused_imports)] // used by the layers above safe/
 pub(crate) use export::copy::{copy_described, AlignedBytes};

@@ -49,6 +49,7 @@ pub(crate) type Dropper = fn(&mut dyn FnMut(bool));
 static KEEPALIVE_DROPPER: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 
 /// Makes every export deleter from now on drop its keepalive through `dropper`.
+#[allow(dead_code)] // called by the Python glue, above safe/
 pub(crate) fn set_keepalive_dropper(dropper: Dropper) {
     KEEPALIVE_DROPPER.store(dropper as *mut (), Ordering::Release);
 }
