@@ -17,6 +17,7 @@ mod ndarray_funcs;
 mod oversized;
 mod producer;
 mod readers;
+mod review_dropper;
 mod rust_numpy;
 mod shapes;
 mod shared_mut;
@@ -54,6 +55,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     streams::register(m)?;
     tensor_files::register(m)?;
     readers::register(m)?;
+    review_dropper::register(m)?;
     shared_mut::register(m)?;
     rust_numpy::register(m)?;
     typed_args::register(m)?;

@@ -1,0 +1,50 @@
+"""Reproducers from the review of the export deleters' keepalive dropper (commits "Soundness:
+an export's keepalive dropped by its deleter on a Python thread whose GIL foreign code
+released ..." and "Export's deleter drops its buffer in place ...").
+
+Each test says what it shows. Crashes and hangs run in a subprocess.
+"""
+
+import subprocess
+import sys
+
+# Shows a liveness regression of the dropper (not a soundness hole): an export's keepalive that
+# is not a `PyKeepalive` (here a derived plain-Rust struct, no Python in its `Drop`) dropped on a
+# Python thread inside pyo3's `py.detach` now makes the deleter take the GIL
+# (`PyGILState_Ensure`) before dropping it, although pyo3 counts that thread unattached (a
+# `Python::attach` in the `Drop` would attach for real on its own). A thread that holds the GIL
+# while it waits for a lock the dropping thread holds (here `len(cache)`, locking a `Mutex`
+# while attached, as the test extension's own `Held` does) now deadlocks with it; before the
+# dropper the drop needed no GIL and both finished. Fails now (timeout), passed before 25282a0.
+_DEADLOCK = """
+import threading, time
+import dlpack_testext as ext
+
+# Any export through Python joins the registry, which installs the dropper.
+ext.export_detached(1).__dlpack__(max_version=(1, 3))
+cache = ext.ExportCache()
+cache.fill(4)
+t = threading.Thread(target=cache.clear_detached, args=(0.5,))
+t.start()
+while not cache.is_locked():
+    time.sleep(0.001)
+# Attached, waiting for the lock that `clear_detached` holds while its deleters run.
+print('len', len(cache), flush=True)
+t.join()
+print('ok', flush=True)
+"""
+
+
+def test_detached_drop_of_a_plain_keepalive_does_not_deadlock_with_a_gil_holder():
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", _DEADLOCK], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(
+            "deadlock: the export deleter, on a Python thread inside py.detach holding a lock, "
+            "waits for the GIL, which a thread waiting for that lock holds "
+            f"(stdout so far: {e.stdout!r})"
+        ) from None
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["len", "0", "ok"], r.stdout
