@@ -8,6 +8,8 @@ Each test says what it shows. Crashes and hangs run in a subprocess.
 import subprocess
 import sys
 
+from conftest import needs_torch
+
 # Shows a liveness regression of the dropper (not a soundness hole): an export's keepalive that
 # is not a `PyKeepalive` (here a derived plain-Rust struct, no Python in its `Drop`) dropped on a
 # Python thread inside pyo3's `py.detach` now makes the deleter take the GIL
@@ -48,3 +50,35 @@ def test_detached_drop_of_a_plain_keepalive_does_not_deadlock_with_a_gil_holder(
         ) from None
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["len", "0", "ok"], r.stdout
+
+
+# Shows that SAFETY.md ("When deleters run": "Every other keepalive (a derived struct exported
+# without `#[pyclass]`, a `Buffer`) ... attaches for real before dropping its keepalive") and the
+# first sentence of the CHANGELOG entry are false since f2d627d: an `Export`'s deleter drops its
+# `Buffer` in place, so a `Buffer` whose drop asks pyo3 to attach (a `Py` field's drop would)
+# runs without the GIL when torch's tensor dealloc frees it under a pyo3 frame (torch releases
+# the GIL there). Not a hole in safe code: the `Buffer` impl is `unsafe` and breaks the new last
+# line of the trait's contract on purpose; the test pins that the line is load-bearing and the
+# documents disagree with the code. Fails now (2: pyo3 ran the closure with the GIL released);
+# passed at 25282a0.
+_BUFFER_CHAIN = """
+import gc, torch, dlpack_testext as ext
+t = ext.probe_buffer_to_torch()
+h = ext.hold(t)
+del t
+del h
+gc.collect()
+print('ok', ext.probe_buffer_seen())
+"""
+
+
+@needs_torch
+def test_a_buffer_keepalive_freed_by_torch_is_dropped_attached_as_safety_md_says():
+    r = subprocess.run(
+        [sys.executable, "-c", _BUFFER_CHAIN], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    ok, seen = r.stdout.split()
+    assert ok == "ok"
+    # 1: the drop ran and pyo3's attach held the GIL; 2: pyo3 let it run without the GIL.
+    assert int(seen) == 1
