@@ -82,3 +82,74 @@ def test_a_buffer_keepalive_freed_by_torch_is_dropped_attached_as_safety_md_says
     assert ok == "ok"
     # 1: the drop ran and pyo3's attach held the GIL; 2: pyo3 let it run without the GIL.
     assert int(seen) == 1
+
+
+# Shows an abi3-only regression (a leak, not a soundness hole): under abi3 the thread-state
+# read is hidden, so `this_thread_is_attached()` always answers "no", and once this crate's
+# atexit hook ran the dropper leaks every keepalive it does not drop in place, even on the main
+# thread holding the GIL. Here an atexit callback registered before the hook (so run after it)
+# drops a capsule whose keepalive panics when dropped (caught, counted): the non-abi3 build
+# drops it (the count goes up), an abi3 build leaks it (its `Drop` never runs), where before
+# 25282a0 it was dropped. (Later, inside `Py_FinalizeEx`, `Py_IsInitialized()` is 0 and both
+# builds drop in place: see the next test.) Passes on the non-abi3 build; fails under abi3
+# (checked here with `maturin develop --features abi3`).
+_ATEXIT_DROP = """
+import atexit
+def late():
+    import dlpack_testext as ext
+    before = ext.bombs_dropped()
+    c = ext.panicking_capsule(True)
+    del c
+    print('late', before, ext.bombs_dropped(), flush=True)
+atexit.register(late)
+import dlpack_testext as ext
+ext.panicking_capsule(True)  # joins: the hook is registered now, after `late` (runs first)
+print('ok', flush=True)
+"""
+
+
+def test_a_keepalive_dropped_attached_in_a_late_atexit_callback_is_dropped():
+    r = subprocess.run(
+        [sys.executable, "-c", _ATEXIT_DROP], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    ok, late, before, after = r.stdout.split()
+    assert (ok, late) == ("ok", "late")
+    # Dropped on the attached main thread: one more bomb went off.
+    assert int(after) == int(before) + 1, r.stdout
+
+
+# Shows a soundness hole of the dropper at interpreter exit: `drop_keepalive` drops in place
+# when `!cpython::has_thread_state()`, and `has_thread_state()` answers false for every thread
+# once `Py_IsInitialized()` is 0, which CPython sets right after the atexit hooks ran, for the
+# whole of `Py_FinalizeEx`. So the "leaked during shutdown there" branch (SHUTTING_DOWN) is
+# never reached while the interpreter finalizes: a daemon Python thread inside a pyo3 frame
+# whose GIL foreign code released (torch's tensor dealloc; here a raw `PyEval_SaveThread`)
+# drops a derived keepalive in place, and its `Drop`'s `Python::attach` runs with pyo3 counting
+# the thread attached and the GIL not held, concurrently with the main thread's finalization
+# (the very case the fix is about). SAFETY.md says it is leaked there. Fails now ("gil held:
+# false" on stderr).
+_FINALIZING = """
+import threading, time
+import dlpack_testext as ext
+ext.export_detached(1).__dlpack__(max_version=(1, 3))  # a join: the dropper is installed
+threading.Thread(target=ext.drop_probe_during_finalization_raw, daemon=True).start()
+time.sleep(0.2)
+class Slow:
+    def __init__(self):
+        self.sleep = time.sleep
+    def __del__(self):
+        self.sleep(0.5)  # keeps the finalizing main thread busy for the daemon thread
+slow = Slow()
+print('ok', flush=True)
+"""
+
+
+def test_a_keepalive_dropped_under_a_gil_released_frame_while_finalizing_is_not_run_unattached():
+    r = subprocess.run(
+        [sys.executable, "-c", _FINALIZING], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "ok"
+    # Leaked (no line) or dropped with the GIL held are both fine; run without it is not.
+    assert "final-probe dropped, gil held: false" not in r.stderr, r.stderr[-3000:]

@@ -128,7 +128,65 @@ fn probe_buffer_seen() -> u8 {
     BUFFER_SEEN.load(Ordering::SeqCst)
 }
 
+/// A field whose `Drop` asks pyo3 to attach and writes to stderr whether the thread then holds
+/// the GIL (the interpreter may be finalizing: nothing is kept, the line is the result).
+struct FinalProbe;
+
+impl Drop for FinalProbe {
+    fn drop(&mut self) {
+        Python::attach(|_py| {
+            // SAFETY: reads whether this thread holds the GIL; callable attached or not.
+            #[cfg(not(feature = "abi3"))]
+            let held = if unsafe { pyo3::ffi::PyGILState_Check() } == 1 {
+                "true"
+            } else {
+                "false"
+            };
+            // abi3 hides `PyGILState_Check`: the line only says that the drop ran.
+            #[cfg(feature = "abi3")]
+            let held = "unknown";
+            let line = format!("final-probe dropped, gil held: {held}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        });
+    }
+}
+
+/// A derived export (no `#[pyclass]`: the struct is the keepalive) with a [`FinalProbe`].
+#[derive(dlpack_rs::IntoDLPack)]
+struct FinalOnDrop {
+    #[dlpack(data)]
+    data: Vec<f32>,
+    _probe: FinalProbe,
+}
+
+/// On a daemon thread: makes an export of a [`FinalOnDrop`] (an owner without the import's
+/// shutdown leak guard), releases the GIL by a raw `PyEval_SaveThread` inside this pyo3 call (as
+/// torch's tensor dealloc does), waits until the interpreter is finalizing
+/// (`Py_IsInitialized()` is 0 once the atexit hooks ran), drops the export (its deleter runs
+/// here), then parks for good: it never re-attaches a finalizing interpreter.
+#[pyfunction]
+fn drop_probe_during_finalization_raw() -> PyResult<()> {
+    let export = FinalOnDrop {
+        data: vec![1.0, 2.0],
+        _probe: FinalProbe,
+    }
+    .into_managed_tensor_versioned()?;
+    // SAFETY: this thread is attached (a pyo3 call); it detaches and never touches Python
+    // itself again (the deleter chain must decide on its own), nor returns.
+    unsafe {
+        let _state = pyo3::ffi::PyEval_SaveThread();
+        while pyo3::ffi::Py_IsInitialized() != 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(export);
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(drop_probe_during_finalization_raw, m)?)?;
     m.add_class::<ExportCache>()?;
     m.add_function(wrap_pyfunction!(probe_buffer_to_torch, m)?)?;
     m.add_function(wrap_pyfunction!(probe_buffer_seen, m)?)?;
