@@ -114,8 +114,8 @@ unsafe impl dlpack_rs::safe::Buffer for ProbeBuffer {
 /// An `Export` of a [`ProbeBuffer`] handed to torch through its exchange table: torch owns the
 /// export's own managed tensor, so torch's tensor dealloc runs its deleter.
 #[pyfunction]
-fn probe_buffer_to_torch(
-) -> PyResult<dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>> {
+fn probe_buffer_to_torch() -> PyResult<dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>>
+{
     let export = dlpack_rs::safe::Export::new(ProbeBuffer {
         data: vec![1.0, 2.0, 3.0],
     });
