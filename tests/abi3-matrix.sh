@@ -203,6 +203,8 @@ for peer in ("torch", "jax", "pyarrow", "array_api_strict", "safetensors"):
 allowed = {"needs " + peer for peer in missing}
 # Every wheel here is abi3, which hides CPython's type version tags (conftest.py).
 allowed.add("needs version tags (not abi3, CPython >= 3.11)")
+# abi3 hides whether a thread holds the GIL (tests/python/test_keepalive_dropper.py).
+allowed.add("needs the thread state (not abi3)")
 # The one other reason (tests/python/conftest.py: needs_numpy_versioned), where it is true.
 if numpy.lib.NumpyVersion(numpy.__version__) < "2.1.0":
     missing.append("numpy >= 2.1")

@@ -231,11 +231,11 @@ def test_deleter_with_gil_released_under_a_pyo3_frame(holder):
         + "gc.collect()\n"
         "c = ext.keepalive_counts()\n"
         "print('ok', c['attached'] + c['after_attaching'], c['after_attaching'],"
-        " ext.derived_dropped(), c['deleter_attached'])\n"
+        " ext.derived_dropped(), c['deleter_deferred'])\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    ok, released, after_attaching, dropped, deleter_attached = r.stdout.split()
+    ok, released, after_attaching, dropped, deleter_deferred = r.stdout.split()
     assert ok == "ok"
     # The export's keepalive (the derived object) was released, not leaked, and the object
     # itself was dropped.
@@ -245,7 +245,7 @@ def test_deleter_with_gil_released_under_a_pyo3_frame(holder):
         # Released attached for real: the deleter attached its thread (whose GIL was released
         # under pyo3's frame) before dropping the keepalive, which then found it attached (under
         # abi3, which hides the thread state, the keepalive attaches again, re-entrantly).
-        assert (int(after_attaching), int(deleter_attached)) == (1 if _ABI3 else 0, 1)
+        assert (int(after_attaching), int(deleter_deferred)) == (1 if _ABI3 else 0, 1)
 
 
 # The same place for a keepalive that is not a `PyKeepalive`: a derived struct exported without
@@ -277,12 +277,12 @@ def test_a_keepalive_drop_that_attaches_is_attached(chain):
         "import gc, dlpack_testext as ext\n"
         + _ATTACH_CHAINS[chain]
         + "gc.collect()\n"
-        "print('ok', ext.attach_seen(), ext.keepalive_counts()['deleter_attached'])\n"
+        "print('ok', ext.attach_seen(), ext.keepalive_counts()['deleter_deferred'])\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    ok, seen, deleter_attached = r.stdout.split()
+    ok, seen, deleter_deferred = r.stdout.split()
     assert ok == "ok"
-    assert int(deleter_attached) == 1
+    assert int(deleter_deferred) == 1
     # 1: the drop ran and pyo3's attach held the GIL (3 where abi3 hides the check).
     assert int(seen) == (3 if _ABI3 else 1), r.stderr[-3000:]

@@ -34,7 +34,7 @@ mod packed;
 
 pub use export::aligned::AlignedBuffer;
 #[allow(unused_imports)] // used by the Python glue, above safe/
-pub(crate) use export::block::set_keepalive_dropper;
+pub(crate) use export::block::{set_keepalive_dropper, DropAt, KeepaliveDropper};
 pub(crate) use export::block::{PackAs, Readers};
 pub use export::buffer::{Buffer, SharedBuffer, StreamOrder};
 #[allow(unused_imports)] // used by the layers above safe/

@@ -330,7 +330,7 @@ fn keepalive_counts(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> 
     d.set_item("after_attaching", c.after_attaching)?;
     d.set_item("leaked_at_shutdown", c.leaked_at_shutdown)?;
     d.set_item("leaked_other_interpreter", c.leaked_other_interpreter)?;
-    d.set_item("deleter_attached", c.deleter_attached)?;
+    d.set_item("deleter_deferred", c.deleter_deferred)?;
     Ok(d)
 }
 

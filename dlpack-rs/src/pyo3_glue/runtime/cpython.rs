@@ -67,8 +67,8 @@ pub(crate) fn thread_states() -> (*mut ffi::PyThreadState, *mut ffi::PyThreadSta
     }
 }
 
-/// Whether this thread has a thread state of `PyGILState`'s (it has been a Python thread), in an
-/// initialized interpreter.
+/// Whether the interpreter is initialized and this thread has a `PyGILState` thread state (it
+/// has been a Python thread). False for every thread while the interpreter finalizes.
 pub(crate) fn has_thread_state() -> bool {
     // SAFETY: reads a flag, then (once initialized) this thread's `PyGILState` slot, from any
     // thread, attached or not.

@@ -25,7 +25,7 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     {
         return;
     }
-    crate::safe::set_keepalive_dropper(drop_keepalive);
+    crate::safe::set_keepalive_dropper(&DROPPER);
     // Once, like the hook (until then the probe uses the check right on every version).
     let kind = if py.version_info() >= (3, 12) { 2 } else { 1 };
     TSTATE_PER_THREAD.store(kind, Ordering::Relaxed);
@@ -67,26 +67,87 @@ pub(crate) fn this_thread_is_attached() -> bool {
     }
 }
 
-/// The export deleters' [`Dropper`](crate::safe::set_keepalive_dropper): in place where the
-/// thread is attached or was never a Python thread (pyo3 counts it unattached there); on a
-/// Python thread whose GIL foreign code released (torch's tensor dealloc does, under pyo3 frames
-/// that still count the thread attached), attached for real first, so that a `Drop` asking pyo3
-/// to attach holds the GIL; leaked there once shutdown began.
-fn drop_keepalive(drop: &mut dyn FnMut(bool)) {
-    if this_thread_is_attached() || !cpython::has_thread_state() {
-        return drop(false);
+/// How export deleters drop a keepalive that may run user code (installed with the shutdown hook).
+static DROPPER: crate::safe::KeepaliveDropper = crate::safe::KeepaliveDropper {
+    decide: drop_at,
+    attached: drop_attached,
+};
+
+/// Where a deleter on this thread drops a keepalive that may run user code: in place where the
+/// thread is attached (by CPython's own thread state) or was never a Python thread (pyo3 counts
+/// it unattached: a `Python::attach` in the `Drop` attaches for real). On a Python thread whose
+/// GIL is released, pyo3 may still count it attached (foreign code such as torch's tensor
+/// dealloc released the GIL under a pyo3 frame), so the drop runs where the GIL is held. Leaked
+/// once shutdown began there, and on any thread while the interpreter finalizes.
+fn drop_at() -> crate::safe::DropAt {
+    use crate::safe::DropAt;
+    if this_thread_is_attached() {
+        return DropAt::Here;
+    }
+    if !cpython::is_initialized() {
+        // Finalizing (or finalized): no thread state can be asked, and none may attach.
+        return DropAt::Never;
+    }
+    if !cpython::has_thread_state() {
+        return DropAt::Here;
     }
     if SHUTTING_DOWN.load(Ordering::SeqCst) {
-        // Attaching now could hang or end this thread in a finalizing interpreter.
-        return drop(true);
+        return DropAt::Never;
     }
-    // SAFETY: initialized (`has_thread_state`) and not shutting down (checked above).
+    DropAt::Attached
+}
+
+/// Drops queued for a pending call (the main thread runs them holding the GIL).
+#[cfg(not(feature = "abi3"))]
+static PENDING: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether a pending call to [`run_pending`] is scheduled.
+#[cfg(not(feature = "abi3"))]
+static SCHEDULED: AtomicBool = AtomicBool::new(false);
+
+/// Runs `drop` holding the GIL: queued for a pending call, which the interpreter's main thread
+/// runs at its next check (the deleter never waits for the GIL, so it cannot deadlock with a
+/// thread holding the GIL). Under `abi3`, which hides whether this thread holds the GIL, it
+/// attaches for real now instead (re-entrant).
+fn drop_attached(drop: Box<dyn FnOnce() + Send>) {
+    count(&DELETER_DEFERRED);
+    #[cfg(not(feature = "abi3"))]
+    {
+        PENDING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(drop);
+        if !SCHEDULED.swap(true, Ordering::AcqRel) {
+            // SAFETY: callable from any thread, attached or not, in an initialized interpreter
+            // (`drop_at` checked); `run_pending` takes no argument.
+            if unsafe { ffi::Py_AddPendingCall(Some(run_pending), core::ptr::null_mut()) } != 0 {
+                // The interpreter's queue is full: the next deferred drop schedules again.
+                SCHEDULED.store(false, Ordering::Release);
+            }
+        }
+    }
+    #[cfg(feature = "abi3")]
+    // SAFETY: initialized and not shutting down (`drop_at` checked); `drop` keeps nothing of
+    // Python past the call.
     unsafe {
-        cpython::with_attached(|| {
-            count(&DELETER_ATTACHED);
-            drop(false)
-        })
+        cpython::with_attached(drop)
     }
+}
+
+/// The pending call: runs the queued drops (CPython calls it holding the GIL; never unwinds:
+/// each drop catches its panics).
+#[cfg(not(feature = "abi3"))]
+extern "C" fn run_pending(_: *mut core::ffi::c_void) -> core::ffi::c_int {
+    SCHEDULED.store(false, Ordering::Release);
+    let drops = core::mem::take(
+        &mut *PENDING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    for drop in drops {
+        drop();
+    }
+    0
 }
 
 /// Whether shutdown began and this thread is not attached, so owners leak instead.
@@ -107,16 +168,16 @@ pub struct KeepaliveCounts {
     pub leaked_at_shutdown: usize,
     /// Leaked: the object belongs to another (sub-)interpreter than the dropping thread's.
     pub leaked_other_interpreter: usize,
-    /// Export keepalives (of any type) an export's deleter dropped after attaching for real: a
-    /// Python thread whose GIL foreign code released.
-    pub deleter_attached: usize,
+    /// Export keepalives a deleter handed on to be dropped holding the GIL (on a Python thread
+    /// whose GIL was released).
+    pub deleter_deferred: usize,
 }
 
 static RELEASED_ATTACHED: AtomicUsize = AtomicUsize::new(0);
 static RELEASED_AFTER_ATTACHING: AtomicUsize = AtomicUsize::new(0);
 static LEAKED_AT_SHUTDOWN: AtomicUsize = AtomicUsize::new(0);
 static LEAKED_OTHER_INTERPRETER: AtomicUsize = AtomicUsize::new(0);
-static DELETER_ATTACHED: AtomicUsize = AtomicUsize::new(0);
+static DELETER_DEFERRED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts one drop on its path (feature `test-counters`; nothing otherwise).
 #[inline]
@@ -136,7 +197,7 @@ pub fn keepalive_counts() -> KeepaliveCounts {
         after_attaching: RELEASED_AFTER_ATTACHING.load(Ordering::Relaxed),
         leaked_at_shutdown: LEAKED_AT_SHUTDOWN.load(Ordering::Relaxed),
         leaked_other_interpreter: LEAKED_OTHER_INTERPRETER.load(Ordering::Relaxed),
-        deleter_attached: DELETER_ATTACHED.load(Ordering::Relaxed),
+        deleter_deferred: DELETER_DEFERRED.load(Ordering::Relaxed),
     }
 }
 

@@ -1,6 +1,7 @@
 //! One export's heap block (managed struct, shape, strides, keepalive) and its deleter.
 
 use alloc::alloc::{alloc, dealloc, handle_alloc_error};
+use alloc::boxed::Box;
 use core::alloc::Layout;
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -41,33 +42,48 @@ fn block_layout<M, K>(ndim: usize) -> (Layout, usize) {
         .unwrap_or((Layout::new::<Header<M, K>>(), 0))
 }
 
-/// How export deleters drop a keepalive: it calls its argument once, `true` to leak instead.
-pub(crate) type Dropper = fn(&mut dyn FnMut(bool));
-
-/// The [`Dropper`] a layer above installed (the Python glue, which knows where a keepalive's
-/// `Drop` may attach: SAFETY.md, "When deleters run"), as a pointer; NULL: dropped in place.
-static KEEPALIVE_DROPPER: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
-
-/// Makes every export deleter from now on drop its keepalive through `dropper`.
-#[allow(dead_code)] // called by the Python glue, above safe/
-pub(crate) fn set_keepalive_dropper(dropper: Dropper) {
-    KEEPALIVE_DROPPER.store(dropper as *mut (), Ordering::Release);
+/// Where an export deleter drops a keepalive, as the installed [`KeepaliveDropper`] decides.
+#[allow(dead_code)] // made by the Python glue, above safe/
+pub(crate) enum DropAt {
+    /// In place, now.
+    Here,
+    /// Through [`KeepaliveDropper::attached`], where the thread holds the GIL.
+    Attached,
+    /// Nowhere: leaked (the interpreter is shutting down).
+    Never,
 }
 
-/// Drops a keepalive through the installed [`Dropper`], if any.
-fn drop_contained<T>(value: T) {
+/// How export deleters drop a keepalive that may run user code, installed by the layer that
+/// hands exports to an interpreter (the Python glue: SAFETY.md, "When deleters run").
+pub(crate) struct KeepaliveDropper {
+    /// Where this thread may drop a keepalive now.
+    pub(crate) decide: fn() -> DropAt,
+    /// Runs a drop where the thread holds the GIL (soon, on another thread, or now).
+    pub(crate) attached: fn(Box<dyn FnOnce() + Send>),
+}
+
+/// The installed [`KeepaliveDropper`]; NULL: keepalives drop in place.
+static KEEPALIVE_DROPPER: AtomicPtr<KeepaliveDropper> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Makes every export deleter from now on drop its keepalive as `dropper` says.
+#[allow(dead_code)] // called by the Python glue, above safe/
+pub(crate) fn set_keepalive_dropper(dropper: &'static KeepaliveDropper) {
+    let dropper = core::ptr::from_ref(dropper).cast_mut();
+    KEEPALIVE_DROPPER.store(dropper, Ordering::Release);
+}
+
+/// Drops a keepalive as the installed [`KeepaliveDropper`] says, or in place without one.
+fn drop_contained<T: Send + 'static>(value: T) {
     let dropper = KEEPALIVE_DROPPER.load(Ordering::Acquire);
-    if dropper.is_null() {
+    // SAFETY: only `set_keepalive_dropper` stores here, a `&'static KeepaliveDropper`.
+    let Some(dropper) = (unsafe { dropper.as_ref() }) else {
         return drop_caught(value);
+    };
+    match (dropper.decide)() {
+        DropAt::Here => drop_caught(value),
+        DropAt::Attached => (dropper.attached)(Box::new(move || drop_caught(value))),
+        DropAt::Never => core::mem::forget(value),
     }
-    // SAFETY: only `set_keepalive_dropper` stores here: a `Dropper` cast to a pointer.
-    let dropper = unsafe { core::mem::transmute::<*mut (), Dropper>(dropper) };
-    let mut value = Some(value);
-    dropper(&mut |leak| match value.take() {
-        Some(value) if leak => core::mem::forget(value),
-        Some(value) => drop_caught(value),
-        None => {}
-    });
 }
 
 /// Drops a keepalive; under `std` a panic is caught and reported, never unwinding into C.
@@ -94,7 +110,7 @@ fn drop_caught<T>(value: T) {
 
 /// The deleter of every export: frees the block, then drops the keepalive (`PLAIN`: in place,
 /// for keepalives whose drop never calls into Python; otherwise through the installed dropper).
-unsafe extern "C" fn delete_block<M, K, const PLAIN: bool>(ptr: *mut M) {
+unsafe extern "C" fn delete_block<M, K: Send + 'static, const PLAIN: bool>(ptr: *mut M) {
     if ptr.is_null() {
         return;
     }

@@ -20,9 +20,9 @@ use crate::safe::{Element, Error};
 ///   shared to read and exclusive to write, as [`SharedMut`](crate::safe::SharedMut) does.
 /// - `data_ptr`, `num_elements` and `device` answer the same on every call until the value is
 ///   mutably borrowed, and `data_ptr_mut` returns `data_ptr`'s address.
-/// - Dropping the value never calls into Python (pyo3's `attach`, a `Py`'s drop): an export's
-///   deleter drops it in place, maybe where pyo3 counts the thread attached while foreign code
-///   has released the GIL. Hold a Python object as a `PyKeepalive`, which is sound there.
+/// - Dropping the value never calls pyo3's `attach` nor drops a `Py`: an export's deleter drops
+///   it in place, maybe where pyo3 counts the thread attached while foreign code has released
+///   the GIL. Hold a Python object as a `PyKeepalive`, whose drop reads the real thread state.
 pub unsafe trait Buffer {
     /// The element type; it decides the exported dtype.
     type Elem: Element;

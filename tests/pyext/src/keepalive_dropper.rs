@@ -1,6 +1,5 @@
-//! Reproducers from the review of the export deleters' keepalive dropper (an export's keepalive
-//! that is not a `PyKeepalive` is dropped attached for real on a Python thread whose GIL is
-//! released). See `tests/python/test_review_dropper.py`.
+//! What `tests/python/test_keepalive_dropper.py` needs: exports whose keepalives are dropped
+//! inside `py.detach` under a lock, and during finalization.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -69,65 +68,6 @@ impl ExportCache {
     }
 }
 
-/// What the last [`ProbeBuffer`] drop saw: 0 none yet, 1 the GIL held once pyo3 let it attach,
-/// 2 not held (pyo3 counted the thread attached while foreign code had released the GIL).
-static BUFFER_SEEN: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-/// A user `Buffer` whose `Drop` asks pyo3 to attach (as a `Py` field's drop would): what
-/// SAFETY.md ("When deleters run") still says is dropped attached for real, and what the new
-/// `Buffer` contract line forbids (so this impl breaks that line on purpose).
-struct ProbeBuffer {
-    data: Vec<f32>,
-}
-
-impl Drop for ProbeBuffer {
-    fn drop(&mut self) {
-        Python::attach(|_py| {
-            #[cfg(not(feature = "abi3"))]
-            // SAFETY: reads whether this thread holds the GIL; callable attached or not.
-            let seen = if unsafe { pyo3::ffi::PyGILState_Check() } == 1 {
-                1
-            } else {
-                2
-            };
-            #[cfg(feature = "abi3")]
-            let seen = 3;
-            BUFFER_SEEN.store(seen, Ordering::SeqCst);
-        });
-    }
-}
-
-// SAFETY: the Vec's heap buffer holds `len` initialised f32s and stays in place when the value
-// moves; `Vec::as_ptr` carries write permission; nothing writes through `&self`. It does NOT keep
-// the new last line of the contract (its drop calls pyo3's `attach`): that is what it probes.
-unsafe impl dlpack_rs::safe::Buffer for ProbeBuffer {
-    type Elem = f32;
-    const SHARED_PTR_WRITABLE: bool = true;
-    fn data_ptr(&self) -> *mut f32 {
-        self.data.as_ptr().cast_mut()
-    }
-    fn num_elements(&self) -> usize {
-        self.data.len()
-    }
-}
-
-/// An `Export` of a [`ProbeBuffer`] handed to torch through its exchange table: torch owns the
-/// export's own managed tensor, so torch's tensor dealloc runs its deleter.
-#[pyfunction]
-fn probe_buffer_to_torch() -> PyResult<dlpack_rs::pyo3_glue::Returned<dlpack_rs::pyo3_glue::Torch>>
-{
-    let export = dlpack_rs::safe::Export::new(ProbeBuffer {
-        data: vec![1.0, 2.0, 3.0],
-    });
-    Ok(dlpack_rs::pyo3_glue::Returned::new(export.versioned()?))
-}
-
-/// What the last [`ProbeBuffer`] drop saw (see [`BUFFER_SEEN`]).
-#[pyfunction]
-fn probe_buffer_seen() -> u8 {
-    BUFFER_SEEN.load(Ordering::SeqCst)
-}
-
 /// A field whose `Drop` asks pyo3 to attach and writes to stderr whether the thread then holds
 /// the GIL (the interpreter may be finalizing: nothing is kept, the line is the result).
 struct FinalProbe;
@@ -188,7 +128,5 @@ fn drop_probe_during_finalization_raw() -> PyResult<()> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(drop_probe_during_finalization_raw, m)?)?;
     m.add_class::<ExportCache>()?;
-    m.add_function(wrap_pyfunction!(probe_buffer_to_torch, m)?)?;
-    m.add_function(wrap_pyfunction!(probe_buffer_seen, m)?)?;
     Ok(())
 }
