@@ -75,6 +75,19 @@ pub(crate) fn has_thread_state() -> bool {
     unsafe { ffi::Py_IsInitialized() != 0 && !ffi::PyGILState_GetThisThreadState().is_null() }
 }
 
+/// Schedules `f(NULL)` on the main thread, which runs it holding the GIL; false if CPython's
+/// queue is full or the interpreter is not initialized. Callable from any thread.
+#[cfg(not(feature = "abi3"))]
+pub(crate) fn add_pending_call(
+    f: extern "C" fn(*mut core::ffi::c_void) -> core::ffi::c_int,
+) -> bool {
+    // SAFETY: `Py_AddPendingCall` needs neither a thread state nor the GIL, in an initialized
+    // interpreter (checked first); `f` ignores its NULL argument.
+    unsafe {
+        ffi::Py_IsInitialized() != 0 && ffi::Py_AddPendingCall(Some(f), core::ptr::null_mut()) == 0
+    }
+}
+
 /// The ID (never reused) of the interpreter this thread runs.
 /// # Safety
 /// The thread is attached.

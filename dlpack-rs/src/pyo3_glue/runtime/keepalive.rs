@@ -118,9 +118,7 @@ fn drop_attached(drop: Box<dyn FnOnce() + Send>) {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(drop);
         if !SCHEDULED.swap(true, Ordering::AcqRel) {
-            // SAFETY: callable from any thread, attached or not, in an initialized interpreter
-            // (`drop_at` checked); `run_pending` takes no argument.
-            if unsafe { ffi::Py_AddPendingCall(Some(run_pending), core::ptr::null_mut()) } != 0 {
+            if !cpython::add_pending_call(run_pending) {
                 // The interpreter's queue is full: the next deferred drop schedules again.
                 SCHEDULED.store(false, Ordering::Release);
             }
