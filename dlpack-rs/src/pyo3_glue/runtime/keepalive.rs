@@ -84,14 +84,13 @@ fn drop_at() -> crate::safe::DropAt {
     if this_thread_is_attached() {
         return DropAt::Here;
     }
-    if !cpython::is_initialized() {
-        // Finalizing (or finalized): no thread state can be asked, and none may attach.
-        return DropAt::Never;
-    }
-    if !cpython::has_thread_state() {
+    // Finalizing (or finalized): no thread state can be asked, and none may attach.
+    let finalizing = !cpython::is_initialized();
+    if !finalizing && !cpython::has_thread_state() {
         return DropAt::Here;
     }
-    if SHUTTING_DOWN.load(Ordering::SeqCst) {
+    if finalizing || SHUTTING_DOWN.load(Ordering::SeqCst) {
+        count(&LEAKED_AT_SHUTDOWN);
         return DropAt::Never;
     }
     DropAt::Attached
@@ -162,7 +161,8 @@ pub struct KeepaliveCounts {
     pub attached: usize,
     /// Released after attaching the dropping thread.
     pub after_attaching: usize,
-    /// Leaked: shutdown had begun and the thread was not attached.
+    /// Leaked: shutdown had begun and the thread was not attached (a `PyKeepalive`, or any
+    /// keepalive an export's deleter left undropped).
     pub leaked_at_shutdown: usize,
     /// Leaked: the object belongs to another (sub-)interpreter than the dropping thread's.
     pub leaked_other_interpreter: usize,
