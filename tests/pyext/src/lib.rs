@@ -18,6 +18,7 @@ mod ndarray_funcs;
 mod oversized;
 mod producer;
 mod readers;
+mod review_r2;
 mod rust_numpy;
 mod shapes;
 mod shared_mut;
@@ -56,6 +57,8 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tensor_files::register(m)?;
     readers::register(m)?;
     keepalive_dropper::register(m)?;
+    review_r2::register(m)?;
+    review_r2::register_locking(m)?;
     shared_mut::register(m)?;
     rust_numpy::register(m)?;
     typed_args::register(m)?;
