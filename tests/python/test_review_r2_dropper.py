@@ -119,8 +119,11 @@ def test_a_deferral_meeting_a_full_pending_call_queue_is_still_dropped():
 # FAILS NOW (deadlock, bounded by the Drop's own 2 s try-lock). A deferred drop runs on the main
 # thread at an arbitrary bytecode boundary, with the GIL held: here inside a Python callback that
 # Rust calls while holding a (non-reentrant) `Mutex`; the keepalive's `Drop` takes that same
-# `Mutex`, freed on a worker thread inside `py.detach`. Dropped where it was freed (in place) it
-# would wait for the callback to return; deferred, the main thread waits for itself.
+# `Mutex`, freed on a worker thread inside `py.detach`. Dropped where it was freed (in place,
+# before 25282a0) it would wait for the callback to return; deferred, the main thread waits for
+# itself. (The previous version, attaching for real on the worker, hung too: the worker held the
+# GIL waiting for the lock, the main thread needed the GIL back to leave `sleep`. Any design that
+# runs such a `Drop` holding the GIL has this; only a drop without the GIL avoids it.)
 @pytest.mark.skipif(_ABI3, reason="abi3 attaches for real instead of deferring")
 def test_a_deferred_drop_does_not_reenter_a_lock_the_main_thread_holds():
     r = _run(
@@ -138,4 +141,24 @@ def test_a_deferred_drop_does_not_reenter_a_lock_the_main_thread_holds():
     assert r.stdout.split() == ["0"], (
         "the keepalive's Drop, deferred to the main thread, ran inside a callback while that "
         "thread held the lock the Drop takes (self-deadlock; given up after 2 s)"
+    )
+
+
+# FAILS NOW (regression from 56591c9, which dropped it). A derived export held by a module global
+# is freed by the main thread (attached, holding the GIL) while the interpreter finalizes
+# (`finalize_modules` runs after `Py_IsInitialized()` turned 0): `thread_states()` refuses to read
+# the thread state once not initialized, so `drop_at` answers "not attached", then `Never`: the
+# keepalive leaks and its `Drop` (here a line on stderr; a file flush, a temp-file removal, device
+# memory for an embedder that finalizes and goes on) never runs, though the thread could drop it.
+def test_a_keepalive_freed_by_the_attached_main_thread_while_finalizing_is_dropped():
+    r = _run(
+        "h = ext.ProbeHolder()  # freed when __main__ is cleared, after Py_IsInitialized() is 0\n"
+        "h2 = ext.ProbeHolder(); del h2  # freed now\n"
+        "print('ok', flush=True)\n"
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "ok"
+    assert r.stderr.count("exit-probe dropped") == 2, (
+        "the keepalive freed by the attached main thread during finalization was leaked: "
+        + r.stderr[-2000:]
     )

@@ -59,6 +59,7 @@ fn dlpack_testext(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keepalive_dropper::register(m)?;
     review_r2::register(m)?;
     review_r2::register_locking(m)?;
+    review_r2::register_exit(m)?;
     shared_mut::register(m)?;
     rust_numpy::register(m)?;
     typed_args::register(m)?;

@@ -233,3 +233,47 @@ pub fn register_locking(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lock_drop_timeouts, m)?)?;
     Ok(())
 }
+
+/// A field whose `Drop` writes a line to stderr (no Python: safe anywhere, finalization too).
+struct ExitProbe;
+
+impl Drop for ExitProbe {
+    fn drop(&mut self) {
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), b"exit-probe dropped\n");
+    }
+}
+
+/// A derived export with an [`ExitProbe`] (no `#[pyclass]`: the struct is the keepalive).
+#[derive(dlpack_rs::IntoDLPack)]
+struct WithExitProbe {
+    #[dlpack(data)]
+    data: Vec<f32>,
+    _probe: ExitProbe,
+}
+
+/// Holds one export of a [`WithExitProbe`] until the holder is dropped (its deleter then runs on
+/// the dropping thread).
+#[pyclass(frozen)]
+struct ProbeHolder {
+    _export: Mutex<Option<dlpack_rs::safe::ManagedTensorVersioned>>,
+}
+
+#[pymethods]
+impl ProbeHolder {
+    #[new]
+    fn new() -> PyResult<Self> {
+        let export = WithExitProbe {
+            data: vec![0.0; 4],
+            _probe: ExitProbe,
+        }
+        .into_managed_tensor_versioned()?;
+        Ok(ProbeHolder {
+            _export: Mutex::new(Some(export)),
+        })
+    }
+}
+
+pub fn register_exit(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ProbeHolder>()?;
+    Ok(())
+}
