@@ -162,3 +162,33 @@ def test_a_keepalive_freed_by_the_attached_main_thread_while_finalizing_is_dropp
         "the keepalive freed by the attached main thread during finalization was leaked: "
         + r.stderr[-2000:]
     )
+
+
+# FAILS NOW (hang, bounded by the pool's 2 s timeout). The pool hang from pure Python with torch:
+# a worker thread imports pooled exports into torch and deletes the tensors; torch's tensor
+# dealloc releases the GIL, so every deleter defers its keepalive to the main thread, which waits
+# in `join()` and runs no pending call: the pool runs dry. Passed at 56591c9 (attached for real).
+@pytest.mark.skipif(_ABI3, reason="abi3 attaches for real instead of deferring")
+def test_torch_tensors_of_pooled_exports_freed_on_a_worker_give_their_buffers_back():
+    pytest.importorskip("torch")
+    r = _run(
+        "import threading, torch\n"
+        "p = ext.BufferPool(1)\n"
+        "out = []\n"
+        "def work():\n"
+        "    try:\n"
+        "        for i in range(10):\n"
+        "            t = torch.from_dlpack(p.take_capsule(2.0))\n"
+        "            del t\n"
+        "            out.append(i)\n"
+        "    except Exception as e:\n"
+        "        out.append(type(e).__name__)\n"
+        "th = threading.Thread(target=work); th.start(); th.join()\n"
+        "print(*out, flush=True)\n",
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == [str(i) for i in range(10)], (
+        "the worker's torch tensors were freed but their keepalives (the pooled buffers) were "
+        f"deferred to the joining main thread: {r.stdout!r}"
+    )

@@ -81,6 +81,36 @@ impl BufferPool {
         })
     }
 
+    /// Takes a buffer (waiting with the GIL released, at most `timeout_s`; `TimeoutError`
+    /// after) and returns a versioned capsule of its export.
+    fn take_capsule<'py>(
+        &self,
+        py: Python<'py>,
+        timeout_s: f64,
+    ) -> PyResult<Bound<'py, pyo3::types::PyCapsule>> {
+        let inner = self.inner.clone();
+        let data = py.detach(|| {
+            let deadline = Instant::now() + Duration::from_secs_f64(timeout_s);
+            let mut free = inner.free.lock().unwrap();
+            loop {
+                if let Some(data) = free.pop() {
+                    return Some(data);
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return None;
+                }
+                free = inner.returned.wait_timeout(free, left).unwrap().0;
+            }
+        });
+        let Some(data) = data else {
+            return Err(pyo3::exceptions::PyTimeoutError::new_err(
+                "no buffer came back to the pool",
+            ));
+        };
+        Pooled { data, pool: inner }.into_capsule_versioned(py)
+    }
+
     /// Buffers in the pool now.
     fn free(&self) -> usize {
         self.inner.free.lock().unwrap().len()
