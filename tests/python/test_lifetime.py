@@ -229,6 +229,12 @@ def test_deleter_with_gil_released_under_a_pyo3_frame(holder):
         "import gc, numpy as np, dlpack_testext as ext\n"
         + _RELEASE_CHAINS[holder]
         + "gc.collect()\n"
+        # A keepalive dropped where the GIL was released is queued for a pending call: wait.
+        "import time\n"
+        "for _ in range(1000):\n"
+        "    if ext.derived_dropped():\n"
+        "        break\n"
+        "    time.sleep(0.01)\n"
         "c = ext.keepalive_counts()\n"
         "print('ok', c['attached'] + c['after_attaching'], c['after_attaching'],"
         " ext.derived_dropped(), c['deleter_deferred'])\n"
@@ -242,9 +248,9 @@ def test_deleter_with_gil_released_under_a_pyo3_frame(holder):
     assert int(released) >= 1
     assert int(dropped) >= 1
     if holder == "raw":
-        # Released attached for real: the deleter attached its thread (whose GIL was released
-        # under pyo3's frame) before dropping the keepalive, which then found it attached (under
-        # abi3, which hides the thread state, the keepalive attaches again, re-entrantly).
+        # Released attached for real: the deleter (its thread's GIL released under pyo3's frame)
+        # queued the keepalive, and the main thread's pending call released it holding the GIL
+        # (under abi3 the deleter attaches itself, and so does the keepalive, re-entrantly).
         assert (int(after_attaching), int(deleter_deferred)) == (1 if _ABI3 else 0, 1)
 
 
@@ -277,6 +283,12 @@ def test_a_keepalive_drop_that_attaches_is_attached(chain):
         "import gc, dlpack_testext as ext\n"
         + _ATTACH_CHAINS[chain]
         + "gc.collect()\n"
+        # Queued for a pending call: wait for it.
+        "import time\n"
+        "for _ in range(1000):\n"
+        "    if ext.attach_seen():\n"
+        "        break\n"
+        "    time.sleep(0.01)\n"
         "print('ok', ext.attach_seen(), ext.keepalive_counts()['deleter_deferred'])\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

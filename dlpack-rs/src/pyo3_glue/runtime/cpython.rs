@@ -82,7 +82,8 @@ pub(crate) fn add_pending_call(
     f: extern "C" fn(*mut core::ffi::c_void) -> core::ffi::c_int,
 ) -> bool {
     // SAFETY: `Py_AddPendingCall` needs neither a thread state nor the GIL, in an initialized
-    // interpreter (checked first); `f` ignores its NULL argument.
+    // interpreter (checked first; a finalization starting meanwhile is the race every
+    // deleter-side call here shares, SAFETY.md); `f` ignores its NULL argument.
     unsafe {
         ffi::Py_IsInitialized() != 0 && ffi::Py_AddPendingCall(Some(f), core::ptr::null_mut()) == 0
     }

@@ -70,15 +70,15 @@ pub(crate) fn this_thread_is_attached() -> bool {
 /// How export deleters drop a keepalive that may run user code (installed with the shutdown hook).
 static DROPPER: crate::safe::KeepaliveDropper = crate::safe::KeepaliveDropper {
     decide: drop_at,
-    attached: drop_attached,
+    elsewhere: drop_elsewhere,
 };
 
 /// Where a deleter on this thread drops a keepalive that may run user code: in place where the
 /// thread is attached (by CPython's own thread state) or was never a Python thread (pyo3 counts
 /// it unattached: a `Python::attach` in the `Drop` attaches for real). On a Python thread whose
-/// GIL is released, pyo3 may still count it attached (foreign code such as torch's tensor
-/// dealloc released the GIL under a pyo3 frame), so the drop runs where the GIL is held. Leaked
-/// once shutdown began there, and on any thread while the interpreter finalizes.
+/// GIL is released pyo3 may still count it attached (foreign code such as torch's tensor
+/// dealloc released the GIL under a pyo3 frame): [`drop_elsewhere`]. Leaked once shutdown began
+/// there, and on any thread while the interpreter finalizes.
 fn drop_at() -> crate::safe::DropAt {
     use crate::safe::DropAt;
     if this_thread_is_attached() {
@@ -93,35 +93,59 @@ fn drop_at() -> crate::safe::DropAt {
         count(&LEAKED_AT_SHUTDOWN);
         return DropAt::Never;
     }
-    DropAt::Attached
+    DropAt::Elsewhere
 }
 
-/// Drops queued for a pending call (the main thread runs them holding the GIL).
+/// Drops handed over by [`drop_elsewhere`], taken by [`run_pending`] or the fallback thread.
 #[cfg(not(feature = "abi3"))]
-static PENDING: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>> = std::sync::Mutex::new(Vec::new());
+static QUEUED: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>> = std::sync::Mutex::new(Vec::new());
 
 /// Whether a pending call to [`run_pending`] is scheduled.
 #[cfg(not(feature = "abi3"))]
 static SCHEDULED: AtomicBool = AtomicBool::new(false);
 
-/// Runs `drop` holding the GIL: queued for a pending call, which the interpreter's main thread
-/// runs at its next check (the deleter never waits for the GIL, so it cannot deadlock with a
-/// thread holding the GIL). Under `abi3`, which hides whether this thread holds the GIL, it
-/// attaches for real now instead (re-entrant).
-fn drop_attached(drop: Box<dyn FnOnce() + Send>) {
+/// Wakes the fallback thread when a drop is queued.
+#[cfg(not(feature = "abi3"))]
+static QUEUED_SOME: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Whether the fallback thread was started.
+#[cfg(not(feature = "abi3"))]
+static FALLBACK: std::sync::Once = std::sync::Once::new();
+
+/// The queued drops, taken under the lock (each runs once, by whoever takes it).
+#[cfg(not(feature = "abi3"))]
+fn take_queued() -> Vec<Box<dyn FnOnce() + Send>> {
+    core::mem::take(
+        &mut *QUEUED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+}
+
+/// Queues `drop` without waiting for anything (neither the GIL nor another thread). A pending
+/// call runs it on the main thread holding the GIL, at its next check; whatever is still queued
+/// 100 ms later runs on a fallback thread that never is a Python thread (pyo3 counts it
+/// unattached: a `Python::attach` attaches for real, a dropped `Py` goes to pyo3's pool), so a
+/// blocked main thread or a full pending-call queue delays a drop, never strands it. Under
+/// `abi3`, which hides whether this thread holds the GIL, it attaches for real instead.
+fn drop_elsewhere(drop: Box<dyn FnOnce() + Send>) {
     count(&DELETER_DEFERRED);
     #[cfg(not(feature = "abi3"))]
     {
-        PENDING
+        QUEUED
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(drop);
-        if !SCHEDULED.swap(true, Ordering::AcqRel) {
-            if !cpython::add_pending_call(run_pending) {
-                // The interpreter's queue is full: the next deferred drop schedules again.
-                SCHEDULED.store(false, Ordering::Release);
-            }
+        if !SCHEDULED.swap(true, Ordering::AcqRel) && !cpython::add_pending_call(run_pending) {
+            SCHEDULED.store(false, Ordering::Release);
         }
+        FALLBACK.call_once(|| {
+            // Without it, drops wait for the pending call alone.
+            let _ = std::thread::Builder::new()
+                .name("dlpack-rs keepalive drops".into())
+                .spawn(run_fallback);
+        });
+        QUEUED_SOME.notify_one();
     }
     #[cfg(feature = "abi3")]
     // SAFETY: initialized and not shutting down (`drop_at` checked); `drop` keeps nothing of
@@ -136,15 +160,25 @@ fn drop_attached(drop: Box<dyn FnOnce() + Send>) {
 #[cfg(not(feature = "abi3"))]
 extern "C" fn run_pending(_: *mut core::ffi::c_void) -> core::ffi::c_int {
     SCHEDULED.store(false, Ordering::Release);
-    let drops = core::mem::take(
-        &mut *PENDING
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    for drop in drops {
-        drop();
-    }
+    take_queued().into_iter().for_each(|drop| drop());
     0
+}
+
+/// The fallback thread: once woken, waits 100 ms, then runs what the pending call left.
+#[cfg(not(feature = "abi3"))]
+fn run_fallback() {
+    loop {
+        {
+            let queued = QUEUED
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let _woken = QUEUED_SOME
+                .wait_while(queued, |queued| queued.is_empty())
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        take_queued().into_iter().for_each(|drop| drop());
+    }
 }
 
 /// Whether shutdown began and this thread is not attached, so owners leak instead.
@@ -166,8 +200,8 @@ pub struct KeepaliveCounts {
     pub leaked_at_shutdown: usize,
     /// Leaked: the object belongs to another (sub-)interpreter than the dropping thread's.
     pub leaked_other_interpreter: usize,
-    /// Export keepalives a deleter handed on to be dropped holding the GIL (on a Python thread
-    /// whose GIL was released).
+    /// Export keepalives a deleter handed to the drop thread (on a Python thread whose GIL was
+    /// released; under abi3, attached for real there instead).
     pub deleter_deferred: usize,
 }
 

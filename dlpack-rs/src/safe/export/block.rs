@@ -47,8 +47,8 @@ fn block_layout<M, K>(ndim: usize) -> (Layout, usize) {
 pub(crate) enum DropAt {
     /// In place, now.
     Here,
-    /// Through [`KeepaliveDropper::attached`], where the thread holds the GIL.
-    Attached,
+    /// Through [`KeepaliveDropper::elsewhere`].
+    Elsewhere,
     /// Nowhere: leaked (the interpreter is shutting down).
     Never,
 }
@@ -58,8 +58,8 @@ pub(crate) enum DropAt {
 pub(crate) struct KeepaliveDropper {
     /// Where this thread may drop a keepalive now.
     pub(crate) decide: fn() -> DropAt,
-    /// Runs a drop where the thread holds the GIL (soon, on another thread, or now).
-    pub(crate) attached: fn(Box<dyn FnOnce() + Send>),
+    /// Runs a drop where no Python code runs without the GIL (another thread, or attached).
+    pub(crate) elsewhere: fn(Box<dyn FnOnce() + Send>),
 }
 
 /// The installed [`KeepaliveDropper`]; NULL: keepalives drop in place.
@@ -81,7 +81,7 @@ fn drop_contained<T: Send + 'static>(value: T) {
     };
     match (dropper.decide)() {
         DropAt::Here => drop_caught(value),
-        DropAt::Attached => (dropper.attached)(Box::new(move || drop_caught(value))),
+        DropAt::Elsewhere => (dropper.elsewhere)(Box::new(move || drop_caught(value))),
         DropAt::Never => core::mem::forget(value),
     }
 }

@@ -1,5 +1,5 @@
-//! What `tests/python/test_review_r2_dropper.py` needs (review of the pending-call keepalive
-//! dropper): derived keepalives whose `Drop` has an effect Rust code waits for (a buffer pool),
+//! What `tests/python/test_keepalive_liveness.py` needs (the keepalive dropper's liveness):
+//! derived keepalives whose `Drop` has an effect Rust code waits for (a buffer pool),
 //! a live count of derived keepalives, and a full pending-call queue.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
