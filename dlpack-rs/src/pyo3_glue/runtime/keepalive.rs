@@ -25,7 +25,7 @@ pub(crate) fn install_shutdown_hook(py: Python<'_>) {
     {
         return;
     }
-    crate::safe::set_keepalive_dropper(&DROPPER);
+    install_dropper();
     // Once, like the hook (until then the probe uses the check right on every version).
     let kind = if py.version_info() >= (3, 12) { 2 } else { 1 };
     TSTATE_PER_THREAD.store(kind, Ordering::Relaxed);
@@ -67,7 +67,12 @@ pub(crate) fn this_thread_is_attached() -> bool {
     }
 }
 
-/// How export deleters drop a keepalive that may run user code (installed with the shutdown hook).
+/// Makes export deleters drop their keepalives as [`drop_at`] says (idempotent, no Python code).
+pub(crate) fn install_dropper() {
+    crate::safe::set_keepalive_dropper(&DROPPER);
+}
+
+/// How export deleters drop a keepalive that may run user code ([`install_dropper`]).
 static DROPPER: crate::safe::KeepaliveDropper = crate::safe::KeepaliveDropper {
     decide: drop_at,
     elsewhere: drop_elsewhere,
