@@ -64,7 +64,7 @@ def late():
     print('late', before, ext.bombs_dropped(), flush=True)
 atexit.register(late)
 import dlpack_testext as ext
-ext.panicking_capsule(True)  # joins: the hook is registered now, after `late` (runs first)
+ext.hold(ext.panicking_capsule(True))  # an import registers the hook, after `late` (runs first)
 print('ok', flush=True)
 """
 
