@@ -22,8 +22,9 @@ static JOINED_IN: AtomicI64 = AtomicI64::new(-1);
 /// Joins (or publishes) the registry every copy shares in the interpreter.
 pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
     if STATE.load(Ordering::Acquire) != 2 {
-        // Every export reaches Python after a join: its deleter's keepalive dropper is in place
-        // (installed without running Python code, which a first join never did).
+        // Every export reaches Python after a join: its deleter's keepalive dropper is in place.
+        // Installed alone, importing nothing (a first `import atexit` would run importlib's
+        // bytecode, and with it a garbage collection, inside the caller's call).
         crate::pyo3_glue::runtime::keepalive::install_dropper();
         // The table first, outside the claim: finding it runs Python code, which may join again.
         // Idempotent: a re-entered or concurrent join finds the same table (`setdefault`).
