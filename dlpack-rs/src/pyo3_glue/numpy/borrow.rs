@@ -16,7 +16,7 @@ use crate::pyo3_glue::numpy::array::{
 };
 use crate::pyo3_glue::runtime::cpython;
 use crate::pyo3_glue::runtime::keepalive::{
-    current_interpreter, exiting_unattached, release_owned, this_thread_is_attached,
+    exiting_unattached, release_owned, this_thread_is_attached,
 };
 use crate::safe::borrow::overlap::Span;
 use crate::safe::Error;
@@ -190,7 +190,9 @@ fn external_for(
 ) -> PyResult<Option<crate::safe::External>> {
     let py = obj.py();
     if found_table().is_none() {
-        if current_interpreter() != MAIN_INTERPRETER {
+        // SAFETY: `obj`'s token, on a thread importing an argument: attached (as for
+        // `PyKeepalive::new`).
+        if unsafe { cpython::interpreter_id() } != MAIN_INTERPRETER {
             return Ok(None);
         }
         table(py)?;

@@ -15,7 +15,7 @@ use crate::pyo3_glue::numpy::array::{
     NPY_ARRAY_WRITEABLE, NULL_CONTIGUOUS_STRIDES, VERSIONED_EXPORT,
 };
 use crate::pyo3_glue::runtime::cpython;
-use crate::pyo3_glue::runtime::keepalive::{current_interpreter, release_owned};
+use crate::pyo3_glue::runtime::keepalive::release_owned;
 use crate::safe::{Described, ManagedTensorVersioned};
 
 /// The head of numpy's `PyArray_Descr` as far as read (the same in numpy 1 and 2).
@@ -230,7 +230,8 @@ fn import_array(obj: &Bound<'_, PyAny>) -> PyResult<Option<ManagedTensorVersione
             dl_tensor: unsafe { core::mem::zeroed() },
         },
         array: obj.as_ptr(),
-        interp: current_interpreter(),
+        // SAFETY: `obj`'s token, on a thread importing it: attached (as for `PyKeepalive::new`).
+        interp: unsafe { cpython::interpreter_id() },
         inline: [0; 2 * INLINE],
         heap: (ndim > INLINE).then(|| alloc::vec![0i64; 2 * ndim].into_boxed_slice()),
     });

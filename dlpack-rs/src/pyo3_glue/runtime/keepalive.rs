@@ -246,12 +246,6 @@ pub struct PyKeepalive {
     interp: i64,
 }
 
-/// The ID of the interpreter this (attached) thread runs.
-pub(crate) fn current_interpreter() -> i64 {
-    // SAFETY: called on an attached thread (a `Python` token exists, or the probe said so).
-    unsafe { cpython::interpreter_id() }
-}
-
 impl PyKeepalive {
     /// Holds `obj` until this value is dropped.
     #[inline]
@@ -259,7 +253,10 @@ impl PyKeepalive {
         install_shutdown_hook(py);
         PyKeepalive {
             obj: Some(obj),
-            interp: current_interpreter(),
+            // SAFETY: `py`: pyo3 counts this thread attached, and is wrong only inside foreign
+            // code that released the GIL, where this crate's deleters drop keepalives elsewhere
+            // and make none (SAFETY.md, "When deleters run").
+            interp: unsafe { cpython::interpreter_id() },
         }
     }
 
@@ -284,7 +281,8 @@ impl Drop for PyKeepalive {
 /// whose ID is `interp`.
 pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
     if this_thread_is_attached() {
-        if current_interpreter() != interp {
+        // SAFETY: attached, by CPython's own thread state (just asked).
+        if unsafe { cpython::interpreter_id() } != interp {
             // Attached to another (sub-)interpreter, whose lock this thread cannot take: leak.
             count(&LEAKED_OTHER_INTERPRETER);
             return;
@@ -305,7 +303,8 @@ pub(crate) unsafe fn release_owned(ptr: *mut ffi::PyObject, interp: i64) {
     // meeting a finalizing interpreter hang instead of unwinding through Rust frames).
     unsafe {
         cpython::with_attached(|| {
-            if current_interpreter() == interp {
+            // SAFETY: attached (`with_attached`).
+            if cpython::interpreter_id() == interp {
                 // SAFETY: attached (`with_attached`) to `ptr`'s interpreter; the reference is ours.
                 cpython::decref(ptr);
                 count(&RELEASED_AFTER_ATTACHING);

@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyBufferError, PySystemError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
-use crate::pyo3_glue::runtime::keepalive::current_interpreter as interpreter_id;
+use crate::pyo3_glue::runtime::cpython;
 use crate::safe::borrow::{self, BorrowApi, BORROW_API_VERSION};
 
 const KEY: &str = "dlpack_rs.borrow_registry";
@@ -42,7 +42,8 @@ pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
                         ))
                     });
                     if joined.is_ok() {
-                        JOINED_IN.store(interpreter_id(), Ordering::Relaxed);
+                        // SAFETY: `py`: attached (as for `PyKeepalive::new`).
+                        JOINED_IN.store(unsafe { cpython::interpreter_id() }, Ordering::Relaxed);
                     }
                     STATE.store(if joined.is_ok() { 2 } else { 0 }, Ordering::Release);
                     return joined;
@@ -53,7 +54,8 @@ pub(crate) fn join(py: Python<'_>) -> PyResult<()> {
             }
         }
     }
-    if JOINED_IN.load(Ordering::Relaxed) == interpreter_id() {
+    // SAFETY: as above.
+    if JOINED_IN.load(Ordering::Relaxed) == unsafe { cpython::interpreter_id() } {
         return Ok(());
     }
     // Another interpreter: the table published there must be the one this copy uses.
