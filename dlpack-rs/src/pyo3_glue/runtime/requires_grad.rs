@@ -4,7 +4,7 @@
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyBool, PyType};
 
 /// How a type's `requires_grad` is read (found once per type, kept in the exchange-table cache).
 #[derive(Clone, Copy)]
@@ -117,8 +117,21 @@ fn requires_grad(obj: &Bound<'_, PyAny>, grad: Grad) -> bool {
             let value = unsafe {
                 Bound::from_owned_ptr_or_err(obj.py(), get(obj.as_ptr(), closure as *mut _))
             };
-            value.is_ok_and(|v| v.is_truthy().unwrap_or(false))
+            value.is_ok_and(|v| is_true(&v).unwrap_or(false))
         }
+    }
+}
+
+/// `bool(value)`, answered without a call for `True` and `False` (what torch's getters return).
+#[inline]
+fn is_true(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = value.py();
+    if value.as_ptr() == PyBool::new(py, false).as_ptr() {
+        Ok(false)
+    } else if value.as_ptr() == PyBool::new(py, true).as_ptr() {
+        Ok(true)
+    } else {
+        value.is_truthy()
     }
 }
 
@@ -218,7 +231,7 @@ pub(crate) fn refuse_negative_view(obj: &Bound<'_, PyAny>) -> PyResult<()> {
             .bind(py)
             .call1((torch.is_neg.bind(py), (ty,), (obj,)))?
     };
-    if negative.is_truthy()? {
+    if is_true(&negative)? {
         return Err(PyBufferError::new_err(
             "cannot import a torch tensor whose negative bit is set: torch exports its memory \
              un-negated; call resolve_neg() first",
