@@ -250,3 +250,56 @@ pub(crate) fn build_validated<M: PackAs, K: Send + 'static>(
     // SAFETY: `block` is non-NULL (checked above) and starts with the managed struct.
     Ok(unsafe { NonNull::new_unchecked(block.cast::<M>()) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicUsize;
+
+    static SENT_ELSEWHERE: AtomicUsize = AtomicUsize::new(0);
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+    /// A keepalive no other test uses, counting its drops.
+    struct Counted;
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn always_elsewhere() -> DropAt {
+        DropAt::Elsewhere
+    }
+
+    /// Runs the drop at once, counted (other tests' keepalives come here too, unharmed).
+    fn run_counted(drop: Box<dyn FnOnce() + Send>) {
+        SENT_ELSEWHERE.fetch_add(1, Ordering::SeqCst);
+        drop();
+    }
+
+    static DROPPER: KeepaliveDropper = KeepaliveDropper {
+        decide: always_elsewhere,
+        elsewhere: run_counted,
+    };
+
+    #[test]
+    fn an_installed_dropper_decides_where_a_deleter_drops_its_keepalive() {
+        set_keepalive_dropper(&DROPPER);
+        let before = SENT_ELSEWHERE.load(Ordering::SeqCst);
+        let mut data = [0f32; 2];
+        let info = crate::safe::TensorInfo {
+            data: data.as_mut_ptr().cast(),
+            device: crate::safe::cpu_device(),
+            dtype: crate::safe::dtype_f32(),
+            shape: alloc::vec![2],
+            strides: None,
+            byte_offset: 0,
+        };
+        let ptr = crate::safe::pack(Counted, info);
+        assert_eq!(DROPPED.load(Ordering::SeqCst), 0);
+        // SAFETY: the managed struct `pack` made, deleted once.
+        unsafe { ((*ptr).deleter.unwrap())(ptr) };
+        assert_eq!(DROPPED.load(Ordering::SeqCst), 1);
+        assert!(SENT_ELSEWHERE.load(Ordering::SeqCst) > before);
+    }
+}

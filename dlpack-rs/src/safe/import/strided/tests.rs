@@ -148,3 +148,28 @@ fn raw_parts_checks_dtype_pointer_and_exclusive_overlap() {
         Err(Error::Misaligned { .. })
     ));
 }
+
+#[test]
+fn contiguous_len_counts_one_c_order_run_and_nothing_else() {
+    let len = |shape: &[usize], strides: &[usize], inverted: &[usize]| {
+        Normalized::<f32> {
+            ptr: core::ptr::null_mut(),
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            inverted: inverted.to_vec(),
+        }
+        .contiguous_len()
+    };
+    assert_eq!(len(&[2, 3], &[3, 1], &[]), Some(6));
+    assert_eq!(len(&[2, 2], &[2, 1], &[]), Some(4));
+    // An axis of extent 1 may have any stride.
+    assert_eq!(len(&[1, 3], &[99, 1], &[]), Some(3));
+    assert_eq!(len(&[3, 1], &[1, 5], &[]), Some(3));
+    assert_eq!(len(&[], &[], &[]), Some(1));
+    // Column-major, a gap, or an axis walked backwards: not one run in C order.
+    assert_eq!(len(&[2, 3], &[1, 2], &[]), None);
+    assert_eq!(len(&[4], &[2], &[]), None);
+    assert_eq!(len(&[2, 3], &[3, 1], &[0]), None);
+    // Empty: no elements, whatever the layout.
+    assert_eq!(len(&[0, 3], &[1, 2], &[1]), Some(0));
+}
