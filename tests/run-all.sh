@@ -21,7 +21,7 @@
 #   MUTANTS_FILES the files (under dlpack-rs/src) the mutants step mutates; default
 #                 "safe/borrow/mod.rs safe/borrow/overlap.rs safe/layout/mod.rs
 #                 safe/borrow/guard.rs safe/layout/tensor_info.rs safe/import/described.rs
-#                 safe/import/views.rs safe/export/copy.rs". Other files are run against every test target
+#                 safe/import/views.rs safe/export/copy.rs safe/export/block.rs". Other files are run against every test target
 #                 (slower): "safe/export/mod.rs ffi.rs"
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."

@@ -144,6 +144,7 @@ step_mutants() {
   # The default set: tests/run-all.sh's header and README.md name the same files.
   local default="safe/borrow/mod.rs safe/borrow/overlap.rs safe/layout/mod.rs safe/borrow/guard.rs"
   default+=" safe/layout/tensor_info.rs safe/import/described.rs safe/import/views.rs safe/export/copy.rs"
+  default+=" safe/export/block.rs"
   read -r -a files <<<"${MUTANTS_FILES:-$default}"
   for f in "${files[@]}"; do args+=(--file "dlpack-rs/src/$f"); done
   if [[ -z ${MUTANTS_FILES:-} ]]; then

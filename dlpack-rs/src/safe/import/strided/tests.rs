@@ -173,3 +173,30 @@ fn contiguous_len_counts_one_c_order_run_and_nothing_else() {
     // Empty: no elements, whatever the layout.
     assert_eq!(len(&[0, 3], &[1, 2], &[1]), Some(0));
 }
+
+#[test]
+fn element_and_first_address_each_index_within_the_shape_only() {
+    let mut buf = [0f32; 8];
+    let base = buf.as_mut_ptr();
+    let layout = |inverted: &[usize]| Normalized::<f32> {
+        ptr: base,
+        shape: alloc::vec![2, 3],
+        strides: alloc::vec![3, 1],
+        inverted: inverted.to_vec(),
+    };
+    let forward = layout(&[]);
+    assert_eq!(forward.first(), base);
+    assert_eq!(forward.element(&[0, 0]), Some(base));
+    assert_eq!(forward.element(&[1, 2]), Some(base.wrapping_add(5)));
+    // Outside the shape, or another number of indices.
+    assert_eq!(forward.element(&[2, 0]), None);
+    assert_eq!(forward.element(&[0, 3]), None);
+    assert_eq!(forward.element(&[1]), None);
+    assert_eq!(forward.element(&[1, 2, 0]), None);
+    // Axis 0 walked backwards from the lowest element: index 0 is the highest row.
+    let inverted = layout(&[0]);
+    assert_eq!(inverted.first(), base.wrapping_add(3));
+    assert_eq!(inverted.element(&[0, 0]), Some(base.wrapping_add(3)));
+    assert_eq!(inverted.element(&[1, 2]), Some(base.wrapping_add(2)));
+    assert_eq!(inverted.element(&[2, 0]), None);
+}
