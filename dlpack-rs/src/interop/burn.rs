@@ -1,6 +1,8 @@
 //! burn (feature `burn`): a `burn_std::TensorData` (what burn's `Tensor::into_data` returns and
-//! `Tensor::from_data` takes) exports without a copy ([`ManagedTensorVersioned::try_from`]), and
-//! any host tensor imports by one copy (`TensorData::try_from(&managed)`).
+//! `Tensor::from_data` takes) exports without a copy when burn owns its bytes alone (shared
+//! bytes and lazy storage are copied first, flagged `IS_COPIED`:
+//! [`ManagedTensorVersioned::try_from`]), and any host tensor imports by one copy
+//! (`TensorData::try_from(&managed)`).
 //!
 //! ```
 //! use burn_std::TensorData;
