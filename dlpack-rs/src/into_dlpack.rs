@@ -131,8 +131,9 @@ pub unsafe trait IntoDLPack {
     }
 }
 
-/// Exports the elements as a 1-D tensor, writable (read-only for `bool`) and holding no borrow:
-/// Rust edits them under [`SharedMut::write`](safe::SharedMut::write) while consumers hold views.
+/// Exports the elements as a 1-D tensor, writable and holding no borrow: Rust edits them under
+/// [`SharedMut::write`](safe::SharedMut::write) while consumers hold views (`bool`: read-only,
+/// holding a shared borrow, so `write` is refused while the export lives).
 ///
 /// ```
 /// use dlpack_rs::safe::SharedMut;

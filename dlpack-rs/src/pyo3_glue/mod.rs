@@ -10,7 +10,8 @@
 //! | a tensor argument of known type and shape | [`TensorView`] / [`TensorViewMut`] (and [`AnyOf`]) |
 //!
 //! Imports use a type's DLPack 1.3 C exchange table when it has one (torch, [`DLPackTensor`],
-//! derived classes). Safe-layer errors become `BufferError` (`TypeError` for a dtype mismatch).
+//! derived classes). Safe-layer errors become `BufferError` (`TypeError` for a dtype mismatch or
+//! an unpacked dtype, `ValueError` for an unserializable one, `MemoryError` when out of memory).
 
 mod compat_0_3;
 pub(crate) mod export;
