@@ -14,40 +14,43 @@ import pytest
 
 from conftest import _ABI3
 
+# Every path here queues a drop, which needs the thread state.
+pytestmark = pytest.mark.skipif(_ABI3, reason="needs the thread state (not abi3)")
+
 _JOIN = "ext.export_detached(1).__dlpack__(max_version=(1, 3))  # joins: dropper installed\n"
 
 
-def _run(code, timeout=60):
-    return subprocess.run(
+def _stdout(code, timeout=60):
+    """The output of `code` run in a fresh interpreter, which must exit with 0."""
+    r = subprocess.run(
         [sys.executable, "-c", "import dlpack_testext as ext\n" + _JOIN + code],
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
 
 
 # A bounded buffer pool whose derived keepalive gives its buffer back in `Drop`, cycled inside
 # `py.detach` on the main thread: export, free (the deleter runs at once), take the next buffer.
 # The main thread waits for a drop only a pending call on itself would run: the fallback thread
 # runs it.
-@pytest.mark.skipif(_ABI3, reason="needs the thread state (not abi3)")
 def test_a_detached_loop_waiting_for_a_keepalive_drop_completes():
-    r = _run(
+    out = _stdout(
         "p = ext.BufferPool(1)\n"
         "print(p.cycle_detached(3, 2.0), flush=True)\n"
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["3"], (
+    assert out.split() == ["3"], (
         "the pool's buffer never came back inside py.detach: the keepalive's Drop was deferred "
-        f"to a pending call the (detached) main thread cannot run; rounds done: {r.stdout!r}"
+        f"to a pending call the (detached) main thread cannot run; rounds done: {out!r}"
     )
 
 
 # The same on a worker thread while the main thread waits in `join()` (no bytecode, so no
 # pending call): the fallback thread drops the keepalives.
-@pytest.mark.skipif(_ABI3, reason="needs the thread state (not abi3)")
 def test_a_worker_waiting_for_a_keepalive_drop_completes_while_main_joins():
-    r = _run(
+    out = _stdout(
         "import threading\n"
         "p = ext.BufferPool(2)\n"
         "out = []\n"
@@ -55,16 +58,14 @@ def test_a_worker_waiting_for_a_keepalive_drop_completes_while_main_joins():
         "t.start(); t.join()\n"
         "print(out[0], flush=True)\n"
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["10"], f"rounds done before the pool ran dry: {r.stdout!r}"
+    assert out.split() == ["10"], f"rounds done before the pool ran dry: {out!r}"
 
 
 # A worker thread frees 5000 exports of 4 KiB one at a time inside `py.detach` while the main
 # thread waits in `join()` (it runs no bytecode, so no pending call): the fallback thread drops
 # them, so none is left half a second later, however long the main thread waits.
-@pytest.mark.skipif(_ABI3, reason="needs the thread state (not abi3)")
 def test_a_worker_freeing_exports_while_main_joins_does_not_accumulate_them():
-    r = _run(
+    out = _stdout(
         "import threading, time\n"
         "out = []\n"
         "def work():\n"
@@ -75,9 +76,8 @@ def test_a_worker_freeing_exports_while_main_joins_does_not_accumulate_them():
         "t.start(); t.join()\n"
         "print(out[0], flush=True)\n"
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["0"], (
-        f"{r.stdout.strip()} freed exports were still alive half a second after the worker's "
+    assert out.split() == ["0"], (
+        f"{out.strip()} freed exports were still alive half a second after the worker's "
         "loop, the main thread waiting in join()"
     )
 
@@ -85,9 +85,8 @@ def test_a_worker_freeing_exports_while_main_joins_does_not_accumulate_them():
 # The pending-call queue is full (32 slots on 3.11/3.12: other extensions' calls, or a burst)
 # when a deleter defers: `Py_AddPendingCall` fails, and the fallback thread drops the keepalive
 # (no later deferral needed).
-@pytest.mark.skipif(_ABI3, reason="needs the thread state (not abi3)")
 def test_a_deferral_meeting_a_full_pending_call_queue_is_still_dropped():
-    r = _run(
+    out = _stdout(
         "import time\n"
         "queued = ext.fill_pending_then_drop_detached()\n"
         "for _ in range(100000): pass\n"
@@ -98,8 +97,7 @@ def test_a_deferral_meeting_a_full_pending_call_queue_is_still_dropped():
         "for _ in range(100000): pass\n"
         "print(queued, stranded, ext.live_counted(), flush=True)\n"
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    queued, stranded, after_next = map(int, r.stdout.split())
+    queued, stranded, after_next = map(int, out.split())
     assert queued > 0
     assert after_next == 0
     assert stranded == 0, (
@@ -111,10 +109,9 @@ def test_a_deferral_meeting_a_full_pending_call_queue_is_still_dropped():
 # The pool from pure Python with torch: torch's tensor dealloc releases the GIL, so a worker
 # freeing tensors over pooled exports defers their drops while the main thread waits in
 # `join()`; the fallback thread gives the buffers back.
-@pytest.mark.skipif(_ABI3, reason="needs the thread state (not abi3)")
 def test_torch_tensors_of_pooled_exports_freed_on_a_worker_give_their_buffers_back():
     pytest.importorskip("torch")
-    r = _run(
+    out = _stdout(
         "import threading, torch\n"
         "p = ext.BufferPool(1)\n"
         "out = []\n"
@@ -130,8 +127,7 @@ def test_torch_tensors_of_pooled_exports_freed_on_a_worker_give_their_buffers_ba
         "print(*out, flush=True)\n",
         timeout=120,
     )
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == [str(i) for i in range(10)], (
+    assert out.split() == [str(i) for i in range(10)], (
         "the worker's torch tensors were freed but their keepalives (the pooled buffers) were "
-        f"deferred to the joining main thread: {r.stdout!r}"
+        f"deferred to the joining main thread: {out!r}"
     )

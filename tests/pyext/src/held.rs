@@ -111,19 +111,29 @@ struct AttachProbe;
 
 impl Drop for AttachProbe {
     fn drop(&mut self) {
-        Python::attach(|_py| {
-            #[cfg(not(feature = "abi3"))]
-            // SAFETY: reads whether this thread holds the GIL; callable attached or not.
-            let seen = if unsafe { pyo3::ffi::PyGILState_Check() } == 1 {
-                1
-            } else {
-                2
-            };
-            #[cfg(feature = "abi3")]
-            let seen = 3;
-            ATTACH_SEEN.store(seen, std::sync::atomic::Ordering::SeqCst);
-        });
+        let seen = match gil_held_once_attached() {
+            Some(true) => 1,
+            Some(false) => 2,
+            None => 3,
+        };
+        ATTACH_SEEN.store(seen, std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+/// Asks pyo3 to attach, then whether this thread holds the GIL (`None` under abi3, which hides
+/// `PyGILState_Check`): the probes of a keepalive `Drop` run where foreign code released it.
+pub(crate) fn gil_held_once_attached() -> Option<bool> {
+    Python::attach(|_py| {
+        #[cfg(not(feature = "abi3"))]
+        {
+            // SAFETY: reads whether this thread holds the GIL; callable attached or not.
+            Some(unsafe { pyo3::ffi::PyGILState_Check() } == 1)
+        }
+        #[cfg(feature = "abi3")]
+        {
+            None
+        }
+    })
 }
 
 /// A derived export (no `#[pyclass]`: the struct itself is the keepalive) with an [`AttachProbe`].

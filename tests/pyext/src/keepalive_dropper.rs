@@ -74,20 +74,14 @@ struct FinalProbe;
 
 impl Drop for FinalProbe {
     fn drop(&mut self) {
-        Python::attach(|_py| {
-            // SAFETY: reads whether this thread holds the GIL; callable attached or not.
-            #[cfg(not(feature = "abi3"))]
-            let held = if unsafe { pyo3::ffi::PyGILState_Check() } == 1 {
-                "true"
-            } else {
-                "false"
-            };
-            // abi3 hides `PyGILState_Check`: the line only says that the drop ran.
-            #[cfg(feature = "abi3")]
-            let held = "unknown";
-            let line = format!("final-probe dropped, gil held: {held}\n");
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-        });
+        // Under abi3 the line only says that the drop ran.
+        let held = match crate::held::gil_held_once_attached() {
+            Some(true) => "true",
+            Some(false) => "false",
+            None => "unknown",
+        };
+        let line = format!("final-probe dropped, gil held: {held}\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     }
 }
 

@@ -117,14 +117,19 @@ static QUEUED_SOME: std::sync::Condvar = std::sync::Condvar::new();
 #[cfg(not(feature = "abi3"))]
 static FALLBACK: std::sync::Once = std::sync::Once::new();
 
+/// The queue, locked. Only pushes and takes run under the lock (drops run after it), so a
+/// poisoned lock still guards a whole `Vec`.
+#[cfg(not(feature = "abi3"))]
+fn queue() -> std::sync::MutexGuard<'static, Vec<Box<dyn FnOnce() + Send>>> {
+    QUEUED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The queued drops, taken under the lock (each runs once, by whoever takes it).
 #[cfg(not(feature = "abi3"))]
 fn take_queued() -> Vec<Box<dyn FnOnce() + Send>> {
-    core::mem::take(
-        &mut *QUEUED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    )
+    core::mem::take(&mut *queue())
 }
 
 /// Queues `drop` without waiting for anything (neither the GIL nor another thread). A pending
@@ -137,10 +142,7 @@ fn drop_elsewhere(drop: Box<dyn FnOnce() + Send>) {
     count(&DELETER_DEFERRED);
     #[cfg(not(feature = "abi3"))]
     {
-        QUEUED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(drop);
+        queue().push(drop);
         if !SCHEDULED.swap(true, Ordering::AcqRel) && !cpython::add_pending_call(run_pending) {
             SCHEDULED.store(false, Ordering::Release);
         }
@@ -173,14 +175,11 @@ extern "C" fn run_pending(_: *mut core::ffi::c_void) -> core::ffi::c_int {
 #[cfg(not(feature = "abi3"))]
 fn run_fallback() {
     loop {
-        {
-            let queued = QUEUED
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let _woken = QUEUED_SOME
-                .wait_while(queued, |queued| queued.is_empty())
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
+        drop(
+            QUEUED_SOME
+                .wait_while(queue(), |queued| queued.is_empty())
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
         take_queued().into_iter().for_each(|drop| drop());
     }
