@@ -316,6 +316,11 @@ fn packed_export_and_view_of_odd_length_fp4() {
     assert_eq!((t.numel(), t.nbytes()), (5, 3));
     let p = t.as_packed().unwrap();
     assert_eq!(p.bytes(), [0x21, 0x43, 0x05]);
+    assert_eq!(p.numel(), 5);
+    assert_eq!(
+        format!("{p:?}"),
+        "PackedSlice { dtype: float4_e2m1fn, numel: 5, bytes: [33, 67, 5] }"
+    );
     assert_eq!(p.values().collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
     assert_eq!((p.value(4), p.value(5)), (Some(5), None));
 
